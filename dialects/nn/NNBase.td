@@ -1,0 +1,59 @@
+//===- NNBase.td - nn dialect definition -------------------*- tablegen -*-===//
+//
+// The `nn` dialect: value-semantics model ops on static ranked tensors, the
+// vocabulary the ONNX importer produces and every later pass consumes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_NN_BASE
+#define AUTOPAR_NN_BASE
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def NN_Dialect : Dialect {
+  let name = "nn";
+  let summary = "Model-level tensor ops of a transformer (forward and backward)";
+  let description = [{
+    Ops of `nn` work on statically shaped ranked tensors with value
+    semantics. Parameters are function arguments that carry
+    `nn.param = "<onnx initializer name>"`; their bytes live in a weight
+    store outside the IR. Graph inputs carry `nn.input = "<name>"`, results
+    `nn.output = "<name>"`.
+  }];
+  let cppNamespace = "::autopar::nn";
+  let hasConstantMaterializer = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Names of the discardable attributes the dialect defines.
+    static constexpr llvm::StringLiteral kParamAttr = "nn.param";
+    static constexpr llvm::StringLiteral kInitFromAttr = "nn.init_from";
+    static constexpr llvm::StringLiteral kBufferAttr = "nn.buffer";
+    static constexpr llvm::StringLiteral kInputAttr = "nn.input";
+    static constexpr llvm::StringLiteral kOutputAttr = "nn.output";
+  }];
+}
+
+def NN_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "comparison predicate", [
+      I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>, I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::autopar::nn";
+}
+
+def NN_LossReduction : I32EnumAttr<"LossReduction",
+    "reduction of a per-element loss", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"sum", 1>,
+      I32EnumAttrCase<"mean", 2>]> {
+  let cppNamespace = "::autopar::nn";
+}
+
+def NN_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "approximation of GELU", [
+      I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"tanh", 1>]> {
+  let cppNamespace = "::autopar::nn";
+}
+
+#endif // AUTOPAR_NN_BASE

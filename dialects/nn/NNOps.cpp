@@ -1,0 +1,650 @@
+//===- NNOps.cpp - nn dialect ops, verifiers and shape inference ----------===//
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace autopar::nn;
+
+#include "dialects/nn/NNDialect.cpp.inc"
+#include "dialects/nn/NNEnums.cpp.inc"
+
+void NNDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/nn/NNOps.cpp.inc"
+      >();
+}
+
+Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                          Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Argument and result attributes
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
+                                     StringRef what, bool isResult) {
+  StringRef name = attr.getName().getValue();
+  bool stringAttr = name == NNDialect::kParamAttr ||
+                    name == NNDialect::kInitFromAttr ||
+                    name == NNDialect::kInputAttr ||
+                    (isResult && name == NNDialect::kOutputAttr);
+  bool unitAttr = name == NNDialect::kBufferAttr;
+  if (isResult ? name != NNDialect::kOutputAttr : (!stringAttr && !unitAttr))
+    return op->emitError() << "unknown " << what << " attribute '" << name
+                           << "'";
+  if (stringAttr && !isa<StringAttr>(attr.getValue()))
+    return op->emitError() << what << " attribute '" << name
+                           << "' must be a string";
+  if (unitAttr && !isa<UnitAttr>(attr.getValue()))
+    return op->emitError() << what << " attribute '" << name
+                           << "' must be a unit attribute";
+  return success();
+}
+
+LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned, NamedAttribute attr) {
+  return verifyValueAttr(op, attr, "argument", /*isResult=*/false);
+}
+
+LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned,
+                                                     NamedAttribute attr) {
+  return verifyValueAttr(op, attr, "result", /*isResult=*/true);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>>
+autopar::nn::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    result[i] = da == 1 ? db : da;
+  }
+  return result;
+}
+
+Type autopar::nn::inferBroadcastBinaryType(Type lhs, Type rhs) {
+  auto l = cast<RankedTensorType>(lhs);
+  auto r = cast<RankedTensorType>(rhs);
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(l.getShape(), r.getShape());
+  assert(succeeded(shape) && "operands do not broadcast");
+  return RankedTensorType::get(*shape, l.getElementType());
+}
+
+Type autopar::nn::inferReduceType(Type input, ArrayRef<int64_t> axes,
+                                  bool keepdims) {
+  auto type = cast<RankedTensorType>(input);
+  SmallVector<int64_t> shape;
+  for (auto [i, dim] : llvm::enumerate(type.getShape())) {
+    if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
+      shape.push_back(dim);
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+FailureOr<SmallVector<int64_t>>
+autopar::nn::matmulShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+  if (lhs.empty() || rhs.empty())
+    return failure();
+  SmallVector<int64_t> l(lhs), r(rhs);
+  if (l.size() == 1)
+    l.insert(l.begin(), 1);
+  if (r.size() == 1)
+    r.push_back(1);
+  if (l.back() != r[r.size() - 2])
+    return failure();
+  FailureOr<SmallVector<int64_t>> batch = broadcastShapes(
+      ArrayRef(l).drop_back(2), ArrayRef(r).drop_back(2));
+  if (failed(batch))
+    return failure();
+  SmallVector<int64_t> result = *batch;
+  if (lhs.size() > 1)
+    result.push_back(l[l.size() - 2]);
+  if (rhs.size() > 1)
+    result.push_back(r.back());
+  return result;
+}
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Checks that the op's result type equals `inferred`.
+static LogicalResult verifyResultType(Operation *op, Type result,
+                                      Type inferred) {
+  if (result != inferred)
+    return op->emitOpError() << "result type " << result
+                             << " differs from the inferred type " << inferred;
+  return success();
+}
+
+/// Checks that `axis` indexes a dimension of operand `name` of rank `rank`.
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank,
+                                StringRef name) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError() << "axis " << axis
+                             << " is out of range for operand '" << name
+                             << "' of rank " << rank;
+  return success();
+}
+
+/// Checks that `axes` are sorted, unique and index a rank-`rank` tensor.
+static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
+                                int64_t rank, StringRef name) {
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (failed(verifyAxis(op, axis, rank, name)))
+      return failure();
+    if (i > 0 && axes[i - 1] >= axis)
+      return op->emitOpError() << "axes must be sorted and unique";
+  }
+  return success();
+}
+
+static LogicalResult verifySameElementType(Operation *op, Value a,
+                                           StringRef aName, Value b,
+                                           StringRef bName) {
+  Type ea = tensorType(a).getElementType(), eb = tensorType(b).getElementType();
+  if (ea != eb)
+    return op->emitOpError() << "operand '" << bName << "' element type " << eb
+                             << " differs from operand '" << aName
+                             << "' element type " << ea;
+  return success();
+}
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp, IdentityOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBroadcastOperands(Operation *op, Value lhs,
+                                             Value rhs, Type elementType) {
+  if (failed(verifySameElementType(op, lhs, "lhs", rhs, "rhs")))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(tensorType(lhs).getShape(), tensorType(rhs).getShape());
+  if (failed(shape))
+    return op->emitOpError()
+           << "operands 'lhs' (" << lhs.getType() << ") and 'rhs' ("
+           << rhs.getType() << ") do not broadcast";
+  return verifyResultType(op, op->getResult(0).getType(),
+                          RankedTensorType::get(*shape, elementType));
+}
+
+#define NN_BINARY_VERIFIER(OP)                                                 \
+  LogicalResult OP::verify() {                                                 \
+    return verifyBroadcastOperands(*this, getLhs(), getRhs(),                  \
+                                   tensorType(getLhs()).getElementType());     \
+  }
+NN_BINARY_VERIFIER(AddOp)
+NN_BINARY_VERIFIER(SubOp)
+NN_BINARY_VERIFIER(MulOp)
+NN_BINARY_VERIFIER(DivOp)
+NN_BINARY_VERIFIER(PowOp)
+#undef NN_BINARY_VERIFIER
+
+LogicalResult CompareOp::verify() {
+  return verifyBroadcastOperands(*this, getLhs(), getRhs(),
+                                 IntegerType::get(getContext(), 1));
+}
+
+static FailureOr<SmallVector<int64_t>> whereShape(Value c, Value l, Value r) {
+  FailureOr<SmallVector<int64_t>> lr =
+      broadcastShapes(tensorType(l).getShape(), tensorType(r).getShape());
+  if (failed(lr))
+    return failure();
+  return broadcastShapes(tensorType(c).getShape(), *lr);
+}
+
+void WhereOp::build(OpBuilder &builder, OperationState &state, Value condition,
+                    Value lhs, Value rhs) {
+  FailureOr<SmallVector<int64_t>> shape = whereShape(condition, lhs, rhs);
+  assert(succeeded(shape) && "operands do not broadcast");
+  build(builder, state,
+        RankedTensorType::get(*shape, tensorType(lhs).getElementType()),
+        condition, lhs, rhs);
+}
+
+LogicalResult WhereOp::verify() {
+  if (failed(verifySameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      whereShape(getCondition(), getLhs(), getRhs());
+  if (failed(shape))
+    return emitOpError() << "operands 'condition' (" << getCondition().getType()
+                         << "), 'lhs' (" << getLhs().getType() << ") and 'rhs' ("
+                         << getRhs().getType() << ") do not broadcast";
+  return verifyResultType(
+      *this, getType(),
+      RankedTensorType::get(*shape, tensorType(getLhs()).getElementType()));
+}
+
+LogicalResult CastOp::verify() {
+  if (tensorType(getInput()).getShape() != getType().getShape())
+    return emitOpError() << "result shape "
+                         << shapeString(getType().getShape())
+                         << " differs from operand 'input' shape "
+                         << shapeString(tensorType(getInput()).getShape());
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOpTy>
+static LogicalResult verifyReduce(ReduceOpTy op) {
+  RankedTensorType input = tensorType(op.getInput());
+  if (failed(verifyAxes(op, op.getAxes(), input.getRank(), "input")))
+    return failure();
+  return verifyResultType(op, op.getType(),
+                          inferReduceType(input, op.getAxes(), op.getKeepdims()));
+}
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, input.getRank(), "input")))
+    return failure();
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+  auto checkParam = [&](Value v, StringRef name) -> LogicalResult {
+    if (!v)
+      return success();
+    if (failed(verifySameElementType(*this, getInput(), "input", v, name)))
+      return failure();
+    if (tensorType(v).getShape() != normalized)
+      return emitOpError() << "operand '" << name << "' shape "
+                           << shapeString(tensorType(v).getShape())
+                           << " differs from the normalized shape "
+                           << shapeString(normalized) << " of operand 'input'";
+    return success();
+  };
+  if (failed(checkParam(getScale(), "scale")) ||
+      failed(checkParam(getBias(), "bias")))
+    return failure();
+  if (getEpsilon().isNegative())
+    return emitOpError() << "epsilon must not be negative";
+  return verifyResultType(*this, getType(), input);
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (failed(verifyAxis(*this, getAxis(), tensorType(getInput()).getRank(),
+                        "input")))
+    return failure();
+  return verifyResultType(*this, getType(), getInput().getType());
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  RankedTensorType scores = tensorType(getScores());
+  RankedTensorType labels = tensorType(getLabels());
+  if (scores.getRank() < 2)
+    return emitOpError() << "operand 'scores' must have rank >= 2 ([N, C, ...])"
+                         << ", got " << scores;
+  SmallVector<int64_t> expected(scores.getShape());
+  expected.erase(expected.begin() + 1);
+  if (labels.getShape() != ArrayRef(expected))
+    return emitOpError() << "operand 'labels' shape "
+                         << shapeString(labels.getShape())
+                         << " must be the shape of operand 'scores' without "
+                            "its class dim: "
+                         << shapeString(expected);
+  SmallVector<int64_t> resultShape;
+  if (getReduction() == LossReduction::none)
+    resultShape = expected;
+  return verifyResultType(
+      *this, getType(),
+      RankedTensorType::get(resultShape, scores.getElementType()));
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+void MatMulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
+                     Value rhs) {
+  FailureOr<SmallVector<int64_t>> shape =
+      matmulShape(tensorType(lhs).getShape(), tensorType(rhs).getShape());
+  assert(succeeded(shape) && "operands do not multiply");
+  build(builder, state,
+        RankedTensorType::get(*shape, tensorType(lhs).getElementType()), lhs,
+        rhs);
+}
+
+LogicalResult MatMulOp::verify() {
+  if (failed(verifySameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
+    return failure();
+  RankedTensorType lhs = tensorType(getLhs()), rhs = tensorType(getRhs());
+  if (lhs.getRank() == 0 || rhs.getRank() == 0)
+    return emitOpError() << "operand '" << (lhs.getRank() == 0 ? "lhs" : "rhs")
+                         << "' must have rank >= 1";
+  int64_t k = lhs.getShape().back();
+  int64_t kr = rhs.getRank() == 1 ? rhs.getDimSize(0)
+                                  : rhs.getDimSize(rhs.getRank() - 2);
+  if (k != kr)
+    return emitOpError() << "contracting dim of operand 'rhs' (" << kr
+                         << ") differs from that of operand 'lhs' (" << k
+                         << ")";
+  FailureOr<SmallVector<int64_t>> shape =
+      matmulShape(lhs.getShape(), rhs.getShape());
+  if (failed(shape))
+    return emitOpError() << "batch dims of operands 'lhs' (" << lhs
+                         << ") and 'rhs' (" << rhs << ") do not broadcast";
+  return verifyResultType(
+      *this, getType(), RankedTensorType::get(*shape, lhs.getElementType()));
+}
+
+LogicalResult GemmOp::verify() {
+  RankedTensorType a = tensorType(getA()), b = tensorType(getB());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError() << "operand '" << (a.getRank() != 2 ? "a" : "b")
+                         << "' must have rank 2";
+  if (failed(verifySameElementType(*this, getA(), "a", getB(), "b")))
+    return failure();
+  int64_t m = a.getDimSize(getTransA() ? 1 : 0);
+  int64_t k = a.getDimSize(getTransA() ? 0 : 1);
+  int64_t kb = b.getDimSize(getTransB() ? 1 : 0);
+  int64_t n = b.getDimSize(getTransB() ? 0 : 1);
+  if (k != kb)
+    return emitOpError() << "contracting dim of operand 'b' (" << kb
+                         << ") differs from that of operand 'a' (" << k << ")";
+  SmallVector<int64_t> mn = {m, n};
+  if (Value c = getC()) {
+    if (failed(verifySameElementType(*this, getA(), "a", c, "c")))
+      return failure();
+    FailureOr<SmallVector<int64_t>> bc =
+        broadcastShapes(tensorType(c).getShape(), mn);
+    if (tensorType(c).getRank() > 2 || failed(bc) || ArrayRef(*bc) != ArrayRef(mn))
+      return emitOpError() << "operand 'c' (" << c.getType()
+                           << ") does not broadcast to " << shapeString(mn);
+  }
+  return verifyResultType(*this, getType(),
+                          RankedTensorType::get(mn, a.getElementType()));
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and data movement
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType gatherType(RankedTensorType data,
+                                   RankedTensorType indices, int64_t axis) {
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  return RankedTensorType::get(shape, data.getElementType());
+}
+
+void GatherOp::build(OpBuilder &builder, OperationState &state, Value data,
+                     Value indices, int64_t axis) {
+  build(builder, state, gatherType(tensorType(data), tensorType(indices), axis),
+        data, indices, builder.getI64IntegerAttr(axis));
+}
+
+LogicalResult GatherOp::verify() {
+  RankedTensorType data = tensorType(getData());
+  if (failed(verifyAxis(*this, getAxis(), data.getRank(), "data")))
+    return failure();
+  return verifyResultType(
+      *this, getType(), gatherType(data, tensorType(getIndices()), getAxis()));
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyResultType(
+          *this, getType().getElementType(), input.getElementType())))
+    return failure();
+  if (input.getNumElements() != getType().getNumElements())
+    return emitOpError() << "result has " << getType().getNumElements()
+                         << " elements but operand 'input' has "
+                         << input.getNumElements();
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+static RankedTensorType unsqueezeType(RankedTensorType input,
+                                      ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> shape;
+  ArrayRef<int64_t> in = input.getShape();
+  int64_t rank = input.getRank() + axes.size();
+  for (int64_t i = 0; i < rank; ++i) {
+    if (llvm::is_contained(axes, i)) {
+      shape.push_back(1);
+    } else {
+      shape.push_back(in.front());
+      in = in.drop_front();
+    }
+  }
+  return RankedTensorType::get(shape, input.getElementType());
+}
+
+void UnsqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,
+                        ArrayRef<int64_t> axes) {
+  build(builder, state, unsqueezeType(tensorType(input), axes), input,
+        builder.getDenseI64ArrayAttr(axes));
+}
+
+LogicalResult UnsqueezeOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyAxes(*this, getAxes(), input.getRank() + getAxes().size(),
+                        "result")))
+    return failure();
+  return verifyResultType(*this, getType(), unsqueezeType(input, getAxes()));
+}
+
+void SqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,
+                      ArrayRef<int64_t> axes) {
+  build(builder, state, inferReduceType(input.getType(), axes, false), input,
+        builder.getDenseI64ArrayAttr(axes));
+}
+
+LogicalResult SqueezeOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyAxes(*this, getAxes(), input.getRank(), "input")))
+    return failure();
+  for (int64_t axis : getAxes())
+    if (input.getDimSize(axis) != 1)
+      return emitOpError() << "dim " << axis << " of operand 'input' is "
+                           << input.getDimSize(axis) << ", not 1";
+  return verifyResultType(*this, getType(),
+                          inferReduceType(input, getAxes(), false));
+}
+
+LogicalResult ExpandOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyResultType(*this, getType().getElementType(),
+                              input.getElementType())))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(input.getShape(), getType().getShape());
+  if (input.getRank() > getType().getRank() || failed(shape) ||
+      ArrayRef(*shape) != getType().getShape())
+    return emitOpError() << "operand 'input' (" << input
+                         << ") does not broadcast to the result shape "
+                         << shapeString(getType().getShape());
+  return success();
+}
+
+static RankedTensorType transposeType(RankedTensorType input,
+                                      ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(input.getDimSize(p));
+  return RankedTensorType::get(shape, input.getElementType());
+}
+
+void TransposeOp::build(OpBuilder &builder, OperationState &state, Value input,
+                        ArrayRef<int64_t> perm) {
+  build(builder, state, transposeType(tensorType(input), perm), input,
+        builder.getDenseI64ArrayAttr(perm));
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  if (static_cast<int64_t>(perm.size()) != input.getRank() ||
+      llvm::any_of(llvm::enumerate(sorted), [](auto it) {
+        return it.value() != static_cast<int64_t>(it.index());
+      }))
+    return emitOpError() << "perm " << shapeString(perm)
+                         << " is not a permutation of the dims of operand "
+                            "'input' (rank "
+                         << input.getRank() << ")";
+  return verifyResultType(*this, getType(), transposeType(input, perm));
+}
+
+LogicalResult SliceOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
+  if (failed(verifyResultType(*this, getType().getElementType(),
+                              input.getElementType())))
+    return failure();
+  if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
+      static_cast<int64_t>(strides.size()) != input.getRank() ||
+      getType().getRank() != input.getRank())
+    return emitOpError() << "offsets, strides and result must have the rank "
+                            "of operand 'input' ("
+                         << input.getRank() << ")";
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t count = getType().getDimSize(d);
+    if (strides[d] == 0)
+      return emitOpError() << "stride of dim " << d << " is 0";
+    if (count == 0)
+      continue;
+    int64_t last = offsets[d] + (count - 1) * strides[d];
+    if (offsets[d] < 0 || offsets[d] >= input.getDimSize(d) || last < 0 ||
+        last >= input.getDimSize(d))
+      return emitOpError() << "dim " << d << " reads indices " << offsets[d]
+                           << " to " << last
+                           << ", outside operand 'input' dim of size "
+                           << input.getDimSize(d);
+  }
+  return success();
+}
+
+static FailureOr<RankedTensorType>
+concatType(Operation *op, ValueRange inputs, int64_t axis, bool emit) {
+  if (inputs.empty()) {
+    if (emit)
+      op->emitOpError() << "needs at least one operand";
+    return failure();
+  }
+  RankedTensorType first = tensorType(inputs.front());
+  if (emit && failed(verifyAxis(op, axis, first.getRank(), "inputs")))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(inputs.drop_front())) {
+    RankedTensorType t = tensorType(v);
+    bool compatible = t.getRank() == first.getRank() &&
+                      t.getElementType() == first.getElementType();
+    for (int64_t d = 0; compatible && d < t.getRank(); ++d)
+      compatible = d == axis || t.getDimSize(d) == first.getDimSize(d);
+    if (!compatible) {
+      if (emit)
+        op->emitOpError() << "operand #" << i + 1 << " (" << t
+                          << ") does not concatenate with operand #0 ("
+                          << first << ") along axis " << axis;
+      return failure();
+    }
+    shape[axis] += t.getDimSize(axis);
+  }
+  return RankedTensorType::get(shape, first.getElementType());
+}
+
+void ConcatOp::build(OpBuilder &builder, OperationState &state,
+                     ValueRange inputs, int64_t axis) {
+  FailureOr<RankedTensorType> type =
+      concatType(nullptr, inputs, axis, /*emit=*/false);
+  assert(succeeded(type) && "operands do not concatenate");
+  build(builder, state, *type, inputs, builder.getI64IntegerAttr(axis));
+}
+
+LogicalResult ConcatOp::verify() {
+  FailureOr<RankedTensorType> type =
+      concatType(*this, getInputs(), getAxis(), /*emit=*/true);
+  if (failed(type))
+    return failure();
+  return verifyResultType(*this, getType(), *type);
+}
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  int64_t axis = getAxis();
+  if (getNumResults() == 0)
+    return emitOpError() << "needs at least one result";
+  if (failed(verifyAxis(*this, axis, input.getRank(), "input")))
+    return failure();
+  int64_t total = 0;
+  for (auto [i, r] : llvm::enumerate(getResults())) {
+    RankedTensorType t = tensorType(r);
+    bool compatible = t.getRank() == input.getRank() &&
+                      t.getElementType() == input.getElementType();
+    for (int64_t d = 0; compatible && d < t.getRank(); ++d)
+      compatible = d == axis || t.getDimSize(d) == input.getDimSize(d);
+    if (!compatible)
+      return emitOpError() << "result #" << i << " (" << t
+                           << ") is not a piece of operand 'input' (" << input
+                           << ") along axis " << axis;
+    total += t.getDimSize(axis);
+  }
+  if (total != input.getDimSize(axis))
+    return emitOpError() << "results sum to " << total << " along axis "
+                         << axis << ", operand 'input' has "
+                         << input.getDimSize(axis);
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.cpp.inc"

@@ -1,0 +1,41 @@
+//===- NNOps.h - nn dialect ops ---------------------------------*- C++ -*-===//
+
+#ifndef AUTOPAR_DIALECTS_NN_NNOPS_H
+#define AUTOPAR_DIALECTS_NN_NNOPS_H
+
+#include "dialects/nn/NNDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/nn/NNEnums.h.inc"
+
+namespace autopar::nn {
+
+/// The numpy broadcast of two shapes, or failure if they do not broadcast.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+/// The result type of a broadcasting binary op on `lhs` and `rhs` (ranked
+/// tensors whose shapes broadcast): the broadcast shape, lhs's element type.
+mlir::Type inferBroadcastBinaryType(mlir::Type lhs, mlir::Type rhs);
+
+/// The result type of reducing `axes` (sorted, non-negative) of `input`.
+mlir::Type inferReduceType(mlir::Type input, llvm::ArrayRef<int64_t> axes,
+                           bool keepdims);
+
+/// Result shape of numpy.matmul on the given shapes (ranks >= 1, contracting
+/// dims equal, batch dims broadcast), or failure.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+matmulShape(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+} // namespace autopar::nn
+
+#define GET_OP_CLASSES
+#include "dialects/nn/NNOps.h.inc"
+
+#endif // AUTOPAR_DIALECTS_NN_NNOPS_H

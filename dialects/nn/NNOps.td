@@ -1,0 +1,434 @@
+//===- NNOps.td - nn dialect ops ---------------------------*- tablegen -*-===//
+//
+// Every op verifies its operands and results; ops whose result type follows
+// from their operands have a builder that infers it, and their verifier checks
+// the declared result type against the inferred one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_NN_OPS
+#define AUTOPAR_NN_OPS
+
+include "dialects/nn/NNBase.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def NN_Tensor : StaticShapeTensorOf<[AnyType]>;
+def NN_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def NN_NumericTensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def NN_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def NN_ConstantOp : NN_Op<"constant",
+    [ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "A small constant tensor";
+  let description = [{
+    Holds a constant folded from the model (scalars, shape-subgraph results,
+    masks). Weights never become constants: they are function arguments with
+    `nn.param`.
+
+    ```mlir
+    %0 = nn.constant dense<1.0> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class NN_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType])> {
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input), [{
+    build($_builder, $_state, input.getType(), input);
+  }]>];
+}
+
+def NN_NegOp : NN_UnaryOp<"neg", NN_NumericTensor> {
+  let summary = "Elementwise negation";
+}
+def NN_SqrtOp : NN_UnaryOp<"sqrt", NN_FloatTensor> {
+  let summary = "Elementwise square root";
+}
+def NN_ErfOp : NN_UnaryOp<"erf", NN_FloatTensor> {
+  let summary = "Elementwise Gauss error function";
+}
+def NN_TanhOp : NN_UnaryOp<"tanh", NN_FloatTensor> {
+  let summary = "Elementwise hyperbolic tangent";
+}
+def NN_ExpOp : NN_UnaryOp<"exp", NN_FloatTensor> {
+  let summary = "Elementwise natural exponential";
+}
+def NN_LogOp : NN_UnaryOp<"log", NN_FloatTensor> {
+  let summary = "Elementwise natural logarithm";
+}
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", NN_FloatTensor> {
+  let summary = "Elementwise 1 / x";
+}
+def NN_ReluOp : NN_UnaryOp<"relu", NN_NumericTensor> {
+  let summary = "Elementwise max(x, 0)";
+}
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", NN_FloatTensor> {
+  let summary = "Elementwise logistic sigmoid";
+}
+def NN_IdentityOp : NN_UnaryOp<"identity", NN_Tensor> {
+  let summary = "The operand, unchanged";
+  let description = [{
+    Imported from ONNX Identity nodes that do not alias an initializer
+    (aliases of initializers become parameters of their own). Folds away.
+  }];
+  let hasFolder = 1;
+}
+
+def NN_GeluOp : NN_Op<"gelu", [SameOperandsAndResultType]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `approximate = none`: x * Phi(x) with Phi the normal CDF (erf form);
+    `approximate = tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    Produced by pattern recognition, so later passes can fuse it into a GEMM
+    epilogue.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                   NN_GeluApproximation:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `approximate` `(` $approximate `)` attr-dict `:` type($input)
+  }];
+}
+
+class NN_BroadcastBinaryOp<string mnemonic, Type operandType,
+                           list<Trait> traits = []>
+    : NN_Op<mnemonic, traits> {
+  let description = [{
+    Operands broadcast against each other with numpy rules (trailing
+    dimensions aligned, size-1 dimensions stretched); both have the same
+    element type.
+  }];
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs),
+  [{
+    build($_builder, $_state,
+          inferBroadcastBinaryType(lhs.getType(), rhs.getType()), lhs, rhs);
+  }]>];
+  let hasVerifier = 1;
+}
+
+def NN_AddOp : NN_BroadcastBinaryOp<"add", NN_NumericTensor, [Commutative]> {
+  let summary = "Elementwise sum with broadcasting";
+}
+def NN_SubOp : NN_BroadcastBinaryOp<"sub", NN_NumericTensor> {
+  let summary = "Elementwise difference with broadcasting";
+}
+def NN_MulOp : NN_BroadcastBinaryOp<"mul", NN_NumericTensor, [Commutative]> {
+  let summary = "Elementwise product with broadcasting";
+}
+def NN_DivOp : NN_BroadcastBinaryOp<"div", NN_NumericTensor> {
+  let summary = "Elementwise quotient with broadcasting";
+  let description = [{
+    Integer division truncates toward zero (ONNX Div).
+  }];
+}
+def NN_PowOp : NN_BroadcastBinaryOp<"pow", NN_FloatTensor> {
+  let summary = "Elementwise lhs ^ rhs with broadcasting";
+}
+
+def NN_CompareOp : NN_Op<"compare"> {
+  let summary = "Elementwise comparison with broadcasting, producing i1";
+  let arguments = (ins NN_ComparePredicate:$predicate, NN_NumericTensor:$lhs,
+                   NN_NumericTensor:$rhs);
+  let results = (outs NN_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "ComparePredicate":$predicate,
+                                 "::mlir::Value":$lhs, "::mlir::Value":$rhs),
+  [{
+    auto type = ::llvm::cast<::mlir::RankedTensorType>(
+        inferBroadcastBinaryType(lhs.getType(), rhs.getType()));
+    build($_builder, $_state, type.clone($_builder.getI1Type()), predicate,
+          lhs, rhs);
+  }]>];
+  let hasVerifier = 1;
+}
+
+def NN_WhereOp : NN_Op<"where"> {
+  let summary = "Elementwise select: condition ? lhs : rhs, with broadcasting";
+  let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$lhs,
+                   NN_Tensor:$rhs);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$condition,
+                                 "::mlir::Value":$lhs, "::mlir::Value":$rhs)>];
+  let hasVerifier = 1;
+}
+
+def NN_CastOp : NN_Op<"cast"> {
+  let summary = "Elementwise conversion to the result's element type";
+  let description = [{
+    Float to integer truncates toward zero; to i1, nonzero becomes true.
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+class NN_ReduceOp<string mnemonic> : NN_Op<mnemonic> {
+  let description = [{
+    Reduces `axes` (sorted, unique, non-negative). With `keepdims` the
+    reduced dimensions stay as size 1, otherwise they are dropped.
+  }];
+  let arguments = (ins NN_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                   BoolAttr:$keepdims);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($result)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$input,
+                                 "::llvm::ArrayRef<int64_t>":$axes,
+                                 "bool":$keepdims), [{
+    build($_builder, $_state,
+          inferReduceType(input.getType(), axes, keepdims), input,
+          $_builder.getDenseI64ArrayAttr(axes),
+          $_builder.getBoolAttr(keepdims));
+  }]>];
+  let hasVerifier = 1;
+}
+
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum"> {
+  let summary = "Sum over the given axes";
+}
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean"> {
+  let summary = "Mean over the given axes";
+}
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max"> {
+  let summary = "Maximum over the given axes";
+}
+
+def NN_LayerNormOp : NN_Op<"layer_norm"> {
+  let summary = "Layer normalization over the dimensions from `axis` on";
+  let description = [{
+    y = (x - mean) / sqrt(var + epsilon) * scale + bias, with mean and the
+    biased variance taken over dims [axis, rank). `scale` and the optional
+    `bias` have the shape of those dims.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                   Optional<NN_FloatTensor>:$bias, I64Attr:$axis,
+                   F64Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxOp : NN_Op<"softmax"> {
+  let summary = "Softmax along one axis";
+  let arguments = (ins NN_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "int64_t":$axis), [{
+    build($_builder, $_state, input.getType(), input,
+          $_builder.getI64IntegerAttr(axis));
+  }]>];
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy"> {
+  let summary = "Softmax cross-entropy of scores against class labels";
+  let description = [{
+    `scores` is [N, C] or [N, C, d1, ...], `labels` [N] or [N, d1, ...].
+    The loss of an element is -log softmax(scores)[label] over C; elements
+    whose label equals `ignore_index` contribute 0. `mean` divides the sum by
+    the number of non-ignored elements (PyTorch and ONNX semantics), `sum`
+    does not divide, `none` returns the per-element losses.
+  }];
+  let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
+                   NN_LossReduction:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $scores `,` $labels `reduction` `(` $reduction `)` attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def NN_MatMulOp : NN_Op<"matmul"> {
+  let summary = "Batched matrix product with numpy broadcasting";
+  let description = [{
+    numpy.matmul: the last two dims multiply, leading dims broadcast; a
+    rank-1 lhs is a row vector and a rank-1 rhs a column vector, their unit
+    dim dropped from the result.
+  }];
+  let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs)>];
+  let hasVerifier = 1;
+}
+
+def NN_GemmOp : NN_Op<"gemm"> {
+  let summary = "alpha * op(a) op(b) + beta * c on rank-2 operands";
+  let description = [{
+    op(x) is x or its transpose per `trans_a` / `trans_b`; the optional `c`
+    broadcasts to the [M, N] result.
+  }];
+  let arguments = (ins NN_NumericTensor:$a, NN_NumericTensor:$b,
+                   Optional<NN_NumericTensor>:$c,
+                   DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F64Attr, "1.0">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and data movement
+//===----------------------------------------------------------------------===//
+
+def NN_GatherOp : NN_Op<"gather"> {
+  let summary = "Gather slices of `data` along `axis` (embedding lookup)";
+  let description = [{
+    result = data[:axis] + indices.shape + data[axis+1:]; negative indices
+    count from the end of the axis (ONNX Gather).
+  }];
+  let arguments = (ins NN_Tensor:$data, NN_IndexTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$data,
+                                 "::mlir::Value":$indices, "int64_t":$axis)>];
+  let hasVerifier = 1;
+}
+
+def NN_ReshapeOp : NN_Op<"reshape"> {
+  let summary = "Reinterpret the elements (row-major) in the result's shape";
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_UnsqueezeOp : NN_Op<"unsqueeze"> {
+  let summary = "Insert size-1 dimensions at `axes` of the result";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input,
+                                 "::llvm::ArrayRef<int64_t>":$axes)>];
+  let hasVerifier = 1;
+}
+
+def NN_SqueezeOp : NN_Op<"squeeze"> {
+  let summary = "Remove the size-1 dimensions at `axes` of the input";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input,
+                                 "::llvm::ArrayRef<int64_t>":$axes)>];
+  let hasVerifier = 1;
+}
+
+def NN_ExpandOp : NN_Op<"expand"> {
+  let summary = "Broadcast the input to the result's shape";
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_TransposeOp : NN_Op<"transpose"> {
+  let summary = "Permute dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$input,
+                                 "::llvm::ArrayRef<int64_t>":$perm)>];
+  let hasVerifier = 1;
+}
+
+def NN_SliceOp : NN_Op<"slice"> {
+  let summary = "Strided slice: result[i] = input[offsets + i * strides]";
+  let description = [{
+    `offsets` and `strides` have one entry per dimension; the result's shape
+    gives the element count per dimension. Strides are nonzero and may be
+    negative (reversed traversal); every index read lies inside the input.
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$offsets,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ConcatOp : NN_Op<"concat"> {
+  let summary = "Concatenate operands along `axis`";
+  let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$inputs,
+                                 "int64_t":$axis)>];
+  let hasVerifier = 1;
+}
+
+def NN_SplitOp : NN_Op<"split"> {
+  let summary = "Split the input along `axis` into the results, in order";
+  let description = [{
+    The results' sizes along `axis` sum to the input's; all other dims
+    equal the input's.
+  }];
+  let arguments = (ins NN_Tensor:$input, I64Attr:$axis);
+  let results = (outs Variadic<NN_Tensor>:$results);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // AUTOPAR_NN_OPS

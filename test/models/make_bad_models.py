@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Write small deliberately bad / edge-case ONNX models for importer tests.
+
+Usage: /usr/bin/python3 test/models/make_bad_models.py OUTDIR
+
+Uses onnx.helper only (no torch), so it is fast enough for test RUN lines.
+Output is deterministic.  Files written into OUTDIR:
+
+  unsupported_op.onnx     opset 17; single Conv node "conv0": X float [1,1,4,4],
+                          initializer W float [1,1,3,3] -> Y float [1,1,2,2]
+  opset_too_old.onnx      Add of a, b float [2,3] -> c; default-domain opset 9
+  opset_too_new.onnx      same Add graph; opset 21, ir_version 8 (not checked:
+                          onnx 1.12's checker only knows opsets up to 17)
+  dynamic_dim.onnx        opset 17; x float ["N", 4] (dim_param "N") -> Relu -> y
+  external_data.onnx      opset 17; y = MatMul(x float [2,4], w float [4,4]) with
+                          initializer "w" stored externally in "w.bin", which is
+                          then deleted: the model refers to a missing file
+  external_data_ok.onnx   same graph, "w" external in "external_ok.bin" (present,
+                          64 bytes, offset 0); a valid external-data model
+All models use ir_version 8 so only the intended property differs.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+IR_VERSION = 8
+
+
+def make_model(graph, opset, check=True):
+    m = helper.make_model(graph, producer_name="autopar-make_bad_models",
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = IR_VERSION
+    if check:
+        onnx.checker.check_model(m)
+    return m
+
+
+def unsupported_op():
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, 4, 4])
+    y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 1, 2, 2])
+    w = numpy_helper.from_array(np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3) / 9.0, "W")
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv0")
+    g = helper.make_graph([node], "unsupported_op", [x], [y], initializer=[w])
+    return make_model(g, 17)
+
+
+def add_graph(name):
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 3])
+    c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])
+    node = helper.make_node("Add", ["a", "b"], ["c"], name="add0")
+    return helper.make_graph([node], name, [a, b], [c])
+
+
+def dynamic_dim():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu0")
+    g = helper.make_graph([node], "dynamic_dim", [x], [y])
+    return make_model(g, 17)
+
+
+def matmul_model(name):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul0")
+    g = helper.make_graph([node], name, [x], [y], initializer=[w])
+    return make_model(g, 17)
+
+
+def save_external(model, outdir, name, location):
+    path = os.path.join(outdir, name)
+    data = os.path.join(outdir, location)
+    if os.path.exists(data):
+        os.unlink(data)  # onnx appends to an existing data file
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=0, convert_attribute=False)
+    onnx.checker.check_model(path)
+    return path, data
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(f"usage: {argv[0]} OUTDIR", file=sys.stderr)
+        return 2
+    outdir = argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+
+    def save(model, name):
+        path = os.path.join(outdir, name)
+        onnx.save_model(model, path)
+        written.append(path)
+
+    save(unsupported_op(), "unsupported_op.onnx")
+    save(make_model(add_graph("opset_too_old"), 9), "opset_too_old.onnx")
+    save(make_model(add_graph("opset_too_new"), 21, check=False), "opset_too_new.onnx")
+    save(dynamic_dim(), "dynamic_dim.onnx")
+
+    path, data = save_external(matmul_model("external_data"), outdir, "external_data.onnx",
+                               "w.bin")
+    os.unlink(data)
+    written.append(path + f"  (external 'w' -> {os.path.basename(data)}, deleted)")
+
+    path, data = save_external(matmul_model("external_data_ok"), outdir,
+                               "external_data_ok.onnx", "external_ok.bin")
+    written.append(path + f"  (external 'w' -> {os.path.basename(data)}, "
+                   f"{os.path.getsize(data)} bytes)")
+
+    for w in written:
+        print("wrote", w)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""Small transformer definitions used to produce ONNX fixtures for autopar.
+
+GPT: GPT-2 / nanoGPT style pre-LN decoder with learned position embeddings.
+Bert: BERT style post-LN encoder with an MLM head.
+
+Both forward() methods return only the scalar cross-entropy loss so the
+exported graph has a single output "loss".  Attention is written by hand
+(no nn.MultiheadAttention / scaled_dot_product_attention) and there are no
+dropout modules.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+
+
+def make_activation(name):
+    if name == "gelu":
+        return nn.GELU()  # exact (erf) form
+    if name == "gelu_tanh":
+        return nn.GELU(approximate="tanh")
+    if name == "relu":
+        return nn.ReLU()
+    raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
+
+
+def check_dims(d_model, n_heads):
+    if n_heads <= 0 or d_model <= 0:
+        raise ValueError(f"d_model ({d_model}) and n_heads ({n_heads}) must be positive")
+    if d_model % n_heads != 0:
+        raise ValueError(
+            f"n_heads ({n_heads}) must divide d_model ({d_model}): "
+            f"{d_model} % {n_heads} = {d_model % n_heads}")
+
+
+# --------------------------------------------------------------------------
+# GPT
+# --------------------------------------------------------------------------
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, n_heads, seq_len):
+        super().__init__()
+        check_dims(d_model, n_heads)
+        self.n_heads = n_heads
+        self.d_model = d_model
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.register_buffer(
+            "bias", torch.tril(torch.ones(seq_len, seq_len)).view(1, 1, seq_len, seq_len))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.d_model, dim=2)
+        hd = self.d_model // self.n_heads  # python int: keeps the scale a constant
+        q = q.view(B, T, self.n_heads, hd).transpose(1, 2)  # B,H,T,hd
+        k = k.view(B, T, self.n_heads, hd).transpose(1, 2)
+        v = v.view(B, T, self.n_heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v  # B,H,T,hd
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, d_model, activation):
+        super().__init__()
+        self.c_fc = nn.Linear(d_model, 4 * d_model)
+        self.act = make_activation(activation)
+        self.c_proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        return self.c_proj(self.act(self.c_fc(x)))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, d_model, n_heads, seq_len, activation):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_heads, seq_len)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model, activation)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, d_model, n_heads, n_layers, seq_len, tied=False,
+                 activation="gelu"):
+        super().__init__()
+        check_dims(d_model, n_heads)
+        make_activation(activation)  # validate early
+        self.vocab = vocab
+        self.seq_len = seq_len
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(seq_len, d_model)
+        self.h = nn.ModuleList(
+            [GPTBlock(d_model, n_heads, seq_len, activation) for _ in range(n_layers)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, idx, targets):
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        x = self.ln_f(x)
+        logits = self.lm_head(x)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# BERT
+# --------------------------------------------------------------------------
+class BertSelfAttention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        check_dims(d_model, n_heads)
+        self.n_heads = n_heads
+        self.d_model = d_model
+        self.query = nn.Linear(d_model, d_model)
+        self.key = nn.Linear(d_model, d_model)
+        self.value = nn.Linear(d_model, d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        hd = self.d_model // self.n_heads
+        q = self.query(x).view(B, T, self.n_heads, hd).transpose(1, 2)
+        k = self.key(x).view(B, T, self.n_heads, hd).transpose(1, 2)
+        v = self.value(x).view(B, T, self.n_heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.out(y)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.attn = BertSelfAttention(d_model, n_heads)
+        self.ln_attn = nn.LayerNorm(d_model)
+        self.fc1 = nn.Linear(d_model, 4 * d_model)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * d_model, d_model)
+        self.ln_mlp = nn.LayerNorm(d_model)
+
+    def forward(self, x):
+        x = self.ln_attn(x + self.attn(x))
+        x = self.ln_mlp(x + self.fc2(self.act(self.fc1(x))))
+        return x
+
+
+class Bert(nn.Module):
+    def __init__(self, vocab, d_model, n_heads, n_layers, seq_len):
+        super().__init__()
+        check_dims(d_model, n_heads)
+        self.vocab = vocab
+        self.seq_len = seq_len
+        self.word_embeddings = nn.Embedding(vocab, d_model)
+        self.position_embeddings = nn.Embedding(seq_len, d_model)
+        self.emb_ln = nn.LayerNorm(d_model)
+        self.layers = nn.ModuleList([BertLayer(d_model, n_heads) for _ in range(n_layers)])
+        # MLM head
+        self.head_dense = nn.Linear(d_model, d_model)
+        self.head_act = nn.GELU()
+        self.head_ln = nn.LayerNorm(d_model)
+        self.decoder = nn.Linear(d_model, vocab)
+
+    def forward(self, input_ids, labels):
+        B, T = input_ids.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)
+        x = self.emb_ln(self.word_embeddings(input_ids) + self.position_embeddings(pos))
+        for layer in self.layers:
+            x = layer(x)
+        x = self.head_ln(self.head_act(self.head_dense(x)))
+        logits = self.decoder(x)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1),
+                               ignore_index=-100)
+
+
+def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gelu"):
+    """Construct a model by name ("gpt" or "bert")."""
+    if model == "gpt":
+        return GPT(vocab, d_model, heads, layers, seq, tied=tied, activation=activation)
+    if model == "bert":
+        if tied:
+            raise ValueError("--tied is only supported for --model gpt")
+        if activation != "gelu":
+            raise ValueError("--activation is only supported for --model gpt")
+        return Bert(vocab, d_model, heads, layers, seq)
+    raise ValueError(f"unknown model {model!r}; expected gpt or bert")

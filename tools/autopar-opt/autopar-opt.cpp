@@ -1,0 +1,24 @@
+//===- autopar-opt.cpp - runs autopar's passes on textual IR --------------===//
+//
+// MlirOptMain with the nn dialect, every autopar pass and the upstream
+// dialects and passes (canonicalize, cse, ...) they work with, so each stage
+// of the compiler can be run and lit-tested alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/nn/NNDialect.h"
+#include "passes/analysis/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<autopar::nn::NNDialect, mlir::func::FuncDialect>();
+  mlir::registerTransformsPasses();
+  autopar::registerAnalysisPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "autopar optimizer driver\n", registry));
+}
