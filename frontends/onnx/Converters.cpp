@@ -1,0 +1,922 @@
+//===- Converters.cpp - per-op ONNX converters ----------------------------===//
+//
+// One entry per ONNX op type: the op versions it implements, the attributes
+// it reads and a converter. Converters fold nodes whose inputs are all known
+// at import (shape subgraphs) on the host and emit nn ops otherwise. Anything
+// a converter does not implement is rejected with a message naming it, never
+// imported with other semantics.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontends/onnx/Converters.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::onnx_import;
+
+namespace {
+
+/// Fails the node with the message of `err`.
+LogicalResult failWith(NodeContext &ctx, llvm::Error err) {
+  return ctx.fail(llvm::toString(std::move(err)));
+}
+
+/// Sets output 0 from a host computation, or fails with its error.
+LogicalResult setHost(NodeContext &ctx, llvm::Expected<HostTensor> t) {
+  if (!t)
+    return failWith(ctx, t.takeError());
+  ctx.setOutput(0, std::move(*t));
+  return success();
+}
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+
+/// Normalizes and sorts `axes` for a tensor of rank `rank`.
+FailureOr<SmallVector<int64_t>> normalizeAxes(NodeContext &ctx,
+                                              ArrayRef<int64_t> axes,
+                                              int64_t rank) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes) {
+    llvm::Expected<int64_t> n = normalizeAxis(a, rank);
+    if (!n)
+      return failWith(ctx, n.takeError());
+    if (llvm::is_contained(out, *n))
+      return ctx.fail("axis " + llvm::Twine(a) + " is repeated");
+    out.push_back(*n);
+  }
+  llvm::sort(out);
+  return out;
+}
+
+FailureOr<int64_t> axisAttr(NodeContext &ctx, int64_t dflt, int64_t rank) {
+  llvm::Expected<int64_t> axis =
+      normalizeAxis(ctx.intAttr("axis", dflt), rank);
+  if (!axis)
+    return failWith(ctx, axis.takeError());
+  return *axis;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// Both operands as values with the same element type; a constant operand
+/// of another type is converted on the host (ONNX Pow's exponent).
+LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
+                             bool castRhs) {
+  FailureOr<Value> l = ctx.input(0);
+  if (failed(l))
+    return failure();
+  Type le = ctx.inputType(0).getElementType();
+  Type re = ctx.inputType(1).getElementType();
+  if (le != re && castRhs) {
+    if (const HostTensor *c = ctx.constInput(1)) {
+      HostTensor cast = hostCast(*c, mlirToDType(le));
+      rhs = nn::ConstantOp::create(ctx.builder(), ctx.loc(),
+                                   cast.toAttr(ctx.builder().getContext()));
+    } else {
+      FailureOr<Value> r = ctx.input(1);
+      if (failed(r))
+        return failure();
+      rhs = nn::CastOp::create(ctx.builder(), ctx.loc(),
+                               ctx.inputType(1).clone(le), *r);
+    }
+  } else {
+    if (le != re)
+      return ctx.fail("operand element types differ: " + typeString(le) +
+                      " and " + typeString(re));
+    FailureOr<Value> r = ctx.input(1);
+    if (failed(r))
+      return failure();
+    rhs = *r;
+  }
+  lhs = *l;
+  if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
+                                 ctx.inputType(1).getShape())))
+    return ctx.fail("operand shapes " +
+                    shapeToString(ctx.inputType(0).getShape()) + " and " +
+                    shapeToString(ctx.inputType(1).getShape()) +
+                    " do not broadcast");
+  return success();
+}
+
+template <typename OpTy>
+ConvertFn binary(HostBinary hostOp, bool floatOnly = false) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    if (ctx.allInputsConstant())
+      return setHost(ctx, hostBinary(hostOp, *ctx.constInput(0),
+                                     *ctx.constInput(1)));
+    if (floatOnly && !isa<FloatType>(ctx.inputType(0).getElementType()))
+      return ctx.fail("only floating-point operands are supported, got " +
+                      typeString(ctx.inputType(0).getElementType()));
+    Value lhs, rhs;
+    if (failed(binaryOperands(ctx, lhs, rhs, /*castRhs=*/floatOnly)))
+      return failure();
+    ctx.setOutput(0, OpTy::create(ctx.builder(), ctx.loc(), lhs, rhs));
+    return success();
+  };
+}
+
+ConvertFn compare(nn::ComparePredicate pred, HostBinary hostOp) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    if (ctx.allInputsConstant())
+      return setHost(ctx, hostBinary(hostOp, *ctx.constInput(0),
+                                     *ctx.constInput(1)));
+    if (ctx.inputType(0).getElementType().isInteger(1))
+      return ctx.fail("comparison of bool tensors is not supported");
+    Value lhs, rhs;
+    if (failed(binaryOperands(ctx, lhs, rhs, /*castRhs=*/false)))
+      return failure();
+    ctx.setOutput(
+        0, nn::CompareOp::create(ctx.builder(), ctx.loc(), pred, lhs, rhs));
+    return success();
+  };
+}
+
+template <typename OpTy>
+ConvertFn unary(HostUnary hostOp, bool floatOnly) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    if (ctx.allInputsConstant()) {
+      ctx.setOutput(0, hostUnary(hostOp, *ctx.constInput(0)));
+      return success();
+    }
+    Type et = ctx.inputType(0).getElementType();
+    if ((floatOnly && !isa<FloatType>(et)) || et.isInteger(1) ||
+        (isa<IntegerType>(et) && cast<IntegerType>(et).isUnsigned()))
+      return ctx.fail("element type " + typeString(et) + " is not supported");
+    FailureOr<Value> x = ctx.input(0);
+    if (failed(x))
+      return failure();
+    ctx.setOutput(0, OpTy::create(ctx.builder(), ctx.loc(), *x));
+    return success();
+  };
+}
+
+LogicalResult convertWhere(NodeContext &ctx) {
+  if (ctx.allInputsConstant())
+    return setHost(ctx, hostWhere(*ctx.constInput(0), *ctx.constInput(1),
+                                  *ctx.constInput(2)));
+  if (ctx.inputType(1).getElementType() != ctx.inputType(2).getElementType())
+    return ctx.fail("operands X and Y differ in element type");
+  auto shape = nn::broadcastShapes(ctx.inputType(1).getShape(),
+                                   ctx.inputType(2).getShape());
+  if (failed(shape) ||
+      failed(nn::broadcastShapes(ctx.inputType(0).getShape(), *shape)))
+    return ctx.fail("operand shapes do not broadcast");
+  FailureOr<Value> c = ctx.input(0), x = ctx.input(1), y = ctx.input(2);
+  if (failed(c) || failed(x) || failed(y))
+    return failure();
+  ctx.setOutput(0, nn::WhereOp::create(ctx.builder(), ctx.loc(), *c, *x, *y));
+  return success();
+}
+
+LogicalResult convertCast(NodeContext &ctx) {
+  DType to = static_cast<DType>(ctx.intAttr("to", 0));
+  Type toType = dtypeToMlir(to, ctx.builder().getContext());
+  if (!toType)
+    return ctx.fail("cast to " + dtypeName(to) + " is not supported");
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostCast(*c, to));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  if (ctx.inputType(0).getElementType() == toType) {
+    ctx.setOutput(0, *x);
+    return success();
+  }
+  ctx.setOutput(0, nn::CastOp::create(ctx.builder(), ctx.loc(),
+                                      ctx.inputType(0).clone(toType), *x));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+/// ReduceX: axes from the attribute (older versions) or the second input
+/// (ReduceSum-13, ReduceMean/Max-18).
+template <typename OpTy>
+ConvertFn reduce(int64_t axesInputSince) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    int64_t rank = ctx.inputType(0).getRank();
+    SmallVector<int64_t> axes;
+    if (ctx.version() >= axesInputSince) {
+      if (ctx.hasInput(1)) {
+        FailureOr<const HostTensor *> t = ctx.requireConst(1, "axes");
+        if (failed(t))
+          return failure();
+        axes = (*t)->toInts();
+      }
+    } else if (auto a = ctx.intsAttr("axes")) {
+      axes = *a;
+    }
+    bool keepdims = ctx.intAttr("keepdims", 1) != 0;
+    FailureOr<Value> x = ctx.input(0);
+    if (failed(x))
+      return failure();
+    if (axes.empty()) {
+      if (ctx.intAttr("noop_with_empty_axes", 0)) {
+        ctx.setOutput(0, *x);
+        return success();
+      }
+      for (int64_t i = 0; i < rank; ++i)
+        axes.push_back(i);
+    }
+    FailureOr<SmallVector<int64_t>> norm = normalizeAxes(ctx, axes, rank);
+    if (failed(norm))
+      return failure();
+    if (ctx.inputType(0).getElementType().isInteger(1))
+      return ctx.fail("reduction of bool tensors is not supported");
+    ctx.setOutput(0, OpTy::create(ctx.builder(), ctx.loc(), *x, *norm,
+                                  keepdims));
+    return success();
+  };
+}
+
+LogicalResult convertLayerNorm(NodeContext &ctx) {
+  if (ctx.intAttr("stash_type", 1) != 1)
+    return ctx.fail("stash_type " + llvm::Twine(ctx.intAttr("stash_type", 1)) +
+                    " is not supported (only 1: statistics in float32)");
+  if (ctx.outputUsed(1) || ctx.outputUsed(2))
+    return ctx.fail("outputs Mean and InvStdDev are not supported");
+  RankedTensorType xType = ctx.inputType(0);
+  FailureOr<int64_t> axis = axisAttr(ctx, -1, xType.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = xType.getShape().drop_front(*axis);
+  for (unsigned i = 1; i < 3; ++i)
+    if (ctx.hasInput(i) && ctx.inputType(i).getShape() != normalized)
+      return ctx.fail(llvm::Twine(i == 1 ? "Scale" : "B") + " shape " +
+                      shapeToString(ctx.inputType(i).getShape()) +
+                      " is not the normalized shape " +
+                      shapeToString(normalized) +
+                      " (broadcast scale/bias are not supported)");
+  FailureOr<Value> x = ctx.input(0), scale = ctx.input(1);
+  if (failed(x) || failed(scale))
+    return failure();
+  Value bias;
+  if (ctx.hasInput(2)) {
+    FailureOr<Value> b = ctx.input(2);
+    if (failed(b))
+      return failure();
+    bias = *b;
+  }
+  OpBuilder &b = ctx.builder();
+  ctx.setOutput(0, nn::LayerNormOp::create(
+                       b, ctx.loc(), xType, *x, *scale, bias,
+                       b.getI64IntegerAttr(*axis),
+                       b.getF64FloatAttr(ctx.floatAttr("epsilon", 1e-5))));
+  return success();
+}
+
+LogicalResult convertSoftmax(NodeContext &ctx) {
+  FailureOr<int64_t> axis = axisAttr(ctx, -1, ctx.inputType(0).getRank());
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(axis) || failed(x))
+    return failure();
+  ctx.setOutput(0, nn::SoftmaxOp::create(ctx.builder(), ctx.loc(), *x, *axis));
+  return success();
+}
+
+LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
+  if (ctx.hasInput(2))
+    return ctx.fail("input 'weights' is not supported");
+  if (ctx.outputUsed(1))
+    return ctx.fail("output 'log_prob' is not supported");
+  std::string red = ctx.stringAttr("reduction", "mean");
+  std::optional<nn::LossReduction> reduction =
+      nn::symbolizeLossReduction(red);
+  if (!reduction)
+    return ctx.fail("reduction '" + red + "' is not one of none, sum, mean");
+  RankedTensorType scores = ctx.inputType(0), labels = ctx.inputType(1);
+  if (scores.getRank() < 2)
+    return ctx.fail("scores must have rank >= 2, got " +
+                    shapeToString(scores.getShape()));
+  SmallVector<int64_t> expected(scores.getShape());
+  expected.erase(expected.begin() + 1);
+  if (labels.getShape() != ArrayRef(expected))
+    return ctx.fail("labels shape " + shapeToString(labels.getShape()) +
+                    " does not match scores shape " +
+                    shapeToString(scores.getShape()));
+  FailureOr<Value> s = ctx.input(0), l = ctx.input(1);
+  if (failed(s) || failed(l))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  SmallVector<int64_t> resultShape;
+  if (*reduction == nn::LossReduction::none)
+    resultShape = expected;
+  IntegerAttr ignore;
+  if (ctx.attr("ignore_index"))
+    ignore = b.getI64IntegerAttr(ctx.intAttr("ignore_index", 0));
+  ctx.setOutput(0, nn::SoftmaxCrossEntropyOp::create(
+                       b, ctx.loc(),
+                       RankedTensorType::get(resultShape,
+                                             scores.getElementType()),
+                       *s, *l, *reduction, ignore));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertMatMul(NodeContext &ctx) {
+  RankedTensorType a = ctx.inputType(0), b = ctx.inputType(1);
+  if (a.getElementType() != b.getElementType())
+    return ctx.fail("operand element types differ");
+  if (a.getElementType().isInteger(1))
+    return ctx.fail("bool operands are not supported");
+  if (failed(nn::matmulShape(a.getShape(), b.getShape())))
+    return ctx.fail("operand shapes " + shapeToString(a.getShape()) + " and " +
+                    shapeToString(b.getShape()) + " do not multiply");
+  FailureOr<Value> x = ctx.input(0), y = ctx.input(1);
+  if (failed(x) || failed(y))
+    return failure();
+  ctx.setOutput(0, nn::MatMulOp::create(ctx.builder(), ctx.loc(), *x, *y));
+  return success();
+}
+
+LogicalResult convertGemm(NodeContext &ctx) {
+  RankedTensorType a = ctx.inputType(0), b = ctx.inputType(1);
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return ctx.fail("A and B must have rank 2");
+  bool ta = ctx.intAttr("transA", 0), tb = ctx.intAttr("transB", 0);
+  int64_t m = a.getDimSize(ta ? 1 : 0), k = a.getDimSize(ta ? 0 : 1);
+  int64_t kb = b.getDimSize(tb ? 1 : 0), n = b.getDimSize(tb ? 0 : 1);
+  if (k != kb)
+    return ctx.fail("contracting dims differ: " + llvm::Twine(k) + " and " +
+                    llvm::Twine(kb));
+  FailureOr<Value> x = ctx.input(0), y = ctx.input(1);
+  if (failed(x) || failed(y))
+    return failure();
+  Value c;
+  if (ctx.hasInput(2)) {
+    auto bc = nn::broadcastShapes(ctx.inputType(2).getShape(), {m, n});
+    if (ctx.inputType(2).getRank() > 2 || failed(bc) ||
+        ArrayRef(*bc) != ArrayRef<int64_t>{m, n})
+      return ctx.fail("C shape " + shapeToString(ctx.inputType(2).getShape()) +
+                      " does not broadcast to [" + llvm::Twine(m) + "," +
+                      llvm::Twine(n) + "]");
+    FailureOr<Value> cv = ctx.input(2);
+    if (failed(cv))
+      return failure();
+    c = *cv;
+  }
+  OpBuilder &bld = ctx.builder();
+  ctx.setOutput(0, nn::GemmOp::create(
+                       bld, ctx.loc(),
+                       RankedTensorType::get({m, n}, a.getElementType()), *x,
+                       *y, c, bld.getF64FloatAttr(ctx.floatAttr("alpha", 1.0)),
+                       bld.getF64FloatAttr(ctx.floatAttr("beta", 1.0)),
+                       bld.getBoolAttr(ta), bld.getBoolAttr(tb)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes, indexing and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertGather(NodeContext &ctx) {
+  RankedTensorType data = ctx.inputType(0);
+  FailureOr<int64_t> axis = axisAttr(ctx, 0, data.getRank());
+  if (failed(axis))
+    return failure();
+  if (ctx.allInputsConstant())
+    return setHost(ctx, hostGather(*ctx.constInput(0), *ctx.constInput(1),
+                                   *axis));
+  FailureOr<Value> d = ctx.input(0);
+  if (failed(d))
+    return failure();
+  Value indices;
+  if (const HostTensor *c = ctx.constInput(1)) {
+    // Constant indices: check and normalize them here.
+    HostTensor norm = *c;
+    int64_t dim = data.getDimSize(*axis);
+    for (int64_t i = 0; i < norm.size(); ++i) {
+      int64_t v = norm.intAt(i);
+      if (v < -dim || v >= dim)
+        return ctx.fail("index " + llvm::Twine(v) +
+                        " is out of range for a dim of size " +
+                        llvm::Twine(dim));
+      norm.setInt(i, v < 0 ? v + dim : v);
+    }
+    indices = nn::ConstantOp::create(ctx.builder(), ctx.loc(),
+                                     norm.toAttr(ctx.builder().getContext()));
+  } else {
+    FailureOr<Value> i = ctx.input(1);
+    if (failed(i))
+      return failure();
+    indices = *i;
+  }
+  ctx.setOutput(0,
+                nn::GatherOp::create(ctx.builder(), ctx.loc(), *d, indices,
+                                     *axis));
+  return success();
+}
+
+LogicalResult convertReshape(NodeContext &ctx) {
+  FailureOr<const HostTensor *> target = ctx.requireConst(1, "shape");
+  if (failed(target))
+    return failure();
+  RankedTensorType in = ctx.inputType(0);
+  llvm::Expected<SmallVector<int64_t>> shape = computeReshape(
+      in.getShape(), (*target)->toInts(), ctx.intAttr("allowzero", 0) != 0);
+  if (!shape)
+    return failWith(ctx, shape.takeError());
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostReshape(*c, *shape));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(),
+                                         in.clone(*shape), *x));
+  return success();
+}
+
+LogicalResult convertUnsqueeze(NodeContext &ctx) {
+  FailureOr<const HostTensor *> axesT = ctx.requireConst(1, "axes");
+  if (failed(axesT))
+    return failure();
+  RankedTensorType in = ctx.inputType(0);
+  SmallVector<int64_t> raw = (*axesT)->toInts();
+  FailureOr<SmallVector<int64_t>> axes =
+      normalizeAxes(ctx, raw, in.getRank() + raw.size());
+  if (failed(axes))
+    return failure();
+  if (const HostTensor *c = ctx.constInput(0)) {
+    SmallVector<int64_t> shape;
+    auto rest = in.getShape();
+    for (int64_t i = 0, e = in.getRank() + axes->size(); i < e; ++i) {
+      if (llvm::is_contained(*axes, i)) {
+        shape.push_back(1);
+      } else {
+        shape.push_back(rest.front());
+        rest = rest.drop_front();
+      }
+    }
+    ctx.setOutput(0, hostReshape(*c, shape));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0,
+                nn::UnsqueezeOp::create(ctx.builder(), ctx.loc(), *x, *axes));
+  return success();
+}
+
+LogicalResult convertSqueeze(NodeContext &ctx) {
+  RankedTensorType in = ctx.inputType(0);
+  SmallVector<int64_t> axes;
+  if (ctx.hasInput(1)) {
+    FailureOr<const HostTensor *> t = ctx.requireConst(1, "axes");
+    if (failed(t))
+      return failure();
+    FailureOr<SmallVector<int64_t>> norm =
+        normalizeAxes(ctx, (*t)->toInts(), in.getRank());
+    if (failed(norm))
+      return failure();
+    axes = *norm;
+  } else {
+    for (int64_t i = 0; i < in.getRank(); ++i)
+      if (in.getDimSize(i) == 1)
+        axes.push_back(i);
+  }
+  for (int64_t a : axes)
+    if (in.getDimSize(a) != 1)
+      return ctx.fail("dim " + llvm::Twine(a) + " has size " +
+                      llvm::Twine(in.getDimSize(a)) + ", not 1");
+  if (const HostTensor *c = ctx.constInput(0)) {
+    SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < in.getRank(); ++i)
+      if (!llvm::is_contained(axes, i))
+        shape.push_back(in.getDimSize(i));
+    ctx.setOutput(0, hostReshape(*c, shape));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0, nn::SqueezeOp::create(ctx.builder(), ctx.loc(), *x, axes));
+  return success();
+}
+
+LogicalResult convertExpand(NodeContext &ctx) {
+  FailureOr<const HostTensor *> shapeT = ctx.requireConst(1, "shape");
+  if (failed(shapeT))
+    return failure();
+  RankedTensorType in = ctx.inputType(0);
+  auto shape = nn::broadcastShapes(in.getShape(), (*shapeT)->toInts());
+  if (failed(shape))
+    return ctx.fail("input shape " + shapeToString(in.getShape()) +
+                    " does not broadcast with " +
+                    shapeToString((*shapeT)->toInts()));
+  if (const HostTensor *c = ctx.constInput(0))
+    return setHost(ctx, hostExpand(*c, *shape));
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  if (ArrayRef(*shape) == in.getShape()) {
+    ctx.setOutput(0, *x);
+    return success();
+  }
+  ctx.setOutput(0, nn::ExpandOp::create(ctx.builder(), ctx.loc(),
+                                        in.clone(*shape), *x));
+  return success();
+}
+
+LogicalResult convertTranspose(NodeContext &ctx) {
+  RankedTensorType in = ctx.inputType(0);
+  SmallVector<int64_t> perm;
+  if (auto p = ctx.intsAttr("perm"))
+    perm = *p;
+  else
+    for (int64_t i = in.getRank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  SmallVector<int64_t> sorted(perm);
+  llvm::sort(sorted);
+  for (auto [i, p] : llvm::enumerate(sorted))
+    if (p != static_cast<int64_t>(i) ||
+        static_cast<int64_t>(perm.size()) != in.getRank())
+      return ctx.fail("perm " + shapeToString(perm) +
+                      " is not a permutation of rank " +
+                      llvm::Twine(in.getRank()));
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostTranspose(*c, perm));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0,
+                nn::TransposeOp::create(ctx.builder(), ctx.loc(), *x, perm));
+  return success();
+}
+
+LogicalResult convertSlice(NodeContext &ctx) {
+  SmallVector<int64_t> args[4];
+  const char *names[] = {"starts", "ends", "axes", "steps"};
+  for (unsigned i = 0; i < 4; ++i) {
+    if (!ctx.hasInput(i + 1))
+      continue;
+    FailureOr<const HostTensor *> t = ctx.requireConst(i + 1, names[i]);
+    if (failed(t))
+      return failure();
+    args[i] = (*t)->toInts();
+  }
+  RankedTensorType in = ctx.inputType(0);
+  llvm::Expected<SliceSpec> spec =
+      computeSlice(in.getShape(), args[0], args[1], args[2], args[3]);
+  if (!spec)
+    return failWith(ctx, spec.takeError());
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostSlice(*c, *spec));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  if (ArrayRef(spec->counts) == in.getShape() &&
+      llvm::all_of(spec->strides, [](int64_t s) { return s == 1; })) {
+    ctx.setOutput(0, *x);
+    return success();
+  }
+  OpBuilder &b = ctx.builder();
+  ctx.setOutput(0, nn::SliceOp::create(b, ctx.loc(), in.clone(spec->counts),
+                                       *x,
+                                       b.getDenseI64ArrayAttr(spec->offsets),
+                                       b.getDenseI64ArrayAttr(spec->strides)));
+  return success();
+}
+
+LogicalResult convertConcat(NodeContext &ctx) {
+  RankedTensorType first = ctx.inputType(0);
+  FailureOr<int64_t> axis = axisAttr(ctx, 0, first.getRank());
+  if (failed(axis))
+    return failure();
+  for (unsigned i = 1; i < ctx.numInputs(); ++i) {
+    RankedTensorType t = ctx.inputType(i);
+    bool ok = t.getRank() == first.getRank() &&
+              t.getElementType() == first.getElementType();
+    for (int64_t d = 0; ok && d < t.getRank(); ++d)
+      ok = d == *axis || t.getDimSize(d) == first.getDimSize(d);
+    if (!ok)
+      return ctx.fail("input #" + llvm::Twine(i) + " " +
+                      shapeToString(t.getShape()) +
+                      " does not concatenate with " +
+                      shapeToString(first.getShape()) + " along axis " +
+                      llvm::Twine(*axis));
+  }
+  if (ctx.allInputsConstant()) {
+    SmallVector<const HostTensor *> parts;
+    for (unsigned i = 0; i < ctx.numInputs(); ++i)
+      parts.push_back(ctx.constInput(i));
+    ctx.setOutput(0, hostConcat(parts, *axis));
+    return success();
+  }
+  SmallVector<Value> inputs;
+  for (unsigned i = 0; i < ctx.numInputs(); ++i) {
+    if (ctx.inputType(i).getDimSize(*axis) == 0)
+      continue;
+    FailureOr<Value> v = ctx.input(i);
+    if (failed(v))
+      return failure();
+    inputs.push_back(*v);
+  }
+  ctx.setOutput(0,
+                nn::ConcatOp::create(ctx.builder(), ctx.loc(), inputs, *axis));
+  return success();
+}
+
+LogicalResult convertSplit(NodeContext &ctx) {
+  RankedTensorType in = ctx.inputType(0);
+  FailureOr<int64_t> axis = axisAttr(ctx, 0, in.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = in.getDimSize(*axis);
+  unsigned n = ctx.numOutputs();
+  SmallVector<int64_t> sizes;
+  if (ctx.hasInput(1)) {
+    FailureOr<const HostTensor *> t = ctx.requireConst(1, "split");
+    if (failed(t))
+      return failure();
+    sizes = (*t)->toInts();
+  } else if (ctx.version() >= 18 && ctx.attr("num_outputs")) {
+    int64_t parts = ctx.intAttr("num_outputs", 0);
+    if (parts != n)
+      return ctx.fail("num_outputs " + llvm::Twine(parts) + " differs from " +
+                      llvm::Twine(n) + " outputs");
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::min(chunk, dim - i * chunk));
+  } else {
+    if (dim % n != 0)
+      return ctx.fail("dim " + llvm::Twine(dim) + " does not split evenly " +
+                      "into " + llvm::Twine(n) + " outputs");
+    sizes.assign(n, dim / n);
+  }
+  int64_t total = 0;
+  bool negative = false;
+  for (int64_t s : sizes) {
+    total += s;
+    negative |= s < 0;
+  }
+  if (sizes.size() != n || total != dim || negative)
+    return ctx.fail("split sizes " + shapeToString(sizes) +
+                    " do not divide dim " + llvm::Twine(dim) + " into " +
+                    llvm::Twine(n) + " outputs");
+  if (const HostTensor *c = ctx.constInput(0)) {
+    int64_t offset = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      SliceSpec spec;
+      spec.offsets.assign(in.getRank(), 0);
+      spec.strides.assign(in.getRank(), 1);
+      spec.counts.assign(in.getShape().begin(), in.getShape().end());
+      spec.offsets[*axis] = offset;
+      spec.counts[*axis] = sizes[i];
+      offset += sizes[i];
+      ctx.setOutput(i, hostSlice(*c, spec));
+    }
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  SmallVector<Type> types;
+  for (int64_t s : sizes) {
+    SmallVector<int64_t> shape(in.getShape());
+    shape[*axis] = s;
+    types.push_back(in.clone(shape));
+  }
+  auto split = nn::SplitOp::create(ctx.builder(), ctx.loc(), types, *x,
+                                   ctx.builder().getI64IntegerAttr(*axis));
+  for (unsigned i = 0; i < n; ++i)
+    ctx.setOutput(i, split.getResult(i));
+  return success();
+}
+
+LogicalResult convertIdentity(NodeContext &ctx) {
+  ctx.forwardInput(0, 0, /*aliasParam=*/true);
+  return success();
+}
+
+LogicalResult convertDropout(NodeContext &ctx) {
+  if (ctx.hasInput(2)) {
+    FailureOr<const HostTensor *> t = ctx.requireConst(2, "training_mode");
+    if (failed(t))
+      return failure();
+    if ((*t)->size() != 1 || (*t)->intAt(0) != 0)
+      return ctx.fail("training_mode = true is not supported (export the "
+                      "model in eval mode)");
+  }
+  if (ctx.outputUsed(1))
+    return ctx.fail("output 'mask' is not supported");
+  ctx.forwardInput(0, 0, /*aliasParam=*/false);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and shape queries (always folded)
+//===----------------------------------------------------------------------===//
+
+LogicalResult convertConstant(NodeContext &ctx) {
+  const onnx::NodeProto &node = ctx.node();
+  if (node.attribute_size() != 1)
+    return ctx.fail("needs exactly one value attribute");
+  const onnx::AttributeProto &a = node.attribute(0);
+  if (a.name() == "value") {
+    llvm::Expected<HostTensor> t = decodeTensor(a.t(), "");
+    return setHost(ctx, std::move(t));
+  }
+  if (a.name() == "value_float")
+    ctx.setOutput(0, HostTensor::ofFloats(DType::Float, {}, {a.f()}));
+  else if (a.name() == "value_floats")
+    ctx.setOutput(0, HostTensor::ofFloats(
+                         DType::Float, {a.floats_size()},
+                         std::vector<double>(a.floats().begin(),
+                                             a.floats().end())));
+  else if (a.name() == "value_int")
+    ctx.setOutput(0, HostTensor::ofInts(DType::Int64, {}, {a.i()}));
+  else
+    ctx.setOutput(0, HostTensor::ofInts(
+                         DType::Int64, {a.ints_size()},
+                         std::vector<int64_t>(a.ints().begin(),
+                                              a.ints().end())));
+  return success();
+}
+
+LogicalResult convertShape(NodeContext &ctx) {
+  ArrayRef<int64_t> shape = ctx.inputType(0).getShape();
+  int64_t rank = shape.size();
+  int64_t start = ctx.intAttr("start", 0), end = ctx.intAttr("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  std::vector<int64_t> dims(shape.begin() + start, shape.begin() + end);
+  int64_t rankOut = dims.size();
+  ctx.setOutput(0, HostTensor::ofInts(DType::Int64, {rankOut}, std::move(dims)));
+  return success();
+}
+
+LogicalResult convertConstantOfShape(NodeContext &ctx) {
+  FailureOr<const HostTensor *> shapeT = ctx.requireConst(0, "input");
+  if (failed(shapeT))
+    return failure();
+  SmallVector<int64_t> shape = (*shapeT)->toInts();
+  HostTensor value = HostTensor::ofFloats(DType::Float, {}, {0.0});
+  if (const onnx::AttributeProto *a = ctx.attr("value")) {
+    llvm::Expected<HostTensor> t = decodeTensor(a->t(), "");
+    if (!t)
+      return failWith(ctx, t.takeError());
+    if (t->size() != 1)
+      return ctx.fail("value must hold one element");
+    value = std::move(*t);
+  }
+  value.shape.clear();
+  return setHost(ctx, hostExpand(value, shape));
+}
+
+LogicalResult convertRange(NodeContext &ctx) {
+  if (!ctx.allInputsConstant())
+    return ctx.fail("start, limit and delta must be constants known at "
+                    "import");
+  const HostTensor &start = *ctx.constInput(0), &limit = *ctx.constInput(1),
+                   &delta = *ctx.constInput(2);
+  double s = start.floatAt(0), l = limit.floatAt(0), d = delta.floatAt(0);
+  if (d == 0)
+    return ctx.fail("delta is 0");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  HostTensor out = HostTensor::zeros(start.dtype, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (start.isFloat())
+      out.set(i, s + i * d);
+    else
+      out.setInt(i, start.intAt(0) + i * delta.intAt(0));
+  }
+  ctx.setOutput(0, std::move(out));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+std::vector<OpConverter> buildTable() {
+  using P = nn::ComparePredicate;
+  std::vector<OpConverter> t = {
+      {"Add", {13, 14}, {}, binary<nn::AddOp>(HostBinary::Add), ""},
+      {"Sub", {13, 14}, {}, binary<nn::SubOp>(HostBinary::Sub), ""},
+      {"Mul", {13, 14}, {}, binary<nn::MulOp>(HostBinary::Mul), ""},
+      {"Div", {13, 14}, {}, binary<nn::DivOp>(HostBinary::Div), ""},
+      {"Pow", {13, 15}, {}, binary<nn::PowOp>(HostBinary::Pow, true),
+       "floating-point base; the exponent is converted to the base's type"},
+      {"Neg", {13}, {}, unary<nn::NegOp>(HostUnary::Neg, false), ""},
+      {"Sqrt", {13}, {}, unary<nn::SqrtOp>(HostUnary::Sqrt, true), ""},
+      {"Reciprocal", {13}, {},
+       unary<nn::ReciprocalOp>(HostUnary::Reciprocal, true), ""},
+      {"Exp", {13}, {}, unary<nn::ExpOp>(HostUnary::Exp, true), ""},
+      {"Log", {13}, {}, unary<nn::LogOp>(HostUnary::Log, true), ""},
+      {"Erf", {13}, {}, unary<nn::ErfOp>(HostUnary::Erf, true), ""},
+      {"Tanh", {13}, {}, unary<nn::TanhOp>(HostUnary::Tanh, true), ""},
+      {"Relu", {13, 14}, {}, unary<nn::ReluOp>(HostUnary::Relu, false), ""},
+      {"Sigmoid", {13}, {}, unary<nn::SigmoidOp>(HostUnary::Sigmoid, true),
+       ""},
+      {"Equal", {13}, {}, compare(P::eq, HostBinary::Equal), ""},
+      {"Less", {13}, {}, compare(P::lt, HostBinary::Less), ""},
+      {"LessOrEqual", {12, 16}, {},
+       compare(P::le, HostBinary::LessOrEqual), ""},
+      {"Greater", {13}, {}, compare(P::gt, HostBinary::Greater), ""},
+      {"GreaterOrEqual", {12, 16}, {},
+       compare(P::ge, HostBinary::GreaterOrEqual), ""},
+      {"Where", {9, 16}, {}, convertWhere, ""},
+      {"Cast", {13}, {"to"}, convertCast,
+       "to float, double, float16, bfloat16, bool and (un)signed integers"},
+      {"ReduceSum", {13}, {"keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceSumOp>(13), "axes must be a constant"},
+      {"ReduceMean", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceMeanOp>(18), "axes must be a constant"},
+      {"ReduceMax", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceMaxOp>(18), "axes must be a constant"},
+      {"LayerNormalization", {17}, {"axis", "epsilon", "stash_type"},
+       convertLayerNorm,
+       "Scale and B of the normalized shape; stash_type 1; outputs Mean and "
+       "InvStdDev unused"},
+      {"Softmax", {13}, {"axis"}, convertSoftmax, ""},
+      {"SoftmaxCrossEntropyLoss", {13}, {"ignore_index", "reduction"},
+       convertSoftmaxCrossEntropy,
+       "no weights input; output log_prob unused"},
+      {"MatMul", {13}, {}, convertMatMul, ""},
+      {"Gemm", {13}, {"alpha", "beta", "transA", "transB"}, convertGemm, ""},
+      {"Gather", {13}, {"axis"}, convertGather, ""},
+      {"Reshape", {13, 14}, {"allowzero"}, convertReshape,
+       "shape must be a constant (after folding)"},
+      {"Unsqueeze", {13}, {}, convertUnsqueeze, "axes must be a constant"},
+      {"Squeeze", {13}, {}, convertSqueeze, "axes must be a constant"},
+      {"Expand", {13}, {}, convertExpand, "shape must be a constant"},
+      {"Transpose", {13}, {"perm"}, convertTranspose, ""},
+      {"Slice", {13}, {}, convertSlice,
+       "starts, ends, axes and steps must be constants"},
+      {"Concat", {13}, {"axis"}, convertConcat, ""},
+      {"Split", {13, 18}, {"axis", "num_outputs"}, convertSplit,
+       "split must be a constant"},
+      {"Identity", {13, 14, 16}, {}, convertIdentity,
+       "an alias of a parameter becomes a parameter of its own, initialized "
+       "from the same bytes"},
+      {"Dropout", {13}, {"seed"}, convertDropout,
+       "inference only (training_mode absent or false); output mask unused"},
+      {"Constant", {13},
+       {"value", "value_float", "value_floats", "value_int", "value_ints"},
+       convertConstant, "folded at import"},
+      {"Shape", {13, 15}, {"start", "end"}, convertShape, "folded at import"},
+      {"ConstantOfShape", {9}, {"value"}, convertConstantOfShape,
+       "folded at import"},
+      {"Range", {11}, {}, convertRange, "constant inputs; folded at import"},
+  };
+  llvm::sort(t, [](const OpConverter &a, const OpConverter &b) {
+    return a.opType < b.opType;
+  });
+  return t;
+}
+
+} // namespace
+
+const std::vector<OpConverter> &autopar::onnx_import::converterTable() {
+  static const std::vector<OpConverter> table = buildTable();
+  return table;
+}
+
+const OpConverter *autopar::onnx_import::findConverter(StringRef opType) {
+  const auto &table = converterTable();
+  auto it = llvm::lower_bound(table, opType, [](const OpConverter &c,
+                                                StringRef t) {
+    return StringRef(c.opType) < t;
+  });
+  return it != table.end() && it->opType == opType ? &*it : nullptr;
+}
+
+int64_t autopar::onnx_import::opVersionAt(const OpConverter &conv,
+                                          int64_t opset) {
+  int64_t best = -1;
+  for (int64_t v : conv.versions)
+    if (v <= opset)
+      best = std::max(best, v);
+  return best;
+}

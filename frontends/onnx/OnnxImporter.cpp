@@ -1,0 +1,706 @@
+//===- OnnxImporter.cpp - ONNX model -> nn dialect ------------------------===//
+
+#include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/Converters.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
+
+#include "onnx/onnx_pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::onnx_import;
+
+namespace {
+
+/// Above this many elements a non-splat constant becomes a buffer parameter
+/// (bytes in the weight store) instead of an nn.constant in the IR.
+constexpr int64_t kMaxInlineConstantElements = 1024;
+
+/// What is known of one ONNX value while importing.
+struct ValueEntry {
+  RankedTensorType type;
+  Value value;                          // materialized IR value
+  std::optional<HostTensor> constant;   // value known at import time
+  /// The initializer backing this value: a parameter when `isParam` (float
+  /// initializers and their aliases), else a constant decoded on demand.
+  const onnx::TensorProto *initializer = nullptr;
+  bool isParam = false;
+  std::string paramName;                // nn.param name when materialized
+};
+
+class Importer;
+
+class NodeContextImpl : public NodeContext {
+public:
+  NodeContextImpl(Importer &imp, const onnx::NodeProto &node, int64_t version,
+                  Location loc)
+      : imp(imp), node_(node), version_(version), loc_(loc) {}
+
+  const onnx::NodeProto &node() const override { return node_; }
+  int64_t version() const override { return version_; }
+  OpBuilder &builder() override;
+  Location loc() const override { return loc_; }
+  unsigned numInputs() const override { return node_.input_size(); }
+  bool hasInput(unsigned i) const override {
+    return i < static_cast<unsigned>(node_.input_size()) &&
+           !node_.input(i).empty();
+  }
+  const HostTensor *constInput(unsigned i) override;
+  FailureOr<Value> input(unsigned i) override;
+  RankedTensorType inputType(unsigned i) override;
+  bool outputUsed(unsigned i) const override;
+  unsigned numOutputs() const override { return node_.output_size(); }
+  void setOutput(unsigned i, Value v) override;
+  void setOutput(unsigned i, HostTensor v) override;
+  void forwardInput(unsigned out, unsigned in, bool aliasParam) override;
+  const onnx::AttributeProto *attr(llvm::StringRef name) const override {
+    for (const auto &a : node_.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  LogicalResult fail(const llvm::Twine &msg) override;
+
+private:
+  Importer &imp;
+  const onnx::NodeProto &node_;
+  int64_t version_;
+  Location loc_;
+};
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, StringRef path, const ImportOptions &options,
+           std::string &error)
+      : builder(&ctx), ctx(ctx), path(path.str()), options(options),
+        error(error) {}
+
+  ImportResult run();
+
+  // Used by NodeContextImpl.
+  LogicalResult fail(const llvm::Twine &msg) {
+    if (error.empty())
+      error = path + ": " + msg.str();
+    return failure();
+  }
+  LogicalResult failNode(const onnx::NodeProto &node, const llvm::Twine &msg) {
+    return fail("node " + describeNode(node) + ": " + msg);
+  }
+  static std::string describeNode(const onnx::NodeProto &node) {
+    std::string name = node.name().empty() && node.output_size()
+                           ? "producing '" + node.output(0) + "'"
+                           : "'" + node.name() + "'";
+    return name + " (" + node.op_type() + ")";
+  }
+  ValueEntry *lookup(StringRef name) {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : &it->second;
+  }
+  const HostTensor *getConstant(ValueEntry &e, const onnx::NodeProto &node);
+  FailureOr<Value> materialize(ValueEntry &e, StringRef name,
+                               const onnx::NodeProto *node);
+  OpBuilder builder;
+  llvm::StringSet<> used; // names consumed by a node or a graph output
+  llvm::StringMap<ValueEntry> values;
+
+private:
+  LogicalResult loadModel();
+  LogicalResult checkOpset();
+  LogicalResult addInitializers();
+  LogicalResult addInputs();
+  LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult verifyNewOps(const onnx::NodeProto &node,
+                             Block::iterator firstNew);
+  LogicalResult addOutputs();
+  Value addParam(RankedTensorType type, const ParamInfo &info);
+
+  MLIRContext &ctx;
+  std::string path;
+  const ImportOptions &options;
+  std::string &error;
+
+  std::shared_ptr<onnx::ModelProto> model;
+  std::string modelDir;
+  int64_t opset = 0;
+  std::unique_ptr<WeightStore> weights;
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+  Block *body = nullptr;
+  unsigned numParams = 0;
+  llvm::SmallVector<ParamInfo> paramInfos; // in argument order
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+int64_t NodeContext::intAttr(StringRef name, int64_t dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+double NodeContext::floatAttr(StringRef name, double dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeContext::stringAttr(StringRef name, StringRef dflt) const {
+  const onnx::AttributeProto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>>
+NodeContext::intsAttr(StringRef name) const {
+  const onnx::AttributeProto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+bool NodeContext::allInputsConstant() {
+  for (unsigned i = 0; i < numInputs(); ++i)
+    if (hasInput(i) && !constInput(i))
+      return false;
+  return true;
+}
+
+FailureOr<const HostTensor *> NodeContext::requireConst(unsigned i,
+                                                        StringRef what) {
+  const HostTensor *t = constInput(i);
+  if (!t) {
+    (void)fail("input '" + what +
+               "' must be a constant known at import (a value computed at run "
+               "time is not supported)");
+    return failure();
+  }
+  return t;
+}
+
+OpBuilder &NodeContextImpl::builder() { return imp.builder; }
+
+const HostTensor *NodeContextImpl::constInput(unsigned i) {
+  if (!hasInput(i))
+    return nullptr;
+  ValueEntry *e = imp.lookup(node_.input(i));
+  return imp.getConstant(*e, node_);
+}
+
+FailureOr<Value> NodeContextImpl::input(unsigned i) {
+  if (!hasInput(i)) {
+    (void)fail("input #" + llvm::Twine(i) + " is missing");
+    return failure();
+  }
+  return imp.materialize(*imp.lookup(node_.input(i)), node_.input(i), &node_);
+}
+
+RankedTensorType NodeContextImpl::inputType(unsigned i) {
+  return imp.lookup(node_.input(i))->type;
+}
+
+bool NodeContextImpl::outputUsed(unsigned i) const {
+  return i < static_cast<unsigned>(node_.output_size()) &&
+         !node_.output(i).empty() && imp.used.contains(node_.output(i));
+}
+
+void NodeContextImpl::setOutput(unsigned i, Value v) {
+  ValueEntry e;
+  e.type = cast<RankedTensorType>(v.getType());
+  e.value = v;
+  imp.values[node_.output(i)] = std::move(e);
+}
+
+void NodeContextImpl::setOutput(unsigned i, HostTensor v) {
+  ValueEntry e;
+  e.type = RankedTensorType::get(v.shape,
+                                 dtypeToMlir(v.dtype, imp.builder.getContext()));
+  e.constant = std::move(v);
+  imp.values[node_.output(i)] = std::move(e);
+}
+
+void NodeContextImpl::forwardInput(unsigned out, unsigned in,
+                                   bool aliasParam) {
+  ValueEntry e = *imp.lookup(node_.input(in));
+  if (aliasParam && e.isParam) {
+    e.value = Value();
+    e.paramName = node_.output(out);
+  }
+  imp.values[node_.output(out)] = std::move(e);
+}
+
+LogicalResult NodeContextImpl::fail(const llvm::Twine &msg) {
+  return imp.failNode(node_, msg);
+}
+
+//===----------------------------------------------------------------------===//
+// Importer
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::loadModel() {
+  if (llvm::sys::fs::is_directory(path))
+    return fail("is a directory, not an ONNX model");
+  uint64_t size;
+  if (std::error_code ec = llvm::sys::fs::file_size(path, size))
+    return fail("cannot open: " + ec.message());
+  if (size > static_cast<uint64_t>(INT_MAX))
+    return fail("is larger than 2 GB: protobuf cannot hold it; export the "
+                "model with external data (onnx.save(..., "
+                "save_as_external_data=True))");
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return fail(llvm::Twine("cannot open: ") + std::strerror(errno));
+  model = std::make_shared<onnx::ModelProto>();
+  bool parsed;
+  {
+    // Parse straight from the file: the weights are held once, in the proto.
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);
+    parsed = model->ParseFromCodedStream(&coded) &&
+             coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!parsed)
+    return fail("not a valid ONNX model: the protobuf does not parse "
+                "(truncated, or not an ONNX file)");
+  if (!model->has_graph() || model->ir_version() <= 0 ||
+      model->opset_import_size() == 0)
+    return fail("not an ONNX model: no graph, IR version or opset import");
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  modelDir = dir.empty() ? "." : std::string(dir);
+  return success();
+}
+
+LogicalResult Importer::checkOpset() {
+  for (const auto &imp : model->opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (opset == 0)
+    return fail("the model imports no ai.onnx opset");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fail("unsupported opset " + llvm::Twine(opset) +
+                ": autopar imports ai.onnx opsets " + llvm::Twine(kMinOpset) +
+                " to " + llvm::Twine(kMaxOpset) +
+                " (convert the model with onnx.version_converter)");
+  return success();
+}
+
+LogicalResult Importer::addInitializers() {
+  const onnx::GraphProto &graph = model->graph();
+  if (graph.sparse_initializer_size())
+    return fail("sparse initializers are not supported ('" +
+                graph.sparse_initializer(0).values().name() + "')");
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (values.count(init.name()))
+      return fail("initializer '" + init.name() + "' is defined twice");
+    if (llvm::Error err = checkTensorData(init, modelDir))
+      return fail(llvm::toString(std::move(err)));
+    DType dtype = static_cast<DType>(init.data_type());
+    ValueEntry e;
+    e.type = RankedTensorType::get(
+        SmallVector<int64_t>(init.dims().begin(), init.dims().end()),
+        dtypeToMlir(dtype, &ctx));
+    e.initializer = &init;
+    e.isParam = isFloatDType(dtype);
+    e.paramName = init.name();
+    values[init.name()] = std::move(e);
+  }
+  return success();
+}
+
+LogicalResult Importer::addInputs() {
+  const onnx::GraphProto &graph = model->graph();
+  // Symbolic dims (dim_param) take their value from any input given with
+  // --input-shape that uses the same symbol.
+  llvm::StringMap<int64_t> symbols;
+  llvm::StringSet<> given;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    auto it = options.inputShapes.find(in.name());
+    if (it == options.inputShapes.end() || values.count(in.name()))
+      continue;
+    given.insert(in.name());
+    const auto &shape = in.type().tensor_type().shape();
+    if (!in.type().tensor_type().has_shape())
+      continue;
+    if (shape.dim_size() != static_cast<int>(it->second.size()))
+      return fail("--input-shape " + in.name() + " gives " +
+                  llvm::Twine(it->second.size()) + " dims, the input has " +
+                  llvm::Twine(shape.dim_size()));
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      const auto &dim = shape.dim(d);
+      int64_t v = it->second[d];
+      if (dim.has_dim_value() && dim.dim_value() != v)
+        return fail("--input-shape " + in.name() + " gives dim " +
+                    llvm::Twine(d) + " = " + llvm::Twine(v) +
+                    ", the model fixes it to " + llvm::Twine(dim.dim_value()));
+      if (dim.has_dim_param()) {
+        auto [sym, inserted] = symbols.try_emplace(dim.dim_param(), v);
+        if (!inserted && sym->second != v)
+          return fail("--input-shape gives dim '" + dim.dim_param() +
+                      "' two sizes: " + llvm::Twine(sym->second) + " and " +
+                      llvm::Twine(v));
+      }
+    }
+  }
+  for (const auto &entry : options.inputShapes) {
+    bool isInput = llvm::any_of(graph.input(), [&](const auto &in) {
+      return in.name() == entry.getKey() && !values.count(in.name());
+    });
+    if (!isInput)
+      return fail("--input-shape names '" + entry.getKey() +
+                  "', which is not a graph input");
+  }
+
+  SmallVector<std::pair<std::string, Type>> inputs;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (values.count(in.name()))
+      continue; // an initializer listed as input (keep_initializers_as_inputs)
+    if (!in.type().has_tensor_type())
+      return fail("input '" + in.name() + "' is not a tensor");
+    const auto &tt = in.type().tensor_type();
+    DType dtype = static_cast<DType>(tt.elem_type());
+    Type elementType = dtypeToMlir(dtype, &ctx);
+    if (!elementType)
+      return fail("input '" + in.name() + "' has unsupported element type " +
+                  dtypeName(dtype));
+    SmallVector<int64_t> shape;
+    auto givenShape = options.inputShapes.find(in.name());
+    if (givenShape != options.inputShapes.end()) {
+      shape = givenShape->second;
+    } else if (!tt.has_shape()) {
+      return fail("input '" + in.name() +
+                  "' has no shape in the model; give it with --input-shape " +
+                  in.name() + "=D0,D1,...");
+    } else {
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        if (dim.has_dim_value() && dim.dim_value() > 0) {
+          shape.push_back(dim.dim_value());
+          continue;
+        }
+        if (dim.has_dim_param())
+          if (auto sym = symbols.find(dim.dim_param()); sym != symbols.end()) {
+            shape.push_back(sym->second);
+            continue;
+          }
+        std::string what = dim.has_dim_param()
+                               ? " ('" + dim.dim_param() + "')"
+                               : std::string();
+        return fail("input '" + in.name() + "' dim " + llvm::Twine(d) + what +
+                    " is dynamic and has no value: give it with "
+                    "--input-shape " +
+                    in.name() + "=D0,D1,...");
+      }
+    }
+    for (int64_t d : shape)
+      if (d <= 0)
+        return fail("input '" + in.name() + "' has a non-positive dim in " +
+                    shapeToString(shape));
+    auto type = RankedTensorType::get(shape, elementType);
+    Value arg = body->addArgument(
+        type, NameLoc::get(StringAttr::get(&ctx, in.name())));
+    ValueEntry e;
+    e.type = type;
+    e.value = arg;
+    values[in.name()] = std::move(e);
+    inputs.emplace_back(in.name(), type);
+  }
+  return success();
+}
+
+const HostTensor *Importer::getConstant(ValueEntry &e,
+                                        const onnx::NodeProto &node) {
+  if (e.constant)
+    return &*e.constant;
+  if (!e.initializer || e.isParam)
+    return nullptr;
+  llvm::Expected<HostTensor> t = decodeTensor(*e.initializer, modelDir);
+  if (!t) {
+    (void)failNode(node, llvm::toString(t.takeError()));
+    return nullptr;
+  }
+  e.constant = std::move(*t);
+  return &*e.constant;
+}
+
+Value Importer::addParam(RankedTensorType type, const ParamInfo &info) {
+  Value arg = body->insertArgument(
+      numParams++, type, NameLoc::get(StringAttr::get(&ctx, info.name)));
+  paramInfos.push_back(info);
+  return arg;
+}
+
+FailureOr<Value> Importer::materialize(ValueEntry &e, StringRef name,
+                                       const onnx::NodeProto *node) {
+  if (e.value)
+    return e.value;
+  auto paramInfo = [&](StringRef paramName, bool buffer) {
+    ParamInfo info;
+    info.name = paramName.str();
+    info.initializer = e.initializer ? e.initializer->name() : "";
+    info.dtype = mlirToDType(e.type.getElementType());
+    info.shape.assign(e.type.getShape().begin(), e.type.getShape().end());
+    info.buffer = buffer;
+    return info;
+  };
+  if (e.isParam) {
+    ParamInfo info = paramInfo(e.paramName, /*buffer=*/false);
+    e.value = addParam(e.type, info);
+    weights->addInitializerParam(info, e.initializer);
+    return e.value;
+  }
+  int64_t n = e.type.getNumElements();
+  bool small = n <= kMaxInlineConstantElements;
+  if (e.initializer && !small && !(e.constant && e.constant->isSplat())) {
+    // A large non-float initializer (a mask, position ids): a buffer.
+    ParamInfo info = paramInfo(e.paramName, /*buffer=*/true);
+    e.value = addParam(e.type, info);
+    weights->addInitializerParam(info, e.initializer);
+    return e.value;
+  }
+  const HostTensor *t = node ? getConstant(e, *node) : nullptr;
+  if (!t && e.initializer) {
+    llvm::Expected<HostTensor> decoded = decodeTensor(*e.initializer, modelDir);
+    if (!decoded)
+      return fail(llvm::toString(decoded.takeError()));
+    e.constant = std::move(*decoded);
+    t = &*e.constant;
+  }
+  if (!t)
+    return failure();
+  if (small || t->isSplat()) {
+    e.value = nn::ConstantOp::create(
+        builder, NameLoc::get(StringAttr::get(&ctx, name)), t->toAttr(&ctx));
+    return e.value;
+  }
+  // A large constant folded at import: a buffer named by its value.
+  ParamInfo info = paramInfo(name, /*buffer=*/true);
+  info.initializer.clear();
+  e.value = addParam(e.type, info);
+  weights->addConstantParam(info, *t);
+  return e.value;
+}
+
+LogicalResult Importer::verifyNewOps(const onnx::NodeProto &node,
+                                     Block::iterator firstNew) {
+  std::string message;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    if (message.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      message = diag.str();
+    return success();
+  });
+  for (Operation &op : llvm::make_range(firstNew, body->end()))
+    if (failed(mlir::verify(&op)))
+      return failNode(node, "produces invalid IR: " + message);
+  return success();
+}
+
+LogicalResult Importer::importNode(const onnx::NodeProto &node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return failNode(node, "unsupported op domain '" + node.domain() +
+                              "': autopar imports ai.onnx ops only (the "
+                              "supported ops are listed in docs/ops.md and by "
+                              "`autopar ops`)");
+  const OpConverter *conv = findConverter(node.op_type());
+  int64_t version = conv ? opVersionAt(*conv, opset) : -1;
+  if (!conv || version < 0)
+    return fail("unsupported op '" + node.op_type() + "' (node '" +
+                node.name() + "', opset " + llvm::Twine(opset) +
+                "); the supported ops are listed in docs/ops.md and by "
+                "`autopar ops`");
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (!llvm::is_contained(conv->attributes, a.name()))
+      return failNode(node, "attribute '" + a.name() + "' is not supported");
+  for (const std::string &in : node.input())
+    if (!in.empty() && !values.count(in))
+      return failNode(node, "input '" + in +
+                                "' is not defined before this node (unknown "
+                                "value, or the graph is not sorted)");
+
+  std::string locName = node.name().empty() && node.output_size()
+                            ? node.output(0)
+                            : node.name();
+  Operation *last = body->empty() ? nullptr : &body->back();
+  NodeContextImpl nodeCtx(*this, node, version,
+                          NameLoc::get(StringAttr::get(&ctx, locName)));
+  if (failed(conv->convert(nodeCtx)))
+    return fail("node " + describeNode(node) + ": conversion failed");
+  Block::iterator firstNew =
+      last ? std::next(last->getIterator()) : body->begin();
+  if (failed(verifyNewOps(node, firstNew)))
+    return failure();
+  for (const std::string &out : node.output())
+    if (!out.empty() && used.contains(out) && !values.count(out))
+      return failNode(node, "output '" + out + "' is not supported");
+  return success();
+}
+
+LogicalResult Importer::addOutputs() {
+  SmallVector<Value> results;
+  SmallVector<std::string> names;
+  for (const onnx::ValueInfoProto &out : model->graph().output()) {
+    ValueEntry *e = lookup(out.name());
+    if (!e)
+      return fail("graph output '" + out.name() +
+                  "' is not produced by any node");
+    FailureOr<Value> v = materialize(*e, out.name(), nullptr);
+    if (failed(v))
+      return failure();
+    // The model's declared type must agree with what the import computed.
+    auto type = cast<RankedTensorType>(v->getType());
+    const auto &tt = out.type().tensor_type();
+    if (tt.elem_type() &&
+        dtypeToMlir(static_cast<DType>(tt.elem_type()), &ctx) !=
+            type.getElementType())
+      return fail("graph output '" + out.name() + "' is declared " +
+                  dtypeName(static_cast<DType>(tt.elem_type())) +
+                  " but computes " +
+                  dtypeName(mlirToDType(type.getElementType())));
+    if (tt.has_shape()) {
+      bool ok = tt.shape().dim_size() == type.getRank();
+      for (int d = 0; ok && d < tt.shape().dim_size(); ++d)
+        ok = !tt.shape().dim(d).has_dim_value() ||
+             tt.shape().dim(d).dim_value() == type.getDimSize(d);
+      if (!ok)
+        return fail("graph output '" + out.name() +
+                    "' is declared with another shape than the computed " +
+                    shapeToString(type.getShape()));
+    }
+    results.push_back(*v);
+    names.push_back(out.name());
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(body);
+  func::ReturnOp::create(builder, UnknownLoc::get(&ctx), results);
+  func.setFunctionType(FunctionType::get(&ctx, body->getArgumentTypes(),
+                                         ValueRange(results).getTypes()));
+  for (auto [i, info] : llvm::enumerate(paramInfos)) {
+    SmallVector<NamedAttribute> attrs = {builder.getNamedAttr(
+        nn::NNDialect::kParamAttr, builder.getStringAttr(info.name))};
+    if (!info.initializer.empty() && info.initializer != info.name)
+      attrs.push_back(builder.getNamedAttr(
+          nn::NNDialect::kInitFromAttr, builder.getStringAttr(info.initializer)));
+    if (info.buffer)
+      attrs.push_back(
+          builder.getNamedAttr(nn::NNDialect::kBufferAttr, builder.getUnitAttr()));
+    func.setArgAttrs(i, builder.getDictionaryAttr(attrs));
+  }
+  for (unsigned i = numParams; i < body->getNumArguments(); ++i) {
+    auto loc = cast<NameLoc>(body->getArgument(i).getLoc());
+    func.setArgAttrs(i, builder.getDictionaryAttr(builder.getNamedAttr(
+                            nn::NNDialect::kInputAttr, loc.getName())));
+  }
+  for (auto [i, name] : llvm::enumerate(names))
+    func.setResultAttrs(i, builder.getDictionaryAttr(builder.getNamedAttr(
+                               nn::NNDialect::kOutputAttr,
+                               builder.getStringAttr(name))));
+  return success();
+}
+
+ImportResult Importer::run() {
+  ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
+  if (failed(loadModel()) || failed(checkOpset()))
+    return {};
+  weights = std::make_unique<WeightStore>(model, modelDir);
+  const onnx::GraphProto &graph = model->graph();
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &in : node.input())
+      used.insert(in);
+  for (const onnx::ValueInfoProto &out : graph.output())
+    used.insert(out.name());
+
+  Location loc = NameLoc::get(StringAttr::get(
+      &ctx, graph.name().empty() ? "graph" : graph.name()));
+  module = ModuleOp::create(loc);
+  module->getOperation()->setAttr("nn.opset", builder.getI64IntegerAttr(opset));
+  builder.setInsertionPointToEnd(module->getBody());
+  func = func::FuncOp::create(builder, loc, options.funcName,
+                              builder.getFunctionType({}, {}));
+  body = func.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+
+  if (failed(addInitializers()) || failed(addInputs()))
+    return {};
+  for (const onnx::NodeProto &node : graph.node())
+    if (failed(importNode(node)))
+      return {};
+  if (failed(addOutputs()))
+    return {};
+  if (failed(mlir::verify(*module)))
+    return (void)fail("the imported IR does not verify"), ImportResult{};
+  return {std::move(module), std::move(weights)};
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+ImportResult autopar::onnx_import::importOnnxFile(MLIRContext &context,
+                                                  StringRef path,
+                                                  const ImportOptions &options,
+                                                  std::string &error) {
+  error.clear();
+  return Importer(context, path, options, error).run();
+}
+
+bool autopar::onnx_import::parseInputShape(StringRef spec,
+                                           ImportOptions &options,
+                                           std::string &error) {
+  auto [name, dims] = spec.split('=');
+  if (name.empty() || dims.empty()) {
+    error = "--input-shape '" + spec.str() + "': expected NAME=D0,D1,...";
+    return false;
+  }
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  dims.split(parts, ',');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.trim().getAsInteger(10, d) || d <= 0) {
+      error = "--input-shape '" + spec.str() + "': dim '" + p.str() +
+              "' is not a positive integer";
+      return false;
+    }
+    shape.push_back(d);
+  }
+  options.inputShapes[name] = shape;
+  return true;
+}
+
+void autopar::onnx_import::printSupportedOps(llvm::raw_ostream &os) {
+  os << "# Supported ONNX ops\n\n"
+     << "Generated by `autopar ops` from the importer's converter table; do "
+        "not edit.\n\n"
+     << "Models must import the ai.onnx domain at opset " << kMinOpset
+     << " to " << kMaxOpset
+     << ". An op's *versions* are the ONNX since_versions the importer "
+        "implements: at a model's opset the op's version is the largest one "
+        "not above it. Any attribute not listed is rejected at import, as is "
+        "any op not listed.\n\n"
+     << "| op | versions | attributes | notes |\n"
+     << "|---|---|---|---|\n";
+  for (const OpConverter &c : converterTable()) {
+    os << "| " << c.opType << " | ";
+    llvm::interleave(c.versions, os, ", ");
+    os << " | ";
+    llvm::interleave(c.attributes, os, ", ");
+    os << " | " << c.notes << " |\n";
+  }
+}

@@ -1,0 +1,59 @@
+//===- OnnxImporter.h - ONNX model -> nn dialect ----------------*- C++ -*-===//
+//
+// Reads an ONNX model with libonnx's protobuf classes and builds
+//   func.func @forward(params..., inputs...) -> outputs
+// in the nn dialect with static shapes. Parameters (float initializers and
+// large constants) are function arguments carrying `nn.param`; their bytes
+// stay in the WeightStore, out of the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_FRONTENDS_ONNX_ONNXIMPORTER_H
+#define AUTOPAR_FRONTENDS_ONNX_ONNXIMPORTER_H
+
+#include "frontends/onnx/WeightStore.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <string>
+
+namespace autopar::onnx_import {
+
+/// The ai.onnx opsets the importer accepts.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 18;
+
+struct ImportOptions {
+  /// Static shapes for graph inputs, overriding or completing the model's
+  /// (dynamic dims); from `--input-shape name=d0,d1,...`.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Name of the imported function.
+  std::string funcName = "forward";
+};
+
+struct ImportResult {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::unique_ptr<WeightStore> weights;
+};
+
+/// Imports the ONNX model at `path`. On failure returns null and sets `error`
+/// to one line naming the file and the problem.
+ImportResult importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
+                            const ImportOptions &options, std::string &error);
+
+/// Parses "name=d0,d1,..." into `options.inputShapes`; false with `error` set
+/// if malformed.
+bool parseInputShape(llvm::StringRef spec, ImportOptions &options,
+                     std::string &error);
+
+/// Prints the table of supported ops (op type, versions, attributes, notes)
+/// as Markdown; docs/ops.md is this output.
+void printSupportedOps(llvm::raw_ostream &os);
+
+} // namespace autopar::onnx_import
+
+#endif // AUTOPAR_FRONTENDS_ONNX_ONNXIMPORTER_H

@@ -1,0 +1,152 @@
+//===- autopar.cpp - the autopar command-line driver ----------------------===//
+//
+//   autopar import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=D0,D1,...]
+//                  [--summary]
+//   autopar ops
+//
+// Parses the command line and calls the command in compiler/Driver.h.
+// Command-line errors are one line on stderr and exit code 2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Driver.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace autopar;
+
+namespace {
+
+const char *kMainHelp = R"(autopar: compiles an ONNX transformer and a parallelism plan into a
+training program.
+
+Usage: autopar <command> [options]
+
+Commands:
+  import    Import an ONNX model into the nn dialect; print or write the IR
+            or a summary of it
+  ops       Print the ONNX ops the importer supports (docs/ops.md)
+
+Options:
+  -h, --help   Show this help; `autopar <command> --help` shows a command's
+  --version    Show the version
+
+Passes can be run one at a time on textual IR with autopar-opt.
+)";
+
+const char *kImportHelp = R"(Usage: autopar import MODEL.onnx [options]
+
+Imports MODEL.onnx (ai.onnx opsets 13 to 18) into the nn dialect: one
+function @forward whose arguments are the parameters (nn.param = initializer
+name; weights stay out of the IR) followed by the graph inputs (nn.input),
+and whose results are the graph outputs (nn.output). Shape subgraphs are
+folded so every type is static.
+
+Options:
+  -o FILE                    Write the IR to FILE (default: stdout); written
+                             atomically, nothing is left behind on failure
+  --input-shape NAME=D0,D1   Static shape of graph input NAME; completes
+                             dynamic dims (dims sharing a symbolic name with
+                             NAME's take the same value). Repeatable.
+  --summary                  Print a summary (inputs, outputs, parameters,
+                             op counts, matmul FLOPs) instead of the IR; with
+                             -o, the IR is written to the file as well
+  -h, --help                 Show this help
+)";
+
+const char *kOpsHelp = R"(Usage: autopar ops
+
+Prints the ONNX ops the importer supports, with their op versions,
+attributes and restrictions, as Markdown (this is docs/ops.md).
+)";
+
+int usageError(const std::string &msg, const char *command) {
+  llvm::errs() << "autopar: " << msg << " (see `autopar "
+               << (command ? std::string(command) + " " : std::string())
+               << "--help`)\n";
+  return 2;
+}
+
+bool isHelp(llvm::StringRef a) { return a == "-h" || a == "--help"; }
+
+int importMain(std::vector<std::string> args) {
+  ImportCommandOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef a = args[i];
+    auto value = [&](std::string &out) {
+      if (auto [name, v] = a.split('='); a.starts_with("--") && !v.empty() &&
+                                         a.contains('=') && name != a) {
+        out = v.str();
+        return true;
+      }
+      if (i + 1 >= args.size())
+        return false;
+      out = args[++i];
+      return true;
+    };
+    if (isHelp(a)) {
+      llvm::outs() << kImportHelp;
+      return 0;
+    }
+    if (a == "-o") {
+      if (!value(options.output))
+        return usageError("-o needs a file name", "import");
+    } else if (a == "--input-shape" || a.starts_with("--input-shape=")) {
+      std::string spec, error;
+      if (a.starts_with("--input-shape="))
+        spec = a.drop_front(strlen("--input-shape=")).str();
+      else if (!value(spec))
+        return usageError("--input-shape needs NAME=D0,D1,...", "import");
+      if (!onnx_import::parseInputShape(spec, options.import, error))
+        return usageError(error, "import");
+    } else if (a == "--summary") {
+      options.summary = true;
+    } else if (a.starts_with("-") && a != "-") {
+      return usageError("unknown option '" + a.str() + "'", "import");
+    } else if (options.model.empty()) {
+      options.model = a.str();
+    } else {
+      return usageError("unexpected argument '" + a.str() + "'", "import");
+    }
+  }
+  if (options.model.empty())
+    return usageError("import needs a model file", "import");
+  return runImportCommand(options);
+}
+
+int opsMain(const std::vector<std::string> &args) {
+  for (const std::string &a : args) {
+    if (isHelp(a)) {
+      llvm::outs() << kOpsHelp;
+      return 0;
+    }
+    return usageError("unexpected argument '" + a + "'", "ops");
+  }
+  return runOpsCommand();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usageError("no command given", nullptr);
+  llvm::StringRef command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (isHelp(command)) {
+    llvm::outs() << kMainHelp;
+    return 0;
+  }
+  if (command == "--version") {
+    llvm::outs() << "autopar " AUTOPAR_VERSION "\n";
+    return 0;
+  }
+  if (command == "import")
+    return importMain(args);
+  if (command == "ops")
+    return opsMain(args);
+  return usageError("unknown command '" + command.str() + "'", nullptr);
+}
