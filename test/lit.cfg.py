@@ -1,0 +1,37 @@
+# -*- Python -*-
+# lit configuration of the autopar test suite (run through check-autopar).
+
+import os
+
+import lit.formats
+
+config.name = "autopar"
+config.test_format = lit.formats.ShTest(not lit_config.isWindows)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "models",
+                   "unit", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.autopar_obj_root, "test")
+
+# autopar's tools first, then LLVM's (FileCheck, not, count).
+config.environment["PATH"] = os.pathsep.join(
+    [config.autopar_tools_dir, config.llvm_tools_dir,
+     config.environment.get("PATH", os.environ.get("PATH", ""))])
+for var in ["HOME", "TMPDIR"]:
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+models = os.path.join(config.autopar_src_root, "test", "models")
+config.substitutions.append(("%models", models))
+config.substitutions.append(("%fixtures", os.path.join(models, "fixtures")))
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%src_root", config.autopar_src_root))
+config.substitutions.append(
+    ("FileCheck", config.filecheck + " --enable-var-scope"))
+config.substitutions.append(
+    ("%unittests", os.path.join(config.autopar_tools_dir, "autopar-unittests")))
+
+# Tests that export models with PyTorch need Debian's python3-torch.
+if config.python and os.system(config.python + " -c 'import torch, onnx' "
+                               "> /dev/null 2>&1") == 0:
+    config.available_features.add("torch")
