@@ -143,6 +143,9 @@ private:
   Block *body = nullptr;
   unsigned numParams = 0;
   llvm::SmallVector<ParamInfo> paramInfos; // in argument order
+  /// Parameters by name: values forwarded without aliasing (Dropout, Identity
+  /// of a non-float initializer) share their source's parameter.
+  llvm::StringMap<Value> paramValues;
 };
 
 } // namespace
@@ -444,6 +447,7 @@ Value Importer::addParam(RankedTensorType type, const ParamInfo &info) {
   Value arg = body->insertArgument(
       numParams++, type, NameLoc::get(StringAttr::get(&ctx, info.name)));
   paramInfos.push_back(info);
+  paramValues[info.name] = arg;
   return arg;
 }
 
@@ -460,6 +464,8 @@ FailureOr<Value> Importer::materialize(ValueEntry &e, StringRef name,
     info.buffer = buffer;
     return info;
   };
+  if ((e.isParam || e.initializer) && paramValues.count(e.paramName))
+    return e.value = paramValues.lookup(e.paramName);
   if (e.isParam) {
     ParamInfo info = paramInfo(e.paramName, /*buffer=*/false);
     e.value = addParam(e.type, info);
