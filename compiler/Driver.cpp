@@ -19,6 +19,25 @@ bool autopar::writeFileAtomically(const std::string &path,
     llvm::outs().flush();
     return true;
   }
+  // Devices and pipes (/dev/null, /dev/stdout, a FIFO) are written in place:
+  // renaming over them would replace them.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) &&
+      llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec) {
+      os << contents;
+      os.close();
+      if (!os.has_error())
+        return true;
+      ec = os.error();
+      os.clear_error();
+    }
+    error = "cannot write " + path + ": " + ec.message();
+    return false;
+  }
   llvm::SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
   if (dir.empty())
