@@ -26,6 +26,7 @@ config.substitutions.append(("%models", models))
 config.substitutions.append(("%fixtures", os.path.join(models, "fixtures")))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%src_root", config.autopar_src_root))
+config.substitutions.append(("%obj_root", config.autopar_obj_root))
 config.substitutions.append(
     ("FileCheck", config.filecheck + " --enable-var-scope"))
 config.substitutions.append(

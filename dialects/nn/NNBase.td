@@ -16,10 +16,20 @@ def NN_Dialect : Dialect {
   let summary = "Model-level tensor ops of a transformer (forward and backward)";
   let description = [{
     Ops of `nn` work on statically shaped ranked tensors with value
-    semantics. Parameters are function arguments that carry
-    `nn.param = "<onnx initializer name>"`; their bytes live in a weight
-    store outside the IR. Graph inputs carry `nn.input = "<name>"`, results
-    `nn.output = "<name>"`.
+    semantics. A model is a `func.func` whose arguments are its parameters
+    followed by its graph inputs, and whose results are its graph outputs.
+    The dialect verifies these argument and result attributes:
+
+    - `nn.param = "<name>"`: a parameter; its bytes live in a weight store
+      outside the IR (the ONNX initializer of that name, unless
+      `nn.init_from` names another).
+    - `nn.init_from = "<initializer>"`: the parameter's initial value is
+      this initializer's (an Identity alias that torch.onnx.export made of
+      an equal-valued initializer; it is a separate tensor).
+    - `nn.buffer`: a constant of the model held as a parameter because it
+      is large (a mask, position ids); never trained.
+    - `nn.input = "<name>"`: a graph input; `nn.output = "<name>"` on a
+      result: a graph output.
   }];
   let cppNamespace = "::autopar::nn";
   let hasConstantMaterializer = 1;
