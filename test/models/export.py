@@ -51,6 +51,9 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
     if args.d_model % args.heads != 0:
         p.error(f"--heads ({args.heads}) must divide --d-model ({args.d_model})")
+    if args.opset < 12:
+        p.error(f"--opset {args.opset} is too old: the loss (SoftmaxCrossEntropyLoss) "
+                "needs opset >= 12")
     if args.model == "bert" and args.tied:
         p.error("--tied is only supported with --model gpt")
     if args.model == "bert" and args.activation != "gelu":
