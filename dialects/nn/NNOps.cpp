@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -34,35 +35,62 @@ Operation *NNDialect::materializeConstant(OpBuilder &builder, Attribute value,
 // Argument and result attributes
 //===----------------------------------------------------------------------===//
 
-static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
-                                     StringRef what, bool isResult) {
+/// Verifies an nn.* attribute on argument or result `index` of function-like
+/// `op`: its kind, its value and the type of the value it is attached to.
+static LogicalResult verifyValueAttr(Operation *op, unsigned index,
+                                     NamedAttribute attr, bool isResult) {
   StringRef name = attr.getName().getValue();
-  bool stringAttr = name == NNDialect::kParamAttr ||
-                    name == NNDialect::kInitFromAttr ||
-                    name == NNDialect::kInputAttr ||
-                    (isResult && name == NNDialect::kOutputAttr);
-  bool unitAttr = name == NNDialect::kBufferAttr;
-  if (isResult ? name != NNDialect::kOutputAttr : (!stringAttr && !unitAttr))
+  StringRef what = isResult ? "result" : "argument";
+  static constexpr StringLiteral argStringAttrs[] = {
+      NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
+  bool known = isResult ? name == NNDialect::kOutputAttr
+                        : (llvm::is_contained(argStringAttrs, name) ||
+                           name == NNDialect::kBufferAttr);
+  if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
-  if (stringAttr && !isa<StringAttr>(attr.getValue()))
+  if (name == NNDialect::kBufferAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "argument attribute '" << name
+                             << "' must be a unit attribute";
+  } else if (!isa<StringAttr>(attr.getValue())) {
     return op->emitError() << what << " attribute '" << name
                            << "' must be a string";
-  if (unitAttr && !isa<UnitAttr>(attr.getValue()))
-    return op->emitError() << what << " attribute '" << name
-                           << "' must be a unit attribute";
+  }
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return success();
+  Type type = isResult ? func.getResultTypes()[index]
+                       : func.getArgumentTypes()[index];
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return op->emitError() << what << " #" << index << " with '" << name
+                           << "' must be a statically shaped tensor, got "
+                           << type;
+  if (isResult)
+    return success();
+  DictionaryAttr attrs = func.getArgAttrDict(index);
+  bool param = attrs.contains(NNDialect::kParamAttr);
+  if (!param && (name == NNDialect::kInitFromAttr ||
+                 name == NNDialect::kBufferAttr))
+    return op->emitError() << "argument #" << index << " has '" << name
+                           << "' but no 'nn.param'";
+  if (param && name == NNDialect::kInputAttr)
+    return op->emitError() << "argument #" << index
+                           << " is both a parameter and a graph input";
   return success();
 }
 
 LogicalResult NNDialect::verifyRegionArgAttribute(Operation *op, unsigned,
-                                                  unsigned, NamedAttribute attr) {
-  return verifyValueAttr(op, attr, "argument", /*isResult=*/false);
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
+  return verifyValueAttr(op, argIndex, attr, /*isResult=*/false);
 }
 
 LogicalResult NNDialect::verifyRegionResultAttribute(Operation *op, unsigned,
-                                                     unsigned,
+                                                     unsigned resultIndex,
                                                      NamedAttribute attr) {
-  return verifyValueAttr(op, attr, "result", /*isResult=*/true);
+  return verifyValueAttr(op, resultIndex, attr, /*isResult=*/true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -141,25 +169,36 @@ static LogicalResult verifyResultType(Operation *op, Type result,
   return success();
 }
 
-/// Checks that `axis` indexes a dimension of operand `name` of rank `rank`.
+/// Checks that `axis` indexes a dimension of `name` (operand 'x' or the
+/// result), of rank `rank`.
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank,
-                                StringRef name) {
+                                const Twine &name) {
   if (axis < 0 || axis >= rank)
-    return op->emitOpError() << "axis " << axis
-                             << " is out of range for operand '" << name
-                             << "' of rank " << rank;
+    return op->emitOpError() << "axis " << axis << " is out of range for "
+                             << name << " of rank " << rank;
   return success();
 }
 
 /// Checks that `axes` are sorted, unique and index a rank-`rank` tensor.
 static LogicalResult verifyAxes(Operation *op, ArrayRef<int64_t> axes,
-                                int64_t rank, StringRef name) {
+                                int64_t rank, const Twine &name) {
   for (auto [i, axis] : llvm::enumerate(axes)) {
     if (failed(verifyAxis(op, axis, rank, name)))
       return failure();
     if (i > 0 && axes[i - 1] >= axis)
       return op->emitOpError() << "axes must be sorted and unique";
   }
+  return success();
+}
+
+/// Checks that the result has operand 'input''s element type.
+static LogicalResult verifyResultElementType(Operation *op, Value input) {
+  Type in = tensorType(input).getElementType();
+  Type out = tensorType(op->getResult(0)).getElementType();
+  if (in != out)
+    return op->emitOpError() << "result element type " << out
+                             << " differs from operand 'input' element type "
+                             << in;
   return success();
 }
 
@@ -278,7 +317,7 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 template <typename ReduceOpTy>
 static LogicalResult verifyReduce(ReduceOpTy op) {
   RankedTensorType input = tensorType(op.getInput());
-  if (failed(verifyAxes(op, op.getAxes(), input.getRank(), "input")))
+  if (failed(verifyAxes(op, op.getAxes(), input.getRank(), "operand 'input'")))
     return failure();
   return verifyResultType(op, op.getType(),
                           inferReduceType(input, op.getAxes(), op.getKeepdims()));
@@ -291,7 +330,7 @@ LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
 LogicalResult LayerNormOp::verify() {
   RankedTensorType input = tensorType(getInput());
   int64_t axis = getAxis();
-  if (failed(verifyAxis(*this, axis, input.getRank(), "input")))
+  if (failed(verifyAxis(*this, axis, input.getRank(), "operand 'input'")))
     return failure();
   ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
   auto checkParam = [&](Value v, StringRef name) -> LogicalResult {
@@ -309,14 +348,16 @@ LogicalResult LayerNormOp::verify() {
   if (failed(checkParam(getScale(), "scale")) ||
       failed(checkParam(getBias(), "bias")))
     return failure();
-  if (getEpsilon().isNegative())
-    return emitOpError() << "epsilon must not be negative";
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0))
+    return emitOpError() << "epsilon must be a non-negative number, got "
+                         << epsilon;
   return verifyResultType(*this, getType(), input);
 }
 
 LogicalResult SoftmaxOp::verify() {
   if (failed(verifyAxis(*this, getAxis(), tensorType(getInput()).getRank(),
-                        "input")))
+                        "operand 'input'")))
     return failure();
   return verifyResultType(*this, getType(), getInput().getType());
 }
@@ -400,7 +441,7 @@ LogicalResult GemmOp::verify() {
       return failure();
     FailureOr<SmallVector<int64_t>> bc =
         broadcastShapes(tensorType(c).getShape(), mn);
-    if (tensorType(c).getRank() > 2 || failed(bc) || ArrayRef(*bc) != ArrayRef(mn))
+    if (failed(bc) || ArrayRef(*bc) != ArrayRef(mn))
       return emitOpError() << "operand 'c' (" << c.getType()
                            << ") does not broadcast to " << shapeString(mn);
   }
@@ -428,7 +469,7 @@ void GatherOp::build(OpBuilder &builder, OperationState &state, Value data,
 
 LogicalResult GatherOp::verify() {
   RankedTensorType data = tensorType(getData());
-  if (failed(verifyAxis(*this, getAxis(), data.getRank(), "data")))
+  if (failed(verifyAxis(*this, getAxis(), data.getRank(), "operand 'data'")))
     return failure();
   return verifyResultType(
       *this, getType(), gatherType(data, tensorType(getIndices()), getAxis()));
@@ -436,8 +477,7 @@ LogicalResult GatherOp::verify() {
 
 LogicalResult ReshapeOp::verify() {
   RankedTensorType input = tensorType(getInput());
-  if (failed(verifyResultType(
-          *this, getType().getElementType(), input.getElementType())))
+  if (failed(verifyResultElementType(*this, getInput())))
     return failure();
   if (input.getNumElements() != getType().getNumElements())
     return emitOpError() << "result has " << getType().getNumElements()
@@ -477,7 +517,7 @@ void UnsqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,
 LogicalResult UnsqueezeOp::verify() {
   RankedTensorType input = tensorType(getInput());
   if (failed(verifyAxes(*this, getAxes(), input.getRank() + getAxes().size(),
-                        "result")))
+                        "the result")))
     return failure();
   return verifyResultType(*this, getType(), unsqueezeType(input, getAxes()));
 }
@@ -490,7 +530,7 @@ void SqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,
 
 LogicalResult SqueezeOp::verify() {
   RankedTensorType input = tensorType(getInput());
-  if (failed(verifyAxes(*this, getAxes(), input.getRank(), "input")))
+  if (failed(verifyAxes(*this, getAxes(), input.getRank(), "operand 'input'")))
     return failure();
   for (int64_t axis : getAxes())
     if (input.getDimSize(axis) != 1)
@@ -502,13 +542,11 @@ LogicalResult SqueezeOp::verify() {
 
 LogicalResult ExpandOp::verify() {
   RankedTensorType input = tensorType(getInput());
-  if (failed(verifyResultType(*this, getType().getElementType(),
-                              input.getElementType())))
+  if (failed(verifyResultElementType(*this, getInput())))
     return failure();
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(input.getShape(), getType().getShape());
-  if (input.getRank() > getType().getRank() || failed(shape) ||
-      ArrayRef(*shape) != getType().getShape())
+  if (failed(shape) || ArrayRef(*shape) != getType().getShape())
     return emitOpError() << "operand 'input' (" << input
                          << ") does not broadcast to the result shape "
                          << shapeString(getType().getShape());
@@ -548,8 +586,7 @@ LogicalResult TransposeOp::verify() {
 LogicalResult SliceOp::verify() {
   RankedTensorType input = tensorType(getInput());
   ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
-  if (failed(verifyResultType(*this, getType().getElementType(),
-                              input.getElementType())))
+  if (failed(verifyResultElementType(*this, getInput())))
     return failure();
   if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
       static_cast<int64_t>(strides.size()) != input.getRank() ||
@@ -563,6 +600,13 @@ LogicalResult SliceOp::verify() {
       return emitOpError() << "stride of dim " << d << " is 0";
     if (count == 0)
       continue;
+    int64_t dim = input.getDimSize(d);
+    // Beyond one element, a stride of at least the dim size leaves it (and
+    // checking this first keeps the product below from overflowing).
+    if (count > 1 && (strides[d] >= dim || strides[d] <= -dim))
+      return emitOpError() << "dim " << d << " takes " << count
+                           << " elements with stride " << strides[d]
+                           << ", outside operand 'input' dim of size " << dim;
     int64_t last = offsets[d] + (count - 1) * strides[d];
     if (offsets[d] < 0 || offsets[d] >= input.getDimSize(d) || last < 0 ||
         last >= input.getDimSize(d))
@@ -582,7 +626,7 @@ concatType(Operation *op, ValueRange inputs, int64_t axis, bool emit) {
     return failure();
   }
   RankedTensorType first = tensorType(inputs.front());
-  if (emit && failed(verifyAxis(op, axis, first.getRank(), "inputs")))
+  if (emit && failed(verifyAxis(op, axis, first.getRank(), "operand 'inputs'")))
     return failure();
   SmallVector<int64_t> shape(first.getShape());
   for (auto [i, v] : llvm::enumerate(inputs.drop_front())) {
@@ -624,7 +668,7 @@ LogicalResult SplitOp::verify() {
   int64_t axis = getAxis();
   if (getNumResults() == 0)
     return emitOpError() << "needs at least one result";
-  if (failed(verifyAxis(*this, axis, input.getRank(), "input")))
+  if (failed(verifyAxis(*this, axis, input.getRank(), "operand 'input'")))
     return failure();
   int64_t total = 0;
   for (auto [i, r] : llvm::enumerate(getResults())) {

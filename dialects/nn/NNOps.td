@@ -18,9 +18,11 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Type constraints
 //===----------------------------------------------------------------------===//
 
-def NN_Tensor : StaticShapeTensorOf<[AnyType]>;
+def NN_Tensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
 def NN_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
-def NN_NumericTensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+// Numbers: floats and 8- to 64-bit integers, not i1.
+def NN_NumericTensor
+    : StaticShapeTensorOf<[AnyFloat, AnyI8, AnyI16, AnyI32, AnyI64]>;
 def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def NN_BoolTensor : StaticShapeTensorOf<[I1]>;
 
