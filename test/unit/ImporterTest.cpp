@@ -62,6 +62,38 @@ TEST(Importer, AliasParamsShareTheSourceBytes) {
   EXPECT_EQ(params, w.params().size());
 }
 
+TEST(Importer, LargeNonFloatInitializerIsOneSharedBuffer) {
+  mlir::MLIRContext ctx;
+  std::string error;
+  ImportResult r = importOnnxFile(
+      ctx, std::string(AUTOPAR_EXAMPLES_DIR) + "/tiny-gpt/model.onnx",
+      ImportOptions(), error);
+  ASSERT_TRUE(r.module) << error;
+  std::vector<const ParamInfo *> buffers;
+  for (const ParamInfo &p : r.weights->params())
+    if (p.buffer)
+      buffers.push_back(&p);
+  // The 64x64 causal mask and its Identity alias in layer 2: one buffer.
+  ASSERT_EQ(buffers.size(), 1u);
+  EXPECT_EQ(buffers[0]->dtype, DType::Bool);
+  EXPECT_EQ(buffers[0]->initializer, buffers[0]->name);
+  auto bytes = r.weights->readBytes(buffers[0]->name);
+  ASSERT_TRUE(!!bytes);
+  ASSERT_EQ(bytes->size(), 64u * 64u);
+  // True above the diagonal (masked): 64 * 63 / 2 entries.
+  int masked = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 64; ++j) {
+      bool m = (*bytes)[i * 64 + j] != 0;
+      EXPECT_EQ(m, j > i) << i << "," << j;
+      masked += m;
+    }
+  EXPECT_EQ(masked, 64 * 63 / 2);
+  auto missing = r.weights->readBytes("no such param");
+  EXPECT_FALSE(!!missing);
+  llvm::consumeError(missing.takeError());
+}
+
 TEST(Importer, SymbolicDimsBindAcrossInputs) {
   mlir::MLIRContext ctx;
   std::string error;
