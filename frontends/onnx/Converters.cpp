@@ -803,7 +803,11 @@ LogicalResult convertRange(NodeContext &ctx) {
   double s = start.floatAt(0), l = limit.floatAt(0), d = delta.floatAt(0);
   if (d == 0)
     return ctx.fail("delta is 0");
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
+  double count = std::ceil((l - s) / d);
+  if (count > double(int64_t(1) << 26))
+    return ctx.fail("range of " + std::to_string(count) +
+                    " elements is too large to fold at import");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   HostTensor out = HostTensor::zeros(start.dtype, {n});
   for (int64_t i = 0; i < n; ++i) {
     if (start.isFloat())

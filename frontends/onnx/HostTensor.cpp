@@ -638,6 +638,24 @@ static int64_t broadcastIndex(int64_t i, llvm::ArrayRef<int64_t> to,
   return index;
 }
 
+/// Folding materializes every element on the host: refuse absurd sizes
+/// (a ConstantOfShape of a bogus shape) with an error instead of exhausting
+/// memory.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 26;
+
+static llvm::Error checkFoldShape(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return makeError("shape " + shapeToString(shape) + " has a negative dim");
+    if (d > 0 && n > kMaxFoldElements / d)
+      return makeError("constant of shape " + shapeToString(shape) +
+                       " is too large to fold at import");
+    n *= d;
+  }
+  return llvm::Error::success();
+}
+
 static Expected<llvm::SmallVector<int64_t>>
 broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
@@ -650,6 +668,8 @@ broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
                        shapeToString(b) + " do not broadcast");
     out[i] = da == 1 ? db : da;
   }
+  if (llvm::Error err = checkFoldShape(out))
+    return std::move(err);
   return out;
 }
 

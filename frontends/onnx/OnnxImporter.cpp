@@ -333,12 +333,10 @@ LogicalResult Importer::addInputs() {
   // Symbolic dims (dim_param) take their value from any input given with
   // --input-shape that uses the same symbol.
   llvm::StringMap<int64_t> symbols;
-  llvm::StringSet<> given;
   for (const onnx::ValueInfoProto &in : graph.input()) {
     auto it = options.inputShapes.find(in.name());
     if (it == options.inputShapes.end() || values.count(in.name()))
       continue;
-    given.insert(in.name());
     const auto &shape = in.type().tensor_type().shape();
     if (!in.type().tensor_type().has_shape())
       continue;
@@ -371,7 +369,6 @@ LogicalResult Importer::addInputs() {
                   "', which is not a graph input");
   }
 
-  SmallVector<std::pair<std::string, Type>> inputs;
   for (const onnx::ValueInfoProto &in : graph.input()) {
     if (values.count(in.name()))
       continue; // an initializer listed as input (keep_initializers_as_inputs)
@@ -423,7 +420,6 @@ LogicalResult Importer::addInputs() {
     e.type = type;
     e.value = arg;
     values[in.name()] = std::move(e);
-    inputs.emplace_back(in.name(), type);
   }
   return success();
 }

@@ -83,6 +83,27 @@ def save_external(model, outdir, name, location):
     return path, data
 
 
+def constant_of_shape(name, dims):
+    """ConstantOfShape of a constant shape `dims` (absurd or negative)."""
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], name=name)
+    shape = helper.make_tensor("s", TensorProto.INT64, [len(dims)], dims)
+    graph = helper.make_graph(
+        [node], name, [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+    return make_model(graph, 17, check=False)
+
+
+def unsupported_attribute():
+    """Softmax with an attribute the importer does not know."""
+    node = helper.make_node("Softmax", ["x"], ["y"], name="softmax0", axis=1,
+                            frobnicate=2)
+    graph = helper.make_graph(
+        [node], "unsupported_attribute",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return make_model(graph, 17, check=False)
+
+
 def main(argv):
     if len(argv) != 2:
         print(f"usage: {argv[0]} OUTDIR", file=sys.stderr)
@@ -100,6 +121,9 @@ def main(argv):
     save(make_model(add_graph("opset_too_old"), 9), "opset_too_old.onnx")
     save(make_model(add_graph("opset_too_new"), 21, check=False), "opset_too_new.onnx")
     save(dynamic_dim(), "dynamic_dim.onnx")
+    save(constant_of_shape("huge", [1000000, 1000000]), "huge_constant.onnx")
+    save(constant_of_shape("negative", [-1, 3]), "negative_shape.onnx")
+    save(unsupported_attribute(), "unsupported_attribute.onnx")
 
     path, data = save_external(matmul_model("external_data"), outdir, "external_data.onnx",
                                "w.bin")
