@@ -492,8 +492,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
-static RankedTensorType unsqueezeType(RankedTensorType input,
-                                      ArrayRef<int64_t> axes) {
+Type autopar::nn::inferUnsqueezeType(Type inputType, ArrayRef<int64_t> axes) {
+  auto input = cast<RankedTensorType>(inputType);
   SmallVector<int64_t> shape;
   ArrayRef<int64_t> in = input.getShape();
   int64_t rank = input.getRank() + axes.size();
@@ -510,7 +510,7 @@ static RankedTensorType unsqueezeType(RankedTensorType input,
 
 void UnsqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,
                         ArrayRef<int64_t> axes) {
-  build(builder, state, unsqueezeType(tensorType(input), axes), input,
+  build(builder, state, inferUnsqueezeType(input.getType(), axes), input,
         builder.getDenseI64ArrayAttr(axes));
 }
 
@@ -519,7 +519,8 @@ LogicalResult UnsqueezeOp::verify() {
   if (failed(verifyAxes(*this, getAxes(), input.getRank() + getAxes().size(),
                         "the result")))
     return failure();
-  return verifyResultType(*this, getType(), unsqueezeType(input, getAxes()));
+  return verifyResultType(*this, getType(),
+                          inferUnsqueezeType(input, getAxes()));
 }
 
 void SqueezeOp::build(OpBuilder &builder, OperationState &state, Value input,

@@ -28,6 +28,10 @@ mlir::Type inferBroadcastBinaryType(mlir::Type lhs, mlir::Type rhs);
 mlir::Type inferReduceType(mlir::Type input, llvm::ArrayRef<int64_t> axes,
                            bool keepdims);
 
+/// The result type of inserting size-1 dims at `axes` (sorted, non-negative
+/// dims of the result) into `input`.
+mlir::Type inferUnsqueezeType(mlir::Type input, llvm::ArrayRef<int64_t> axes);
+
 /// Result shape of numpy.matmul on the given shapes (ranks >= 1, contracting
 /// dims equal, batch dims broadcast), or failure.
 mlir::FailureOr<llvm::SmallVector<int64_t>>

@@ -459,17 +459,8 @@ LogicalResult convertUnsqueeze(NodeContext &ctx) {
   if (failed(axes))
     return failure();
   if (const HostTensor *c = ctx.constInput(0)) {
-    SmallVector<int64_t> shape;
-    auto rest = in.getShape();
-    for (int64_t i = 0, e = in.getRank() + axes->size(); i < e; ++i) {
-      if (llvm::is_contained(*axes, i)) {
-        shape.push_back(1);
-      } else {
-        shape.push_back(rest.front());
-        rest = rest.drop_front();
-      }
-    }
-    ctx.setOutput(0, hostReshape(*c, shape));
+    auto type = cast<RankedTensorType>(nn::inferUnsqueezeType(in, *axes));
+    ctx.setOutput(0, hostReshape(*c, type.getShape()));
     return success();
   }
   FailureOr<Value> x = ctx.input(0);
@@ -502,11 +493,8 @@ LogicalResult convertSqueeze(NodeContext &ctx) {
       return ctx.fail("dim " + llvm::Twine(a) + " has size " +
                       llvm::Twine(in.getDimSize(a)) + ", not 1");
   if (const HostTensor *c = ctx.constInput(0)) {
-    SmallVector<int64_t> shape;
-    for (int64_t i = 0; i < in.getRank(); ++i)
-      if (!llvm::is_contained(axes, i))
-        shape.push_back(in.getDimSize(i));
-    ctx.setOutput(0, hostReshape(*c, shape));
+    auto type = cast<RankedTensorType>(nn::inferReduceType(in, axes, false));
+    ctx.setOutput(0, hostReshape(*c, type.getShape()));
     return success();
   }
   FailureOr<Value> x = ctx.input(0);

@@ -2,6 +2,8 @@
 
 #include "frontends/onnx/HostTensor.h"
 
+#include "dialects/nn/NNOps.h"
+
 #include "onnx/onnx_pb.h"
 
 #include "mlir/IR/Builders.h"
@@ -395,12 +397,14 @@ llvm::Error autopar::onnx_import::checkTensorData(const onnx::TensorProto &proto
 Expected<std::vector<char>>
 autopar::onnx_import::readTensorBytes(const onnx::TensorProto &proto,
                                       llvm::StringRef modelDir) {
-  if (llvm::Error err = checkTensorData(proto, modelDir))
-    return std::move(err);
   DType dtype = static_cast<DType>(proto.data_type());
   int64_t width = dtypeBytes(dtype);
   std::vector<char> out;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    // resolveExternalData checks the file and the tensor's size.
+    if (width == 0)
+      return makeError("tensor '" + proto.name() +
+                       "' has unsupported data type " + dtypeName(dtype));
     Expected<ExternalDataRef> ref = resolveExternalData(proto, modelDir);
     if (!ref)
       return ref.takeError();
@@ -412,6 +416,8 @@ autopar::onnx_import::readTensorBytes(const onnx::TensorProto &proto,
     out.assign((*file)->getBufferStart(), (*file)->getBufferEnd());
     return out;
   }
+  if (llvm::Error err = checkTensorData(proto, modelDir))
+    return std::move(err);
   if (proto.has_raw_data()) {
     out.assign(proto.raw_data().begin(), proto.raw_data().end());
     return out;
@@ -658,19 +664,14 @@ static llvm::Error checkFoldShape(llvm::ArrayRef<int64_t> shape) {
 
 static Expected<llvm::SmallVector<int64_t>>
 broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  llvm::SmallVector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return makeError("shapes " + shapeToString(a) + " and " +
-                       shapeToString(b) + " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  if (llvm::Error err = checkFoldShape(out))
+  mlir::FailureOr<llvm::SmallVector<int64_t>> out =
+      autopar::nn::broadcastShapes(a, b);
+  if (mlir::failed(out))
+    return makeError("shapes " + shapeToString(a) + " and " +
+                     shapeToString(b) + " do not broadcast");
+  if (llvm::Error err = checkFoldShape(*out))
     return std::move(err);
-  return out;
+  return *out;
 }
 
 static bool isComparison(HostBinary op) {
@@ -704,10 +705,6 @@ Expected<HostTensor> autopar::onnx_import::hostBinary(HostBinary op,
       case HostBinary::Greater: r = x > y; break;
       case HostBinary::LessOrEqual: r = x <= y; break;
       case HostBinary::GreaterOrEqual: r = x >= y; break;
-      case HostBinary::Min: r = std::fmin(x, y); break;
-      case HostBinary::Max: r = std::fmax(x, y); break;
-      case HostBinary::And: r = (x != 0) && (y != 0); break;
-      case HostBinary::Or: r = (x != 0) || (y != 0); break;
       }
       out.set(i, r);
     } else {
@@ -727,10 +724,6 @@ Expected<HostTensor> autopar::onnx_import::hostBinary(HostBinary op,
       case HostBinary::Greater: r = x > y; break;
       case HostBinary::LessOrEqual: r = x <= y; break;
       case HostBinary::GreaterOrEqual: r = x >= y; break;
-      case HostBinary::Min: r = std::min(x, y); break;
-      case HostBinary::Max: r = std::max(x, y); break;
-      case HostBinary::And: r = x && y; break;
-      case HostBinary::Or: r = x || y; break;
       }
       out.setInt(i, r);
     }
@@ -741,15 +734,9 @@ Expected<HostTensor> autopar::onnx_import::hostBinary(HostBinary op,
 HostTensor autopar::onnx_import::hostUnary(HostUnary op, const HostTensor &a) {
   HostTensor out = HostTensor::zeros(a.dtype, a.shape);
   for (int64_t i = 0, n = a.size(); i < n; ++i) {
-    if (!a.isFloat() && (op == HostUnary::Neg || op == HostUnary::Abs ||
-                         op == HostUnary::Relu || op == HostUnary::Not ||
-                         op == HostUnary::Floor || op == HostUnary::Ceil)) {
+    if (!a.isFloat() && (op == HostUnary::Neg || op == HostUnary::Relu)) {
       int64_t x = a.ints[i];
-      out.setInt(i, op == HostUnary::Neg    ? -x
-                    : op == HostUnary::Abs  ? std::abs(x)
-                    : op == HostUnary::Relu ? std::max<int64_t>(x, 0)
-                    : op == HostUnary::Not  ? !x
-                                            : x);
+      out.setInt(i, op == HostUnary::Neg ? -x : std::max<int64_t>(x, 0));
       continue;
     }
     double x = a.floatAt(i), r = 0;
@@ -763,10 +750,6 @@ HostTensor autopar::onnx_import::hostUnary(HostUnary op, const HostTensor &a) {
     case HostUnary::Erf: r = std::erf(x); break;
     case HostUnary::Relu: r = x > 0 ? x : 0; break;
     case HostUnary::Sigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
-    case HostUnary::Not: r = x == 0; break;
-    case HostUnary::Abs: r = std::fabs(x); break;
-    case HostUnary::Floor: r = std::floor(x); break;
-    case HostUnary::Ceil: r = std::ceil(x); break;
     }
     out.set(i, r);
   }

@@ -146,9 +146,9 @@ computeReshape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> target,
 
 /// Elementwise ops with numpy broadcasting.
 enum class HostBinary { Add, Sub, Mul, Div, Pow, Equal, Less, Greater,
-                        LessOrEqual, GreaterOrEqual, Min, Max, And, Or };
+                        LessOrEqual, GreaterOrEqual };
 enum class HostUnary { Neg, Sqrt, Reciprocal, Exp, Log, Tanh, Erf, Relu,
-                       Sigmoid, Not, Abs, Floor, Ceil };
+                       Sigmoid };
 
 llvm::Expected<HostTensor> hostBinary(HostBinary op, const HostTensor &a,
                                       const HostTensor &b);

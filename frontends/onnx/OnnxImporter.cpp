@@ -111,7 +111,9 @@ public:
     auto it = values.find(name);
     return it == values.end() ? nullptr : &it->second;
   }
-  const HostTensor *getConstant(ValueEntry &e, const onnx::NodeProto &node);
+  /// The value of `e` if known at import (decoding a non-float initializer
+  /// on first use), else null. A decoding error is recorded against `node`.
+  const HostTensor *getConstant(ValueEntry &e, const onnx::NodeProto *node);
   FailureOr<Value> materialize(ValueEntry &e, StringRef name,
                                const onnx::NodeProto *node);
   OpBuilder builder;
@@ -202,7 +204,7 @@ const HostTensor *NodeContextImpl::constInput(unsigned i) {
   if (!hasInput(i))
     return nullptr;
   ValueEntry *e = imp.lookup(node_.input(i));
-  return imp.getConstant(*e, node_);
+  return imp.getConstant(*e, &node_);
 }
 
 FailureOr<Value> NodeContextImpl::input(unsigned i) {
@@ -425,14 +427,15 @@ LogicalResult Importer::addInputs() {
 }
 
 const HostTensor *Importer::getConstant(ValueEntry &e,
-                                        const onnx::NodeProto &node) {
+                                        const onnx::NodeProto *node) {
   if (e.constant)
     return &*e.constant;
   if (!e.initializer || e.isParam)
     return nullptr;
   llvm::Expected<HostTensor> t = decodeTensor(*e.initializer, modelDir);
   if (!t) {
-    (void)failNode(node, llvm::toString(t.takeError()));
+    std::string msg = llvm::toString(t.takeError());
+    (void)(node ? failNode(*node, msg) : fail(msg));
     return nullptr;
   }
   e.constant = std::move(*t);
@@ -477,14 +480,7 @@ FailureOr<Value> Importer::materialize(ValueEntry &e, StringRef name,
     weights->addInitializerParam(info, e.initializer);
     return e.value;
   }
-  const HostTensor *t = node ? getConstant(e, *node) : nullptr;
-  if (!t && e.initializer) {
-    llvm::Expected<HostTensor> decoded = decodeTensor(*e.initializer, modelDir);
-    if (!decoded)
-      return fail(llvm::toString(decoded.takeError()));
-    e.constant = std::move(*decoded);
-    t = &*e.constant;
-  }
+  const HostTensor *t = getConstant(e, node);
   if (!t)
     return failure();
   if (small || t->isSplat()) {
@@ -542,7 +538,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   Operation *last = body->empty() ? nullptr : &body->back();
   NodeContextImpl nodeCtx(*this, node, version,
                           NameLoc::get(StringAttr::get(&ctx, locName)));
-  if (failed(conv->convert(nodeCtx)))
+  // A converter may have recorded an error (reading a constant input) and
+  // carried on; the first error stands either way.
+  if (failed(conv->convert(nodeCtx)) || !error.empty())
     return fail("node " + describeNode(node) + ": conversion failed");
   Block::iterator firstNew =
       last ? std::next(last->getIterator()) : body->begin();

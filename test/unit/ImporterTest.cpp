@@ -20,13 +20,19 @@ std::string fixture(const char *name) {
   return std::string(AUTOPAR_FIXTURES_DIR) + "/" + name;
 }
 
+/// Imports `path`; the test fails with the importer's message if it does not.
+ImportResult importOk(mlir::MLIRContext &ctx, const std::string &path,
+                      const ImportOptions &options = {}) {
+  std::string error;
+  ImportResult r = importOnnxFile(ctx, path, options, error);
+  EXPECT_TRUE(r.module) << error;
+  return r;
+}
+
 TEST(Importer, AliasParamsShareTheSourceBytes) {
   mlir::MLIRContext ctx;
-  std::string error;
-  ImportOptions options;
-  ImportResult r =
-      importOnnxFile(ctx, fixture("gpt_opset17_static.onnx"), options, error);
-  ASSERT_TRUE(r.module) << error;
+  ImportResult r = importOk(ctx, fixture("gpt_opset17_static.onnx"));
+  ASSERT_TRUE(r.module);
   const WeightStore &w = *r.weights;
   // ln_f.weight is an Identity alias of h.0.ln_1.weight in this export.
   const ParamInfo *alias = w.lookup("ln_f.weight");
@@ -64,11 +70,9 @@ TEST(Importer, AliasParamsShareTheSourceBytes) {
 
 TEST(Importer, LargeNonFloatInitializerIsOneSharedBuffer) {
   mlir::MLIRContext ctx;
-  std::string error;
-  ImportResult r = importOnnxFile(
-      ctx, std::string(AUTOPAR_EXAMPLES_DIR) + "/tiny-gpt/model.onnx",
-      ImportOptions(), error);
-  ASSERT_TRUE(r.module) << error;
+  ImportResult r =
+      importOk(ctx, std::string(AUTOPAR_EXAMPLES_DIR) + "/tiny-gpt/model.onnx");
+  ASSERT_TRUE(r.module);
   std::vector<const ParamInfo *> buffers;
   for (const ParamInfo &p : r.weights->params())
     if (p.buffer)
@@ -99,9 +103,8 @@ TEST(Importer, SymbolicDimsBindAcrossInputs) {
   std::string error;
   ImportOptions options;
   ASSERT_TRUE(parseInputShape("idx=3,16", options, error)) << error;
-  ImportResult r =
-      importOnnxFile(ctx, fixture("gpt_opset14_dynamic.onnx"), options, error);
-  ASSERT_TRUE(r.module) << error;
+  ImportResult r = importOk(ctx, fixture("gpt_opset14_dynamic.onnx"), options);
+  ASSERT_TRUE(r.module);
   auto func = *r.module->getOps<mlir::func::FuncOp>().begin();
   unsigned n = func.getNumArguments();
   // targets shares the symbol 'batch' with idx.
