@@ -28,8 +28,11 @@ def NN_Dialect : Dialect {
       an equal-valued initializer; it is a separate tensor).
     - `nn.buffer`: a constant of the model held as a parameter because it
       is large (a mask, position ids); never trained.
+    - `nn.frozen`: a parameter that is not trained (the plan's `frozen`).
+    - `nn.no_decay`: a parameter exempt from weight decay.
     - `nn.input = "<name>"`: a graph input; `nn.output = "<name>"` on a
-      result: a graph output.
+      result: a graph output; `nn.grad = "<param>"` on a result: the
+      gradient of the loss with respect to that parameter.
   }];
   let cppNamespace = "::autopar::nn";
   let hasConstantMaterializer = 1;
@@ -42,6 +45,9 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kBufferAttr = "nn.buffer";
     static constexpr llvm::StringLiteral kInputAttr = "nn.input";
     static constexpr llvm::StringLiteral kOutputAttr = "nn.output";
+    static constexpr llvm::StringLiteral kFrozenAttr = "nn.frozen";
+    static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
+    static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
   }];
 }
 

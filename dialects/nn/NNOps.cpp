@@ -43,13 +43,16 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   StringRef what = isResult ? "result" : "argument";
   static constexpr StringLiteral argStringAttrs[] = {
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
-  bool known = isResult ? name == NNDialect::kOutputAttr
-                        : (llvm::is_contained(argStringAttrs, name) ||
-                           name == NNDialect::kBufferAttr);
+  static constexpr StringLiteral argUnitAttrs[] = {
+      NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr};
+  bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
+  bool known = isResult ? (name == NNDialect::kOutputAttr ||
+                           name == NNDialect::kGradAttr)
+                        : (llvm::is_contained(argStringAttrs, name) || unit);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
-  if (name == NNDialect::kBufferAttr) {
+  if (unit) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "argument attribute '" << name
                              << "' must be a unit attribute";
@@ -71,8 +74,7 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
     return success();
   DictionaryAttr attrs = func.getArgAttrDict(index);
   bool param = attrs.contains(NNDialect::kParamAttr);
-  if (!param && (name == NNDialect::kInitFromAttr ||
-                 name == NNDialect::kBufferAttr))
+  if (!param && (name == NNDialect::kInitFromAttr || unit))
     return op->emitError() << "argument #" << index << " has '" << name
                            << "' but no 'nn.param'";
   if (param && name == NNDialect::kInputAttr)
@@ -584,39 +586,49 @@ LogicalResult TransposeOp::verify() {
   return verifyResultType(*this, getType(), transposeType(input, perm));
 }
 
-LogicalResult SliceOp::verify() {
-  RankedTensorType input = tensorType(getInput());
-  ArrayRef<int64_t> offsets = getOffsets(), strides = getStrides();
-  if (failed(verifyResultElementType(*this, getInput())))
-    return failure();
+/// Checks a strided slice of `input` (the full tensor) into `result`.
+static LogicalResult verifySlice(Operation *op, RankedTensorType input,
+                                 RankedTensorType result,
+                                 ArrayRef<int64_t> offsets,
+                                 ArrayRef<int64_t> strides, StringRef name) {
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError() << "element types of " << name << " ("
+                             << input.getElementType() << ") and the slice ("
+                             << result.getElementType() << ") differ";
   if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
       static_cast<int64_t>(strides.size()) != input.getRank() ||
-      getType().getRank() != input.getRank())
-    return emitOpError() << "offsets, strides and result must have the rank "
-                            "of operand 'input' ("
-                         << input.getRank() << ")";
+      result.getRank() != input.getRank())
+    return op->emitOpError() << "offsets, strides and slice must have the rank "
+                                "of "
+                             << name << " (" << input.getRank() << ")";
   for (int64_t d = 0; d < input.getRank(); ++d) {
-    int64_t count = getType().getDimSize(d);
+    int64_t count = result.getDimSize(d);
     if (strides[d] == 0)
-      return emitOpError() << "stride of dim " << d << " is 0";
+      return op->emitOpError() << "stride of dim " << d << " is 0";
     if (count == 0)
       continue;
     int64_t dim = input.getDimSize(d);
     // Beyond one element, a stride of at least the dim size leaves it (and
     // checking this first keeps the product below from overflowing).
     if (count > 1 && (strides[d] >= dim || strides[d] <= -dim))
-      return emitOpError() << "dim " << d << " takes " << count
-                           << " elements with stride " << strides[d]
-                           << ", outside operand 'input' dim of size " << dim;
+      return op->emitOpError() << "dim " << d << " takes " << count
+                               << " elements with stride " << strides[d]
+                               << ", outside " << name << " dim of size "
+                               << dim;
     int64_t last = offsets[d] + (count - 1) * strides[d];
-    if (offsets[d] < 0 || offsets[d] >= input.getDimSize(d) || last < 0 ||
-        last >= input.getDimSize(d))
-      return emitOpError() << "dim " << d << " reads indices " << offsets[d]
-                           << " to " << last
-                           << ", outside operand 'input' dim of size "
-                           << input.getDimSize(d);
+    if (offsets[d] < 0 || offsets[d] >= dim || last < 0 || last >= dim)
+      return op->emitOpError() << "dim " << d << " reads indices " << offsets[d]
+                               << " to " << last << ", outside " << name
+                               << " dim of size " << dim;
   }
   return success();
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(verifyResultElementType(*this, getInput())))
+    return failure();
+  return verifySlice(*this, tensorType(getInput()), getType(), getOffsets(),
+                     getStrides(), "operand 'input'");
 }
 
 static FailureOr<RankedTensorType>
@@ -689,6 +701,166 @@ LogicalResult SplitOp::verify() {
                          << axis << ", operand 'input' has "
                          << input.getDimSize(axis);
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  int64_t axis = getAxis();
+  if (failed(verifyAxis(*this, axis, input.getRank(), "operand 'input'")))
+    return failure();
+  if (getGrad().getType() != input)
+    return emitOpError() << "operand 'grad' type " << getGrad().getType()
+                         << " differs from operand 'input' type " << input;
+  RankedTensorType normalized =
+      RankedTensorType::get(input.getShape().drop_front(axis),
+                            input.getElementType());
+  if (getScale().getType() != normalized)
+    return emitOpError() << "operand 'scale' type " << getScale().getType()
+                         << " must be the normalized type " << normalized;
+  if (failed(verifyResultType(*this, getInputGrad().getType(), input)) ||
+      failed(verifyResultType(*this, getScaleGrad().getType(), normalized)) ||
+      failed(verifyResultType(*this, getBiasGrad().getType(), normalized)))
+    return failure();
+  double epsilon = getEpsilon().convertToDouble();
+  if (!(epsilon >= 0))
+    return emitOpError() << "epsilon must be a non-negative number, got "
+                         << epsilon;
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), tensorType(getOutput()).getRank(),
+                    "operand 'output'");
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  RankedTensorType scores = tensorType(getScores());
+  RankedTensorType labels = tensorType(getLabels());
+  if (scores.getRank() < 2)
+    return emitOpError() << "operand 'scores' must have rank >= 2 ([N, C, ...])"
+                         << ", got " << scores;
+  SmallVector<int64_t> expected(scores.getShape());
+  expected.erase(expected.begin() + 1);
+  if (labels.getShape() != ArrayRef(expected))
+    return emitOpError() << "operand 'labels' shape "
+                         << shapeString(labels.getShape())
+                         << " must be the shape of operand 'scores' without "
+                            "its class dim: "
+                         << shapeString(expected);
+  SmallVector<int64_t> lossShape;
+  if (getReduction() == LossReduction::none)
+    lossShape = expected;
+  RankedTensorType loss =
+      RankedTensorType::get(lossShape, scores.getElementType());
+  if (getGrad().getType() != loss)
+    return emitOpError() << "operand 'grad' type " << getGrad().getType()
+                         << " must be the loss type " << loss;
+  return verifyResultType(*this, getType(), scores);
+}
+
+LogicalResult GatherGradOp::verify() {
+  RankedTensorType data = getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank(), "the result")))
+    return failure();
+  if (failed(verifySameElementType(*this, getResult(), "result", getGrad(),
+                                   "grad")))
+    return failure();
+  RankedTensorType expected =
+      gatherType(data, tensorType(getIndices()), getAxis());
+  if (getGrad().getType() != expected)
+    return emitOpError() << "operand 'grad' type " << getGrad().getType()
+                         << " differs from the gathered type " << expected;
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  return verifySlice(*this, getType(), tensorType(getGrad()), getOffsets(),
+                     getStrides(), "the result");
+}
+
+//===----------------------------------------------------------------------===//
+// FusedOp
+//===----------------------------------------------------------------------===//
+
+/// Ops that may appear in the body of an nn.fused op.
+static bool isFusableElementwise(Operation *op) {
+  return isa<NegOp, SqrtOp, ErfOp, TanhOp, ExpOp, LogOp, ReciprocalOp, ReluOp,
+             SigmoidOp, IdentityOp, GeluOp, GeluGradOp, AddOp, SubOp, MulOp,
+             DivOp, PowOp, CompareOp, WhereOp, CastOp, ExpandOp, ConstantOp>(
+      op);
+}
+
+bool autopar::nn::isElementwise(Operation *op) {
+  return isFusableElementwise(op);
+}
+
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getNumOperands())
+    return emitOpError() << "body has " << body.getNumArguments()
+                         << " arguments for " << getNumOperands()
+                         << " operands";
+  for (auto [i, arg] : llvm::enumerate(body.getArguments()))
+    if (arg.getType() != getOperand(i).getType())
+      return emitOpError() << "body argument #" << i << " type "
+                           << arg.getType() << " differs from operand #" << i
+                           << " type " << getOperand(i).getType();
+  if (getNumResults() == 0)
+    return emitOpError() << "needs at least one result";
+  ArrayRef<int64_t> shape = tensorType(getResult(0)).getShape();
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != shape)
+      return emitOpError() << "results must share one shape, got "
+                           << getResultTypes();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().getTypes()
+                         << " for results " << getResultTypes();
+  for (Operation &op : body.without_terminator()) {
+    if (!isFusableElementwise(&op))
+      return op.emitOpError() << "is not elementwise and cannot be fused";
+    if (isa<ConstantOp>(op)) // broadcast like an operand
+      continue;
+    for (Value r : op.getResults())
+      if (tensorType(r).getShape() != shape)
+        return op.emitOpError() << "result shape "
+                                << shapeString(tensorType(r).getShape())
+                                << " differs from the fused shape "
+                                << shapeString(shape);
+  }
+  return success();
+}
+
+ParseResult FusedOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::UnresolvedOperand> operands;
+  FunctionType type;
+  if (parser.parseOperandList(operands, OpAsmParser::Delimiter::Paren) ||
+      parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseColonType(type) ||
+      parser.resolveOperands(operands, type.getInputs(),
+                             parser.getCurrentLocation(), result.operands))
+    return failure();
+  result.addTypes(type.getResults());
+  SmallVector<OpAsmParser::Argument> args;
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, args, /*enableNameShadowing=*/false))
+    return failure();
+  if (body->empty())
+    return parser.emitError(parser.getCurrentLocation(), "empty body");
+  return success();
+}
+
+void FusedOp::print(OpAsmPrinter &p) {
+  p << " (" << getInputs() << ")";
+  p.printOptionalAttrDict((*this)->getAttrs());
+  p << " : ";
+  p.printFunctionalType(getInputs().getTypes(), getResultTypes());
+  p << " ";
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true);
 }
 
 #define GET_OP_CLASSES

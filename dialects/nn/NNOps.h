@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -36,6 +37,10 @@ mlir::Type inferUnsqueezeType(mlir::Type input, llvm::ArrayRef<int64_t> axes);
 /// dims equal, batch dims broadcast), or failure.
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 matmulShape(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// True for the elementwise ops an nn.fused body may hold (unary, binary,
+/// compare, where, cast, expand, gelu, gelu_grad, constant).
+bool isElementwise(mlir::Operation *op);
 
 } // namespace autopar::nn
 

@@ -11,6 +11,7 @@
 
 include "dialects/nn/NNBase.td"
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -431,6 +432,143 @@ def NN_SplitOp : NN_Op<"split"> {
     $input attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops (produced by autodiff)
+//===----------------------------------------------------------------------===//
+
+def NN_GeluGradOp : NN_Op<"gelu_grad", [SameOperandsAndResultType]> {
+  let summary = "Gradient of gelu with respect to its input";
+  let description = [{
+    dx = dy * gelu'(x) for the erf (`none`) or `tanh` form of GELU.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$grad,
+                   NN_GeluApproximation:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `approximate` `(` $approximate `)` attr-dict `:`
+    type($input)
+  }];
+}
+
+def NN_LayerNormGradOp : NN_Op<"layer_norm_grad"> {
+  let summary = "Gradients of layer_norm: input, scale and bias";
+  let description = [{
+    With xhat = (x - mean) * rstd over dims [axis, rank) and gh = dy * scale:
+    dx = rstd / N * (N * gh - sum(gh) - xhat * sum(gh * xhat)),
+    dscale = sum over the leading dims of dy * xhat, dbias = sum of dy.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                   NN_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs NN_FloatTensor:$input_grad,
+                      NN_FloatTensor:$scale_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$scale,
+      "::mlir::Value":$grad, "int64_t":$axis, "double":$epsilon), [{
+    build($_builder, $_state, input.getType(), scale.getType(),
+          scale.getType(), input, scale, grad,
+          $_builder.getI64IntegerAttr(axis), $_builder.getF64FloatAttr(epsilon));
+  }]>];
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxGradOp : NN_Op<"softmax_grad", [SameOperandsAndResultType]> {
+  let summary = "Gradient of softmax from its output y: y * (dy - sum(dy * y))";
+  let arguments = (ins NN_FloatTensor:$output, NN_FloatTensor:$grad,
+                   I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output `,` $grad attr-dict `:` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad"> {
+  let summary = "Gradient of softmax_cross_entropy with respect to the scores";
+  let description = [{
+    dscores = (softmax(scores) - onehot(label)) * dloss over C, zero where
+    the label is `ignore_index`; `mean` also divides by the number of
+    non-ignored elements. `grad` has the forward result's shape.
+  }];
+  let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
+                   NN_FloatTensor:$grad, NN_LossReduction:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $scores `,` $labels `,` $grad `reduction` `(` $reduction `)` attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_GatherGradOp : NN_Op<"gather_grad"> {
+  let summary = "Gradient of gather: scatter-add of the result's gradient";
+  let description = [{
+    result has the gathered data's shape, zero except that the slices of
+    `grad` are added at the rows `indices` select along `axis` (duplicate
+    indices add up).
+  }];
+  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$grad,
+                   I64Attr:$axis);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_SliceGradOp : NN_Op<"slice_grad"> {
+  let summary = "Gradient of slice: the grad scattered into zeros";
+  let description = [{
+    result[offsets + i * strides] = grad[i]; every other element is zero.
+    The result has the sliced input's shape.
+  }];
+  let arguments = (ins NN_Tensor:$grad, DenseI64ArrayAttr:$offsets,
+                   DenseI64ArrayAttr:$strides);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion (produced by lowering)
+//===----------------------------------------------------------------------===//
+
+def NN_FusedOp : NN_Op<"fused", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "Elementwise ops computed in one loop over the results' shape";
+  let description = [{
+    The body's block arguments are the operands (same types); every op of
+    the body is elementwise and its result has the common shape of the
+    fused op's results; operands may be smaller and broadcast (numpy rules)
+    into that shape. Code generators emit one loop nest per fused op.
+
+    ```mlir
+    %r = nn.fused (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %s = nn.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %t = nn.relu %s : tensor<4x8xf32>
+      nn.yield %t : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<NN_Tensor>:$inputs);
+  let results = (outs Variadic<NN_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def NN_YieldOp : NN_Op<"yield", [Terminator, HasParent<"FusedOp">,
+    ReturnLike]> {
+  let summary = "The results of an nn.fused body";
+  let arguments = (ins Variadic<NN_Tensor>:$values);
+  let builders = [OpBuilder<(ins), [{ }]>];
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 #endif // AUTOPAR_NN_OPS

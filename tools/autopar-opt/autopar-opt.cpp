@@ -8,6 +8,8 @@
 
 #include "dialects/nn/NNDialect.h"
 #include "passes/analysis/Passes.h"
+#include "passes/autodiff/Passes.h"
+#include "passes/lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,6 +21,8 @@ int main(int argc, char **argv) {
   registry.insert<autopar::nn::NNDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   autopar::registerAnalysisPasses();
+  autopar::registerAutodiffPasses();
+  autopar::registerLoweringPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "autopar optimizer driver\n", registry));
 }

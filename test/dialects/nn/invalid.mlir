@@ -741,7 +741,7 @@ func.func @slice_element_type(%x: tensor<4x10xf32>) {
 // -----
 
 func.func @slice_offsets_rank(%x: tensor<4x10xf32>) {
-  // expected-error @+1 {{'nn.slice' op offsets, strides and result must have the rank of operand 'input' (2)}}
+  // expected-error @+1 {{'nn.slice' op offsets, strides and slice must have the rank of operand 'input' (2)}}
   %0 = nn.slice %x {offsets = array<i64: 0>, strides = array<i64: 1, 1>} : tensor<4x10xf32> -> tensor<4x10xf32>
   return
 }
@@ -749,7 +749,7 @@ func.func @slice_offsets_rank(%x: tensor<4x10xf32>) {
 // -----
 
 func.func @slice_strides_rank(%x: tensor<4x10xf32>) {
-  // expected-error @+1 {{'nn.slice' op offsets, strides and result must have the rank of operand 'input' (2)}}
+  // expected-error @+1 {{'nn.slice' op offsets, strides and slice must have the rank of operand 'input' (2)}}
   %0 = nn.slice %x {offsets = array<i64: 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<4x10xf32> -> tensor<4x10xf32>
   return
 }
@@ -757,7 +757,7 @@ func.func @slice_strides_rank(%x: tensor<4x10xf32>) {
 // -----
 
 func.func @slice_result_rank(%x: tensor<4x10xf32>) {
-  // expected-error @+1 {{'nn.slice' op offsets, strides and result must have the rank of operand 'input' (2)}}
+  // expected-error @+1 {{'nn.slice' op offsets, strides and slice must have the rank of operand 'input' (2)}}
   %0 = nn.slice %x {offsets = array<i64: 0, 0>, strides = array<i64: 1, 1>} : tensor<4x10xf32> -> tensor<40xf32>
   return
 }

@@ -1,0 +1,56 @@
+//===- Passes.td - autodiff passes -------------------------*- tablegen -*-===//
+
+#ifndef AUTOPAR_PASSES_AUTODIFF
+#define AUTOPAR_PASSES_AUTODIFF
+
+include "mlir/Pass/PassBase.td"
+
+def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
+  let summary = "Differentiate the loss of @forward into @train_step";
+  let description = [{
+    Reverse-mode differentiation of the model function. The loss is the
+    scalar floating-point result of `forward` (the one named by `loss` when
+    there are several). Every floating-point `nn.param` argument that is
+    neither `nn.buffer` nor `nn.frozen` is trainable. The pass adds
+    `train_step`: the same arguments, the forward ops, then one gradient
+    rule per op in reverse order (gradients of values used several times
+    are summed, broadcasts reduced back with reduce_sum), returning the loss
+    and one gradient per trainable parameter (`nn.grad = "<param>"`).
+
+    ```mlir
+    func.func @forward(%w: tensor<4xf32> {nn.param = "w"},
+                       %x: tensor<4xf32> {nn.input = "x"})
+        -> (tensor<f32> {nn.output = "loss"}) {
+      %0 = nn.mul %w, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+      %1 = nn.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+      return %1 : tensor<f32>
+    }
+    ```
+    gains
+    ```mlir
+    func.func @train_step(%w: ..., %x: ...)
+        -> (tensor<f32> {nn.output = "loss"}, tensor<4xf32> {nn.grad = "w"}) {
+      %0 = nn.mul %w, %x ...
+      %1 = nn.reduce_sum %0 ...
+      %2 = nn.constant dense<1.0> : tensor<f32>
+      %3 = nn.reshape %2 : tensor<f32> -> tensor<1xf32>
+      %4 = nn.expand %3 : tensor<1xf32> -> tensor<4xf32>
+      %5 = nn.mul %4, %x ...
+      return %1, %5 : tensor<f32>, tensor<4xf32>
+    }
+    ```
+    Ops without a gradient rule on the path from a trainable parameter to
+    the loss are errors naming the op.
+  }];
+  let options = [
+    Option<"forward", "forward", "std::string", "\"forward\"",
+           "Name of the function to differentiate">,
+    Option<"loss", "loss", "std::string", "\"\"",
+           "nn.output name of the loss (default: the only scalar float result)">,
+    Option<"trainStep", "train-step", "std::string", "\"train_step\"",
+           "Name of the function to create">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
+#endif // AUTOPAR_PASSES_AUTODIFF

@@ -1,0 +1,35 @@
+//===- Passes.h - lowering passes -------------------------------*- C++ -*-===//
+
+#ifndef AUTOPAR_PASSES_LOWERING_PASSES_H
+#define AUTOPAR_PASSES_LOWERING_PASSES_H
+
+#include "dialects/nn/NNDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace autopar {
+
+/// Name of the per-op attribute holding the arena offset of each result
+/// (-1: a view of its operand's storage, or a value with no storage).
+inline constexpr llvm::StringLiteral kOffsetsAttr = "nn.offsets";
+/// Name of the function attribute holding the arena size in bytes.
+inline constexpr llvm::StringLiteral kArenaBytesAttr = "nn.arena_bytes";
+/// Alignment of every arena buffer, in bytes.
+inline constexpr int64_t kArenaAlignment = 64;
+
+/// True for ops whose result reinterprets its operand's storage.
+bool isViewOp(mlir::Operation *op);
+
+/// Bytes of a tensor's elements (i1 stored as one byte).
+int64_t tensorBytes(mlir::Type type);
+
+#define GEN_PASS_DECL
+#include "passes/lowering/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/lowering/Passes.h.inc"
+
+} // namespace autopar
+
+#endif // AUTOPAR_PASSES_LOWERING_PASSES_H

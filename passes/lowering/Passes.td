@@ -1,0 +1,59 @@
+//===- Passes.td - lowering passes -------------------------*- tablegen -*-===//
+
+#ifndef AUTOPAR_PASSES_LOWERING
+#define AUTOPAR_PASSES_LOWERING
+
+include "mlir/Pass/PassBase.td"
+
+def FuseElementwisePass : Pass<"autopar-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Group chains of elementwise ops into nn.fused loop kernels";
+  let description = [{
+    Every elementwise op (unary, binary, compare, where, cast, expand, gelu,
+    gelu_grad) ends up in exactly one `nn.fused` op, which code generators
+    emit as one loop nest. Starting from the last op, a fused op absorbs an
+    elementwise producer when the producer's result has the fused shape and
+    every use of it lies inside the fused op, so no value is computed twice
+    and no intermediate of the chain is written to memory. Splat constants
+    are copied into the body; other operands (broadcast ones included)
+    become operands of the fused op.
+
+    ```mlir
+    %1 = nn.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = nn.relu %1 : tensor<4x8xf32>
+    ```
+    becomes
+    ```mlir
+    %2 = nn.fused (%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %c: tensor<8xf32>):
+      %1 = nn.add %a, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %3 = nn.relu %1 : tensor<4x8xf32>
+      nn.yield %3 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
+def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Assign every intermediate tensor an offset in one arena";
+  let description = [{
+    Static, liveness-based memory planning (greedy by size, as TFLite's and
+    XLA's planners): every value that needs storage and is neither a
+    function argument nor a view (reshape, squeeze, unsqueeze, identity
+    share their operand's bytes) lives from its definition to its last use,
+    a view's uses counting as uses of its base. Buffers are placed, largest
+    first, at the lowest 64-byte-aligned offset that does not overlap a
+    placed buffer with an overlapping lifetime. Results stay live to the
+    end of the function.
+
+    Each op gets `nn.offsets` (one byte offset per result, -1 for a view)
+    and the function `nn.arena_bytes`:
+    ```mlir
+    func.func @f(...) attributes {nn.arena_bytes = 256 : i64} {
+      %0 = nn.matmul %a, %b {nn.offsets = array<i64: 0>} : ...
+    ```
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
+#endif // AUTOPAR_PASSES_LOWERING

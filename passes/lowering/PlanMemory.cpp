@@ -1,0 +1,140 @@
+//===- PlanMemory.cpp - static liveness-based arena planning --------------===//
+//
+// One arena per function. Every intermediate tensor gets a byte offset;
+// tensors whose lifetimes do not overlap share bytes. Placement is greedy
+// by size (Pisarchyk & Lee 2020): largest first, each at the lowest aligned
+// offset free of every placed tensor that is live at the same time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#define DEBUG_TYPE "autopar-plan-memory"
+
+namespace autopar {
+#define GEN_PASS_DEF_PLANMEMORYPASS
+#include "passes/lowering/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+using namespace autopar;
+
+bool autopar::isViewOp(Operation *op) {
+  return isa<nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp, nn::IdentityOp>(op);
+}
+
+int64_t autopar::tensorBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
+  return tensor.getNumElements() * static_cast<int64_t>((bits + 7) / 8);
+}
+
+namespace {
+struct Buffer {
+  Value value;
+  int64_t bytes;
+  int64_t start, end; // op indices, inclusive
+  int64_t offset = -1;
+};
+} // namespace
+
+static int64_t alignUp(int64_t x) {
+  return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+static LogicalResult planMemory(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "memory planning needs a single-block function";
+  Block &block = func.getBody().front();
+  DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : block)
+    index[&op] = n++;
+
+  // The value owning the storage of each value (itself, or a view's base).
+  DenseMap<Value, Value> base;
+  SmallVector<Buffer> buffers;
+  DenseMap<Value, unsigned> bufferOf;
+  for (Operation &op : block) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    if (isViewOp(&op)) {
+      Value in = op.getOperand(0);
+      base[op.getResult(0)] = base.lookup(in) ? base.lookup(in) : in;
+      continue;
+    }
+    if (isa<nn::ConstantOp>(op))
+      continue;
+    for (Value r : op.getResults()) {
+      bufferOf[r] = buffers.size();
+      buffers.push_back({r, tensorBytes(r.getType()), index[&op], index[&op]});
+    }
+  }
+  // Extend lifetimes to the last use of the value or of any view of it.
+  for (Operation &op : block) {
+    int64_t at = op.hasTrait<OpTrait::IsTerminator>() ? n : index[&op];
+    for (Value operand : op.getOperands()) {
+      Value owner = base.lookup(operand) ? base.lookup(operand) : operand;
+      auto it = bufferOf.find(owner);
+      if (it != bufferOf.end())
+        buffers[it->second].end = std::max(buffers[it->second].end, at);
+    }
+  }
+
+  SmallVector<unsigned> order(buffers.size());
+  for (unsigned i = 0; i < order.size(); ++i)
+    order[i] = i;
+  llvm::stable_sort(order, [&](unsigned a, unsigned b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  int64_t arena = 0;
+  SmallVector<unsigned> placed;
+  for (unsigned i : order) {
+    Buffer &buf = buffers[i];
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (unsigned j : placed) {
+      const Buffer &other = buffers[j];
+      if (other.start <= buf.end && buf.start <= other.end)
+        busy.push_back({other.offset, other.offset + other.bytes});
+    }
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + buf.bytes <= lo)
+        break;
+      offset = std::max(offset, alignUp(hi));
+    }
+    buf.offset = offset;
+    arena = std::max(arena, offset + buf.bytes);
+    placed.push_back(i);
+  }
+
+  Builder b(func.getContext());
+  for (Operation &op : block) {
+    if (op.getNumResults() == 0)
+      continue;
+    SmallVector<int64_t> offsets;
+    for (Value r : op.getResults()) {
+      auto it = bufferOf.find(r);
+      offsets.push_back(it == bufferOf.end() ? -1 : buffers[it->second].offset);
+    }
+    op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+  }
+  func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(alignUp(arena)));
+  return success();
+}
+
+namespace {
+struct PlanMemoryPass
+    : public autopar::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  void runOnOperation() override {
+    if (failed(planMemory(getOperation())))
+      signalPassFailure();
+  }
+};
+} // namespace
