@@ -537,10 +537,11 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
       b.getDictionaryAttr(b.getNamedAttr(NNDialect::kOutputAttr,
                                          b.getStringAttr("loss")))};
   for (unsigned i : trainable) {
-    Value param = step.getArgument(i);
-    Value grad = reverse.gradOf(param);
+    // A parameter the loss does not depend on gets no gradient result (as a
+    // torch parameter whose .grad stays None: no update, no decay).
+    Value grad = reverse.gradOf(step.getArgument(i));
     if (!grad)
-      grad = reverse.zeros(loc, tensorType(param));
+      continue;
     results.push_back(grad);
     resultTypes.push_back(grad.getType());
     resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(

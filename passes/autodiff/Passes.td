@@ -15,7 +15,9 @@ def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
     `train_step`: the same arguments, the forward ops, then one gradient
     rule per op in reverse order (gradients of values used several times
     are summed, broadcasts reduced back with reduce_sum), returning the loss
-    and one gradient per trainable parameter (`nn.grad = "<param>"`).
+    and one gradient per trainable parameter the loss depends on
+    (`nn.grad = "<param>"`; the others, like a torch parameter whose grad
+    stays None, get none).
 
     ```mlir
     func.func @forward(%w: tensor<4xf32> {nn.param = "w"},

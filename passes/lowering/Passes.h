@@ -21,6 +21,11 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// True for ops whose result reinterprets its operand's storage.
 bool isViewOp(mlir::Operation *op);
 
+/// True for a transpose that only swaps the last two dims and whose every
+/// user is a matmul or gemm, which reads its input transposed instead (the
+/// transpose is never materialized).
+bool isFoldedTranspose(mlir::Operation *op);
+
 /// Bytes of a tensor's elements (i1 stored as one byte).
 int64_t tensorBytes(mlir::Type type);
 

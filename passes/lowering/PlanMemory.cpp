@@ -28,6 +28,27 @@ bool autopar::isViewOp(Operation *op) {
   return isa<nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp, nn::IdentityOp>(op);
 }
 
+bool autopar::isFoldedTranspose(Operation *op) {
+  auto transpose = dyn_cast<nn::TransposeOp>(op);
+  if (!transpose)
+    return false;
+  ArrayRef<int64_t> perm = transpose.getPerm();
+  int64_t rank = perm.size();
+  for (int64_t i = 0; i < rank - 2; ++i)
+    if (perm[i] != i)
+      return false;
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  return !transpose->use_empty() &&
+         llvm::all_of(transpose->getUses(), [](OpOperand &use) {
+           Operation *user = use.getOwner();
+           if (isa<nn::MatMulOp>(user))
+             return true;
+           auto gemm = dyn_cast<nn::GemmOp>(user);
+           return gemm && use.getOperandNumber() < 2;
+         });
+}
+
 int64_t autopar::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
@@ -63,7 +84,7 @@ static LogicalResult planMemory(func::FuncOp func) {
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       continue;
-    if (isViewOp(&op)) {
+    if (isViewOp(&op) || isFoldedTranspose(&op)) {
       Value in = op.getOperand(0);
       base[op.getResult(0)] = base.lookup(in) ? base.lookup(in) : in;
       continue;

@@ -2,6 +2,9 @@
 //
 //   autopar import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=D0,D1,...]
 //                  [--summary]
+//   autopar compile MODEL.onnx [--plan PLAN.json] [--target cpu|cuda] -o OUTDIR
+//                   [--input-shape NAME=D0,D1,...] [--no-build]
+//   autopar data TEXT -o TOKENS.bin
 //   autopar ops
 //
 // Parses the command line and calls the command in compiler/Driver.h.
@@ -9,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Compile.h"
 #include "compiler/Driver.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -27,6 +31,8 @@ training program.
 Usage: autopar <command> [options]
 
 Commands:
+  compile   Compile an ONNX model and a plan into a training program
+  data      Turn a text file into a token file (byte-level tokens)
   import    Import an ONNX model into the nn dialect; print or write the IR
             or a summary of it
   ops       Print the ONNX ops the importer supports (docs/ops.md)
@@ -56,6 +62,31 @@ Options:
                              op counts, matmul FLOPs) instead of the IR; with
                              -o, the IR is written to the file as well
   -h, --help                 Show this help
+)";
+
+const char *kCompileHelp = R"(Usage: autopar compile MODEL.onnx [options] -o OUTDIR
+
+Compiles MODEL.onnx (a graph taking token ids and targets [batch, sequence]
+and returning a scalar loss) and a plan into the self-contained directory
+OUTDIR: generated sources, the runtime sources, CMakeLists.txt, the initial
+weights, the resolved plan.json, report.json, and the built program
+OUTDIR/train. On failure nothing is left at OUTDIR.
+
+Options:
+  -o OUTDIR                  Output directory (required)
+  --plan PLAN.json           The plan (docs/plan.md); default: one device,
+                             fp32, AdamW with PyTorch's defaults
+  --target cpu|cuda          Code generation target (default: cpu)
+  --input-shape NAME=D0,D1   Static shape of a graph input with dynamic dims
+                             (as for `autopar import`). Repeatable.
+  --no-build                 Write OUTDIR without building OUTDIR/train
+  -h, --help                 Show this help
+)";
+
+const char *kDataHelp = R"(Usage: autopar data TEXT -o TOKENS.bin
+
+Writes the bytes of the file TEXT as tokens (vocabulary 256) in llm.c's
+token-file format (docs/data.md), ready for `OUTDIR/train --data`.
 )";
 
 const char *kOpsHelp = R"(Usage: autopar ops
@@ -118,6 +149,80 @@ int importMain(std::vector<std::string> args) {
   return runImportCommand(options);
 }
 
+int compileMain(const std::vector<std::string> &args) {
+  CompileOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef a = args[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= args.size())
+        return false;
+      out = args[++i];
+      return true;
+    };
+    if (isHelp(a)) {
+      llvm::outs() << kCompileHelp;
+      return 0;
+    }
+    if (a == "-o") {
+      if (!value(options.outDir))
+        return usageError("-o needs a directory", "compile");
+    } else if (a == "--plan") {
+      if (!value(options.plan))
+        return usageError("--plan needs a file", "compile");
+    } else if (a == "--target") {
+      if (!value(options.target))
+        return usageError("--target needs cpu or cuda", "compile");
+      if (options.target != "cpu" && options.target != "cuda")
+        return usageError("--target: unknown target '" + options.target +
+                              "' (expected cpu or cuda)",
+                          "compile");
+    } else if (a == "--input-shape") {
+      std::string spec, error;
+      if (!value(spec))
+        return usageError("--input-shape needs NAME=D0,D1,...", "compile");
+      if (!onnx_import::parseInputShape(spec, options.import, error))
+        return usageError(error, "compile");
+    } else if (a == "--no-build") {
+      options.build = false;
+    } else if (a.starts_with("-")) {
+      return usageError("unknown option '" + a.str() + "'", "compile");
+    } else if (options.model.empty()) {
+      options.model = a.str();
+    } else {
+      return usageError("unexpected argument '" + a.str() + "'", "compile");
+    }
+  }
+  if (options.model.empty())
+    return usageError("compile needs a model file", "compile");
+  if (options.outDir.empty())
+    return usageError("compile needs -o OUTDIR", "compile");
+  return runCompileCommand(options);
+}
+
+int dataMain(const std::vector<std::string> &args) {
+  std::string text, output;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (isHelp(args[i])) {
+      llvm::outs() << kDataHelp;
+      return 0;
+    }
+    if (args[i] == "-o") {
+      if (i + 1 >= args.size())
+        return usageError("-o needs a file name", "data");
+      output = args[++i];
+    } else if (llvm::StringRef(args[i]).starts_with("-")) {
+      return usageError("unknown option '" + args[i] + "'", "data");
+    } else if (text.empty()) {
+      text = args[i];
+    } else {
+      return usageError("unexpected argument '" + args[i] + "'", "data");
+    }
+  }
+  if (text.empty() || output.empty())
+    return usageError("data needs TEXT and -o TOKENS.bin", "data");
+  return runDataCommand(text, output);
+}
+
 int opsMain(const std::vector<std::string> &args) {
   for (const std::string &a : args) {
     if (isHelp(a)) {
@@ -146,6 +251,10 @@ int main(int argc, char **argv) {
   }
   if (command == "import")
     return importMain(args);
+  if (command == "compile")
+    return compileMain(args);
+  if (command == "data")
+    return dataMain(args);
   if (command == "ops")
     return opsMain(args);
   return usageError("unknown command '" + command.str() + "'", nullptr);

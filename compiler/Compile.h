@@ -1,0 +1,31 @@
+//===- Compile.h - `autopar compile` and `autopar data` ---------*- C++ -*-===//
+
+#ifndef AUTOPAR_COMPILER_COMPILE_H
+#define AUTOPAR_COMPILER_COMPILE_H
+
+#include "frontends/onnx/OnnxImporter.h"
+
+#include <string>
+
+namespace autopar {
+
+struct CompileOptions {
+  std::string model;
+  std::string plan;            // empty: defaults (one device, fp32, AdamW)
+  std::string target = "cpu";  // "cpu" | "cuda"
+  std::string outDir;
+  bool build = true;           // run cmake + build into OUTDIR/train
+  onnx_import::ImportOptions import;
+};
+
+/// `autopar compile`: writes the self-contained program directory OUTDIR
+/// (sources, runtime, CMakeLists.txt, weights, plan.json, report.json) and
+/// builds OUTDIR/train. On any error nothing is left at OUTDIR.
+int runCompileCommand(const CompileOptions &options);
+
+/// `autopar data TEXT -o TOKENS.bin`: byte-level tokens of a text file.
+int runDataCommand(const std::string &text, const std::string &output);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_COMPILE_H

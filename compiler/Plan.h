@@ -1,0 +1,103 @@
+//===- Plan.h - the parallelization plan file -------------------*- C++ -*-===//
+//
+// The plan is the JSON file that says how to train a model: the device mesh,
+// micro-batching, ZeRO, precision, recompute, the pipeline schedule, the
+// optimizer and its LR schedule, which parameters are frozen and which graph
+// inputs are data. docs/plan.md is the user reference of every key.
+//
+// Plan.cpp is the only file that uses nlohmann::json exceptions (it is built
+// with -fexceptions); none escapes from it. This header includes only
+// <nlohmann/json_fwd.hpp>: callers of toJson() or parsePlan() that build or
+// read a JSON value include <nlohmann/json.hpp> themselves.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_COMPILER_PLAN_H
+#define AUTOPAR_COMPILER_PLAN_H
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autopar {
+
+/// `optimizer`: PyTorch 1.13's torch.optim.AdamW or torch.optim.SGD, with
+/// torch.nn.utils.clip_grad_norm_ when maxGradNorm > 0.
+struct OptimizerPlan {
+  std::string type = "adamw"; // "adamw" | "sgd"
+  double lr = 1e-3;
+  // AdamW only.
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  // Both; the default is 0.01 for AdamW and 0 for SGD (parsePlan sets it).
+  double weightDecay = 0.01;
+  // SGD only.
+  double momentum = 0, dampening = 0;
+  bool nesterov = false;
+  // Both.
+  double maxGradNorm = 0;           // 0 = no clipping
+  std::vector<std::string> noDecay; // globs over initializer names
+};
+
+/// `lr_schedule`: linear warmup, then constant, cosine or linear decay.
+struct LrSchedulePlan {
+  int64_t warmupSteps = 0;
+  std::string decay = "constant"; // "constant" | "cosine" | "linear"
+  double minLr = 0;
+  int64_t decaySteps = 0; // 0 = the run's total --steps
+};
+
+struct Plan {
+  int64_t meshDp = 1, meshTp = 1, meshPp = 1;
+  int64_t microBatches = 1;
+  int64_t zeroStage = 0;            // 0..3
+  std::string zeroOffload = "none"; // "none" | "cpu"
+  double bucketMb = 25;
+  std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
+  std::string recompute = "none";        // "none" | "selective" | "full"
+  std::string pipelineSchedule = "1f1b"; // "gpipe" | "1f1b"
+  int64_t pipelineStages = 0;            // 0 = "auto"
+  std::string tpRules = "auto";          // only "auto"
+  OptimizerPlan optimizer;
+  std::vector<std::string> frozen; // globs over initializer names
+  LrSchedulePlan lrSchedule;
+  std::string dataInputs, dataTargets; // "" = decided by the compiler
+};
+
+/// Validates `json` against the schema of docs/plan.md and fills `plan` (every
+/// key is optional; missing keys take their defaults). On failure returns
+/// false, leaves `plan` unchanged and sets `error` to one line
+/// "<key path>: <what is wrong>", e.g.
+/// "optimizer.betas[1]: expected a number in [0, 1), got 1.5".
+bool parsePlan(const nlohmann::json &json, Plan &plan, std::string &error);
+
+/// Reads and parses the plan file at `path`. Errors are prefixed with the
+/// path: "plan.json: optimizer.lr: ...", "plan.json: cannot open: No such
+/// file or directory", "plan.json:3:7: invalid JSON: <reason>" (the line and
+/// byte column of a syntax error, both 1-based). A key given twice in one
+/// object is an error ("plan.json: optimizer.lr: duplicate key").
+bool loadPlanFile(const std::string &path, Plan &plan, std::string &error);
+
+/// The resolved plan: every key of the schema with its value (defaults filled
+/// in), and only the options of the chosen optimizer type.
+/// parsePlan(toJson(p)) gives back p (up to the fields of the optimizer type
+/// not chosen, which keep their defaults).
+nlohmann::json toJson(const Plan &plan);
+
+/// fnmatch(3)-style glob without FNM_PATHNAME or FNM_PERIOD, matched against
+/// the whole of `name`: '*' matches any run of characters (including '.'),
+/// '?' one character, '[abc]' / '[a-z]' / '[!x]' (or '[^x]') a class, and
+/// '\' makes the next character literal (also inside a class). As in fnmatch,
+/// an unterminated '[' matches itself; parsePlan rejects such patterns.
+bool globMatch(std::string_view pattern, std::string_view name);
+
+/// True if any of `patterns` matches `name`.
+bool globMatchAny(const std::vector<std::string> &patterns,
+                  std::string_view name);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_PLAN_H

@@ -1,0 +1,757 @@
+//===- CppEmitter.cpp - C++/OpenMP code generation ------------------------===//
+//
+// Walks a lowered model function (nn ops, nn.fused loop kernels, arena
+// offsets from the memory plan) and prints one C++ function: a loop nest per
+// fused op, a runtime kernel call (runtime/cpu/Kernels.h) per other op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/codegen/CppEmitter.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
+#include "passes/lowering/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+using namespace autopar;
+using llvm::formatv;
+
+std::vector<ArgSlot> autopar::layoutArguments(func::FuncOp func,
+                                              int64_t &paramBytes) {
+  std::vector<ArgSlot> slots;
+  int64_t offset = 0, inputs = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (func.getArgAttr(i, nn::NNDialect::kParamAttr)) {
+      slots.push_back({ArgSlot::Param, offset});
+      offset += tensorBytes(func.getArgument(i).getType());
+      offset = (offset + kArenaAlignment - 1) / kArenaAlignment *
+               kArenaAlignment;
+    } else {
+      slots.push_back({ArgSlot::Input, inputs++});
+    }
+  }
+  paramBytes = offset;
+  return slots;
+}
+
+std::string autopar::cppElementType(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isInteger(1))
+    return "bool";
+  if (t.isInteger(8))
+    return "int8_t";
+  if (t.isInteger(16))
+    return "int16_t";
+  if (t.isInteger(32))
+    return "int32_t";
+  if (t.isInteger(64))
+    return "int64_t";
+  return "";
+}
+
+static RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static ArrayRef<int64_t> dims(Value v) { return tensorType(v).getShape(); }
+
+/// `value` as an exact C++ hexadecimal floating literal.
+static std::string hexDouble(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%a", value);
+  return buf;
+}
+
+/// Row-major element strides of `shape`.
+static SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+  return strides;
+}
+
+static int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+static std::string list(ArrayRef<int64_t> values) {
+  std::string s = "{";
+  for (auto [i, v] : llvm::enumerate(values))
+    s += (i ? ", " : "") + std::to_string(v);
+  if (values.empty())
+    s += "0";
+  return s + "}";
+}
+
+/// A C++ literal of `value` as element type `type`, exact for floats.
+static std::string literal(Attribute value, Type type) {
+  if (auto f = dyn_cast<FloatAttr>(value)) {
+    double d = f.getValueAsDouble();
+    std::string ctype = cppElementType(type);
+    if (std::isnan(d))
+      return "std::numeric_limits<" + ctype + ">::quiet_NaN()";
+    if (std::isinf(d))
+      return std::string(d < 0 ? "-" : "") + "std::numeric_limits<" + ctype +
+             ">::infinity()";
+    return ctype + "(" + hexDouble(d) + ")";
+  }
+  auto i = cast<IntegerAttr>(value);
+  if (type.isInteger(1))
+    return i.getValue().isZero() ? "false" : "true";
+  return cppElementType(type) + "(" +
+         std::to_string(i.getValue().getSExtValue()) + "LL)";
+}
+
+namespace {
+
+class Emitter {
+public:
+  Emitter(func::FuncOp func, raw_ostream &os) : func(func), os(os) {}
+  LogicalResult emit(StringRef name);
+
+private:
+  /// The C++ expression of a typed pointer to `v`'s storage.
+  std::string ptr(Value v) {
+    auto it = names.find(v);
+    assert(it != names.end() && "value without storage");
+    return it->second;
+  }
+  std::string type(Value v) {
+    return cppElementType(tensorType(v).getElementType());
+  }
+  int64_t elementBytes(Value v) {
+    unsigned bits = tensorType(v).getElementType().getIntOrFloatBitWidth();
+    return (bits + 7) / 8;
+  }
+  /// Declares local pointers to the results of `op` in the arena.
+  void defineResults(Operation *op);
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitFused(nn::FusedOp op);
+  LogicalResult emitScalar(Operation *op, DenseMap<Value, std::string> &scalars,
+                           raw_ostream &body);
+  LogicalResult emitMatmul(Operation *op);
+  LogicalResult emitConstant(nn::ConstantOp op);
+  LogicalResult emitReturn(func::ReturnOp op);
+  LogicalResult requireF32(Operation *op) {
+    for (Value v : op->getOperands())
+      if (isa<FloatType>(tensorType(v).getElementType()) &&
+          !tensorType(v).getElementType().isF32())
+        return op->emitOpError() << "the C++ target supports f32 only here";
+    return success();
+  }
+
+  func::FuncOp func;
+  raw_ostream &os;
+  DenseMap<Value, std::string> names;
+  std::string globals;
+  int counter = 0;
+};
+
+} // namespace
+
+void Emitter::defineResults(Operation *op) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+  for (auto [i, r] : llvm::enumerate(op->getResults())) {
+    std::string name = "v" + std::to_string(counter++);
+    int64_t offset = offsets ? offsets[i] : -1;
+    os << formatv("  {0} *{1} = ({0} *)(io.arena + {2});\n", type(r), name,
+                  offset);
+    names[r] = name;
+  }
+}
+
+LogicalResult Emitter::emit(StringRef name) {
+  if (!func->getAttr(kArenaBytesAttr))
+    return func.emitError() << "has no memory plan (run autopar-plan-memory)";
+  int64_t paramBytes = 0;
+  std::vector<ArgSlot> slots = layoutArguments(func, paramBytes);
+  std::string code;
+  llvm::raw_string_ostream body(code);
+  // Emit the body into a string first: constants become globals.
+  raw_ostream &saved = os;
+  Emitter inner(func, body);
+  for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+    std::string t = inner.type(arg);
+    if (t.empty())
+      return func.emitError() << "argument #" << i << " has element type "
+                              << tensorType(arg).getElementType()
+                              << ", which the C++ target does not support";
+    std::string n = "a" + std::to_string(i);
+    if (slots[i].kind == ArgSlot::Param)
+      body << formatv("  {0} *{1} = ({0} *)(io.params + {2});\n", t, n,
+                      slots[i].offset);
+    else
+      body << formatv("  {0} *{1} = ({0} *)io.inputs[{2}];\n", t, n,
+                      slots[i].offset);
+    inner.names[arg] = n;
+  }
+  for (Operation &op : func.getBody().front())
+    if (failed(inner.emitOp(&op)))
+      return failure();
+  saved << inner.globals;
+  saved << "void " << name << "(const autopar::rt::StepIO &io) {\n"
+        << code << "}\n\n";
+  return success();
+}
+
+LogicalResult Emitter::emitOp(Operation *op) {
+  for (Value r : op->getResults())
+    if (type(r).empty())
+      return op->emitOpError() << "result type " << r.getType()
+                               << " is not supported by the C++ target";
+  if (isViewOp(op) || isFoldedTranspose(op)) {
+    std::string base = ptr(op->getOperand(0));
+    std::string name = "v" + std::to_string(counter++);
+    os << formatv("  {0} *{1} = ({0} *){2};\n", type(op->getResult(0)), name,
+                  base);
+    names[op->getResult(0)] = name;
+    return success();
+  }
+  if (auto ret = dyn_cast<func::ReturnOp>(op))
+    return emitReturn(ret);
+  if (auto constant = dyn_cast<nn::ConstantOp>(op))
+    return emitConstant(constant);
+  os << "  // " << op->getName().getStringRef() << "\n";
+  defineResults(op);
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](nn::FusedOp o) { return emitFused(o); })
+      .Case<nn::MatMulOp, nn::GemmOp>(
+          [&](Operation *o) { return emitMatmul(o); })
+      .Case([&](nn::LayerNormOp o) {
+        if (failed(requireF32(o)))
+          return failure();
+        ArrayRef<int64_t> shape = dims(o.getInput());
+        int64_t rows = product(shape.take_front(o.getAxis()));
+        os << formatv("  autopar::rt::cpu::layerNormForward({0}, {1}, {2}, "
+                      "{3}, {4}, {5}, {6});\n",
+                      ptr(o.getInput()), ptr(o.getScale()),
+                      o.getBias() ? ptr(o.getBias()) : "nullptr",
+                      ptr(o.getResult()), rows, product(shape) / rows,
+                      hexDouble(o.getEpsilon().convertToDouble()));
+        return success();
+      })
+      .Case([&](nn::LayerNormGradOp o) {
+        if (failed(requireF32(o)))
+          return failure();
+        ArrayRef<int64_t> shape = dims(o.getInput());
+        int64_t rows = product(shape.take_front(o.getAxis()));
+        os << formatv("  autopar::rt::cpu::layerNormBackward({0}, {1}, {2}, "
+                      "{3}, {4}, {5}, {6}, {7}, {8});\n",
+                      ptr(o.getInput()), ptr(o.getScale()), ptr(o.getGrad()),
+                      ptr(o.getInputGrad()), ptr(o.getScaleGrad()),
+                      ptr(o.getBiasGrad()), rows, product(shape) / rows,
+                      hexDouble(o.getEpsilon().convertToDouble()));
+        return success();
+      })
+      .Case<nn::SoftmaxOp, nn::SoftmaxGradOp>([&](Operation *o) {
+        if (failed(requireF32(o)))
+          return failure();
+        int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
+        ArrayRef<int64_t> shape = dims(o->getResult(0));
+        int64_t outer = product(shape.take_front(axis));
+        int64_t inner = product(shape.drop_front(axis + 1));
+        if (isa<nn::SoftmaxOp>(o))
+          os << formatv("  autopar::rt::cpu::softmaxForward({0}, {1}, {2}, "
+                        "{3}, {4});\n",
+                        ptr(o->getOperand(0)), ptr(o->getResult(0)), outer,
+                        shape[axis], inner);
+        else
+          os << formatv("  autopar::rt::cpu::softmaxBackward({0}, {1}, {2}, "
+                        "{3}, {4}, {5});\n",
+                        ptr(o->getOperand(0)), ptr(o->getOperand(1)),
+                        ptr(o->getResult(0)), outer, shape[axis], inner);
+        return success();
+      })
+      .Case<nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp>(
+          [&](Operation *o) {
+            if (failed(requireF32(o)))
+              return failure();
+            Value scores = o->getOperand(0), labels = o->getOperand(1);
+            ArrayRef<int64_t> shape = dims(scores);
+            int64_t inner = product(shape.drop_front(2));
+            auto reduction =
+                o->getAttrOfType<nn::LossReductionAttr>("reduction").getValue();
+            auto ignore = o->getAttrOfType<IntegerAttr>("ignore_index");
+            bool labels64 = tensorType(labels).getElementType().isInteger(64);
+            std::string common = formatv(
+                "{0}, {1}, {2}, {3}, autopar::rt::cpu::Reduction({4}), {5}, "
+                "{6}LL",
+                shape[0], shape[1], inner, "", static_cast<int>(reduction),
+                ignore ? "true" : "false", ignore ? ignore.getInt() : 0);
+            // Drop the empty placeholder.
+            common = formatv("{0}, {1}, {2}, autopar::rt::cpu::Reduction({3}), "
+                             "{4}, {5}LL",
+                             shape[0], shape[1], inner,
+                             static_cast<int>(reduction),
+                             ignore ? "true" : "false",
+                             ignore ? ignore.getInt() : 0);
+            if (isa<nn::SoftmaxCrossEntropyOp>(o))
+              os << formatv("  autopar::rt::cpu::softmaxCrossEntropyForward("
+                            "{0}, {1}, {2}, {3}, {4});\n",
+                            ptr(scores), ptr(labels), labels64,
+                            ptr(o->getResult(0)), common);
+            else
+              os << formatv("  autopar::rt::cpu::softmaxCrossEntropyBackward("
+                            "{0}, {1}, {2}, {3}, {4}, {5});\n",
+                            ptr(scores), ptr(labels), labels64,
+                            ptr(o->getOperand(2)), ptr(o->getResult(0)),
+                            common);
+            return success();
+          })
+      .Case([&](nn::GatherOp o) {
+        ArrayRef<int64_t> shape = dims(o.getData());
+        int64_t axis = o.getAxis();
+        bool idx64 = tensorType(o.getIndices()).getElementType().isInteger(64);
+        os << formatv("  autopar::rt::cpu::gather({0}, {1}, {2}, {3}, {4}, "
+                      "{5}, {6}, {7});\n",
+                      ptr(o.getData()), ptr(o.getIndices()), idx64,
+                      ptr(o.getResult()), product(shape.take_front(axis)),
+                      shape[axis],
+                      product(shape.drop_front(axis + 1)) *
+                          elementBytes(o.getData()),
+                      tensorType(o.getIndices()).getNumElements());
+        return success();
+      })
+      .Case([&](nn::GatherGradOp o) {
+        if (failed(requireF32(o)))
+          return failure();
+        ArrayRef<int64_t> shape = dims(o.getResult());
+        int64_t axis = o.getAxis();
+        bool idx64 = tensorType(o.getIndices()).getElementType().isInteger(64);
+        os << formatv("  autopar::rt::cpu::gatherBackward({0}, {1}, {2}, {3}, "
+                      "{4}, {5}, {6}, {7});\n",
+                      ptr(o.getIndices()), idx64, ptr(o.getGrad()),
+                      ptr(o.getResult()), product(shape.take_front(axis)),
+                      shape[axis], product(shape.drop_front(axis + 1)),
+                      tensorType(o.getIndices()).getNumElements());
+        return success();
+      })
+      .Case([&](nn::TransposeOp o) {
+        SmallVector<int64_t> in = contiguousStrides(dims(o.getInput()));
+        SmallVector<int64_t> strides;
+        for (int64_t p : o.getPerm())
+          strides.push_back(in[p]);
+        os << formatv("  {{ const int64_t shape[] = {0}, strides[] = {1};\n"
+                      "    autopar::rt::cpu::stridedCopy({2}, {3}, {4}, shape, "
+                      "strides, 0, {5}); }\n",
+                      list(dims(o.getResult())), list(strides),
+                      ptr(o.getInput()), ptr(o.getResult()),
+                      dims(o.getResult()).size(), elementBytes(o.getInput()));
+        return success();
+      })
+      .Case<nn::SliceOp, nn::SliceGradOp>([&](Operation *o) {
+        bool grad = isa<nn::SliceGradOp>(o);
+        Value full = grad ? o->getResult(0) : o->getOperand(0);
+        Value part = grad ? o->getOperand(0) : o->getResult(0);
+        ArrayRef<int64_t> offsets =
+            o->getAttrOfType<DenseI64ArrayAttr>("offsets").asArrayRef();
+        ArrayRef<int64_t> steps =
+            o->getAttrOfType<DenseI64ArrayAttr>("strides").asArrayRef();
+        SmallVector<int64_t> fullStrides = contiguousStrides(dims(full));
+        SmallVector<int64_t> strides;
+        int64_t base = 0;
+        for (size_t d = 0; d < fullStrides.size(); ++d) {
+          strides.push_back(fullStrides[d] * steps[d]);
+          base += offsets[d] * fullStrides[d];
+        }
+        os << formatv("  {{ const int64_t shape[] = {0}, strides[] = {1};\n",
+                      list(dims(part)), list(strides));
+        if (grad)
+          os << formatv("    autopar::rt::cpu::stridedScatter({0}, {1}, {2}, "
+                        "{3}, shape, strides, {4}, {5}); }\n",
+                        ptr(part), ptr(full),
+                        tensorType(full).getNumElements(), dims(part).size(),
+                        base, elementBytes(full));
+        else
+          os << formatv("    autopar::rt::cpu::stridedCopy({0}, {1}, {2}, "
+                        "shape, strides, {3}, {4}); }\n",
+                        ptr(full), ptr(part), dims(part).size(), base,
+                        elementBytes(full));
+        return success();
+      })
+      .Case<nn::ConcatOp, nn::SplitOp>([&](Operation *o) {
+        bool concat = isa<nn::ConcatOp>(o);
+        Value big = concat ? o->getResult(0) : o->getOperand(0);
+        int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
+        ArrayRef<int64_t> shape = dims(big);
+        int64_t outer = product(shape.take_front(axis));
+        int64_t innerBytes =
+            product(shape.drop_front(axis + 1)) * elementBytes(big);
+        int64_t offset = 0;
+        ValueRange pieces = concat ? ValueRange(o->getOperands())
+                                   : ValueRange(o->getResults());
+        for (Value piece : pieces) {
+          int64_t n = dims(piece)[axis];
+          os << formatv("  autopar::rt::cpu::copyAxisBlock({0}, {1}, {2}, "
+                        "{3}, {4}, {5}, {6}, {7});\n",
+                        concat ? ptr(piece) : ptr(big),
+                        concat ? ptr(big) : ptr(piece), outer, n, shape[axis],
+                        offset, innerBytes, concat ? "true" : "false");
+          offset += n;
+        }
+        return success();
+      })
+      .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
+          [&](Operation *o) -> LogicalResult {
+            Value in = o->getOperand(0);
+            if (!tensorType(in).getElementType().isF32())
+              return o->emitOpError()
+                     << "the C++ target reduces f32 tensors only";
+            ArrayRef<int64_t> axes =
+                o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
+            SmallVector<int64_t> reduced;
+            for (int64_t d = 0; d < tensorType(in).getRank(); ++d)
+              reduced.push_back(llvm::is_contained(axes, d));
+            int kind = isa<nn::ReduceSumOp>(o) ? 0 : isa<nn::ReduceMeanOp>(o) ? 1 : 2;
+            os << formatv("  {{ const int64_t shape[] = {0};\n"
+                          "    const bool reduced[] = {1};\n"
+                          "    autopar::rt::cpu::reduce(autopar::rt::cpu::"
+                          "ReduceKind({2}), {3}, {4}, {5}, shape, reduced); }\n",
+                          list(dims(in)), list(reduced), kind, ptr(in),
+                          ptr(o->getResult(0)), dims(in).size());
+            return success();
+          })
+      .Default([&](Operation *o) {
+        return o->emitOpError()
+               << "cannot be emitted by the C++ target"
+               << (nn::isElementwise(o) ? " outside an nn.fused op (run "
+                                          "autopar-fuse-elementwise first)"
+                                        : "");
+      });
+}
+
+LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
+  auto elements = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!elements)
+    return op.emitOpError() << "only dense constants are supported";
+  std::string name = "c" + std::to_string(counter++);
+  Type et = elements.getElementType();
+  std::string ct = cppElementType(et);
+  int64_t n = elements.getNumElements();
+  std::string init;
+  llvm::raw_string_ostream s(init);
+  if (elements.isSplat()) {
+    Attribute v = elements.getSplatValue<Attribute>();
+    s << formatv("static {0} {1}[{2}];\n", ct, name, std::max<int64_t>(n, 1));
+    s << formatv("static const bool {0}_init = (std::fill_n({0}, {1}, {2}), "
+                 "true);\n",
+                 name, n, literal(v, et));
+  } else {
+    s << formatv("static {0} {1}[{2}] = {{", ct, name, n);
+    int64_t i = 0;
+    for (Attribute v : elements.getValues<Attribute>())
+      s << (i++ % 8 == 0 ? "\n  " : " ") << literal(v, et) << ",";
+    s << "\n};\n";
+  }
+  globals += init;
+  names[op.getResult()] = name;
+  return success();
+}
+
+LogicalResult Emitter::emitMatmul(Operation *op) {
+  if (failed(requireF32(op)))
+    return failure();
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  bool transA = false, transB = false;
+  double alpha = 1.0;
+  if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
+    transA = gemm.getTransA();
+    transB = gemm.getTransB();
+    alpha = gemm.getAlpha().convertToDouble();
+  }
+  // A folded transpose: read its input with the opposite trans flag.
+  auto unfold = [&](Value &v, bool &trans) {
+    if (Operation *def = v.getDefiningOp(); def && isFoldedTranspose(def)) {
+      v = def->getOperand(0);
+      trans = !trans;
+    }
+  };
+  // Logical (as multiplied) shapes before unfolding.
+  SmallVector<int64_t> ls(dims(lhs)), rs(dims(rhs));
+  if (ls.size() == 1)
+    ls.insert(ls.begin(), 1);
+  if (rs.size() == 1)
+    rs.push_back(1);
+  if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
+    if (transA)
+      std::swap(ls[0], ls[1]);
+    if (transB)
+      std::swap(rs[0], rs[1]);
+  }
+  unfold(lhs, transA);
+  unfold(rhs, transB);
+  int64_t m = ls[ls.size() - 2], k = ls.back(), n = rs.back();
+  SmallVector<int64_t> lb(ArrayRef<int64_t>(ls).drop_back(2)),
+      rb(ArrayRef<int64_t>(rs).drop_back(2));
+  FailureOr<SmallVector<int64_t>> batch = nn::broadcastShapes(lb, rb);
+  assert(succeeded(batch) && "verified matmul");
+  auto batchStrides = [&](ArrayRef<int64_t> operandBatch, int64_t matrix) {
+    SmallVector<int64_t> strides(batch->size(), 0);
+    int64_t stride = matrix;
+    size_t shift = batch->size() - operandBatch.size();
+    for (int64_t d = operandBatch.size() - 1; d >= 0; --d) {
+      if (operandBatch[d] != 1)
+        strides[d + shift] = stride;
+      stride *= operandBatch[d];
+    }
+    return strides;
+  };
+  SmallVector<int64_t> as = batchStrides(lb, m * k), bs = batchStrides(rb, k * n);
+  if (batch->size() > 8)
+    return op->emitOpError() << "has more than 8 batch dims";
+  std::string out = ptr(op->getResult(0));
+  os << formatv("  {{ autopar::rt::cpu::GemmDesc d;\n"
+                "    d.batchRank = {0};\n",
+                batch->size());
+  for (size_t i = 0; i < batch->size(); ++i)
+    os << formatv("    d.batchShape[{0}] = {1}; d.aBatchStrides[{0}] = {2}; "
+                  "d.bBatchStrides[{0}] = {3};\n",
+                  i, (*batch)[i], as[i], bs[i]);
+  os << formatv("    d.transA = {0}; d.transB = {1}; d.m = {2}; d.n = {3}; "
+                "d.k = {4}; d.lda = {5}; d.ldb = {6}; d.alpha = float({7});\n"
+                "    autopar::rt::cpu::gemm(d, {8}, {9}, {10}); }\n",
+                transA, transB, m, n, k, transA ? m : k, transB ? k : n,
+                hexDouble(alpha), ptr(lhs), ptr(rhs), out);
+  if (auto gemm = dyn_cast<nn::GemmOp>(op); gemm && gemm.getC()) {
+    Value c = gemm.getC();
+    SmallVector<int64_t> cs(dims(c));
+    while (cs.size() < 2)
+      cs.insert(cs.begin(), 1);
+    os << formatv("  for (int64_t i = 0; i < {0}; ++i)\n"
+                  "    for (int64_t j = 0; j < {1}; ++j)\n"
+                  "      {2}[i * {1} + j] += float({3}) * {4}[{5} + {6}];\n",
+                  m, n, out,
+                  hexDouble(gemm.getBeta().convertToDouble()), ptr(c),
+                  cs[0] == 1 ? "0" : "i * " + std::to_string(cs[1]),
+                  cs[1] == 1 ? "0" : "j");
+  }
+  return success();
+}
+
+LogicalResult Emitter::emitFused(nn::FusedOp op) {
+  ArrayRef<int64_t> shape = tensorType(op.getResult(0)).getShape();
+  int64_t rank = shape.size();
+  // Per-array strides over the result shape: the results, then the inputs
+  // (0 along broadcast dims).
+  SmallVector<SmallVector<int64_t>> strides;
+  for (Value r : op.getResults())
+    strides.push_back(contiguousStrides(shape));
+  for (Value in : op.getInputs()) {
+    ArrayRef<int64_t> s = dims(in);
+    SmallVector<int64_t> own = contiguousStrides(s);
+    SmallVector<int64_t> st(rank, 0);
+    int64_t shift = rank - s.size();
+    for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d)
+      if (s[d] != 1)
+        st[d + shift] = own[d];
+    strides.push_back(st);
+  }
+  // Collapse: drop unit dims, merge dims contiguous in every array.
+  SmallVector<int64_t> extents;
+  SmallVector<SmallVector<int64_t>> cs(strides.size());
+  for (int64_t d = 0; d < rank; ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !extents.empty();
+    for (size_t a = 0; merge && a < strides.size(); ++a)
+      merge = cs[a].back() == strides[a][d] * shape[d];
+    if (merge) {
+      extents.back() *= shape[d];
+      for (size_t a = 0; a < strides.size(); ++a)
+        cs[a].back() = strides[a][d];
+    } else {
+      extents.push_back(shape[d]);
+      for (size_t a = 0; a < strides.size(); ++a)
+        cs[a].push_back(strides[a][d]);
+    }
+  }
+  int64_t q = extents.size();
+  int64_t total = product(shape);
+  auto index = [&](size_t a) {
+    std::string s;
+    for (int64_t d = 0; d < q; ++d) {
+      if (cs[a][d] == 0)
+        continue;
+      if (!s.empty())
+        s += " + ";
+      s += "i" + std::to_string(d) +
+           (cs[a][d] == 1 ? "" : " * " + std::to_string(cs[a][d]));
+    }
+    return s.empty() ? std::string("0") : s;
+  };
+  std::string indent = "  ";
+  os << "  {\n";
+  if (q > 0 && total >= 16384) {
+    os << indent << "#pragma omp parallel for";
+    if (q > 1)
+      os << " collapse(" << q - 1 << ")";
+    os << "\n";
+  }
+  for (int64_t d = 0; d < q; ++d) {
+    os << indent << formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n",
+                            d, extents[d]);
+    indent += "  ";
+  }
+  Block &body = op.getBody().front();
+  DenseMap<Value, std::string> scalars;
+  size_t numResults = op.getNumResults();
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    std::string name = "s" + std::to_string(counter++);
+    os << indent
+       << formatv("const {0} {1} = {2}[{3}];\n", type(arg), name,
+                  ptr(op.getOperand(i)), index(numResults + i));
+    scalars[arg] = name;
+  }
+  std::string code;
+  llvm::raw_string_ostream bodyOs(code);
+  for (Operation &inner : body.without_terminator())
+    if (failed(emitScalar(&inner, scalars, bodyOs)))
+      return failure();
+  for (StringRef line : llvm::split(code, '\n'))
+    if (!line.empty())
+      os << indent << line << "\n";
+  auto yield = cast<nn::YieldOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    os << indent << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)),
+                            index(i), scalars.lookup(v));
+  for (int64_t d = q - 1; d >= 0; --d) {
+    indent.resize(indent.size() - 2);
+    os << indent << "}\n";
+  }
+  os << "  }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitScalar(Operation *op,
+                                  DenseMap<Value, std::string> &scalars,
+                                  raw_ostream &out) {
+  auto arg = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
+  Value result = op->getResult(0);
+  std::string t = type(result);
+  std::string name = "s" + std::to_string(counter++);
+  scalars[result] = name;
+  auto lit = [&](double v) {
+    return literal(FloatAttr::get(tensorType(result).getElementType(), v),
+                   tensorType(result).getElementType());
+  };
+  std::string expr;
+  if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
+    auto elements = cast<DenseElementsAttr>(constant.getValue());
+    expr = literal(elements.getSplatValue<Attribute>(),
+                   elements.getElementType());
+  } else if (isa<nn::NegOp>(op)) {
+    expr = "-" + arg(0);
+  } else if (isa<nn::SqrtOp>(op)) {
+    expr = "std::sqrt(" + arg(0) + ")";
+  } else if (isa<nn::ErfOp>(op)) {
+    expr = "std::erf(" + arg(0) + ")";
+  } else if (isa<nn::TanhOp>(op)) {
+    expr = "std::tanh(" + arg(0) + ")";
+  } else if (isa<nn::ExpOp>(op)) {
+    expr = "std::exp(" + arg(0) + ")";
+  } else if (isa<nn::LogOp>(op)) {
+    expr = "std::log(" + arg(0) + ")";
+  } else if (isa<nn::ReciprocalOp>(op)) {
+    expr = t + "(1) / " + arg(0);
+  } else if (isa<nn::ReluOp>(op)) {
+    expr = formatv("({0} > {1}(0) || {0} != {0}) ? {0} : {1}(0)", arg(0), t);
+  } else if (isa<nn::SigmoidOp>(op)) {
+    expr = formatv("{0}(1) / ({0}(1) + std::exp(-{1}))", t, arg(0));
+  } else if (isa<nn::IdentityOp, nn::ExpandOp>(op)) {
+    expr = arg(0);
+  } else if (auto gelu = dyn_cast<nn::GeluOp>(op)) {
+    if (gelu.getApproximate() == nn::GeluApproximation::none)
+      expr = formatv("{0} * {1} * ({2} + std::erf({0} * {3}))", arg(0),
+                     lit(0.5), lit(1.0), lit(M_SQRT1_2));
+    else
+      expr = formatv("{1} * {0} * ({2} + std::tanh({3} * ({0} + {4} * {0} * "
+                     "{0} * {0})))",
+                     arg(0), lit(0.5), lit(1.0), lit(std::sqrt(2.0 / M_PI)),
+                     lit(0.044715));
+  } else if (auto grad = dyn_cast<nn::GeluGradOp>(op)) {
+    std::string x = arg(0), g = arg(1);
+    if (grad.getApproximate() == nn::GeluApproximation::none)
+      expr = formatv("{1} * ({2} * ({3} + std::erf({0} * {4})) + {0} * "
+                     "std::exp({5} * {0} * {0}) * {6})",
+                     x, g, lit(0.5), lit(1.0), lit(M_SQRT1_2), lit(-0.5),
+                     lit(1.0 / std::sqrt(2.0 * M_PI)));
+    else {
+      // u = k (x + c x^3), th = tanh u:
+      // dx = g (0.5 (1 + th) + 0.5 x (1 - th^2) k (1 + 3 c x^2)).
+      std::string th = name + "_t";
+      out << formatv("const {0} {1} = std::tanh({2} * ({3} + {4} * {3} * {3} "
+                     "* {3}));\n",
+                     t, th, lit(std::sqrt(2.0 / M_PI)), x, lit(0.044715));
+      expr = formatv("{0} * ({1} * ({2} + {3}) + {1} * {4} * ({2} - {3} * {3}) "
+                     "* {5} * ({2} + {6} * {4} * {4}))",
+                     g, lit(0.5), lit(1.0), th, x, lit(std::sqrt(2.0 / M_PI)),
+                     lit(3 * 0.044715));
+    }
+  } else if (isa<nn::AddOp>(op)) {
+    expr = arg(0) + " + " + arg(1);
+  } else if (isa<nn::SubOp>(op)) {
+    expr = arg(0) + " - " + arg(1);
+  } else if (isa<nn::MulOp>(op)) {
+    expr = arg(0) + " * " + arg(1);
+  } else if (isa<nn::DivOp>(op)) {
+    expr = arg(0) + " / " + arg(1);
+  } else if (isa<nn::PowOp>(op)) {
+    expr = "std::pow(" + arg(0) + ", " + arg(1) + ")";
+  } else if (auto cmp = dyn_cast<nn::CompareOp>(op)) {
+    static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
+    expr = arg(0) + " " + ops[static_cast<int>(cmp.getPredicate())] + " " +
+           arg(1);
+  } else if (isa<nn::WhereOp>(op)) {
+    expr = arg(0) + " ? " + arg(1) + " : " + arg(2);
+  } else if (isa<nn::CastOp>(op)) {
+    expr = result.getType() != op->getOperand(0).getType() &&
+                   tensorType(result).getElementType().isInteger(1)
+               ? "(" + arg(0) + " != 0)"
+               : "static_cast<" + t + ">(" + arg(0) + ")";
+  } else {
+    return op->emitOpError() << "is not supported inside nn.fused by the C++ "
+                                "target";
+  }
+  out << formatv("const {0} {1} = {2};\n", t, name, expr);
+  return success();
+}
+
+LogicalResult Emitter::emitReturn(func::ReturnOp op) {
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    RankedTensorType t = tensorType(v);
+    if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {
+      if (!t.getElementType().isF32())
+        return op.emitOpError() << "gradient #" << i << " must be f32";
+      os << formatv("  autopar::rt::cpu::accumulateInto((float *)io.outputs[{0}]"
+                    ", {1}, {2}, io.gradScale, io.accumulate);\n",
+                    i, ptr(v), t.getNumElements());
+    } else {
+      os << formatv("  std::memcpy(io.outputs[{0}], {1}, {2});\n", i, ptr(v),
+                    tensorBytes(t));
+    }
+  }
+  return success();
+}
+
+LogicalResult autopar::emitCppFunction(func::FuncOp func, StringRef name,
+                                       raw_ostream &os) {
+  return Emitter(func, os).emit(name);
+}

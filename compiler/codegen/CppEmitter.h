@@ -1,0 +1,43 @@
+//===- CppEmitter.h - C++/OpenMP code generation ----------------*- C++ -*-===//
+
+#ifndef AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
+#define AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+/// Where a model function's argument lives in the emitted program.
+struct ArgSlot {
+  enum Kind { Param, Input } kind;
+  /// Param: byte offset into the parameter blob; Input: input index.
+  int64_t offset;
+};
+
+/// Lays out the arguments of `func`: `nn.param` arguments get consecutive
+/// 64-byte-aligned offsets in argument order in one parameter blob, the
+/// others (graph inputs) consecutive input indices. Sets `paramBytes`.
+std::vector<ArgSlot> layoutArguments(mlir::func::FuncOp func,
+                                     int64_t &paramBytes);
+
+/// The C++ type of a tensor element type ("float", "int64_t", "bool", ...),
+/// or "" for a type the C++ target does not support.
+std::string cppElementType(mlir::Type elementType);
+
+/// Emits `func` (lowered: fused, memory-planned) as the C++ function
+/// `void NAME(const autopar::rt::StepIO &io)` of runtime/Model.h. Results
+/// that carry `nn.grad` are accumulated into io.outputs[i] with
+/// io.gradScale (or overwrite it unless io.accumulate); other results are
+/// copied there. Emits an error at the first op it cannot generate.
+mlir::LogicalResult emitCppFunction(mlir::func::FuncOp func,
+                                    llvm::StringRef name,
+                                    llvm::raw_ostream &os);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H

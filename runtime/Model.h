@@ -1,0 +1,94 @@
+//===- Model.h - interface between generated code and the runtime -*- C++ -*-===//
+//
+// The generated model source defines autoparModelInfo() and the step
+// functions it names; the runtime's main program drives them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_MODEL_H
+#define AUTOPAR_RUNTIME_MODEL_H
+
+#include <cstdint>
+
+namespace autopar::rt {
+
+/// Buffers of one call of a generated step function.
+struct StepIO {
+  /// The parameter blob (ModelInfo::paramBytes bytes).
+  char *params;
+  /// Graph inputs, in ModelInfo::inputs order.
+  const void *const *inputs;
+  /// Scratch arena (the function's arenaBytes bytes, 64-byte aligned).
+  char *arena;
+  /// One pointer per function result.
+  void *const *outputs;
+  /// Gradient results: outputs[i] = (accumulate ? outputs[i] : 0) +
+  /// gradScale * gradient.
+  float gradScale;
+  bool accumulate;
+};
+
+using StepFunction = void (*)(const StepIO &io);
+
+/// A tensor of the parameter blob: a parameter (trainable or frozen) or a
+/// buffer, with the initializer it starts from.
+struct TensorInfo {
+  const char *name;
+  /// The ONNX initializer whose bytes initialize it (its own name, or the
+  /// source of an Identity alias).
+  const char *initFrom;
+  /// TensorProto data type (1 float, 7 int64, 9 bool, ...).
+  int32_t onnxType;
+  int32_t elementBytes;
+  int32_t rank;
+  int64_t shape[8];
+  int64_t numElements;
+  /// Byte offset in the parameter blob.
+  int64_t offset;
+  bool trainable;
+  bool decay;
+  /// Index of its gradient among the train step's results (-1 if frozen).
+  int32_t gradResult;
+};
+
+/// A graph input of the model.
+struct InputInfo {
+  const char *name;
+  int32_t onnxType;
+  int32_t elementBytes;
+  int32_t rank;
+  int64_t shape[8];
+  /// 0: token ids, 1: targets (next tokens).
+  int32_t role;
+};
+
+struct ModelInfo {
+  /// Identifies the model's parameters (names, shapes, types).
+  const char *fingerprint;
+  const TensorInfo *tensors;
+  int32_t numTensors;
+  const InputInfo *inputs;
+  int32_t numInputs;
+  int64_t paramBytes;
+  /// The training step: results are the loss then the gradients.
+  StepFunction trainStep;
+  int64_t trainStepArenaBytes;
+  int32_t trainStepResults;
+  /// The forward function: its only result is the loss.
+  StepFunction forward;
+  int64_t forwardArenaBytes;
+  /// Samples per micro-step, micro-steps per step, sequence length.
+  int64_t microBatch;
+  int64_t microBatches;
+  int64_t seqLen;
+  /// Token ids must be below inputVocab; targets below targetVocab.
+  int64_t inputVocab;
+  int64_t targetVocab;
+};
+
+} // namespace autopar::rt
+
+/// Defined by the generated model source.
+const autopar::rt::ModelInfo &autoparModelInfo();
+
+#endif // AUTOPAR_RUNTIME_MODEL_H

@@ -1,0 +1,457 @@
+//===- Kernels.cpp - CPU kernels of the emitted programs ------------------===//
+
+#include "runtime/cpu/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace autopar::rt::cpu {
+
+namespace {
+
+/// Offset of batch index `b` given per-dim strides.
+int64_t batchOffset(const GemmDesc &d, int64_t b, const int64_t *strides) {
+  int64_t offset = 0;
+  for (int i = d.batchRank - 1; i >= 0; --i) {
+    int64_t extent = d.batchShape[i];
+    offset += (b % extent) * strides[i];
+    b /= extent;
+  }
+  return offset;
+}
+
+int64_t labelAt(const void *labels, bool labels64, int64_t i) {
+  return labels64 ? static_cast<const int64_t *>(labels)[i]
+                  : static_cast<const int32_t *>(labels)[i];
+}
+
+int64_t indexAt(const void *indices, bool indices64, int64_t i,
+                int64_t axisSize) {
+  int64_t idx = labelAt(indices, indices64, i);
+  return idx < 0 ? idx + axisSize : idx;
+}
+
+} // namespace
+
+void gemm(const GemmDesc &d, const float *a, const float *b, float *c) {
+  int64_t batch = 1;
+  for (int i = 0; i < d.batchRank; ++i)
+    batch *= d.batchShape[i];
+  CBLAS_TRANSPOSE ta = d.transA ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = d.transB ? CblasTrans : CblasNoTrans;
+  for (int64_t i = 0; i < batch; ++i) {
+    const float *ai = a + batchOffset(d, i, d.aBatchStrides);
+    const float *bi = b + batchOffset(d, i, d.bBatchStrides);
+    float *ci = c + i * d.m * d.n;
+    cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha, ai, d.lda, bi,
+                d.ldb, 0.0f, ci, d.n);
+  }
+}
+
+void layerNormForward(const float *x, const float *scale, const float *bias,
+                      float *y, int64_t rows, int64_t cols, double epsilon) {
+#pragma omp parallel for if (rows * cols > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    double sum = 0, sq = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      sum += xr[j];
+    double mean = sum / cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      double dv = xr[j] - mean;
+      sq += dv * dv;
+    }
+    float m = static_cast<float>(mean);
+    float rstd = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
+    for (int64_t j = 0; j < cols; ++j) {
+      float v = (xr[j] - m) * rstd * scale[j];
+      yr[j] = bias ? v + bias[j] : v;
+    }
+  }
+}
+
+void layerNormBackward(const float *x, const float *scale, const float *dy,
+                       float *dx, float *dscale, float *dbias, int64_t rows,
+                       int64_t cols, double epsilon) {
+  int threads = 1;
+#ifdef _OPENMP
+  threads = rows * cols > 16384 ? omp_get_max_threads() : 1;
+#endif
+  std::vector<double> partial(static_cast<size_t>(threads) * 2 * cols, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    double *ps = partial.data() + static_cast<size_t>(t) * 2 * cols;
+    double *pb = ps + cols;
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * cols, *gr = dy + r * cols;
+      float *dxr = dx + r * cols;
+      double sum = 0, sq = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        sum += xr[j];
+      double mean = sum / cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        double dv = xr[j] - mean;
+        sq += dv * dv;
+      }
+      double rstd = 1.0 / std::sqrt(sq / cols + epsilon);
+      double sumGh = 0, sumGhXhat = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        double xhat = (xr[j] - mean) * rstd;
+        double gh = static_cast<double>(gr[j]) * scale[j];
+        sumGh += gh;
+        sumGhXhat += gh * xhat;
+        ps[j] += static_cast<double>(gr[j]) * xhat;
+        pb[j] += gr[j];
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        double xhat = (xr[j] - mean) * rstd;
+        double gh = static_cast<double>(gr[j]) * scale[j];
+        dxr[j] = static_cast<float>(rstd / cols *
+                                    (cols * gh - sumGh - xhat * sumGhXhat));
+      }
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = 0, bsum = 0;
+    for (int t = 0; t < threads; ++t) {
+      s += partial[static_cast<size_t>(t) * 2 * cols + j];
+      bsum += partial[static_cast<size_t>(t) * 2 * cols + cols + j];
+    }
+    dscale[j] = static_cast<float>(s);
+    dbias[j] = static_cast<float>(bsum);
+  }
+}
+
+void softmaxForward(const float *x, float *y, int64_t outer, int64_t n,
+                    int64_t inner) {
+#pragma omp parallel for collapse(2) if (outer * n * inner > 16384)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xr = x + o * n * inner + i;
+      float *yr = y + o * n * inner + i;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        max = std::max(max, xr[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        float e = std::exp(xr[j * inner] - max);
+        yr[j * inner] = e;
+        sum += e;
+      }
+      float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j)
+        yr[j * inner] *= inv;
+    }
+}
+
+void softmaxBackward(const float *y, const float *dy, float *dx, int64_t outer,
+                     int64_t n, int64_t inner) {
+#pragma omp parallel for collapse(2) if (outer * n * inner > 16384)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * n * inner + i;
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j)
+        dot += static_cast<double>(y[base + j * inner]) * dy[base + j * inner];
+      float d = static_cast<float>(dot);
+      for (int64_t j = 0; j < n; ++j)
+        dx[base + j * inner] = y[base + j * inner] * (dy[base + j * inner] - d);
+    }
+}
+
+void softmaxCrossEntropyForward(const float *scores, const void *labels,
+                                bool labels64, float *loss, int64_t outer,
+                                int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex) {
+  int64_t count = outer * inner;
+  std::vector<double> perElement(count);
+  int64_t valid = 0;
+#pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t o = e / inner, i = e % inner;
+    int64_t label = labelAt(labels, labels64, e);
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      perElement[e] = 0;
+      continue;
+    }
+    ++valid;
+    const float *s = scores + o * classes * inner + i;
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < classes; ++c)
+      max = std::max(max, s[c * inner]);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(static_cast<double>(s[c * inner]) - max);
+    perElement[e] = std::log(sum) + max - s[label * inner];
+  }
+  if (reduction == Reduction::None) {
+    for (int64_t e = 0; e < count; ++e)
+      loss[e] = static_cast<float>(perElement[e]);
+    return;
+  }
+  double total = 0;
+  for (double v : perElement)
+    total += v;
+  if (reduction == Reduction::Mean)
+    total /= static_cast<double>(valid); // all ignored: 0/0 = NaN (torch)
+  loss[0] = static_cast<float>(total);
+}
+
+void softmaxCrossEntropyBackward(const float *scores, const void *labels,
+                                 bool labels64, const float *dloss,
+                                 float *dscores, int64_t outer, int64_t classes,
+                                 int64_t inner, Reduction reduction,
+                                 bool hasIgnoreIndex, int64_t ignoreIndex) {
+  int64_t count = outer * inner;
+  int64_t valid = count;
+  if (hasIgnoreIndex) {
+    valid = 0;
+    for (int64_t e = 0; e < count; ++e)
+      valid += labelAt(labels, labels64, e) != ignoreIndex;
+  }
+#pragma omp parallel for if (count * classes > 16384)
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t o = e / inner, i = e % inner;
+    int64_t label = labelAt(labels, labels64, e);
+    const float *s = scores + o * classes * inner + i;
+    float *ds = dscores + o * classes * inner + i;
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      for (int64_t c = 0; c < classes; ++c)
+        ds[c * inner] = 0.0f;
+      continue;
+    }
+    double g = reduction == Reduction::None ? dloss[e] : dloss[0];
+    if (reduction == Reduction::Mean)
+      g /= static_cast<double>(valid);
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < classes; ++c)
+      max = std::max(max, s[c * inner]);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(static_cast<double>(s[c * inner]) - max);
+    for (int64_t c = 0; c < classes; ++c) {
+      double p = std::exp(static_cast<double>(s[c * inner]) - max) / sum;
+      ds[c * inner] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g);
+    }
+  }
+}
+
+void gather(const void *data, const void *indices, bool indices64, void *out,
+            int64_t outer, int64_t axisSize, int64_t innerBytes,
+            int64_t numIndices) {
+  const char *src = static_cast<const char *>(data);
+  char *dst = static_cast<char *>(out);
+#pragma omp parallel for collapse(2) if (outer * numIndices * innerBytes >     \
+                                         65536)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < numIndices; ++i) {
+      int64_t idx = indexAt(indices, indices64, i, axisSize);
+      std::memcpy(dst + (o * numIndices + i) * innerBytes,
+                  src + (o * axisSize + idx) * innerBytes, innerBytes);
+    }
+}
+
+void gatherBackward(const void *indices, bool indices64, const float *dout,
+                    float *ddata, int64_t outer, int64_t axisSize,
+                    int64_t inner, int64_t numIndices) {
+  std::memset(ddata, 0, sizeof(float) * outer * axisSize * inner);
+  // Threads own disjoint column ranges, so duplicate indices never race.
+#pragma omp parallel
+  {
+    int t = 0, nt = 1;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+    nt = omp_get_num_threads();
+#endif
+    int64_t lo = inner * t / nt, hi = inner * (t + 1) / nt;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < numIndices; ++i) {
+        int64_t idx = indexAt(indices, indices64, i, axisSize);
+        const float *g = dout + (o * numIndices + i) * inner;
+        float *d = ddata + (o * axisSize + idx) * inner;
+        for (int64_t j = lo; j < hi; ++j)
+          d[j] += g[j];
+      }
+  }
+}
+
+namespace {
+/// Calls f(linear index, strided offset) over `shape` in row-major order.
+template <typename F>
+void forEachStrided(int rank, const int64_t *shape, const int64_t *strides,
+                    int64_t base, F f) {
+  int64_t total = 1;
+  for (int d = 0; d < rank; ++d)
+    total *= shape[d];
+  if (total == 0)
+    return;
+  int64_t inner = rank ? shape[rank - 1] : 1;
+  int64_t innerStride = rank ? strides[rank - 1] : 0;
+  int64_t rows = total / inner;
+#pragma omp parallel for if (total > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = base, rem = r;
+    for (int d = rank - 2; d >= 0; --d) {
+      offset += (rem % shape[d]) * strides[d];
+      rem /= shape[d];
+    }
+    for (int64_t j = 0; j < inner; ++j)
+      f(r * inner + j, offset + j * innerStride);
+  }
+}
+
+template <typename T>
+void stridedCopyT(const T *in, T *out, int rank, const int64_t *shape,
+                  const int64_t *strides, int64_t offset) {
+  forEachStrided(rank, shape, strides, offset,
+                 [&](int64_t i, int64_t s) { out[i] = in[s]; });
+}
+
+template <typename T>
+void stridedScatterT(const T *in, T *out, int rank, const int64_t *shape,
+                     const int64_t *strides, int64_t offset) {
+  forEachStrided(rank, shape, strides, offset,
+                 [&](int64_t i, int64_t s) { out[s] = in[i]; });
+}
+} // namespace
+
+void stridedCopy(const void *in, void *out, int rank, const int64_t *shape,
+                 const int64_t *inStrides, int64_t inOffset,
+                 int64_t elementBytes) {
+  switch (elementBytes) {
+  case 1:
+    return stridedCopyT(static_cast<const uint8_t *>(in),
+                        static_cast<uint8_t *>(out), rank, shape, inStrides,
+                        inOffset);
+  case 2:
+    return stridedCopyT(static_cast<const uint16_t *>(in),
+                        static_cast<uint16_t *>(out), rank, shape, inStrides,
+                        inOffset);
+  case 4:
+    return stridedCopyT(static_cast<const uint32_t *>(in),
+                        static_cast<uint32_t *>(out), rank, shape, inStrides,
+                        inOffset);
+  default:
+    return stridedCopyT(static_cast<const uint64_t *>(in),
+                        static_cast<uint64_t *>(out), rank, shape, inStrides,
+                        inOffset);
+  }
+}
+
+void stridedScatter(const void *in, void *out, int64_t outElements, int rank,
+                    const int64_t *shape, const int64_t *outStrides,
+                    int64_t outOffset, int64_t elementBytes) {
+  std::memset(out, 0, outElements * elementBytes);
+  switch (elementBytes) {
+  case 1:
+    return stridedScatterT(static_cast<const uint8_t *>(in),
+                           static_cast<uint8_t *>(out), rank, shape, outStrides,
+                           outOffset);
+  case 2:
+    return stridedScatterT(static_cast<const uint16_t *>(in),
+                           static_cast<uint16_t *>(out), rank, shape,
+                           outStrides, outOffset);
+  case 4:
+    return stridedScatterT(static_cast<const uint32_t *>(in),
+                           static_cast<uint32_t *>(out), rank, shape,
+                           outStrides, outOffset);
+  default:
+    return stridedScatterT(static_cast<const uint64_t *>(in),
+                           static_cast<uint64_t *>(out), rank, shape,
+                           outStrides, outOffset);
+  }
+}
+
+void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
+                   int64_t bigN, int64_t offset, int64_t innerBytes,
+                   bool intoBig) {
+  const char *src = static_cast<const char *>(in);
+  char *dst = static_cast<char *>(out);
+  int64_t chunk = n * innerBytes;
+#pragma omp parallel for if (outer * chunk > 65536)
+  for (int64_t o = 0; o < outer; ++o) {
+    if (intoBig)
+      std::memcpy(dst + (o * bigN + offset) * innerBytes, src + o * chunk,
+                  chunk);
+    else
+      std::memcpy(dst + o * chunk, src + (o * bigN + offset) * innerBytes,
+                  chunk);
+  }
+}
+
+void reduce(ReduceKind kind, const float *in, float *out, int rank,
+            const int64_t *shape, const bool *reduced) {
+  // Kept and reduced dims with their input strides.
+  int64_t strides[kMaxRank];
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  int64_t keptShape[kMaxRank], keptStrides[kMaxRank];
+  int64_t redShape[kMaxRank], redStrides[kMaxRank];
+  int nk = 0, nr = 0;
+  int64_t outCount = 1, redCount = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      redShape[nr] = shape[d];
+      redStrides[nr++] = strides[d];
+      redCount *= shape[d];
+    } else {
+      keptShape[nk] = shape[d];
+      keptStrides[nk++] = strides[d];
+      outCount *= shape[d];
+    }
+  }
+#pragma omp parallel for if (outCount * redCount > 16384)
+  for (int64_t o = 0; o < outCount; ++o) {
+    int64_t base = 0, rem = o;
+    for (int d = nk - 1; d >= 0; --d) {
+      base += (rem % keptShape[d]) * keptStrides[d];
+      rem /= keptShape[d];
+    }
+    double acc = kind == ReduceKind::Max
+                     ? -std::numeric_limits<double>::infinity()
+                     : 0.0;
+    for (int64_t r = 0; r < redCount; ++r) {
+      int64_t offset = base, rr = r;
+      for (int d = nr - 1; d >= 0; --d) {
+        offset += (rr % redShape[d]) * redStrides[d];
+        rr /= redShape[d];
+      }
+      float v = in[offset];
+      if (kind == ReduceKind::Max)
+        acc = std::isnan(v) || v > acc ? v : acc;
+      else
+        acc += v;
+    }
+    if (kind == ReduceKind::Mean)
+      acc /= static_cast<double>(redCount);
+    out[o] = static_cast<float>(acc);
+  }
+}
+
+void accumulateInto(float *dst, const float *src, int64_t numElements,
+                    float scale, bool accumulate) {
+#pragma omp parallel for if (numElements > 65536)
+  for (int64_t i = 0; i < numElements; ++i)
+    dst[i] = (accumulate ? dst[i] : 0.0f) + scale * src[i];
+}
+
+} // namespace autopar::rt::cpu

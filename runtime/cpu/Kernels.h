@@ -1,0 +1,113 @@
+//===- Kernels.h - CPU kernels of the emitted programs ----------*- C++ -*-===//
+//
+// The ops the C++ emitter does not generate as loops: GEMMs through
+// OpenBLAS, normalizations, softmax, cross-entropy, embedding, data movement
+// and reductions, each with its backward. Shapes are passed collapsed to the
+// few extents each kernel needs; sizes are element counts. Parallel loops use
+// OpenMP. These are also the CPU references of the CUDA kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CPU_KERNELS_H
+#define AUTOPAR_RUNTIME_CPU_KERNELS_H
+
+#include <cstdint>
+
+namespace autopar::rt::cpu {
+
+/// Maximum rank of a tensor the kernels accept.
+constexpr int kMaxRank = 8;
+
+/// C[b] = alpha * op(A[b]) op(B[b]) (+ C[b] if accumulate) for every index b
+/// of a batch of shape batchShape[0..batchRank), row-major matrices. The
+/// batch strides (in elements, 0 for a broadcast dim) locate A[b], B[b];
+/// C is dense [batch..., m, n].
+struct GemmDesc {
+  int batchRank = 0;
+  int64_t batchShape[kMaxRank] = {};
+  int64_t aBatchStrides[kMaxRank] = {};
+  int64_t bBatchStrides[kMaxRank] = {};
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0;
+  float alpha = 1.0f;
+};
+void gemm(const GemmDesc &desc, const float *a, const float *b, float *c);
+
+/// y = (x - mean) * rstd * scale + bias over rows of `cols` elements
+/// (bias may be null); biased variance, statistics in double.
+void layerNormForward(const float *x, const float *scale, const float *bias,
+                      float *y, int64_t rows, int64_t cols, double epsilon);
+/// Gradients of layerNormForward (recomputing mean and rstd).
+void layerNormBackward(const float *x, const float *scale, const float *dy,
+                       float *dx, float *dscale, float *dbias, int64_t rows,
+                       int64_t cols, double epsilon);
+
+/// Softmax along an axis of extent `n` with `inner` elements between
+/// consecutive entries, over `outer` independent blocks.
+void softmaxForward(const float *x, float *y, int64_t outer, int64_t n,
+                    int64_t inner);
+/// dx = y * (dy - sum(dy * y)) along the same axis.
+void softmaxBackward(const float *y, const float *dy, float *dx, int64_t outer,
+                     int64_t n, int64_t inner);
+
+enum class Reduction { None = 0, Sum = 1, Mean = 2 };
+
+/// Cross-entropy of softmax(scores) over the class dim (extent `classes`)
+/// of scores [outer, classes, inner] against labels [outer, inner]. `loss`
+/// gets one value (Sum, Mean) or outer*inner values (None). Labels equal to
+/// `ignoreIndex` (when hasIgnoreIndex) count as 0 and are not counted by
+/// Mean. Labels are int64 or int32 per `labels64`.
+void softmaxCrossEntropyForward(const float *scores, const void *labels,
+                                bool labels64, float *loss, int64_t outer,
+                                int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex);
+/// dscores of the above, given dloss (one value or outer*inner values).
+void softmaxCrossEntropyBackward(const float *scores, const void *labels,
+                                 bool labels64, const float *dloss,
+                                 float *dscores, int64_t outer, int64_t classes,
+                                 int64_t inner, Reduction reduction,
+                                 bool hasIgnoreIndex, int64_t ignoreIndex);
+
+/// out[o, i, :] = data[o, idx[i], :] for data [outer, axisSize, inner]
+/// (inner counted in bytes of elements: innerBytes); negative indices count
+/// from the end.
+void gather(const void *data, const void *indices, bool indices64, void *out,
+            int64_t outer, int64_t axisSize, int64_t innerBytes,
+            int64_t numIndices);
+/// ddata = 0; ddata[o, idx[i], :] += dout[o, i, :].
+void gatherBackward(const void *indices, bool indices64, const float *dout,
+                    float *ddata, int64_t outer, int64_t axisSize,
+                    int64_t inner, int64_t numIndices);
+
+/// Strided copy: out[i] = in[offset + sum_d i_d * strides[d]] over the
+/// out shape (element strides of `in`, may be negative); elementBytes each.
+void stridedCopy(const void *in, void *out, int rank, const int64_t *shape,
+                 const int64_t *inStrides, int64_t inOffset,
+                 int64_t elementBytes);
+/// Zero `out` (outElements elements), then out[offset + sum i_d strides[d]]
+/// = in[i] over the in shape.
+void stridedScatter(const void *in, void *out, int64_t outElements, int rank,
+                    const int64_t *shape, const int64_t *outStrides,
+                    int64_t outOffset, int64_t elementBytes);
+
+/// Copies [outer, n, inner] blocks: out[o, offset + j, :] = in[o, j, :]
+/// with out's axis extent outN (concat) or the reverse (split, toOut false).
+void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
+                   int64_t bigN, int64_t offset, int64_t innerBytes,
+                   bool intoBig);
+
+enum class ReduceKind { Sum = 0, Mean = 1, Max = 2 };
+/// Reduces the dims with reduced[d] of `in` (shape[0..rank)); out has the
+/// kept dims in order.
+void reduce(ReduceKind kind, const float *in, float *out, int rank,
+            const int64_t *shape, const bool *reduced);
+
+/// dst = (accumulate ? dst : 0) + scale * src over n elements.
+void accumulateInto(float *dst, const float *src, int64_t numElements,
+                    float scale, bool accumulate);
+
+} // namespace autopar::rt::cpu
+
+#endif // AUTOPAR_RUNTIME_CPU_KERNELS_H
