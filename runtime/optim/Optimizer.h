@@ -1,0 +1,78 @@
+//===- Optimizer.h - AdamW, SGD, clipping, lr schedule ----------*- C++ -*-===//
+//
+// PyTorch 1.13 semantics (torch.optim.AdamW / SGD single-tensor code paths,
+// torch.nn.utils.clip_grad_norm_). Per-element arithmetic is float32 in
+// torch's order of operations; scalars are computed in double as Python does
+// and rounded to float where torch's kernels take them; where torch's CPU
+// kernels fuse a multiply-add (add_ with alpha, addcmul_) we call std::fma.
+// The updates are bit-identical to torch's on CPU for the same gradients.
+// Norms accumulate in double (torch: float), so a clipped step can differ
+// from torch's in the last bit of the clip coefficient.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
+#define AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
+
+#include <cstdint>
+#include <vector>
+
+namespace autopar::rt {
+
+enum class OptimizerKind { AdamW, Sgd };
+enum class LrDecay { Constant, Cosine, Linear };
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01,
+         momentum = 0, dampening = 0;
+  bool nesterov = false;
+  /// Clip the global gradient 2-norm to this; 0 = no clipping.
+  double maxGradNorm = 0;
+  int64_t warmupSteps = 0;
+  LrDecay decay = LrDecay::Constant;
+  double minLr = 0;
+  /// Steps over which lr decays (counted from step 0); 0 = the whole run.
+  int64_t decaySteps = 0;
+};
+
+/// One parameter tensor (or this rank's shard of it) with its gradient and
+/// optimizer state. state0 = exp_avg (AdamW) or momentum_buffer (SGD with
+/// momentum > 0); state1 = exp_avg_sq (AdamW); unused ones may be null.
+struct ParamSlice {
+  float *param;
+  float *grad;
+  float *state0;
+  float *state1;
+  int64_t numElements;
+  /// Whether weight decay applies (false for no_decay parameters).
+  bool decay;
+};
+
+/// State buffers per parameter: AdamW 2; SGD 1 if momentum > 0 else 0.
+int numStateBuffers(const OptimizerConfig &config);
+
+/// Learning rate of 0-based `step` in a run of `totalSteps`: linear warmup
+/// lr*(s+1)/warmup, then constant, cosine or linear decay to minLr over
+/// decaySteps (or totalSteps when decaySteps is 0).
+double scheduledLr(const OptimizerConfig &config, int64_t step,
+                   int64_t totalSteps);
+
+/// 2-norm over all gradients, accumulated in double in a fixed order (the
+/// result does not depend on the number of threads).
+double gradNorm(const std::vector<ParamSlice> &slices);
+
+/// torch.nn.utils.clip_grad_norm_: returns the norm before clipping; when
+/// maxGradNorm > 0 multiplies every gradient by
+/// min(maxGradNorm / (norm + 1e-6), 1).
+double clipGradNorm(const OptimizerConfig &config,
+                    const std::vector<ParamSlice> &slices);
+
+/// One optimizer step. `stepCount` is t, 1-based (steps including this one).
+void optimizerStep(const OptimizerConfig &config,
+                   const std::vector<ParamSlice> &slices, int64_t stepCount,
+                   double lr);
+
+} // namespace autopar::rt
+
+#endif // AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H

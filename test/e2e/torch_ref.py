@@ -1,0 +1,936 @@
+#!/usr/bin/python3
+"""PyTorch reference trainer for an ONNX training-loss model.
+
+Interprets the ONNX graph with torch ops (it does not use the model's Python
+source), so it works for any model made of the ops in docs/ops.md, and trains
+it the way a compiled autopar program does: same parameters, same batches,
+same optimizer, learning-rate schedule, gradient clipping and micro-batching.
+
+Usage:
+  /usr/bin/python3 test/e2e/torch_ref.py MODEL.onnx --data TOKENS.bin --steps N \\
+      [--plan PLAN.json] [--batch B] [--threads K] [--dump-grads DIR] -o LOSSES.jsonl
+
+Parameters: every floating-point initializer is a float32 parameter unless a
+`frozen` glob of the plan matches its name (globs follow fnmatch(3) as
+docs/plan.md says: Python's fnmatchcase plus [^...] and backslash escapes);
+each `Identity` of an initializer (torch's exporter de-duplicates equal
+tensors that way) is a parameter of its own, named by the Identity's output
+and initialized from a copy of its source. Non-float initializers are
+constants.
+
+Data: an llm.c token file (256 int32 header: magic 20240520, version 1, token
+count N; then N uint16 tokens). With [B, T] the inputs' shape, step s reads
+the B*T+1 tokens from (s % E)*B*T, E = (N-1) // (B*T): sample g's inputs are
+tokens[base+g*T : base+g*T+T] and its targets the same window shifted by one.
+
+Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
+weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
+frozen, lr_schedule {warmup_steps, decay constant|cosine|linear, min_lr,
+decay_steps}, batch {micro_batches}, data {inputs, targets}. The keys that
+only affect how the compiled program is distributed or stored (mesh, zero,
+comm, precision, recompute, pipeline, tensor_parallel) are ignored; unknown
+keys are warned about (the compiler rejects them).
+
+Output: one JSON line per step, {"step", "loss", "lr", "grad_norm"}; loss is
+the step's forward loss (before the update), grad_norm the global L2 norm of
+the gradients before clipping.
+"""
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import os
+import re
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+TOKEN_MAGIC = 20240520
+TOKEN_VERSION = 1
+HEADER_INTS = 256
+
+MIN_OPSET, MAX_OPSET = 13, 18
+
+TORCH_DTYPES = {
+    TensorProto.FLOAT: torch.float32,
+    TensorProto.DOUBLE: torch.float64,
+    TensorProto.FLOAT16: torch.float16,
+    TensorProto.BFLOAT16: torch.bfloat16,
+    TensorProto.INT8: torch.int8,
+    TensorProto.INT16: torch.int16,
+    TensorProto.INT32: torch.int32,
+    TensorProto.INT64: torch.int64,
+    TensorProto.UINT8: torch.uint8,
+    TensorProto.BOOL: torch.bool,
+}
+FLOAT_TYPES = frozenset((TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
+                         TensorProto.BFLOAT16))
+INT_TYPES = frozenset((TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
+                       TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16,
+                       TensorProto.UINT32, TensorProto.UINT64))
+
+# Plan sections that do not change the math of a training step.
+IGNORED_PLAN_KEYS = frozenset(("mesh", "zero", "comm", "precision", "recompute", "pipeline",
+                               "tensor_parallel"))
+
+
+class RefError(Exception):
+    """A bad model, plan or data file, or a model this reference cannot run."""
+
+
+def torch_dtype(elem_type):
+    """The torch dtype of an ONNX element type."""
+    if elem_type not in TORCH_DTYPES:
+        raise RefError(f"unsupported element type {TensorProto.DataType.Name(elem_type)}")
+    return TORCH_DTYPES[elem_type]
+
+
+def tensor_from_proto(proto):
+    """An ONNX TensorProto as a torch tensor of the same element type."""
+    array = np.array(numpy_helper.to_array(proto))  # writable copy
+    return torch.from_numpy(array).to(torch_dtype(proto.data_type))
+
+
+def safe_name(name):
+    """A tensor name usable as a file name."""
+    return name.replace(":", "_").replace("/", "_")
+
+
+# --------------------------------------------------------------------------
+# ONNX ops as torch functions: fn(inputs, attrs, n_outputs) -> tensor or tuple.
+# inputs holds None for omitted optional inputs; attrs is the node's
+# attributes as Python values (tensor attributes as torch tensors).
+# --------------------------------------------------------------------------
+OPS = {}
+
+
+def op(name, attrs=()):
+    """Register an op implementation with the attributes it accepts."""
+    def register(fn):
+        OPS[name] = (fn, frozenset(attrs))
+        return fn
+    return register
+
+
+def optional_input(inputs, i):
+    """Input i of a node, or None when it is absent or empty."""
+    return inputs[i] if len(inputs) > i else None
+
+
+def int_list(tensor):
+    """A constant integer tensor (shape, axes, ...) as a list of Python ints."""
+    return [int(v) for v in tensor.reshape(-1).tolist()]
+
+
+def normalize_axis(axis, rank):
+    """An ONNX axis (negative counts from the end) as a non-negative index."""
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def _register_elementwise():
+    unary = {"Erf": torch.erf, "Exp": torch.exp, "Log": torch.log, "Neg": torch.neg,
+             "Reciprocal": torch.reciprocal, "Relu": torch.relu, "Sigmoid": torch.sigmoid,
+             "Sqrt": torch.sqrt, "Tanh": torch.tanh}
+    binary = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "MatMul": torch.matmul,
+              "Equal": torch.eq, "Greater": torch.gt, "GreaterOrEqual": torch.ge,
+              "Less": torch.lt, "LessOrEqual": torch.le}
+    for name, fn in unary.items():
+        op(name)(lambda ins, attrs, n_out, fn=fn: fn(ins[0]))
+    for name, fn in binary.items():
+        op(name)(lambda ins, attrs, n_out, fn=fn: fn(ins[0], ins[1]))
+
+
+_register_elementwise()
+
+
+@op("Div")
+def _div(ins, attrs, n_out):
+    a, b = ins
+    if a.is_floating_point():
+        return a / b
+    return torch.div(a, b, rounding_mode="trunc")  # ONNX integer division truncates
+
+
+@op("Pow")
+def _pow(ins, attrs, n_out):
+    base, exponent = ins
+    return torch.pow(base, exponent.to(base.dtype))
+
+
+@op("Where")
+def _where(ins, attrs, n_out):
+    cond, x, y = ins
+    return torch.where(cond.to(torch.bool), x, y)
+
+
+@op("Identity")
+def _identity(ins, attrs, n_out):
+    return ins[0]
+
+
+@op("Dropout", ("seed",))
+def _dropout(ins, attrs, n_out):
+    x = ins[0]
+    training = optional_input(ins, 2)
+    if training is not None and bool(training.item()):
+        raise ValueError("Dropout in training mode is not supported")
+    if n_out > 1:
+        return x, torch.ones(x.shape, dtype=torch.bool)
+    return x
+
+
+@op("Cast", ("to",))
+def _cast(ins, attrs, n_out):
+    return ins[0].to(torch_dtype(attrs["to"]))
+
+
+@op("Constant", ("value", "value_float", "value_floats", "value_int", "value_ints"))
+def _constant(ins, attrs, n_out):
+    if "value" in attrs:
+        return attrs["value"]
+    if "value_float" in attrs or "value_floats" in attrs:
+        return torch.tensor(attrs.get("value_float", attrs.get("value_floats")),
+                            dtype=torch.float32)
+    if "value_int" in attrs or "value_ints" in attrs:
+        return torch.tensor(attrs.get("value_int", attrs.get("value_ints")), dtype=torch.int64)
+    raise ValueError("Constant has no value attribute")
+
+
+@op("ConstantOfShape", ("value",))
+def _constant_of_shape(ins, attrs, n_out):
+    value = attrs.get("value", torch.zeros(1, dtype=torch.float32))
+    return torch.full(int_list(ins[0]), value.reshape(-1)[0].item(), dtype=value.dtype)
+
+
+@op("Shape", ("start", "end"))
+def _shape(ins, attrs, n_out):
+    dims = list(ins[0].shape)
+    end = attrs.get("end", len(dims))
+    return torch.tensor(dims[attrs.get("start", 0):end], dtype=torch.int64)
+
+
+@op("Range")
+def _range(ins, attrs, n_out):
+    start, limit, delta = ins
+    return torch.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
+
+
+@op("Reshape", ("allowzero",))
+def _reshape(ins, attrs, n_out):
+    x, shape = ins
+    dims = int_list(shape)
+    if not attrs.get("allowzero", 0):
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+@op("Transpose", ("perm",))
+def _transpose(ins, attrs, n_out):
+    x = ins[0]
+    return x.permute(attrs.get("perm", list(range(x.dim() - 1, -1, -1))))
+
+
+@op("Concat", ("axis",))
+def _concat(ins, attrs, n_out):
+    return torch.cat(ins, dim=attrs["axis"])
+
+
+@op("Expand")
+def _expand(ins, attrs, n_out):
+    x, shape = ins
+    return x.expand(torch.broadcast_shapes(x.shape, tuple(int_list(shape))))
+
+
+@op("Gather", ("axis",))
+def _gather(ins, attrs, n_out):
+    data, indices = ins
+    axis = normalize_axis(attrs.get("axis", 0), data.dim())
+    dim = data.shape[axis]
+    indices = indices.to(torch.int64)
+    indices = torch.where(indices < 0, indices + dim, indices)
+    out = torch.index_select(data, axis, indices.reshape(-1))
+    return out.reshape(data.shape[:axis] + indices.shape + data.shape[axis + 1:])
+
+
+@op("Gemm", ("alpha", "beta", "transA", "transB"))
+def _gemm(ins, attrs, n_out):
+    a, b = ins[0], ins[1]
+    c = optional_input(ins, 2)
+    if attrs.get("transA", 0):
+        a = a.t()
+    if attrs.get("transB", 0):
+        b = b.t()
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if c is None:
+        return alpha * (a @ b)
+    return torch.addmm(c, a, b, beta=beta, alpha=alpha)
+
+
+def _reduce_axes(ins, attrs, rank):
+    """The axes of a Reduce op (attribute before opset 18 for Mean and Max,
+    input for Sum from 13 and all from 18), or None for 'no reduction'."""
+    axes = attrs.get("axes")
+    if axes is None and optional_input(ins, 1) is not None:
+        axes = int_list(ins[1])
+    if not axes:
+        return None if attrs.get("noop_with_empty_axes", 0) else list(range(rank))
+    return [normalize_axis(a, rank) for a in axes]
+
+
+def _register_reductions():
+    reductions = {"ReduceMean": torch.mean, "ReduceSum": torch.sum, "ReduceMax": torch.amax}
+    for name, fn in reductions.items():
+        def run(ins, attrs, n_out, fn=fn):
+            x = ins[0]
+            axes = _reduce_axes(ins, attrs, x.dim())
+            if axes is None:
+                return x
+            return fn(x, dim=axes, keepdim=bool(attrs.get("keepdims", 1)))
+        op(name, ("axes", "keepdims", "noop_with_empty_axes"))(run)
+
+
+_register_reductions()
+
+
+@op("Split", ("axis", "num_outputs"))
+def _split(ins, attrs, n_out):
+    x = ins[0]
+    axis = normalize_axis(attrs.get("axis", 0), x.dim())
+    dim = x.shape[axis]
+    split = optional_input(ins, 1)
+    if split is not None:
+        sizes = int_list(split)
+    elif "num_outputs" in attrs:  # opset 18: the last chunk may be smaller
+        n = attrs["num_outputs"]
+        if n != n_out:
+            raise ValueError(f"num_outputs {n} but the node has {n_out} outputs")
+        size = -(-dim // n)
+        sizes = [size] * (n - 1) + [dim - size * (n - 1)]
+    else:
+        if dim % n_out:
+            raise ValueError(f"dim {dim} does not split evenly into {n_out} outputs")
+        sizes = [dim // n_out] * n_out
+    if len(sizes) != n_out or sum(sizes) != dim or min(sizes) < 0:
+        raise ValueError(f"split sizes {sizes} do not fit dim {dim} and {n_out} outputs")
+    return tuple(torch.split(x, sizes, dim=axis))
+
+
+@op("Squeeze")
+def _squeeze(ins, attrs, n_out):
+    x = ins[0]
+    axes = optional_input(ins, 1)
+    if axes is None:
+        return x.squeeze()
+    for axis in sorted((normalize_axis(a, x.dim()) for a in int_list(axes)), reverse=True):
+        if x.shape[axis] != 1:
+            raise ValueError(f"cannot squeeze axis {axis} of size {x.shape[axis]}")
+        x = x.squeeze(axis)
+    return x
+
+
+@op("Unsqueeze")
+def _unsqueeze(ins, attrs, n_out):
+    x, axes = ins
+    axes = int_list(axes)
+    rank = x.dim() + len(axes)
+    for axis in sorted(normalize_axis(a, rank) for a in axes):
+        x = x.unsqueeze(axis)
+    return x
+
+
+@op("Slice")
+def _slice(ins, attrs, n_out):
+    x = ins[0]
+    starts, ends = int_list(ins[1]), int_list(ins[2])
+    axes = optional_input(ins, 3)
+    axes = int_list(axes) if axes is not None else list(range(len(starts)))
+    steps = optional_input(ins, 4)
+    steps = int_list(steps) if steps is not None else [1] * len(starts)
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = normalize_axis(axis, x.dim())
+        dim = x.shape[axis]
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            index = (slice(None),) * axis + (slice(min(max(start, 0), dim),
+                                                   min(max(end, 0), dim), step),)
+            x = x[index]
+        elif step < 0:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            x = torch.index_select(x, axis, torch.arange(start, end, step, dtype=torch.int64))
+        else:
+            raise ValueError("Slice step 0")
+    return x
+
+
+@op("Softmax", ("axis",))
+def _softmax(ins, attrs, n_out):
+    return torch.softmax(ins[0], dim=attrs.get("axis", -1))
+
+
+@op("LayerNormalization", ("axis", "epsilon", "stash_type"))
+def _layer_norm(ins, attrs, n_out):
+    x, scale = ins[0], ins[1]
+    bias = optional_input(ins, 2)
+    axis = normalize_axis(attrs.get("axis", -1), x.dim())
+    eps = attrs.get("epsilon", 1e-5)
+    y = F.layer_norm(x, x.shape[axis:], scale, bias, eps)
+    if n_out == 1:
+        return y
+    dims = list(range(axis, x.dim()))
+    mean = x.mean(dim=dims, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+    return y, mean, torch.rsqrt(var + eps)
+
+
+@op("SoftmaxCrossEntropyLoss", ("ignore_index", "reduction"))
+def _softmax_cross_entropy(ins, attrs, n_out):
+    scores, labels = ins[0], ins[1]
+    weights = optional_input(ins, 2)
+    reduction = attrs.get("reduction", b"mean")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    loss = F.cross_entropy(scores, labels.to(torch.int64), weight=weights,
+                           ignore_index=attrs.get("ignore_index", -100), reduction=reduction)
+    if n_out == 1:
+        return loss
+    return loss, F.log_softmax(scores, dim=1)
+
+
+# --------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------
+def _attribute_value(attr):
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, TensorProto):
+        return tensor_from_proto(value)
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def glob_regex(pattern):
+    """A glob as a compiled regex matching whole names, with fnmatch(3)'s rules
+    (no FNM_PATHNAME, as docs/plan.md): * and ? match any characters, '.' and
+    '/' included; [...] is a class, negated by a leading ! or ^; \\c is c."""
+    if not pattern:
+        raise RefError("empty glob")
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            i, cls = _glob_class(pattern, i + 1)
+            out.append(cls)
+            continue
+        elif c == "\\":
+            if i + 1 == len(pattern):
+                raise RefError(f"glob {pattern!r}: trailing backslash")
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def _glob_class(pattern, i):
+    """The bracket expression of pattern that starts after the '[' at i - 1:
+    (the index after its ']', its regex)."""
+    def char_at(j):  # (character, index after it), resolving a backslash escape
+        if j < len(pattern) and pattern[j] == "\\":
+            j += 1
+        if j >= len(pattern):
+            raise RefError(f"glob {pattern!r}: unterminated [")
+        return pattern[j], j + 1
+
+    negate = i < len(pattern) and pattern[i] in "!^"
+    if negate:
+        i += 1
+    items, first = [], True
+    while True:
+        if i < len(pattern) and pattern[i] == "]" and not first:
+            break
+        first = False
+        lo, i = char_at(i)
+        if i + 1 < len(pattern) and pattern[i] == "-" and pattern[i + 1] != "]":
+            hi, i = char_at(i + 1)
+            if hi < lo:
+                raise RefError(f"glob {pattern!r}: reversed range {lo}-{hi}")
+            items.append(f"{re.escape(lo)}-{re.escape(hi)}")
+        else:
+            items.append(re.escape(lo))
+    return i + 1, "[" + ("^" if negate else "") + "".join(items) + "]"
+
+
+def matches_any(name, globs):
+    """Whether name matches one of the globs (see glob_regex)."""
+    return any(glob_regex(g).match(name) for g in globs)
+
+
+class OnnxModel:
+    """An ONNX model as a torch function of its parameters and graph inputs.
+
+    params: the trainable parameters by name, in initializer order, then the
+    Identity aliases in node order. inputs: the graph inputs (ValueInfoProto)
+    that are not initializers.
+    """
+
+    def __init__(self, path, frozen=()):
+        """path: an ONNX file or a ModelProto; frozen: globs of initializers not trained."""
+        if isinstance(path, onnx.ModelProto):
+            model, path = path, "<model>"
+        else:
+            try:
+                model = onnx.load(path)
+            except Exception as e:  # protobuf raises DecodeError and others
+                raise RefError(f"{path}: cannot load the ONNX model: {e}") from e
+        opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+        if not opsets or not MIN_OPSET <= opsets[0] <= MAX_OPSET:
+            raise RefError(f"{path}: the ai.onnx opset must be {MIN_OPSET} to {MAX_OPSET}, "
+                           f"got {opsets[0] if opsets else 'none'}")
+        graph = model.graph
+        self.params = {}
+        self.tensors = {}  # every initializer and alias, parameters included
+        initializers = {t.name: t for t in graph.initializer}
+        for proto in graph.initializer:
+            self._add_initializer(proto.name, tensor_from_proto(proto),
+                                  proto.data_type in FLOAT_TYPES, frozen)
+        self.nodes = []
+        for node in graph.node:
+            if node.op_type == "Identity" and node.input[0] in initializers:
+                source = initializers[node.input[0]]
+                if source.data_type in FLOAT_TYPES:
+                    self._add_initializer(node.output[0], tensor_from_proto(source), True,
+                                          frozen)
+                else:  # a constant: the alias shares it
+                    self.tensors[node.output[0]] = self.tensors[source.name]
+                continue
+            self.nodes.append((node, self._resolve(node)))
+        self.inputs = [vi for vi in graph.input if vi.name not in initializers]
+        self.outputs = [vi.name for vi in graph.output]
+
+    def _add_initializer(self, name, value, is_float, frozen):
+        if not is_float:
+            self.tensors[name] = value
+        elif matches_any(name, frozen):
+            self.tensors[name] = value.to(torch.float32)
+        else:
+            self.params[name] = torch.nn.Parameter(value.to(torch.float32))
+            self.tensors[name] = self.params[name]
+
+    @staticmethod
+    def _resolve(node):
+        """The op function and attribute values of a node; rejects what is unsupported."""
+        where = f"node {node.name!r} ({node.op_type})"
+        if node.domain not in ("", "ai.onnx"):
+            raise RefError(f"{where}: unsupported domain {node.domain!r}")
+        if node.op_type not in OPS:
+            raise RefError(f"{where}: unsupported op (see docs/ops.md)")
+        fn, allowed = OPS[node.op_type]
+        attrs = {}
+        for attr in node.attribute:
+            if attr.name not in allowed:
+                raise RefError(f"{where}: attribute {attr.name!r} is not supported")
+            attrs[attr.name] = _attribute_value(attr)
+        return fn, attrs
+
+    def run(self, feeds):
+        """Execute the graph on feeds (input name -> tensor); returns the outputs."""
+        env = dict(self.tensors)
+        env.update(feeds)
+        for node, (fn, attrs) in self.nodes:
+            where = f"node {node.name!r} ({node.op_type})"
+            try:
+                ins = [env[name] if name else None for name in node.input]
+            except KeyError as e:
+                raise RefError(f"{where}: input {e.args[0]!r} is not defined before it") from e
+            try:
+                outs = fn(ins, attrs, len(node.output))
+            except (RuntimeError, ValueError, IndexError, TypeError) as e:
+                raise RefError(f"{where}: {e}") from e
+            if isinstance(outs, torch.Tensor):
+                outs = (outs,)
+            for name, value in zip(node.output, outs):
+                if name:
+                    env[name] = value
+        return [env[name] for name in self.outputs]
+
+
+def input_dims(value_info):
+    """The dims of a graph input: ints, None where dynamic."""
+    shape = value_info.type.tensor_type.shape
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+            for d in shape.dim]
+
+
+class LossFunction:
+    """model(inputs, targets) -> scalar loss, feeding the model's two token inputs.
+
+    The inputs go to the plan's data.inputs (default: the first integer graph
+    input), the targets to data.targets (default: the second). batch, seq:
+    the [B, T] of the inputs (a dynamic batch comes from the batch argument).
+    """
+
+    def __init__(self, model, inputs_name=None, targets_name=None, batch=None):
+        self.model = model
+        by_name = {vi.name: vi for vi in model.inputs}
+        int_inputs = [vi.name for vi in model.inputs
+                      if vi.type.tensor_type.elem_type in INT_TYPES]
+        names = []
+        for given, position in ((inputs_name, 0), (targets_name, 1)):
+            if given is not None:
+                if given not in by_name:
+                    raise RefError(f"plan data names {given!r}, which is not a graph input")
+                names.append(given)
+            elif len(int_inputs) > position:
+                names.append(int_inputs[position])
+            else:
+                raise RefError("the model needs two integer graph inputs (tokens and targets)")
+        if names[0] == names[1]:
+            raise RefError(f"the inputs and the targets both name graph input {names[0]!r}")
+        others = sorted(set(by_name) - set(names))
+        if others:
+            raise RefError(f"graph inputs {others} are neither the inputs nor the targets")
+        self.names = names
+        self.dtypes = [torch_dtype(by_name[n].type.tensor_type.elem_type) for n in names]
+        dims = [input_dims(by_name[n]) for n in names]
+        for name, d in zip(names, dims):
+            if len(d) != 2:
+                raise RefError(f"graph input {name!r} has rank {len(d)}; expected [B, T]")
+        b, t = dims[0]
+        if t is None:
+            raise RefError(f"graph input {names[0]!r} has a dynamic sequence length")
+        self.static_batch = b is not None
+        if b is None and batch is None:
+            raise RefError(f"graph input {names[0]!r} has a dynamic batch: give --batch")
+        if b is not None and batch is not None and batch != b:
+            raise RefError(f"graph input {names[0]!r} has the static batch {b}, not {batch}")
+        self.batch, self.seq = batch or b, t
+
+    def __call__(self, inputs, targets):
+        outs = self.model.run({self.names[0]: inputs.to(self.dtypes[0]),
+                               self.names[1]: targets.to(self.dtypes[1])})
+        loss = outs[0]
+        if loss.numel() != 1 or not loss.is_floating_point():
+            raise RefError(f"the first graph output is not a float scalar loss "
+                           f"(shape {list(loss.shape)}, {loss.dtype})")
+        return loss.reshape(())
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+class TokenData:
+    """An llm.c token file read as [B, T] batches of inputs and targets."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            raw = f.read()
+        if len(raw) < HEADER_INTS * 4:
+            raise RefError(f"{path}: shorter than the {HEADER_INTS * 4}-byte header")
+        header = np.frombuffer(raw, dtype="<i4", count=HEADER_INTS)
+        if header[0] != TOKEN_MAGIC:
+            raise RefError(f"{path}: bad magic {header[0]} (expected {TOKEN_MAGIC})")
+        if header[1] != TOKEN_VERSION:
+            raise RefError(f"{path}: unsupported version {header[1]} (expected {TOKEN_VERSION})")
+        count = int(header[2])
+        available = (len(raw) - HEADER_INTS * 4) // 2
+        if count < 0 or available < count:
+            raise RefError(f"{path}: the header says {count} tokens but the file has "
+                           f"{available}")
+        self.path = path
+        self.tokens = np.frombuffer(raw, dtype="<u2", count=count,
+                                    offset=HEADER_INTS * 4).astype(np.int64)
+
+    def steps_per_pass(self, batch, seq):
+        """E: how many steps read the file once."""
+        steps = (len(self.tokens) - 1) // (batch * seq)
+        if steps < 1:
+            raise RefError(f"{self.path}: {len(self.tokens)} tokens are too few for one "
+                           f"batch of {batch} x {seq} (+1)")
+        return steps
+
+    def batch(self, step, batch, seq):
+        """The (inputs, targets) int64 tensors [batch, seq] of a step."""
+        base = (step % self.steps_per_pass(batch, seq)) * batch * seq
+        rows = base + np.arange(batch)[:, None] * seq + np.arange(seq)[None, :]
+        return torch.from_numpy(self.tokens[rows]), torch.from_numpy(self.tokens[rows + 1])
+
+
+# --------------------------------------------------------------------------
+# Plan and training
+# --------------------------------------------------------------------------
+@dataclasses.dataclass
+class Plan:
+    """The training settings of a plan, with their defaults."""
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.01  # sgd: 0
+    momentum: float = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+    max_grad_norm: float = 0.0
+    no_decay: tuple = ()
+    frozen: tuple = ()
+    warmup_steps: int = 0
+    decay: str = "constant"
+    min_lr: float = 0.0
+    decay_steps: int = 0
+    micro_batches: int = 1
+    inputs: str = None
+    targets: str = None
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_globs(v):
+    if not (isinstance(v, list) and all(isinstance(g, str) for g in v)):
+        return False
+    try:
+        for g in v:
+            glob_regex(g)
+    except RefError:
+        return False
+    return True
+
+
+# section -> key -> (check, what it must be)
+PLAN_SCHEMA = {
+    "optimizer": {
+        "type": (lambda v: v in ("adamw", "sgd"), '"adamw" or "sgd"'),
+        "lr": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "betas": (lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
+                  "two numbers"),
+        "eps": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "weight_decay": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "momentum": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "dampening": (_is_number, "a number"),
+        "nesterov": (lambda v: isinstance(v, bool), "true or false"),
+        "max_grad_norm": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "no_decay": (_is_globs, "a list of well-formed globs"),
+    },
+    "lr_schedule": {
+        "warmup_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+        "decay": (lambda v: v in ("constant", "cosine", "linear"),
+                  '"constant", "cosine" or "linear"'),
+        "min_lr": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "decay_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    },
+    "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1")},
+    "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
+             "targets": (lambda v: isinstance(v, str), 'a graph input name or ""')},
+}
+PLAN_FIELDS = {("optimizer", "type"): "optimizer"}  # key -> Plan field, where they differ
+
+
+def parse_plan(obj, where="plan"):
+    """A Plan from a plan's JSON object; unknown keys are warned about."""
+    if not isinstance(obj, dict):
+        raise RefError(f"{where}: not a JSON object")
+    plan = Plan()
+    for section, value in obj.items():
+        if section in IGNORED_PLAN_KEYS:
+            continue
+        if section == "frozen":
+            if not _is_globs(value):
+                raise RefError(f"{where}: frozen must be a list of well-formed globs")
+            plan.frozen = tuple(value)
+            continue
+        if section not in PLAN_SCHEMA:
+            print(f"torch_ref.py: warning: {where}: ignoring unknown key {section!r}",
+                  file=sys.stderr)
+            continue
+        if not isinstance(value, dict):
+            raise RefError(f"{where}: {section} must be an object")
+        for key, v in value.items():
+            if key not in PLAN_SCHEMA[section]:
+                print(f"torch_ref.py: warning: {where}: ignoring unknown key "
+                      f"{section}.{key}", file=sys.stderr)
+                continue
+            check, what = PLAN_SCHEMA[section][key]
+            if not check(v):
+                raise RefError(f"{where}: {section}.{key} must be {what}, got {v!r}")
+            if isinstance(v, list):
+                v = tuple(v)
+            if section == "data" and v == "":  # "": the default inputs
+                v = None
+            setattr(plan, PLAN_FIELDS.get((section, key), key), v)
+    if plan.optimizer == "sgd" and "weight_decay" not in obj.get("optimizer", {}):
+        plan.weight_decay = 0.0
+    return plan
+
+
+def load_plan(path):
+    """The Plan of a JSON file, or the default Plan when path is None."""
+    if path is None:
+        return Plan()
+    try:
+        with open(path) as f:
+            obj = json.load(f)
+    except json.JSONDecodeError as e:
+        raise RefError(f"{path}: not valid JSON: {e}") from e
+    return parse_plan(obj, path)
+
+
+def scheduled_lr(plan, step, total_steps):
+    """The learning rate of 0-based step `step` of a run of total_steps."""
+    warmup = plan.warmup_steps
+    if step < warmup:
+        return plan.lr * (step + 1) / warmup
+    if plan.decay == "constant":
+        return plan.lr
+    end = plan.decay_steps or total_steps
+    progress = 1.0 if end <= warmup else min(max((step - warmup) / (end - warmup), 0.0), 1.0)
+    if plan.decay == "cosine":
+        return plan.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (plan.lr - plan.min_lr)
+    return plan.min_lr + (1.0 - progress) * (plan.lr - plan.min_lr)
+
+
+def make_optimizer(plan, named_params):
+    """torch.optim.AdamW or SGD with a decay and a no-decay parameter group."""
+    decay = [p for n, p in named_params if not matches_any(n, plan.no_decay)]
+    no_decay = [p for n, p in named_params if matches_any(n, plan.no_decay)]
+    groups = [{"params": ps, "weight_decay": wd}
+              for ps, wd in ((decay, plan.weight_decay), (no_decay, 0.0)) if ps]
+    if not groups:
+        raise RefError("the model has no trainable parameters")
+    try:
+        if plan.optimizer == "adamw":
+            return torch.optim.AdamW(groups, lr=plan.lr, betas=plan.betas, eps=plan.eps)
+        return torch.optim.SGD(groups, lr=plan.lr, momentum=plan.momentum,
+                               dampening=plan.dampening, nesterov=plan.nesterov)
+    except ValueError as e:
+        raise RefError(f"plan optimizer: {e}") from e
+
+
+def dump_gradients(directory, named_params):
+    """Write each parameter's gradient as DIRECTORY/<safe name>.npy (zeros where
+    the loss does not depend on the parameter)."""
+    os.makedirs(directory, exist_ok=True)
+    for name, p in named_params:
+        grad = p.grad if p.grad is not None else torch.zeros_like(p)
+        np.save(os.path.join(directory, safe_name(name) + ".npy"), grad.detach().numpy())
+
+
+def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None):
+    """Train for `steps` steps; yields each step's log record.
+
+    named_params: [(name, Parameter)]; loss_fn(inputs, targets) -> scalar loss;
+    batch_fn(step) -> (inputs, targets) of the whole batch, which is split into
+    plan.micro_batches consecutive chunks whose gradients are averaged.
+    dump_grads: a directory for step 0's gradients (before clipping).
+    """
+    params = [p for _, p in named_params]
+    optimizer = make_optimizer(plan, named_params)
+    micro = plan.micro_batches
+    max_norm = plan.max_grad_norm if plan.max_grad_norm > 0 else math.inf
+    for step in range(steps):
+        lr = scheduled_lr(plan, step, steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        inputs, targets = batch_fn(step)
+        if inputs.shape[0] % micro:
+            raise RefError(f"micro_batches {micro} does not divide the batch {inputs.shape[0]}")
+        chunk = inputs.shape[0] // micro
+        optimizer.zero_grad(set_to_none=True)
+        losses = []
+        for k in range(micro):
+            rows = slice(k * chunk, (k + 1) * chunk)
+            loss = loss_fn(inputs[rows], targets[rows])
+            (loss / micro).backward()
+            losses.append(loss.item())
+        if step == 0 and dump_grads:
+            dump_gradients(dump_grads, named_params)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        optimizer.step()
+        yield {"step": step, "loss": sum(losses) / micro, "lr": lr,
+               "grad_norm": float(grad_norm)}
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--data", required=True, metavar="TOKENS.bin", help="llm.c token file")
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--plan", metavar="PLAN.json")
+    p.add_argument("--batch", type=int, help="the batch of a model whose batch is dynamic")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--dump-grads", metavar="DIR",
+                   help="write step 0's gradients (before clipping) as DIR/<param>.npy")
+    p.add_argument("-o", "--output", required=True, metavar="LOSSES.jsonl")
+    args = p.parse_args(argv)
+    for name in ("steps", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be positive")
+    if args.batch is not None and args.batch < 1:
+        p.error("--batch must be positive")
+    return args
+
+
+def run(args):
+    """Train as the command line says and write the log (only when every step ran);
+    returns the last step's record."""
+    plan = load_plan(args.plan)
+    model = OnnxModel(args.model, frozen=plan.frozen)
+    loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch)
+    data = TokenData(args.data)
+    batch, seq = loss_fn.batch, loss_fn.seq
+    data.steps_per_pass(batch, seq)  # fail early on a file too short
+    records = []
+    try:
+        for record in train(list(model.params.items()), loss_fn,
+                            lambda step: data.batch(step, batch, seq), args.steps, plan,
+                            args.dump_grads):
+            records.append(record)
+    except RefError as e:
+        if plan.micro_batches > 1 and loss_fn.static_batch:
+            raise RefError(f"{e} (note: micro_batches {plan.micro_batches} runs the graph at "
+                           f"batch {batch // plan.micro_batches}, but its batch {batch} is "
+                           f"static: if its ops hard-code it, export it with a dynamic "
+                           f"batch)") from e
+        raise
+    tmp = args.output + ".tmp"
+    with open(tmp, "w") as out:
+        out.writelines(json.dumps(r) + "\n" for r in records)
+    os.replace(tmp, args.output)
+    return records[-1]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    start = time.monotonic()
+    try:
+        record = run(args)
+    except (RefError, OSError) as e:
+        print(f"torch_ref.py: error: {e}", file=sys.stderr)
+        return 1
+    print(f"torch_ref.py: {args.steps} steps in {time.monotonic() - start:.1f}s, "
+          f"last loss {record['loss']:.6f}; wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
