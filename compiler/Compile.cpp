@@ -705,7 +705,7 @@ int Compiler::run() {
                  << ec.message() << "\n";
     return 1;
   }
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     if (!tmpDir.empty())
       llvm::sys::fs::remove_directories(tmpDir);
   });

@@ -552,7 +552,7 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
   // Per-array strides over the result shape: the results, then the inputs
   // (0 along broadcast dims).
   SmallVector<SmallVector<int64_t>> strides;
-  for (Value r : op.getResults())
+  for (unsigned i = 0; i < op.getNumResults(); ++i)
     strides.push_back(contiguousStrides(shape));
   for (Value in : op.getInputs()) {
     ArrayRef<int64_t> s = dims(in);
