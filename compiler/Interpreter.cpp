@@ -53,8 +53,7 @@ using Values = SmallVector<HostValue, 1>;
 
 /// Calls `fn(index, flat)` for every multi-index of `shape` in row-major
 /// order; `flat` is the index's row-major offset.
-template <typename Fn>
-void forEachIndex(ArrayRef<int64_t> shape, Fn fn) {
+template <typename Fn> void forEachIndex(ArrayRef<int64_t> shape, Fn fn) {
   int64_t n = product(shape);
   SmallVector<int64_t> index(shape.size(), 0);
   for (int64_t flat = 0; flat < n; ++flat) {
@@ -197,8 +196,8 @@ double gelu(double x, GeluApproximation approx) {
 double geluDerivative(double x, GeluApproximation approx) {
   if (approx == GeluApproximation::tanh) {
     double t = std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi *
-                               (1 + 3 * kGeluCubic * x * x);
+    return 0.5 * (1 + t) +
+           0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kGeluCubic * x * x);
   }
   double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
   double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
@@ -311,8 +310,7 @@ private:
                                      const HostValue &s,
                                      const HostValue &labels,
                                      const HostValue &g);
-  FailureOr<Values> matmul(MatMulOp op, const HostValue &a,
-                           const HostValue &b);
+  FailureOr<Values> matmul(MatMulOp op, const HostValue &a, const HostValue &b);
   FailureOr<Values> gemm(GemmOp op, ArrayRef<const HostValue *> in);
   FailureOr<Values> gather(Operation *op, const HostValue &indices,
                            const HostValue &source, int64_t axis, bool grad);
@@ -368,13 +366,13 @@ Evaluator::runBlock(Block &block, ArrayRef<HostValue> args) {
 
 FailureOr<Values> Evaluator::eval(Operation *op,
                                   ArrayRef<const HostValue *> in) {
-  auto one = [](HostValue v) -> FailureOr<Values> { return Values{std::move(v)}; };
+  auto one = [](HostValue v) -> FailureOr<Values> {
+    return Values{std::move(v)};
+  };
   auto unary = [&](function_ref<double(double)> fn) {
     return one(map(*in[0], fn));
   };
-  auto resultShape = [&](unsigned i = 0) {
-    return shapeOf(op->getResult(i));
-  };
+  auto resultShape = [&](unsigned i = 0) { return shapeOf(op->getResult(i)); };
   auto reshaped = [&](const HostValue &x) {
     return one(HostValue(resultShape(), x.data));
   };
@@ -383,18 +381,14 @@ FailureOr<Values> Evaluator::eval(Operation *op,
       .Case([&](ConstantOp o) { return constant(o); })
       // Elementwise unary.
       .Case([&](NegOp) { return unary([](double x) { return -x; }); })
-      .Case([&](SqrtOp) {
-        return unary([](double x) { return std::sqrt(x); });
-      })
+      .Case(
+          [&](SqrtOp) { return unary([](double x) { return std::sqrt(x); }); })
       .Case([&](ErfOp) { return unary([](double x) { return std::erf(x); }); })
-      .Case([&](TanhOp) {
-        return unary([](double x) { return std::tanh(x); });
-      })
+      .Case(
+          [&](TanhOp) { return unary([](double x) { return std::tanh(x); }); })
       .Case([&](ExpOp) { return unary([](double x) { return std::exp(x); }); })
       .Case([&](LogOp) { return unary([](double x) { return std::log(x); }); })
-      .Case([&](ReciprocalOp) {
-        return unary([](double x) { return 1 / x; });
-      })
+      .Case([&](ReciprocalOp) { return unary([](double x) { return 1 / x; }); })
       .Case([&](ReluOp) {
         // NaN stays NaN (x < 0 is false for it).
         return unary([](double x) { return x < 0 ? 0.0 : x; });
@@ -504,10 +498,10 @@ FailureOr<Values> Evaluator::eval(Operation *op,
       // Backward ops.
       .Case([&](GeluGradOp o) {
         GeluApproximation approx = o.getApproximate();
-        return one(broadcastBinary(
-            *in[0], *in[1], resultShape(), [approx](double x, double g) {
-              return g * geluDerivative(x, approx);
-            }));
+        return one(broadcastBinary(*in[0], *in[1], resultShape(),
+                                   [approx](double x, double g) {
+                                     return g * geluDerivative(x, approx);
+                                   }));
       })
       .Case([&](LayerNormGradOp o) { return layerNormGrad(o, in); })
       .Case([&](SoftmaxGradOp o) {
@@ -590,8 +584,8 @@ FailureOr<Values> Evaluator::constant(ConstantOp op) {
                             << " the interpreter does not support";
   }
   if (static_cast<int64_t>(r.data.size()) != type.getNumElements())
-    return op.emitOpError() << "has " << r.data.size() << " elements for "
-                            << type;
+    return op.emitOpError()
+           << "has " << r.data.size() << " elements for " << type;
   return Values{std::move(r)};
 }
 
@@ -603,12 +597,24 @@ FailureOr<Values> Evaluator::binary(Operation *op,
   std::function<double(double, double)> fn;
   if (auto cmp = dyn_cast<CompareOp>(op)) {
     switch (cmp.getPredicate()) {
-    case ComparePredicate::eq: fn = [](double x, double y) -> double { return x == y; }; break;
-    case ComparePredicate::ne: fn = [](double x, double y) -> double { return x != y; }; break;
-    case ComparePredicate::lt: fn = [](double x, double y) -> double { return x < y; }; break;
-    case ComparePredicate::le: fn = [](double x, double y) -> double { return x <= y; }; break;
-    case ComparePredicate::gt: fn = [](double x, double y) -> double { return x > y; }; break;
-    case ComparePredicate::ge: fn = [](double x, double y) -> double { return x >= y; }; break;
+    case ComparePredicate::eq:
+      fn = [](double x, double y) -> double { return x == y; };
+      break;
+    case ComparePredicate::ne:
+      fn = [](double x, double y) -> double { return x != y; };
+      break;
+    case ComparePredicate::lt:
+      fn = [](double x, double y) -> double { return x < y; };
+      break;
+    case ComparePredicate::le:
+      fn = [](double x, double y) -> double { return x <= y; };
+      break;
+    case ComparePredicate::gt:
+      fn = [](double x, double y) -> double { return x > y; };
+      break;
+    case ComparePredicate::ge:
+      fn = [](double x, double y) -> double { return x >= y; };
+      break;
     }
   } else if (isa<AddOp>(op)) {
     if (isInteger)
@@ -631,9 +637,10 @@ FailureOr<Values> Evaluator::binary(Operation *op,
         return op->emitOpError() << "divides an integer by zero";
       // Truncates toward zero like C++ (and ONNX Div).
       fn = [](double x, double y) {
-        int64_t q = toInt(y) == -1 ? static_cast<int64_t>(
-                                         0 - static_cast<uint64_t>(toInt(x)))
-                                   : toInt(x) / toInt(y);
+        int64_t q =
+            toInt(y) == -1
+                ? static_cast<int64_t>(0 - static_cast<uint64_t>(toInt(x)))
+                : toInt(x) / toInt(y);
         return static_cast<double>(q);
       };
     } else {
@@ -653,8 +660,7 @@ FailureOr<Values> Evaluator::convert(CastOp op, const HostValue &x) {
   for (size_t i = 0; i < x.data.size(); ++i) {
     FailureOr<double> v = convertElement(to, x.data[i]);
     if (failed(v))
-      return op.emitOpError() << "cannot convert " << x.data[i] << " to "
-                              << to;
+      return op.emitOpError() << "cannot convert " << x.data[i] << " to " << to;
     r.data[i] = *v;
   }
   return Values{std::move(r)};
@@ -680,8 +686,8 @@ FailureOr<Values> Evaluator::layerNorm(LayerNormOp op,
     var /= n; // biased
     double rstd = 1 / std::sqrt(var + eps);
     for (int64_t j = 0; j < n; ++j)
-      y.data[r * n + j] = (row[j] - mean) * rstd * scale.data[j] +
-                          (bias ? bias->data[j] : 0.0);
+      y.data[r * n + j] =
+          (row[j] - mean) * rstd * scale.data[j] + (bias ? bias->data[j] : 0.0);
   }
   return Values{std::move(y)};
 }
@@ -717,8 +723,7 @@ FailureOr<Values> Evaluator::layerNormGrad(LayerNormGradOp op,
       dbias.data[j] += g[j];
     }
     for (int64_t j = 0; j < n; ++j)
-      dx.data[r * n + j] =
-          rstd / n * (n * gh[j] - sumGh - xhat[j] * sumGhXhat);
+      dx.data[r * n + j] = rstd / n * (n * gh[j] - sumGh - xhat[j] * sumGhXhat);
   }
   return Values{std::move(dx), std::move(dscale), std::move(dbias)};
 }
@@ -947,8 +952,8 @@ FailureOr<Values> Evaluator::slice(Operation *op, const HostValue &source,
   return Values{std::move(r)};
 }
 
-FailureOr<std::vector<HostValue>>
-autopar::interpret(func::FuncOp func, ArrayRef<HostValue> args) {
+FailureOr<std::vector<HostValue>> autopar::interpret(func::FuncOp func,
+                                                     ArrayRef<HostValue> args) {
   if (!func.getBody().hasOneBlock())
     return func.emitError() << "interpreter needs a function with one block";
   if (args.size() != func.getNumArguments())
@@ -957,13 +962,13 @@ autopar::interpret(func::FuncOp func, ArrayRef<HostValue> args) {
   for (auto [i, arg] : llvm::enumerate(args)) {
     auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
     if (!type)
-      return func.emitError() << "argument #" << i
-                              << " is not a ranked tensor";
+      return func.emitError() << "argument #" << i << " is not a ranked tensor";
     if (type.getShape() != ArrayRef<int64_t>(arg.shape) ||
         static_cast<int64_t>(arg.data.size()) != type.getNumElements())
-      return func.emitError() << "argument #" << i << " of type " << type
-                              << " got a value of shape [" << shapeString(arg.shape)
-                              << "] with " << arg.data.size() << " elements";
+      return func.emitError()
+             << "argument #" << i << " of type " << type
+             << " got a value of shape [" << shapeString(arg.shape) << "] with "
+             << arg.data.size() << " elements";
   }
   Evaluator evaluator;
   return evaluator.runBlock(func.getBody().front(), args);
