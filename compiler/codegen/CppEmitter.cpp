@@ -144,6 +144,7 @@ private:
   /// Declares local pointers to the results of `op` in the arena.
   void defineResults(Operation *op);
   LogicalResult emitOp(Operation *op);
+  LogicalResult emitKernel(Operation *op);
   LogicalResult emitFused(nn::FusedOp op);
   LogicalResult emitScalar(Operation *op, DenseMap<Value, std::string> &scalars,
                            raw_ostream &body);
@@ -231,6 +232,15 @@ LogicalResult Emitter::emitOp(Operation *op) {
     return emitConstant(constant);
   os << "  // " << op->getName().getStringRef() << "\n";
   defineResults(op);
+  std::string timer = "t" + std::to_string(counter++);
+  os << "  AUTOPAR_PROFILE_BEGIN(" << timer << ");\n";
+  if (failed(emitKernel(op)))
+    return failure();
+  os << "  AUTOPAR_PROFILE_END(" << timer << ", \"" << op->getName() << "\");\n";
+  return success();
+}
+
+LogicalResult Emitter::emitKernel(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](nn::FusedOp o) { return emitFused(o); })
       .Case<nn::MatMulOp, nn::GemmOp>(

@@ -42,18 +42,71 @@ int64_t indexAt(const void *indices, bool indices64, int64_t i,
 
 } // namespace
 
+void initBlas() {
+  // GEMMs are split across OpenMP threads here; OpenBLAS's own thread pool
+  // would compete with OpenMP's for the same cores.
+  openblas_set_num_threads(1);
+}
+
+const char *blasCoreName() { return openblas_get_corename(); }
+
 void gemm(const GemmDesc &d, const float *a, const float *b, float *c) {
   int64_t batch = 1;
   for (int i = 0; i < d.batchRank; ++i)
     batch *= d.batchShape[i];
   CBLAS_TRANSPOSE ta = d.transA ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = d.transB ? CblasTrans : CblasNoTrans;
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  double flops = 2.0 * batch * d.m * d.n * d.k;
+  if (threads == 1 || flops < 2e5) {
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha,
+                  a + batchOffset(d, i, d.aBatchStrides), d.lda,
+                  b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
+                  c + i * d.m * d.n, d.n);
+    return;
+  }
+  if (batch >= threads) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha,
+                  a + batchOffset(d, i, d.aBatchStrides), d.lda,
+                  b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
+                  c + i * d.m * d.n, d.n);
+    return;
+  }
+  // Few large products: each thread computes a block of rows of C (or of
+  // columns, when C has fewer rows than columns).
+  bool byRows = d.m >= d.n;
   for (int64_t i = 0; i < batch; ++i) {
     const float *ai = a + batchOffset(d, i, d.aBatchStrides);
     const float *bi = b + batchOffset(d, i, d.bBatchStrides);
     float *ci = c + i * d.m * d.n;
-    cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha, ai, d.lda, bi,
-                d.ldb, 0.0f, ci, d.n);
+#pragma omp parallel num_threads(threads)
+    {
+      int t = 0;
+#ifdef _OPENMP
+      t = omp_get_thread_num();
+#endif
+      int64_t extent = byRows ? d.m : d.n;
+      // Blocks of 16 keep the kernels' register tiles whole.
+      int64_t units = (extent + 15) / 16;
+      int64_t lo = std::min(extent, units * t / threads * 16);
+      int64_t hi = std::min(extent, units * (t + 1) / threads * 16);
+      if (hi > lo) {
+        if (byRows)
+          cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, d.n, d.k, d.alpha,
+                      ai + (d.transA ? lo : lo * d.lda), d.lda, bi, d.ldb,
+                      0.0f, ci + lo * d.n, d.n);
+        else
+          cblas_sgemm(CblasRowMajor, ta, tb, d.m, hi - lo, d.k, d.alpha, ai,
+                      d.lda, bi + (d.transB ? lo * d.ldb : lo), d.ldb, 0.0f,
+                      ci + lo, d.n);
+      }
+    }
   }
 }
 
@@ -334,6 +387,70 @@ void stridedScatterT(const T *in, T *out, int rank, const int64_t *shape,
 void stridedCopy(const void *in, void *out, int rank, const int64_t *shape,
                  const int64_t *inStrides, int64_t inOffset,
                  int64_t elementBytes) {
+  // Drop unit dims and merge dims that are contiguous in the input.
+  int64_t dims[kMaxRank], strides[kMaxRank];
+  int n = 0;
+  int64_t total = 1;
+  for (int d = 0; d < rank; ++d) {
+    total *= shape[d];
+    if (shape[d] == 1)
+      continue;
+    if (n > 0 && strides[n - 1] == inStrides[d] * shape[d]) {
+      dims[n - 1] *= shape[d];
+      strides[n - 1] = inStrides[d];
+    } else {
+      dims[n] = shape[d];
+      strides[n++] = inStrides[d];
+    }
+  }
+  if (total == 0)
+    return;
+  const char *src = static_cast<const char *>(in) + inOffset * elementBytes;
+  char *dst = static_cast<char *>(out);
+  if (n == 0) {
+    std::memcpy(dst, src, elementBytes);
+    return;
+  }
+  if (strides[n - 1] == 1) {
+    // Rows contiguous in the input: one memcpy per row.
+    int64_t inner = dims[n - 1], rows = total / inner;
+    int64_t rowBytes = inner * elementBytes;
+#pragma omp parallel for if (total > 65536)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t offset = 0, rem = r;
+      for (int d = n - 2; d >= 0; --d) {
+        offset += (rem % dims[d]) * strides[d];
+        rem /= dims[d];
+      }
+      std::memcpy(dst + r * rowBytes, src + offset * elementBytes, rowBytes);
+    }
+    return;
+  }
+  if (n >= 2 && strides[n - 2] == 1 && elementBytes == 4) {
+    // A transpose of the two innermost dims: copy 32x32 tiles.
+    int64_t rowsOut = dims[n - 2], colsOut = dims[n - 1];
+    int64_t colStride = strides[n - 1];
+    int64_t planes = total / (rowsOut * colsOut);
+    const uint32_t *s32 = reinterpret_cast<const uint32_t *>(src);
+    uint32_t *d32 = reinterpret_cast<uint32_t *>(dst);
+    int64_t tilesR = (rowsOut + 31) / 32, tilesC = (colsOut + 31) / 32;
+#pragma omp parallel for collapse(2) if (total > 65536)
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t t = 0; t < tilesR * tilesC; ++t) {
+        int64_t base = 0, rem = p;
+        for (int d = n - 3; d >= 0; --d) {
+          base += (rem % dims[d]) * strides[d];
+          rem /= dims[d];
+        }
+        int64_t r0 = t / tilesC * 32, c0 = t % tilesC * 32;
+        int64_t r1 = std::min(rowsOut, r0 + 32), c1 = std::min(colsOut, c0 + 32);
+        uint32_t *o = d32 + p * rowsOut * colsOut;
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t r = r0; r < r1; ++r)
+            o[r * colsOut + c] = s32[base + r + c * colStride];
+      }
+    return;
+  }
   switch (elementBytes) {
   case 1:
     return stridedCopyT(static_cast<const uint8_t *>(in),
@@ -397,7 +514,65 @@ void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
 
 void reduce(ReduceKind kind, const float *in, float *out, int rank,
             const int64_t *shape, const bool *reduced) {
-  // Kept and reduced dims with their input strides.
+  // Collapse to alternating kept/reduced groups; the common cases are
+  // [reduced, kept] (bias gradients) and [kept, reduced] (row statistics).
+  int64_t groups[kMaxRank];
+  bool groupReduced[kMaxRank];
+  int ng = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (ng > 0 && groupReduced[ng - 1] == reduced[d]) {
+      groups[ng - 1] *= shape[d];
+    } else {
+      groups[ng] = shape[d];
+      groupReduced[ng++] = reduced[d];
+    }
+  }
+  if (ng == 0) {
+    out[0] = in[0];
+    return;
+  }
+  auto finish = [kind](double acc, int64_t n) {
+    return static_cast<float>(kind == ReduceKind::Mean ? acc / n : acc);
+  };
+  bool isMax = kind == ReduceKind::Max;
+  auto combine = [isMax](double acc, float v) {
+    if (!isMax)
+      return acc + v;
+    return std::isnan(v) || v > acc ? static_cast<double>(v) : acc;
+  };
+  double init = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
+  if (ng <= 2 && groupReduced[0] && (ng == 1 || !groupReduced[1])) {
+    // [rows reduced, cols kept]: column reductions.
+    int64_t rows = groups[0], cols = ng == 2 ? groups[1] : 1;
+#pragma omp parallel for if (rows * cols > 16384)
+    for (int64_t j0 = 0; j0 < cols; j0 += 256) {
+      int64_t j1 = std::min(cols, j0 + 256);
+      double acc[256];
+      for (int64_t j = j0; j < j1; ++j)
+        acc[j - j0] = init;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = j0; j < j1; ++j)
+          acc[j - j0] = combine(acc[j - j0], in[r * cols + j]);
+      for (int64_t j = j0; j < j1; ++j)
+        out[j] = finish(acc[j - j0], rows);
+    }
+    return;
+  }
+  if (ng == 2 && !groupReduced[0] && groupReduced[1]) {
+    // [rows kept, cols reduced]: row reductions.
+    int64_t rows = groups[0], cols = groups[1];
+#pragma omp parallel for if (rows * cols > 16384)
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = init;
+      for (int64_t j = 0; j < cols; ++j)
+        acc = combine(acc, in[r * cols + j]);
+      out[r] = finish(acc, cols);
+    }
+    return;
+  }
+  // General case: one output at a time, strided.
   int64_t strides[kMaxRank];
   int64_t stride = 1;
   for (int d = rank - 1; d >= 0; --d) {
@@ -426,24 +601,16 @@ void reduce(ReduceKind kind, const float *in, float *out, int rank,
       base += (rem % keptShape[d]) * keptStrides[d];
       rem /= keptShape[d];
     }
-    double acc = kind == ReduceKind::Max
-                     ? -std::numeric_limits<double>::infinity()
-                     : 0.0;
+    double acc = init;
     for (int64_t r = 0; r < redCount; ++r) {
       int64_t offset = base, rr = r;
       for (int d = nr - 1; d >= 0; --d) {
         offset += (rr % redShape[d]) * redStrides[d];
         rr /= redShape[d];
       }
-      float v = in[offset];
-      if (kind == ReduceKind::Max)
-        acc = std::isnan(v) || v > acc ? v : acc;
-      else
-        acc += v;
+      acc = combine(acc, in[offset]);
     }
-    if (kind == ReduceKind::Mean)
-      acc /= static_cast<double>(redCount);
-    out[o] = static_cast<float>(acc);
+    out[o] = finish(acc, redCount);
   }
 }
 

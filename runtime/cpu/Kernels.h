@@ -15,6 +15,12 @@
 
 namespace autopar::rt::cpu {
 
+/// Sets up the BLAS library for gemm(): single-threaded calls, which gemm()
+/// spreads over the OpenMP threads.
+void initBlas();
+/// The kernel family OpenBLAS picked for this CPU (e.g. "SkylakeX").
+const char *blasCoreName();
+
 /// Maximum rank of a tensor the kernels accept.
 constexpr int kMaxRank = 8;
 

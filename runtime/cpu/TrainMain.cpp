@@ -14,6 +14,7 @@
 #include "runtime/Model.h"
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/log/Logger.h"
 #include "runtime/onnx/OnnxExport.h"
@@ -338,9 +339,31 @@ Status Trainer::run() {
   return Status::ok();
 }
 
+/// OpenBLAS picks its kernels from the CPU model; where a virtual machine
+/// hides the model it falls back to its Prescott (SSE3) kernels, several
+/// times slower. Run again with OPENBLAS_CORETYPE naming the kernels the CPU
+/// supports (an OPENBLAS_CORETYPE set by the user is kept).
+void fixBlasCoreType(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") ||
+      std::strcmp(autopar::rt::cpu::blasCoreName(), "Prescott") != 0)
+    return;
+  const char *core = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (!core)
+    return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  execv("/proc/self/exe", argv); // returns only on failure: run as is
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  fixBlasCoreType(argv);
+  autopar::rt::cpu::initBlas();
   Options options;
   int exitCode = 0;
   if (!parseOptions(argc, argv, options, exitCode))

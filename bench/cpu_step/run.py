@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""CPU training-step benchmark: the compiled program against PyTorch eager.
+
+Model: GPT, 4 layers, d_model 256, 4 heads, vocab 512, T 128, B 8, AdamW
+(lr 1e-3, PyTorch defaults otherwise). Prints, from one run on this machine:
+the median step time of the program `autopar compile` builds and of PyTorch
+eager on the same model (best of its thread settings), their ratio, the
+program's matmul GFLOP/s (FLOPs from report.json) and that rate as a fraction
+of the large-SGEMM rate OpenBLAS reaches in the same run.
+
+Fairness: both peers use the system OpenBLAS with the same kernels. Where
+OpenBLAS misdetects the CPU (virtual machines report a generic model and get
+its SSE3 "Prescott" kernels), OPENBLAS_CORETYPE is set for every peer, as the
+compiled program does for itself.
+
+Targets (issue 3): program at least as fast as PyTorch per step, and at 80%
+or more of the SGEMM rate.
+
+Usage: /usr/bin/python3 bench/cpu_step/run.py [--steps N] [--keep]
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = "/usr/bin/python3"
+CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=8)
+
+TORCH_STEP = r"""
+import json, os, sys, time
+import numpy as np
+import torch
+sys.path.insert(0, os.path.join(sys.argv[1], "test", "models"))
+import models
+threads, steps, tokens_path = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cfg = json.loads(sys.argv[5])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+model = models.GPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["seq"])
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+data = np.fromfile(tokens_path, dtype=np.uint16, offset=1024).astype(np.int64)
+B, T = cfg["batch"], cfg["seq"]
+times = []
+for s in range(steps):
+    base = s * B * T
+    x = torch.from_numpy(data[base:base + B * T].reshape(B, T))
+    y = torch.from_numpy(data[base + 1:base + B * T + 1].reshape(B, T))
+    t0 = time.perf_counter()
+    loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    times.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(times))
+"""
+
+SGEMM = r"""
+import time
+import numpy as np
+n = 2048
+a = np.random.rand(n, n).astype(np.float32)
+b = np.random.rand(n, n).astype(np.float32)
+a @ b
+best = 0
+for _ in range(3):
+    t0 = time.perf_counter()
+    for _ in range(3):
+        a @ b
+    best = max(best, 3 * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9)
+print(best)
+"""
+
+
+def run(cmd, env, **kw):
+    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, **kw)
+
+
+def blas_core_type():
+    """OPENBLAS_CORETYPE to use: the kernels the CPU supports when OpenBLAS
+    falls back to Prescott, else None (OpenBLAS's own choice)."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return os.environ["OPENBLAS_CORETYPE"]
+    lib = ctypes.CDLL("libopenblas.so.0")
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    if lib.openblas_get_corename().decode() != "Prescott":
+        return None
+    flags = open("/proc/cpuinfo").read()
+    if all(f in flags for f in ("avx512f", "avx512bw", "avx512vl")):
+        return "SkylakeX"
+    if "avx2" in flags and " fma" in flags:
+        return "Haswell"
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    env = dict(os.environ)
+    core = blas_core_type()
+    if core:
+        env["OPENBLAS_CORETYPE"] = core
+    work = tempfile.mkdtemp(prefix="autopar-cpu-step-")
+    model = os.path.join(work, "model.onnx")
+    tokens = os.path.join(work, "tokens.bin")
+    c = CONFIG
+    run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "gpt",
+         "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
+         "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
+         "--opset", "17", "--no-constant-folding", "--seed", "0", "-o", model], env)
+    count = (args.steps + 1) * c["batch"] * c["seq"] + 1
+    run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
+         "--vocab", str(c["vocab"])], env)
+    prog = os.path.join(work, "prog")
+    run([os.path.join(ROOT, "build/bin/autopar"), "compile", model, "-o", prog], env)
+    log = os.path.join(work, "log.jsonl")
+    run([os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps), "--log", log], env)
+    ours = [json.loads(line)["ms"] for line in open(log)]
+    warm = max(1, args.steps // 5)
+    ours_ms = statistics.median(ours[warm:])
+    report = json.load(open(os.path.join(prog, "report.json")))
+    flops = report["flops_per_step"]
+
+    torch_ms = {}
+    for threads in (1, 2):
+        out = run([PY, "-c", TORCH_STEP, ROOT, str(threads), str(args.steps), tokens, json.dumps(c)], env)
+        torch_ms[threads] = statistics.median(json.loads(out.stdout)[warm:])
+    best_threads = min(torch_ms, key=torch_ms.get)
+    sgemm = float(run([PY, "-c", SGEMM], env).stdout)
+
+    rate = flops / (ours_ms / 1000) / 1e9
+    print(f"machine: {os.cpu_count()} cores, OpenBLAS kernels {core or 'auto-detected'}")
+    print(f"model: GPT {c['layers']} layers, d {c['d_model']}, {c['heads']} heads, vocab {c['vocab']}, "
+          f"T {c['seq']}, B {c['batch']}, AdamW; {flops / 1e9:.2f} GFLOP (matmul) per step")
+    print(f"{'peer':<34}{'ms/step':>10}")
+    print(f"{'autopar (compiled, CPU target)':<34}{ours_ms:>10.1f}")
+    for threads, ms in sorted(torch_ms.items()):
+        print(f"{'PyTorch eager, ' + str(threads) + ' thread(s)':<34}{ms:>10.1f}")
+    print(f"OpenBLAS SGEMM 2048^3: {sgemm:.1f} GFLOP/s")
+    speedup = torch_ms[best_threads] / ours_ms
+    fraction = rate / sgemm
+    print(f"speedup vs PyTorch eager (best, {best_threads} thread(s)): {speedup:.2f}x "
+          f"(target >= 1.00) {'OK' if speedup >= 1 else 'BELOW TARGET'}")
+    print(f"compiled program: {rate:.1f} GFLOP/s = {fraction:.2f} of SGEMM "
+          f"(target >= 0.80) {'OK' if fraction >= 0.8 else 'BELOW TARGET'}")
+    if not args.keep:
+        subprocess.run(["rm", "-rf", work])
+    else:
+        print(f"work directory: {work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
