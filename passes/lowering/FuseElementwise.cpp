@@ -52,10 +52,14 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
           producer->getBlock() != root->getBlock() ||
           producer->getNumResults() != 1 || shapeOf(operand) != shape)
         continue;
-      bool allUsesInside =
-          llvm::all_of(producer->getUsers(),
-                       [&](Operation *user) { return cluster.contains(user); });
-      if (!allUsesInside)
+      // Uses outside the fused op must come after it (it is placed at the
+      // root); the producer then becomes one more result of the fused op.
+      bool usesOk = llvm::all_of(producer->getUsers(), [&](Operation *user) {
+        return cluster.contains(user) ||
+               (user->getBlock() == root->getBlock() &&
+                root->isBeforeInBlock(user));
+      });
+      if (!usesOk)
         continue;
       cluster.insert(producer);
       worklist.push_back(producer);
@@ -78,9 +82,20 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
         inputs.insert(operand);
     }
 
+  // Results: the root, then every absorbed value still used after it.
+  SmallVector<Value> results = {root->getResult(0)};
+  for (Operation *op : ops)
+    if (op != root && llvm::any_of(op->getUsers(), [&](Operation *user) {
+          return !cluster.contains(user);
+        }))
+      results.push_back(op->getResult(0));
+  SmallVector<Type> resultTypes;
+  for (Value r : results)
+    resultTypes.push_back(r.getType());
+
   OpBuilder b(root);
-  auto fusedOp = nn::FusedOp::create(b, root->getLoc(),
-                                     root->getResultTypes(), inputs.getArrayRef());
+  auto fusedOp = nn::FusedOp::create(b, root->getLoc(), resultTypes,
+                                     inputs.getArrayRef());
   Block *body = new Block();
   fusedOp.getBody().push_back(body);
   IRMapping mapping;
@@ -91,9 +106,14 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
     inner.clone(*constant, mapping);
   for (Operation *op : ops)
     inner.clone(*op, mapping);
-  nn::YieldOp::create(inner, root->getLoc(),
-                      mapping.lookup(root->getResult(0)));
-  root->getResult(0).replaceAllUsesWith(fusedOp.getResult(0));
+  SmallVector<Value> yielded;
+  for (Value r : results)
+    yielded.push_back(mapping.lookup(r));
+  nn::YieldOp::create(inner, root->getLoc(), yielded);
+  for (auto [r, replacement] : llvm::zip(results, fusedOp.getResults()))
+    r.replaceUsesWithIf(replacement, [&](OpOperand &use) {
+      return !cluster.contains(use.getOwner());
+    });
   for (Operation *op : llvm::reverse(ops)) {
     fused.insert(op);
     op->erase();

@@ -12,10 +12,12 @@ def FuseElementwisePass : Pass<"autopar-fuse-elementwise", "mlir::func::FuncOp">
     gelu_grad) ends up in exactly one `nn.fused` op, which code generators
     emit as one loop nest. Starting from the last op, a fused op absorbs an
     elementwise producer when the producer's result has the fused shape and
-    every use of it lies inside the fused op, so no value is computed twice
-    and no intermediate of the chain is written to memory. Splat constants
-    are copied into the body; other operands (broadcast ones included)
-    become operands of the fused op.
+    every use of it lies inside the fused op or after it; a producer used
+    after the fused op (a value the backward pass reads) becomes one more
+    result (multi-output fusion). No value is computed twice and only the
+    values read later are written to memory. Splat constants are copied
+    into the body; other operands (broadcast ones included) become operands
+    of the fused op.
 
     ```mlir
     %1 = nn.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>

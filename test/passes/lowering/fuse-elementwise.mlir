@@ -74,3 +74,26 @@ func.func @mask(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
   %2 = nn.cast %1 : tensor<3x2xi1> to tensor<3x2xf32>
   return %2 : tensor<3x2xf32>
 }
+
+// -----
+
+// Multi-output fusion: %0 and %1 are read after the chain (as a backward
+// pass reads forward values), so the one fused op also yields them.
+
+// CHECK-LABEL: func.func @saved_values
+// CHECK: %[[F:.*]]:3 = nn.fused (%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[A:.*]] = nn.add
+// CHECK: %[[E:.*]] = nn.erf %[[A]]
+// CHECK: %[[M:.*]] = nn.mul %[[A]], %[[E]]
+// CHECK: nn.yield %[[M]], %[[A]], %[[E]]
+// CHECK: %[[G:.*]] = nn.matmul %[[F]]#0, %{{.*}}
+// CHECK: nn.fused (%[[G]], %[[F]]#1, %[[F]]#2)
+func.func @saved_values(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = nn.erf %0 : tensor<4x8xf32>
+  %2 = nn.mul %0, %1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = nn.matmul %2, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %4 = nn.mul %3, %0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = nn.mul %4, %1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %5 : tensor<4x8xf32>
+}
