@@ -55,6 +55,7 @@ const char *const kRuntimeFiles[] = {
     "Profile.cpp",
     "Status.h",
     "cpu/Kernels.h",
+    "cpu/Math.h",
     "cpu/Kernels.cpp",
     "cpu/TrainMain.cpp",
     "data/TokenFile.h",
@@ -100,6 +101,28 @@ add_executable(train
 target_include_directories(train PRIVATE ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR})
 target_link_libraries(train PRIVATE OpenMP::OpenMP_CXX ${OPENBLAS_LIBRARY})
 set_target_properties(train PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_SOURCE_DIR})
+# glibc's vector math (libmvec) for the loops of model.cpp (runtime/cpu/Math.h).
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_FLAGS "-O3 -march=native -fopenmp")
+set(CMAKE_REQUIRED_LIBRARIES mvec m)
+check_cxx_source_compiles([[
+#include <cmath>
+extern "C" {
+#pragma omp declare simd notinbranch
+float erff(float);
+}
+float x[1024];
+int main() {
+#pragma omp simd
+  for (int i = 0; i < 1024; ++i) x[i] = erff(x[i]);
+  return x[3] > 0;
+}]] AUTOPAR_HAVE_LIBMVEC)
+unset(CMAKE_REQUIRED_FLAGS)
+unset(CMAKE_REQUIRED_LIBRARIES)
+if(AUTOPAR_HAVE_LIBMVEC)
+  target_compile_definitions(train PRIVATE AUTOPAR_HAVE_LIBMVEC)
+  target_link_libraries(train PRIVATE mvec)
+endif()
 option(AUTOPAR_PROFILE "Time every generated op; totals printed at exit" OFF)
 if(AUTOPAR_PROFILE)
   target_compile_definitions(train PRIVATE AUTOPAR_PROFILE)
@@ -198,6 +221,8 @@ private:
       error = message;
     return false;
   }
+  /// How errors name the plan: its file, or "plan" for the defaults.
+  std::string planName() const { return o.plan.empty() ? "plan" : o.plan; }
   bool checkPlan();
   bool importModel();
   bool findDataInputs(func::FuncOp func, DataInputs &data);
@@ -220,7 +245,7 @@ private:
 bool Compiler::checkPlan() {
   if (!o.plan.empty() && !loadPlanFile(o.plan, plan, error))
     return false;
-  std::string where = o.plan.empty() ? "plan" : o.plan;
+  std::string where = planName();
   auto unsupported = [&](const std::string &key, const std::string &what) {
     return fail(where + ": " + key + ": " + what +
                 " is not supported yet on the " + o.target + " target");
@@ -271,7 +296,7 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
     for (int i : candidates)
       if (nameOf(i) == name)
         return i;
-    fail((o.plan.empty() ? std::string("plan") : o.plan) + ": data." + key +
+    fail(planName() + ": data." + key +
          ": the model has no graph input '" + name + "'");
     return -1;
   };
@@ -285,7 +310,8 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
   if (d.targets < 0)
     d.targets = d.tokens == candidates[0] ? candidates[1] : candidates[0];
   if (d.tokens == d.targets)
-    return fail("plan: data.inputs and data.targets name the same input");
+    return fail(planName() +
+                ": data.inputs and data.targets name the same input");
   auto tt = cast<RankedTensorType>(func.getArgument(d.tokens).getType());
   auto gt = cast<RankedTensorType>(func.getArgument(d.targets).getType());
   if (tt.getRank() != 2 || tt.getShape() != gt.getShape())
@@ -308,9 +334,9 @@ bool Compiler::importModel() {
   seqLen = type.getDimSize(1);
   int64_t m = plan.microBatches;
   if (globalBatch % m != 0)
-    return fail(formatv("plan: batch.micro_batches: {0} does not divide the "
-                        "global batch {1}",
-                        m, globalBatch));
+    return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
+                        "global batch {2}",
+                        planName(), m, globalBatch));
   microBatch = globalBatch / m;
   if (m == 1)
     return true;
@@ -324,15 +350,15 @@ bool Compiler::importModel() {
   onnx_import::ImportResult micro =
       onnx_import::importOnnxFile(context, o.model, options, why);
   if (!micro.module)
-    return fail(formatv("plan: batch.micro_batches: the model cannot run at "
-                        "the micro-batch size {0}: {1}",
-                        microBatch, why));
+    return fail(formatv("{0}: batch.micro_batches: the model cannot run at "
+                        "the micro-batch size {1}: {2}",
+                        planName(), microBatch, why));
   imported = std::move(micro);
   return true;
 }
 
 bool Compiler::markParams(func::FuncOp func) {
-  std::string where = o.plan.empty() ? "plan" : o.plan;
+  std::string where = planName();
   std::vector<bool> frozenUsed(plan.frozen.size());
   Builder b(&context);
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -395,6 +421,7 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
      << "#include \"runtime/cpu/Kernels.h\"\n"
+     << "#include \"runtime/cpu/Math.h\"\n"
      << "#include \"runtime/optim/Optimizer.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
      << "#include <cstring>\n#include <limits>\n\n"
@@ -418,8 +445,9 @@ std::string Compiler::modelSource(func::FuncOp step,
     // Trainable: it has a gradient (the loss depends on it).
     bool trainable = gradResult.count(name.getValue()) > 0;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
+    bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
     os << formatv("  {{\"{0}\", \"{1}\", {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                  "{9}, {10}},\n",
+                  "{9}, {11}, {10}},\n",
                   llvm::StringRef(name.getValue()),
                   from ? from.getValue() : name.getValue(),
                   onnxTypeOf(type.getElementType()),
@@ -427,7 +455,8 @@ std::string Compiler::modelSource(func::FuncOp step,
                   type.getRank(), "{" + dimList(type.getShape()) + "}",
                   type.getNumElements(), slots[i].offset,
                   trainable ? "true" : "false", decay ? "true" : "false",
-                  trainable ? gradResult.lookup(name.getValue()) : -1);
+                  trainable ? gradResult.lookup(name.getValue()) : -1,
+                  buffer ? "true" : "false");
     ++numTensors;
   }
   os << "};\n\nstatic const autopar::rt::InputInfo kInputs[] = {\n";

@@ -47,6 +47,8 @@ struct TensorInfo {
   int64_t offset;
   bool trainable;
   bool decay;
+  /// A constant of the model held as a tensor (nn.buffer), not a parameter.
+  bool buffer;
   /// Index of its gradient among the train step's results (-1 if frozen).
   int32_t gradResult;
 };

@@ -609,13 +609,15 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
   };
   std::string indent = "  ";
   os << "  {\n";
-  if (q > 0 && total >= 16384) {
-    os << indent << "#pragma omp parallel for";
-    if (q > 1)
-      os << " collapse(" << q - 1 << ")";
-    os << "\n";
-  }
+  bool parallel = q > 0 && total >= 16384;
   for (int64_t d = 0; d < q; ++d) {
+    // The outer loops are shared among threads, the innermost vectorized.
+    if (d == 0 && parallel)
+      os << indent << "#pragma omp parallel for"
+         << (q > 2 ? " collapse(" + std::to_string(q - 1) + ")" : "")
+         << (q == 1 ? " simd" : "") << "\n";
+    else if (d == q - 1)
+      os << indent << "#pragma omp simd\n";
     os << indent << formatv("for (int64_t i{0} = 0; i{0} < {1}; ++i{0}) {{\n",
                             d, extents[d]);
     indent += "  ";
@@ -658,6 +660,13 @@ LogicalResult Emitter::emitScalar(Operation *op,
   std::string t = type(result);
   std::string name = "s" + std::to_string(counter++);
   scalars[result] = name;
+  // f32 calls the C functions runtime/cpu/Math.h declares vectorizable.
+  bool f32 = tensorType(result).getElementType().isF32() ||
+             (op->getNumOperands() &&
+              tensorType(op->getOperand(0)).getElementType().isF32());
+  auto fn = [&](StringRef name) {
+    return f32 && name != "sqrt" ? name.str() + "f" : "std::" + name.str();
+  };
   auto lit = [&](double v) {
     return literal(FloatAttr::get(tensorType(result).getElementType(), v),
                    tensorType(result).getElementType());
@@ -670,46 +679,47 @@ LogicalResult Emitter::emitScalar(Operation *op,
   } else if (isa<nn::NegOp>(op)) {
     expr = "-" + arg(0);
   } else if (isa<nn::SqrtOp>(op)) {
-    expr = "std::sqrt(" + arg(0) + ")";
+    expr = fn("sqrt") + "(" + arg(0) + ")";
   } else if (isa<nn::ErfOp>(op)) {
-    expr = "std::erf(" + arg(0) + ")";
+    expr = fn("erf") + "(" + arg(0) + ")";
   } else if (isa<nn::TanhOp>(op)) {
-    expr = "std::tanh(" + arg(0) + ")";
+    expr = fn("tanh") + "(" + arg(0) + ")";
   } else if (isa<nn::ExpOp>(op)) {
-    expr = "std::exp(" + arg(0) + ")";
+    expr = fn("exp") + "(" + arg(0) + ")";
   } else if (isa<nn::LogOp>(op)) {
-    expr = "std::log(" + arg(0) + ")";
+    expr = fn("log") + "(" + arg(0) + ")";
   } else if (isa<nn::ReciprocalOp>(op)) {
     expr = t + "(1) / " + arg(0);
   } else if (isa<nn::ReluOp>(op)) {
     expr = formatv("({0} > {1}(0) || {0} != {0}) ? {0} : {1}(0)", arg(0), t);
   } else if (isa<nn::SigmoidOp>(op)) {
-    expr = formatv("{0}(1) / ({0}(1) + std::exp(-{1}))", t, arg(0));
+    expr = formatv("{0}(1) / ({0}(1) + {2}(-{1}))", t, arg(0), fn("exp"));
   } else if (isa<nn::IdentityOp, nn::ExpandOp>(op)) {
     expr = arg(0);
   } else if (auto gelu = dyn_cast<nn::GeluOp>(op)) {
     if (gelu.getApproximate() == nn::GeluApproximation::none)
-      expr = formatv("{0} * {1} * ({2} + std::erf({0} * {3}))", arg(0),
-                     lit(0.5), lit(1.0), lit(M_SQRT1_2));
+      expr = formatv("{0} * {1} * ({2} + {4}({0} * {3}))", arg(0), lit(0.5),
+                     lit(1.0), lit(M_SQRT1_2), fn("erf"));
     else
-      expr = formatv("{1} * {0} * ({2} + std::tanh({3} * ({0} + {4} * {0} * "
+      expr = formatv("{1} * {0} * ({2} + {5}({3} * ({0} + {4} * {0} * "
                      "{0} * {0})))",
                      arg(0), lit(0.5), lit(1.0), lit(std::sqrt(2.0 / M_PI)),
-                     lit(0.044715));
+                     lit(0.044715), fn("tanh"));
   } else if (auto grad = dyn_cast<nn::GeluGradOp>(op)) {
     std::string x = arg(0), g = arg(1);
     if (grad.getApproximate() == nn::GeluApproximation::none)
-      expr = formatv("{1} * ({2} * ({3} + std::erf({0} * {4})) + {0} * "
-                     "std::exp({5} * {0} * {0}) * {6})",
+      expr = formatv("{1} * ({2} * ({3} + {7}({0} * {4})) + {0} * "
+                     "{8}({5} * {0} * {0}) * {6})",
                      x, g, lit(0.5), lit(1.0), lit(M_SQRT1_2), lit(-0.5),
-                     lit(1.0 / std::sqrt(2.0 * M_PI)));
+                     lit(1.0 / std::sqrt(2.0 * M_PI)), fn("erf"), fn("exp"));
     else {
       // u = k (x + c x^3), th = tanh u:
       // dx = g (0.5 (1 + th) + 0.5 x (1 - th^2) k (1 + 3 c x^2)).
       std::string th = name + "_t";
-      out << formatv("const {0} {1} = std::tanh({2} * ({3} + {4} * {3} * {3} "
+      out << formatv("const {0} {1} = {5}({2} * ({3} + {4} * {3} * {3} "
                      "* {3}));\n",
-                     t, th, lit(std::sqrt(2.0 / M_PI)), x, lit(0.044715));
+                     t, th, lit(std::sqrt(2.0 / M_PI)), x, lit(0.044715),
+                     fn("tanh"));
       expr = formatv("{0} * ({1} * ({2} + {3}) + {1} * {4} * ({2} - {3} * {3}) "
                      "* {5} * ({2} + {6} * {4} * {4}))",
                      g, lit(0.5), lit(1.0), th, x, lit(std::sqrt(2.0 / M_PI)),
@@ -724,7 +734,7 @@ LogicalResult Emitter::emitScalar(Operation *op,
   } else if (isa<nn::DivOp>(op)) {
     expr = arg(0) + " / " + arg(1);
   } else if (isa<nn::PowOp>(op)) {
-    expr = "std::pow(" + arg(0) + ", " + arg(1) + ")";
+    expr = fn("pow") + "(" + arg(0) + ", " + arg(1) + ")";
   } else if (auto cmp = dyn_cast<nn::CompareOp>(op)) {
     static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
     expr = arg(0) + " " + ops[static_cast<int>(cmp.getPredicate())] + " " +

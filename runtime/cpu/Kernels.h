@@ -24,7 +24,7 @@ const char *blasCoreName();
 /// Maximum rank of a tensor the kernels accept.
 constexpr int kMaxRank = 8;
 
-/// C[b] = alpha * op(A[b]) op(B[b]) (+ C[b] if accumulate) for every index b
+/// C[b] = alpha * op(A[b]) op(B[b]) for every index b
 /// of a batch of shape batchShape[0..batchRank), row-major matrices. The
 /// batch strides (in elements, 0 for a broadcast dim) locate A[b], B[b];
 /// C is dense [batch..., m, n].
@@ -88,7 +88,8 @@ void gatherBackward(const void *indices, bool indices64, const float *dout,
                     int64_t inner, int64_t numIndices);
 
 /// Strided copy: out[i] = in[offset + sum_d i_d * strides[d]] over the
-/// out shape (element strides of `in`, may be negative); elementBytes each.
+/// out shape (element strides of `in`, may be negative); elementBytes (1, 2,
+/// 4 or 8) each.
 void stridedCopy(const void *in, void *out, int rank, const int64_t *shape,
                  const int64_t *inStrides, int64_t inOffset,
                  int64_t elementBytes);
@@ -98,8 +99,10 @@ void stridedScatter(const void *in, void *out, int64_t outElements, int rank,
                     const int64_t *shape, const int64_t *outStrides,
                     int64_t outOffset, int64_t elementBytes);
 
-/// Copies [outer, n, inner] blocks: out[o, offset + j, :] = in[o, j, :]
-/// with out's axis extent outN (concat) or the reverse (split, toOut false).
+/// Copies a piece of an axis: with intoBig (concat), out[o, offset + j, :] =
+/// in[o, j, :] for out of axis extent bigN; otherwise (split) out[o, j, :] =
+/// in[o, offset + j, :] for in of axis extent bigN; j < n, innerBytes bytes
+/// per [o, j].
 void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
                    int64_t bigN, int64_t offset, int64_t innerBytes,
                    bool intoBig);

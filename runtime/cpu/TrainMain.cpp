@@ -85,8 +85,8 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
     else if (arg == "--seed")
       number = &o.seed;
     else {
-      std::fprintf(stderr, "train: unknown option '%s'\n%s", arg.c_str(),
-                   kUsage);
+      std::fprintf(stderr, "train: unknown option '%s' (see train --help)\n",
+                   arg.c_str());
       return false;
     }
     if (i + 1 >= argc) {
@@ -103,8 +103,8 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
     }
   }
   if (o.data.empty() || o.steps < 0) {
-    std::fprintf(stderr, "train: --data and --steps are required\n%s",
-                 kUsage);
+    std::fprintf(stderr,
+                 "train: --data and --steps are required (see train --help)\n");
     return false;
   }
   if (o.saveEvery > 0 && o.save.empty()) {
@@ -165,6 +165,32 @@ std::string dtypeName(int32_t onnxType) {
   case 16: return "bf16";
   default: return "t" + std::to_string(onnxType);
   }
+}
+
+/// Checks before training that `path` (empty: none) can be created or
+/// replaced: its directory exists and is writable.
+Status checkWritable(const std::string &path) {
+  if (path.empty())
+    return Status::ok();
+  size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0              ? "/"
+                                              : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK) != 0)
+    return Status::error(path + ": cannot write: " + std::strerror(errno));
+  return Status::ok();
+}
+
+/// Copies token ids into a graph input of int64 or int32 elements.
+void storeIds(const std::vector<int64_t> &ids, const autopar::rt::InputInfo &input,
+              char *into) {
+  if (input.elementBytes == 8) {
+    std::memcpy(into, ids.data(), ids.size() * sizeof(int64_t));
+    return;
+  }
+  int32_t *out = reinterpret_cast<int32_t *>(into);
+  for (size_t i = 0; i < ids.size(); ++i)
+    out[i] = static_cast<int32_t>(ids[i]);
 }
 
 class Trainer {
@@ -230,6 +256,8 @@ Status Trainer::setUp() {
         o.resume, checkpointTensors(), meta, info.fingerprint));
     startStep = meta.step;
   }
+  AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.save));
+  AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportOnnx));
   return logger.open(o.log, /*append=*/!o.resume.empty());
 }
 
@@ -269,8 +297,10 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
 Status Trainer::exportOnnx() {
   std::vector<autopar::rt::ExportTensor> tensors;
   for (int t = 0; t < info.numTensors; ++t) {
+    // Every parameter, frozen ones too: a frozen Identity alias of a
+    // trained tensor must become an initializer of its own.
     const autopar::rt::TensorInfo &ti = info.tensors[t];
-    if (!ti.trainable)
+    if (ti.buffer)
       continue;
     tensors.push_back({ti.name, ti.onnxType,
                        std::vector<int64_t>(ti.shape, ti.shape + ti.rank),
@@ -300,16 +330,18 @@ Status Trainer::run() {
   for (int i = 0; i < info.numInputs; ++i)
     (info.inputs[i].role == 0 ? tokensInput : targetsInput) = i;
 
+  std::vector<int64_t> sampleIds(info.microBatch * info.seqLen);
+  std::vector<int64_t> sampleTargets(sampleIds.size());
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
-      autopar::rt::fillSamples(
-          tokens, step, globalBatch, info.seqLen, micro * info.microBatch,
-          info.microBatch,
-          static_cast<int64_t *>(static_cast<void *>(inputs[tokensInput].get())),
-          static_cast<int64_t *>(
-              static_cast<void *>(inputs[targetsInput].get())));
+      autopar::rt::fillSamples(tokens, step, globalBatch, info.seqLen,
+                               micro * info.microBatch, info.microBatch,
+                               sampleIds.data(), sampleTargets.data());
+      storeIds(sampleIds, info.inputs[tokensInput], inputs[tokensInput].get());
+      storeIds(sampleTargets, info.inputs[targetsInput],
+               inputs[targetsInput].get());
       autopar::rt::StepIO io{params.get(), inputPtrs.data(), arena.get(),
                              outputs.data(),
                              1.0f / static_cast<float>(info.microBatches),

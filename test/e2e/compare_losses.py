@@ -2,6 +2,7 @@
 """Compare per-step values of two JSON-lines training logs.
 
   compare_losses.py OURS.jsonl REF.jsonl [--rtol 1e-4] [--key loss] [--steps N]
+                    [--min-step M] [--ours-offset K]
 
 Each log holds one JSON object per line with a "step" and the compared key;
 other lines (text, objects without both) are ignored, and when a step
@@ -9,7 +10,10 @@ appears twice (a resumed run) its last line counts. null (how the compiled
 program logs NaN and infinities) reads as NaN. A step passes when
 |ours - ref| <= rtol * |ref|. With --steps N, steps 0..N-1 are compared and
 each must be in both logs; without it, every step in either log is, and a
-step missing from one of them fails. NaN never passes.
+step missing from one of them fails. With --min-step M, steps below M are
+not compared (e.g. the steps a resumed run did not redo). With --ours-offset K,
+step s of REF is compared with step s + K of OURS (e.g. a model exported after
+K steps, trained again by the reference from step 0). NaN never passes.
 
 Prints the worst steps and "OK: N steps, max rel diff X" (exit 0), or each
 failing step (exit 1). Exit 2 for an unreadable log.
@@ -64,10 +68,11 @@ def rel_diff(ours, ref):
     return abs(ours - ref) / abs(ref)
 
 
-def compare(ours, ref, key, rtol, steps=None):
+def compare(ours, ref, key, rtol, steps=None, min_step=0):
     """(the steps checked, failure lines, [(rel, step, ours, ref)] of the steps
     whose values could be compared)."""
     wanted = list(range(steps)) if steps is not None else sorted(set(ours) | set(ref))
+    wanted = [s for s in wanted if s >= min_step]
     failures, rows = [], []
     for step in wanted:
         a, b = ours.get(step), ref.get(step)
@@ -100,11 +105,17 @@ def parse_args(argv=None):
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (1e-4)")
     p.add_argument("--key", default="loss", help="the compared key (loss)")
     p.add_argument("--steps", type=int, help="compare steps 0..STEPS-1")
+    p.add_argument("--min-step", type=int, default=0, metavar="M",
+                   help="compare only steps >= M (0)")
+    p.add_argument("--ours-offset", type=int, default=0, metavar="K",
+                   help="compare REF's step s with OURS' step s + K (0)")
     args = p.parse_args(argv)
     if not args.rtol >= 0:
         p.error("--rtol must be >= 0")
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be positive")
+    if args.min_step < 0 or args.ours_offset < 0:
+        p.error("--min-step and --ours-offset must be >= 0")
     return args
 
 
@@ -116,7 +127,10 @@ def main(argv=None):
     except LogError as e:
         print(f"compare_losses.py: error: {e}", file=sys.stderr)
         return 2
-    wanted, failures, rows = compare(ours, ref, args.key, args.rtol, args.steps)
+    if args.ours_offset:
+        ours = {s - args.ours_offset: v for s, v in ours.items() if s >= args.ours_offset}
+    wanted, failures, rows = compare(ours, ref, args.key, args.rtol, args.steps,
+                                     args.min_step)
     if not wanted:
         print("FAIL: no steps to compare")
         return 1

@@ -9,6 +9,7 @@ Deliberately bad files for tests:
   --bad-magic         a wrong magic number (20240521)
   --bad-version       version 2
   --truncate          the header counts N tokens but only N // 2 are written
+  --header-count C    the header counts C tokens (any int32), whatever is written
   --token-at POS=VAL  overwrite token POS with VAL (0..65535), e.g. one outside
                       the vocabulary; repeatable
 """
@@ -65,6 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--bad-version", action="store_true")
     p.add_argument("--truncate", action="store_true",
                    help="write only half the tokens the header counts")
+    p.add_argument("--header-count", type=int, metavar="C",
+                   help="the token count the header states (default: the real one)")
     p.add_argument("--token-at", type=parse_token_at, action="append", default=[],
                    metavar="POS=VALUE", help="overwrite one token (repeatable)")
     args = p.parse_args(argv)
@@ -101,7 +104,7 @@ def main(argv=None):
     write_tokens(args.output, tokens,
                  magic=TOKEN_MAGIC + 1 if args.bad_magic else TOKEN_MAGIC,
                  version=TOKEN_VERSION + 1 if args.bad_version else TOKEN_VERSION,
-                 count=count)
+                 count=count if args.header_count is None else args.header_count)
     print(f"make_tokens.py: wrote {args.output}: {count} tokens"
           + (f", {len(tokens)} present" if args.truncate else ""))
     return 0

@@ -8,7 +8,8 @@ same optimizer, learning-rate schedule, gradient clipping and micro-batching.
 
 Usage:
   /usr/bin/python3 test/e2e/torch_ref.py MODEL.onnx --data TOKENS.bin --steps N \\
-      [--plan PLAN.json] [--batch B] [--threads K] [--dump-grads DIR] -o LOSSES.jsonl
+      [--plan PLAN.json] [--batch B] [--threads K] [--dump-grads DIR]
+      [--save-weights WEIGHTS.npz] -o LOSSES.jsonl
 
 Parameters: every floating-point initializer is a float32 parameter unless a
 `frozen` glob of the plan matches its name (globs follow fnmatch(3) as
@@ -33,7 +34,9 @@ keys are warned about (the compiler rejects them).
 
 Output: one JSON line per step, {"step", "loss", "lr", "grad_norm"}; loss is
 the step's forward loss (before the update), grad_norm the global L2 norm of
-the gradients before clipping.
+the gradients before clipping. --save-weights also writes the trained
+parameters after the last step as an .npz archive keyed by parameter name
+(frozen initializers are not in it).
 """
 import argparse
 import dataclasses
@@ -879,6 +882,8 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--dump-grads", metavar="DIR",
                    help="write step 0's gradients (before clipping) as DIR/<param>.npy")
+    p.add_argument("--save-weights", metavar="WEIGHTS.npz",
+                   help="write the trained parameters after the last step, by name")
     p.add_argument("-o", "--output", required=True, metavar="LOSSES.jsonl")
     args = p.parse_args(argv)
     for name in ("steps", "threads"):
@@ -911,11 +916,21 @@ def run(args):
                            f"static: if its ops hard-code it, export it with a dynamic "
                            f"batch)") from e
         raise
+    if args.save_weights:
+        save_weights(args.save_weights, model.params)
     tmp = args.output + ".tmp"
     with open(tmp, "w") as out:
         out.writelines(json.dumps(r) + "\n" for r in records)
     os.replace(tmp, args.output)
     return records[-1]
+
+
+def save_weights(path, params):
+    """Write {name: float32 array} of the parameters as an .npz archive (atomically)."""
+    arrays = {name: p.detach().numpy().copy() for name, p in params.items()}
+    tmp = path + ".tmp.npz"  # np.savez appends .npz to names without it
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
 
 
 def main(argv=None):

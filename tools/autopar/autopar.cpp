@@ -38,7 +38,8 @@ Commands:
   ops       Print the ONNX ops the importer supports (docs/ops.md)
 
 Options:
-  -h, --help   Show this help; `autopar <command> --help` shows a command's
+  -h, --help   Show this help; `autopar <command> --help` shows a
+               command's options
   --version    Show the version
 
 Passes can be run one at a time on textual IR with autopar-opt.
@@ -176,9 +177,11 @@ int compileMain(const std::vector<std::string> &args) {
         return usageError("--target: unknown target '" + options.target +
                               "' (expected cpu or cuda)",
                           "compile");
-    } else if (a == "--input-shape") {
+    } else if (a == "--input-shape" || a.starts_with("--input-shape=")) {
       std::string spec, error;
-      if (!value(spec))
+      if (a.starts_with("--input-shape="))
+        spec = a.drop_front(strlen("--input-shape=")).str();
+      else if (!value(spec))
         return usageError("--input-shape needs NAME=D0,D1,...", "compile");
       if (!onnx_import::parseInputShape(spec, options.import, error))
         return usageError(error, "compile");

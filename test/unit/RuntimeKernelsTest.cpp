@@ -1,0 +1,1154 @@
+//===- RuntimeKernelsTest.cpp - CPU kernels against naive references ------===//
+//
+// Every kernel of runtime/cpu/Kernels.h against a plain-loop reference in
+// double precision, on random inputs (fixed seeds) and on shapes that reach
+// each fast path and the general path: the GEMM serial / batch-parallel /
+// row-split / column-split paths, the threaded layer-norm backward, the
+// strided-copy memcpy / 32x32-tile transpose / generic paths, the reduce
+// column / row / general paths. Thread-dependent kernels run under several
+// OpenMP thread counts. Float results are compared with a relative tolerance
+// against double references; copies and gathers must match bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+using namespace autopar::rt::cpu;
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<float> randomFloats(size_t n, uint32_t seed, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen);
+  return v;
+}
+
+std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> v(n);
+  for (uint8_t &x : v)
+    x = static_cast<uint8_t>(gen() & 0xff);
+  return v;
+}
+
+/// Checks |got - ref| <= rtol * max(|ref|, floor) elementwise (NaN must
+/// match NaN); prints the first few mismatches.
+void expectClose(const float *got, const std::vector<double> &ref, double rtol,
+                 double floor, const std::string &what) {
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double g = got[i], r = ref[i];
+    bool ok;
+    if (std::isnan(r))
+      ok = std::isnan(g);
+    else
+      ok = std::isfinite(g) &&
+           std::fabs(g - r) <= rtol * std::max(std::fabs(r), floor);
+    if (!ok && ++bad <= 5)
+      ADD_FAILURE() << what << ": element " << i << " expected " << r
+                    << " found " << g;
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size()
+                    << " elements differ";
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<double> &ref,
+                 double rtol, double floor, const std::string &what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  expectClose(got.data(), ref, rtol, floor, what);
+}
+
+/// Runs f under each OpenMP thread count (restoring the count afterwards).
+void forThreadCounts(const std::function<void(int)> &f) {
+#ifdef _OPENMP
+  int saved = omp_get_max_threads();
+  for (int t : {1, 2, 3, 4}) {
+    omp_set_num_threads(t);
+    SCOPED_TRACE("threads=" + std::to_string(t));
+    f(t);
+  }
+  omp_set_num_threads(saved);
+#else
+  f(1);
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+struct GemmCase {
+  std::vector<int64_t> batchShape;
+  std::vector<int64_t> aStrides, bStrides; // empty: dense batch
+  bool transA, transB;
+  int64_t m, n, k;
+  float alpha;
+  int64_t padA = 3, padB = 2; // extra leading-dimension elements
+};
+
+void runGemmCase(const GemmCase &gc, uint32_t seed) {
+  GemmDesc d;
+  d.batchRank = static_cast<int>(gc.batchShape.size());
+  int64_t batch = 1;
+  for (int i = 0; i < d.batchRank; ++i) {
+    d.batchShape[i] = gc.batchShape[i];
+    batch *= gc.batchShape[i];
+  }
+  d.transA = gc.transA;
+  d.transB = gc.transB;
+  d.m = gc.m;
+  d.n = gc.n;
+  d.k = gc.k;
+  d.alpha = gc.alpha;
+  // Stored A is [m, k] (or [k, m] transposed), B is [k, n] (or [n, k]).
+  int64_t aRows = gc.transA ? gc.k : gc.m, aCols = gc.transA ? gc.m : gc.k;
+  int64_t bRows = gc.transB ? gc.n : gc.k, bCols = gc.transB ? gc.k : gc.n;
+  d.lda = aCols + gc.padA;
+  d.ldb = bCols + gc.padB;
+  int64_t aMat = aRows * d.lda, bMat = bRows * d.ldb;
+  // Batch strides: dense unless given (in units of matrices).
+  int64_t aSpan = 1, bSpan = 1;
+  {
+    int64_t sa = aMat, sb = bMat;
+    for (int i = d.batchRank - 1; i >= 0; --i) {
+      d.aBatchStrides[i] = gc.aStrides.empty() ? sa : gc.aStrides[i] * aMat;
+      d.bBatchStrides[i] = gc.bStrides.empty() ? sb : gc.bStrides[i] * bMat;
+      sa *= gc.batchShape[i];
+      sb *= gc.batchShape[i];
+    }
+    for (int i = 0; i < d.batchRank; ++i) {
+      aSpan += (gc.batchShape[i] - 1) * d.aBatchStrides[i] / aMat;
+      bSpan += (gc.batchShape[i] - 1) * d.bBatchStrides[i] / bMat;
+    }
+  }
+  std::vector<float> a = randomFloats(aSpan * aMat, seed);
+  std::vector<float> b = randomFloats(bSpan * bMat, seed + 1);
+
+  std::vector<double> ref(batch * gc.m * gc.n), absRef(ref.size());
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t aOff = 0, bOff = 0, rem = bi;
+    for (int i = d.batchRank - 1; i >= 0; --i) {
+      int64_t idx = rem % gc.batchShape[i];
+      rem /= gc.batchShape[i];
+      aOff += idx * d.aBatchStrides[i];
+      bOff += idx * d.bBatchStrides[i];
+    }
+    for (int64_t i = 0; i < gc.m; ++i)
+      for (int64_t j = 0; j < gc.n; ++j) {
+        double s = 0, sa = 0;
+        for (int64_t p = 0; p < gc.k; ++p) {
+          double av = gc.transA ? a[aOff + p * d.lda + i]
+                                : a[aOff + i * d.lda + p];
+          double bv = gc.transB ? b[bOff + j * d.ldb + p]
+                                : b[bOff + p * d.ldb + j];
+          s += av * bv;
+          sa += std::fabs(av * bv);
+        }
+        ref[(bi * gc.m + i) * gc.n + j] = gc.alpha * s;
+        absRef[(bi * gc.m + i) * gc.n + j] = std::fabs(gc.alpha) * sa;
+      }
+  }
+  std::vector<float> c(ref.size(), kNaN); // every element must be written
+  gemm(d, a.data(), b.data(), c.data());
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    // Error bound relative to sum |a b| (cancellation-aware), at least
+    // relative to |ref|.
+    double tol = 1e-5 * std::max(absRef[i], 1e-6);
+    if (!(std::fabs(c[i] - ref[i]) <= tol) && ++bad <= 5)
+      ADD_FAILURE() << "gemm element " << i << " expected " << ref[i]
+                    << " found " << c[i];
+  }
+  EXPECT_EQ(bad, 0) << bad << " of " << ref.size() << " gemm elements differ";
+}
+
+void runGemmAllTrans(GemmCase gc, uint32_t seed) {
+  for (int t = 0; t < 4; ++t) {
+    gc.transA = t & 1;
+    gc.transB = t & 2;
+    SCOPED_TRACE(std::string("transA=") + (gc.transA ? "1" : "0") +
+                 " transB=" + (gc.transB ? "1" : "0"));
+    runGemmCase(gc, seed + t);
+  }
+}
+
+TEST(RuntimeKernelsTest, GemmTinyBelowThreshold) {
+  initBlas();
+  forThreadCounts([](int) {
+    runGemmAllTrans({{}, {}, {}, false, false, 3, 4, 5, 1.0f}, 10);
+    runGemmAllTrans({{}, {}, {}, false, false, 17, 9, 13, -0.75f}, 11);
+    // Batched but small overall.
+    runGemmAllTrans({{2, 3}, {}, {}, false, false, 5, 6, 7, 2.5f}, 12);
+  });
+}
+
+TEST(RuntimeKernelsTest, GemmBatchParallel) {
+  initBlas();
+  forThreadCounts([](int) {
+    // batch 6 >= threads, 2*6*20*30*40 = 288000 flops.
+    runGemmAllTrans({{2, 3}, {}, {}, false, false, 20, 30, 40, 1.0f}, 20);
+    runGemmAllTrans({{6}, {}, {}, false, false, 31, 17, 45, -1.5f}, 21);
+    // Broadcast batch dims: A broadcast over dim 1, B over dim 0.
+    runGemmAllTrans({{2, 3}, {1, 0}, {0, 1}, false, false, 20, 30, 40, 0.5f},
+                    22);
+    // B shared by the whole batch (a weight).
+    runGemmAllTrans({{5}, {1}, {0}, false, false, 33, 19, 50, 1.0f}, 23);
+  });
+}
+
+TEST(RuntimeKernelsTest, GemmRowSplit) {
+  initBlas();
+  forThreadCounts([](int) {
+    // Batch 1, m >= n, not multiples of 16.
+    runGemmAllTrans({{}, {}, {}, false, false, 70, 33, 50, 1.0f}, 30);
+    runGemmAllTrans({{}, {}, {}, false, false, 45, 45, 60, 0.3f}, 31);
+    // m smaller than 16 * threads: some threads get no rows.
+    runGemmAllTrans({{}, {}, {}, false, false, 40, 20, 150, -2.0f}, 32);
+    // Batch 2 < threads 3, 4: each product split; A broadcast.
+    runGemmAllTrans({{2}, {0}, {1}, false, false, 50, 40, 55, 1.25f}, 33);
+  });
+}
+
+TEST(RuntimeKernelsTest, GemmColumnSplit) {
+  initBlas();
+  forThreadCounts([](int) {
+    // Batch 1, m < n.
+    runGemmAllTrans({{}, {}, {}, false, false, 21, 90, 60, 1.0f}, 40);
+    runGemmAllTrans({{}, {}, {}, false, false, 5, 300, 80, -0.5f}, 41);
+    runGemmAllTrans({{}, {}, {}, false, false, 1, 1000, 120, 2.0f}, 42);
+    // Batch 2 with broadcast B.
+    runGemmAllTrans({{1, 2}, {0, 1}, {0, 0}, false, false, 30, 77, 50, 0.7f},
+                    43);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm
+//===----------------------------------------------------------------------===//
+
+std::vector<double> naiveLayerNorm(const std::vector<double> &x,
+                                   const std::vector<double> &scale,
+                                   const std::vector<double> *bias,
+                                   int64_t rows, int64_t cols, double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mean += x[r * cols + j];
+    mean /= cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] = (x[r * cols + j] - mean) * rstd * scale[j] +
+                        (bias ? (*bias)[j] : 0.0);
+  }
+  return y;
+}
+
+std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+TEST(RuntimeKernelsTest, LayerNormForward) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {3, 7},
+                            {16, 100},
+                            {300, 70}}) { // last: parallel path
+    SCOPED_TRACE("rows=" + std::to_string(rows) +
+                 " cols=" + std::to_string(cols));
+    // A mean offset makes the centering matter.
+    std::vector<float> x = randomFloats(rows * cols, 50, 2.0f, 4.0f);
+    std::vector<float> scale = randomFloats(cols, 51, 0.5f, 1.5f);
+    std::vector<float> bias = randomFloats(cols, 52);
+    std::vector<double> xd = toDouble(x), sd = toDouble(scale),
+                        bd = toDouble(bias);
+    double eps = 1e-5;
+    std::vector<float> y(rows * cols, kNaN);
+    forThreadCounts([&](int) {
+      layerNormForward(x.data(), scale.data(), bias.data(), y.data(), rows,
+                       cols, eps);
+      expectClose(y, naiveLayerNorm(xd, sd, &bd, rows, cols, eps), 1e-5, 1.0,
+                  "layerNorm y with bias");
+      std::fill(y.begin(), y.end(), kNaN);
+      layerNormForward(x.data(), scale.data(), nullptr, y.data(), rows, cols,
+                       eps);
+      expectClose(y, naiveLayerNorm(xd, sd, nullptr, rows, cols, eps), 1e-5,
+                  1.0, "layerNorm y without bias");
+    });
+  }
+}
+
+struct LayerNormGrads {
+  std::vector<float> dx, dscale, dbias;
+};
+
+LayerNormGrads runLayerNormBackward(const std::vector<float> &x,
+                                    const std::vector<float> &scale,
+                                    const std::vector<float> &dy, int64_t rows,
+                                    int64_t cols, double eps) {
+  LayerNormGrads g{std::vector<float>(rows * cols, kNaN),
+                   std::vector<float>(cols, kNaN),
+                   std::vector<float>(cols, kNaN)};
+  layerNormBackward(x.data(), scale.data(), dy.data(), g.dx.data(),
+                    g.dscale.data(), g.dbias.data(), rows, cols, eps);
+  return g;
+}
+
+TEST(RuntimeKernelsTest, LayerNormBackwardFormula) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {4, 7},
+                            {33, 65},
+                            {300, 70}, // threaded partial sums
+                            {2000, 9}}) {
+    SCOPED_TRACE("rows=" + std::to_string(rows) +
+                 " cols=" + std::to_string(cols));
+    std::vector<float> x = randomFloats(rows * cols, 60, -3.0f, 1.0f);
+    std::vector<float> scale = randomFloats(cols, 61, -1.5f, 1.5f);
+    std::vector<float> dy = randomFloats(rows * cols, 62);
+    double eps = 1e-5;
+    // Reference by the textbook formula, in double.
+    std::vector<double> dx(rows * cols), dscale(cols, 0.0), dbias(cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        mean += x[r * cols + j];
+      mean /= cols;
+      for (int64_t j = 0; j < cols; ++j)
+        var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean);
+      var /= cols;
+      double rstd = 1.0 / std::sqrt(var + eps);
+      std::vector<double> xhat(cols), g(cols);
+      double meanG = 0, meanGX = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        xhat[j] = (x[r * cols + j] - mean) * rstd;
+        g[j] = static_cast<double>(dy[r * cols + j]) * scale[j];
+        meanG += g[j] / cols;
+        meanGX += g[j] * xhat[j] / cols;
+        dscale[j] += dy[r * cols + j] * xhat[j];
+        dbias[j] += dy[r * cols + j];
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        dx[r * cols + j] = rstd * (g[j] - meanG - xhat[j] * meanGX);
+    }
+    forThreadCounts([&](int) {
+      LayerNormGrads got = runLayerNormBackward(x, scale, dy, rows, cols, eps);
+      expectClose(got.dx, dx, 1e-5, 1.0, "layerNorm dx");
+      expectClose(got.dscale, dscale, 1e-5, 1.0, "layerNorm dscale");
+      expectClose(got.dbias, dbias, 1e-5, 1.0, "layerNorm dbias");
+    });
+  }
+}
+
+TEST(RuntimeKernelsTest, LayerNormBackwardFiniteDifferences) {
+  const int64_t rows = 4, cols = 7;
+  const double eps = 1e-3;
+  std::vector<float> x = randomFloats(rows * cols, 70, -2.0f, 2.0f);
+  std::vector<float> scale = randomFloats(cols, 71, -1.5f, 1.5f);
+  std::vector<float> bias = randomFloats(cols, 72);
+  std::vector<float> dy = randomFloats(rows * cols, 73);
+  std::vector<double> xd = toDouble(x), sd = toDouble(scale),
+                      bd = toDouble(bias), dyd = toDouble(dy);
+  // L = sum(y * dy), so dL/dinput is the backward of dy.
+  auto loss = [&](const std::vector<double> &xv, const std::vector<double> &sv,
+                  const std::vector<double> &bv) {
+    std::vector<double> y = naiveLayerNorm(xv, sv, &bv, rows, cols, eps);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      l += y[i] * dyd[i];
+    return l;
+  };
+  const double h = 1e-6;
+  auto fd = [&](std::vector<double> &v, size_t i) {
+    double saved = v[i];
+    v[i] = saved + h;
+    double lp = loss(xd, sd, bd);
+    v[i] = saved - h;
+    double lm = loss(xd, sd, bd);
+    v[i] = saved;
+    return (lp - lm) / (2 * h);
+  };
+  std::vector<double> fdx(rows * cols), fds(cols), fdb(cols);
+  for (size_t i = 0; i < fdx.size(); ++i)
+    fdx[i] = fd(xd, i);
+  for (int64_t j = 0; j < cols; ++j) {
+    fds[j] = fd(sd, j);
+    fdb[j] = fd(bd, j);
+  }
+  LayerNormGrads got = runLayerNormBackward(x, scale, dy, rows, cols, eps);
+  expectClose(got.dx, fdx, 1e-5, 1.0, "layerNorm dx vs finite differences");
+  expectClose(got.dscale, fds, 1e-5, 1.0,
+              "layerNorm dscale vs finite differences");
+  expectClose(got.dbias, fdb, 1e-5, 1.0,
+              "layerNorm dbias vs finite differences");
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+std::vector<double> naiveSoftmax(const std::vector<double> &x, int64_t outer,
+                                 int64_t n, int64_t inner) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double mx = -INFINITY, s = 0;
+      for (int64_t j = 0; j < n; ++j)
+        mx = std::max(mx, x[(o * n + j) * inner + i]);
+      for (int64_t j = 0; j < n; ++j)
+        s += std::exp(x[(o * n + j) * inner + i] - mx);
+      for (int64_t j = 0; j < n; ++j)
+        y[(o * n + j) * inner + i] =
+            std::exp(x[(o * n + j) * inner + i] - mx) / s;
+    }
+  return y;
+}
+
+const int64_t kSoftmaxShapes[][3] = {
+    {1, 1, 1}, {3, 10, 1}, {2, 5, 4}, {4, 33, 7}, {1, 3, 20},
+    {8, 64, 40}, // parallel path, inner > 1
+    {200, 100, 1}};
+
+TEST(RuntimeKernelsTest, SoftmaxForward) {
+  for (auto &s : kSoftmaxShapes) {
+    int64_t outer = s[0], n = s[1], inner = s[2];
+    SCOPED_TRACE("outer=" + std::to_string(outer) + " n=" + std::to_string(n) +
+                 " inner=" + std::to_string(inner));
+    std::vector<float> x = randomFloats(outer * n * inner, 80, -8.0f, 8.0f);
+    // The last entry of each softmax row is far above the others: exp()
+    // overflows in float unless the true maximum along the (strided) axis
+    // is subtracted.
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        x[(o * n + n - 1) * inner + i] += 90.0f;
+    std::vector<double> ref = naiveSoftmax(toDouble(x), outer, n, inner);
+    forThreadCounts([&](int) {
+      std::vector<float> y(x.size(), kNaN);
+      softmaxForward(x.data(), y.data(), outer, n, inner);
+      expectClose(y, ref, 1e-5, 1e-6, "softmax y");
+    });
+  }
+}
+
+TEST(RuntimeKernelsTest, SoftmaxBackward) {
+  for (auto &s : kSoftmaxShapes) {
+    int64_t outer = s[0], n = s[1], inner = s[2];
+    SCOPED_TRACE("outer=" + std::to_string(outer) + " n=" + std::to_string(n) +
+                 " inner=" + std::to_string(inner));
+    std::vector<float> x = randomFloats(outer * n * inner, 81, -3.0f, 3.0f);
+    std::vector<double> yd = naiveSoftmax(toDouble(x), outer, n, inner);
+    std::vector<float> y(yd.begin(), yd.end());
+    std::vector<float> dy = randomFloats(y.size(), 82);
+    std::vector<double> ref(y.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double dot = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t e = (o * n + j) * inner + i;
+          dot += static_cast<double>(y[e]) * dy[e];
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t e = (o * n + j) * inner + i;
+          ref[e] = y[e] * (dy[e] - dot);
+        }
+      }
+    forThreadCounts([&](int) {
+      std::vector<float> dx(y.size(), kNaN);
+      softmaxBackward(y.data(), dy.data(), dx.data(), outer, n, inner);
+      expectClose(dx, ref, 1e-5, 0.1, "softmax dx");
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Per-element losses in double (ignored: 0) and the count of valid ones.
+std::vector<double> naiveCrossEntropy(const std::vector<double> &scores,
+                                      const std::vector<int64_t> &labels,
+                                      int64_t outer, int64_t classes,
+                                      int64_t inner, bool hasIgnore,
+                                      int64_t ignore, int64_t *valid) {
+  std::vector<double> l(outer * inner, 0.0);
+  *valid = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t e = o * inner + i;
+      if (hasIgnore && labels[e] == ignore)
+        continue;
+      ++*valid;
+      double mx = -INFINITY, s = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        mx = std::max(mx, scores[(o * classes + c) * inner + i]);
+      for (int64_t c = 0; c < classes; ++c)
+        s += std::exp(scores[(o * classes + c) * inner + i] - mx);
+      l[e] = std::log(s) + mx - scores[(o * classes + labels[e]) * inner + i];
+    }
+  return l;
+}
+
+std::vector<double> reduceLoss(const std::vector<double> &per, Reduction red,
+                               int64_t valid) {
+  if (red == Reduction::None)
+    return per;
+  double s = 0;
+  for (double v : per)
+    s += v;
+  if (red == Reduction::Mean)
+    s /= static_cast<double>(valid);
+  return {s};
+}
+
+struct CeCase {
+  int64_t outer, classes, inner;
+  bool hasIgnore;
+  int64_t ignore;
+};
+
+void runCrossEntropy(const CeCase &cc, Reduction red, bool labels64,
+                     uint32_t seed) {
+  int64_t count = cc.outer * cc.inner;
+  std::vector<float> scores =
+      randomFloats(cc.outer * cc.classes * cc.inner, seed, -4.0f, 4.0f);
+  std::mt19937 gen(seed + 7);
+  std::vector<int64_t> labels(count);
+  for (int64_t e = 0; e < count; ++e)
+    labels[e] = static_cast<int64_t>(gen() % cc.classes);
+  if (cc.hasIgnore) // at least one ignored label, at the start and middle
+    for (int64_t e = 0; e < count; e += 3)
+      labels[e] = cc.ignore;
+  std::vector<int32_t> labels32(labels.begin(), labels.end());
+  const void *lab = labels64 ? static_cast<const void *>(labels.data())
+                             : static_cast<const void *>(labels32.data());
+  int64_t valid = 0;
+  std::vector<double> sd = toDouble(scores);
+  std::vector<double> per = naiveCrossEntropy(
+      sd, labels, cc.outer, cc.classes, cc.inner, cc.hasIgnore, cc.ignore,
+      &valid);
+  std::vector<double> ref = reduceLoss(per, red, valid);
+  std::vector<float> loss(ref.size(), kNaN);
+  softmaxCrossEntropyForward(scores.data(), lab, labels64, loss.data(),
+                             cc.outer, cc.classes, cc.inner, red, cc.hasIgnore,
+                             cc.ignore);
+  expectClose(loss, ref, 1e-5, 1e-3, "cross-entropy loss");
+
+  // Backward against the formula (softmax - onehot) * g.
+  std::vector<float> dloss =
+      randomFloats(red == Reduction::None ? count : 1, seed + 3, 0.5f, 2.0f);
+  std::vector<double> dref(scores.size(), 0.0);
+  for (int64_t o = 0; o < cc.outer; ++o)
+    for (int64_t i = 0; i < cc.inner; ++i) {
+      int64_t e = o * cc.inner + i;
+      if (cc.hasIgnore && labels[e] == cc.ignore)
+        continue;
+      double g = red == Reduction::None ? dloss[e] : dloss[0];
+      if (red == Reduction::Mean)
+        g /= valid;
+      double mx = -INFINITY, s = 0;
+      for (int64_t c = 0; c < cc.classes; ++c)
+        mx = std::max(mx, sd[(o * cc.classes + c) * cc.inner + i]);
+      for (int64_t c = 0; c < cc.classes; ++c)
+        s += std::exp(sd[(o * cc.classes + c) * cc.inner + i] - mx);
+      for (int64_t c = 0; c < cc.classes; ++c) {
+        int64_t k = (o * cc.classes + c) * cc.inner + i;
+        dref[k] = (std::exp(sd[k] - mx) / s - (c == labels[e] ? 1.0 : 0.0)) * g;
+      }
+    }
+  std::vector<float> ds(scores.size(), kNaN);
+  softmaxCrossEntropyBackward(scores.data(), lab, labels64, dloss.data(),
+                              ds.data(), cc.outer, cc.classes, cc.inner, red,
+                              cc.hasIgnore, cc.ignore);
+  expectClose(ds, dref, 1e-5, 1e-3, "cross-entropy dscores");
+
+  // Backward against central differences of the double forward, on small
+  // cases.
+  if (scores.size() <= 400) {
+    std::vector<double> fd(scores.size());
+    const double h = 1e-6;
+    auto total = [&]() {
+      int64_t v = 0;
+      std::vector<double> per =
+          naiveCrossEntropy(sd, labels, cc.outer, cc.classes, cc.inner,
+                            cc.hasIgnore, cc.ignore, &v);
+      std::vector<double> r = reduceLoss(per, red, v);
+      double t = 0;
+      for (size_t i = 0; i < r.size(); ++i)
+        t += r[i] * dloss[i];
+      return t;
+    };
+    for (size_t k = 0; k < sd.size(); ++k) {
+      double saved = sd[k];
+      sd[k] = saved + h;
+      double lp = total();
+      sd[k] = saved - h;
+      double lm = total();
+      sd[k] = saved;
+      fd[k] = (lp - lm) / (2 * h);
+    }
+    expectClose(ds, fd, 1e-5, 0.1, "cross-entropy dscores vs FD");
+  }
+}
+
+TEST(RuntimeKernelsTest, SoftmaxCrossEntropy) {
+  const CeCase cases[] = {
+      {1, 1, 1, false, 0},     {6, 5, 1, false, 0},  {6, 5, 1, true, -100},
+      {3, 4, 5, false, 0},     {3, 4, 5, true, 2},   {2, 7, 3, true, -1},
+      {64, 300, 1, true, -100}, // parallel path
+      {16, 50, 30, true, 0}};   // parallel path, inner > 1
+  const Reduction reds[] = {Reduction::None, Reduction::Sum, Reduction::Mean};
+  uint32_t seed = 90;
+  for (const CeCase &cc : cases)
+    for (Reduction red : reds)
+      for (bool l64 : {false, true}) {
+        SCOPED_TRACE("outer=" + std::to_string(cc.outer) +
+                     " classes=" + std::to_string(cc.classes) +
+                     " inner=" + std::to_string(cc.inner) +
+                     " ignore=" + (cc.hasIgnore ? std::to_string(cc.ignore)
+                                                : std::string("none")) +
+                     " reduction=" + std::to_string(static_cast<int>(red)) +
+                     " labels64=" + (l64 ? "1" : "0"));
+        forThreadCounts([&](int) { runCrossEntropy(cc, red, l64, seed); });
+        seed += 10;
+      }
+}
+
+TEST(RuntimeKernelsTest, SoftmaxCrossEntropyAllIgnored) {
+  const int64_t outer = 3, classes = 4, inner = 2;
+  std::vector<float> scores = randomFloats(outer * classes * inner, 100);
+  for (bool l64 : {false, true}) {
+    std::vector<int64_t> l64v(outer * inner, -100);
+    std::vector<int32_t> l32v(outer * inner, -100);
+    const void *lab = l64 ? static_cast<const void *>(l64v.data())
+                          : static_cast<const void *>(l32v.data());
+    float loss = 0.0f;
+    softmaxCrossEntropyForward(scores.data(), lab, l64, &loss, outer, classes,
+                               inner, Reduction::Mean, true, -100);
+    EXPECT_TRUE(std::isnan(loss)) << "all-ignored mean loss: " << loss;
+    float sum = kNaN;
+    softmaxCrossEntropyForward(scores.data(), lab, l64, &sum, outer, classes,
+                               inner, Reduction::Sum, true, -100);
+    EXPECT_EQ(sum, 0.0f);
+    std::vector<float> none(outer * inner, kNaN);
+    softmaxCrossEntropyForward(scores.data(), lab, l64, none.data(), outer,
+                               classes, inner, Reduction::None, true, -100);
+    for (float v : none)
+      EXPECT_EQ(v, 0.0f);
+    float dloss = 1.0f;
+    std::vector<float> ds(scores.size(), kNaN);
+    softmaxCrossEntropyBackward(scores.data(), lab, l64, &dloss, ds.data(),
+                                outer, classes, inner, Reduction::Mean, true,
+                                -100);
+    for (float v : ds)
+      EXPECT_EQ(v, 0.0f) << "all-ignored mean dscores";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernelsTest, Gather) {
+  struct Case {
+    int64_t outer, axisSize, inner, numIndices;
+  };
+  const Case cases[] = {{1, 5, 1, 3},     {3, 7, 4, 9},     {4, 6, 1, 10},
+                        {2, 10, 16, 25},  {1, 1, 3, 4},
+                        {8, 50, 64, 40}}; // parallel for 4/8-byte elements
+  uint32_t seed = 110;
+  for (const Case &c : cases)
+    for (int64_t elem : {1, 4, 8})
+      for (bool i64 : {false, true}) {
+        SCOPED_TRACE("outer=" + std::to_string(c.outer) +
+                     " axis=" + std::to_string(c.axisSize) +
+                     " inner=" + std::to_string(c.inner) +
+                     " n=" + std::to_string(c.numIndices) +
+                     " elem=" + std::to_string(elem) +
+                     " indices64=" + (i64 ? "1" : "0"));
+        int64_t innerBytes = c.inner * elem;
+        std::vector<uint8_t> data =
+            randomBytes(c.outer * c.axisSize * innerBytes, seed++);
+        std::mt19937 gen(seed++);
+        std::vector<int64_t> idx(c.numIndices);
+        for (int64_t i = 0; i < c.numIndices; ++i) {
+          int64_t v = static_cast<int64_t>(gen() % c.axisSize);
+          idx[i] = (i % 2) ? v - c.axisSize : v; // half negative
+        }
+        idx[0] = -1; // last
+        std::vector<int32_t> idx32(idx.begin(), idx.end());
+        const void *ip = i64 ? static_cast<const void *>(idx.data())
+                             : static_cast<const void *>(idx32.data());
+        std::vector<uint8_t> ref(c.outer * c.numIndices * innerBytes);
+        for (int64_t o = 0; o < c.outer; ++o)
+          for (int64_t i = 0; i < c.numIndices; ++i) {
+            int64_t k = idx[i] < 0 ? idx[i] + c.axisSize : idx[i];
+            for (int64_t b = 0; b < innerBytes; ++b)
+              ref[(o * c.numIndices + i) * innerBytes + b] =
+                  data[(o * c.axisSize + k) * innerBytes + b];
+          }
+        forThreadCounts([&](int) {
+          std::vector<uint8_t> out(ref.size(), 0xAB);
+          gather(data.data(), ip, i64, out.data(), c.outer, c.axisSize,
+                 innerBytes, c.numIndices);
+          EXPECT_TRUE(out == ref) << "gather output differs";
+        });
+      }
+}
+
+TEST(RuntimeKernelsTest, GatherBackward) {
+  struct Case {
+    int64_t outer, axisSize, inner, numIndices;
+  };
+  const Case cases[] = {{1, 5, 1, 8},    {3, 4, 2, 9},  {2, 6, 5, 12},
+                        {2, 10, 37, 30}, {1, 3, 3, 1}, {4, 20, 100, 64}};
+  uint32_t seed = 130;
+  for (const Case &c : cases)
+    for (bool i64 : {false, true}) {
+      SCOPED_TRACE("outer=" + std::to_string(c.outer) +
+                   " axis=" + std::to_string(c.axisSize) +
+                   " inner=" + std::to_string(c.inner) +
+                   " n=" + std::to_string(c.numIndices) +
+                   " indices64=" + (i64 ? "1" : "0"));
+      std::mt19937 gen(seed++);
+      std::vector<int64_t> idx(c.numIndices);
+      for (int64_t i = 0; i < c.numIndices; ++i) {
+        int64_t v = static_cast<int64_t>(gen() % c.axisSize);
+        idx[i] = (i % 3 == 1) ? v - c.axisSize : v;
+      }
+      // Duplicates, also one spelled negatively.
+      idx[0] = 1 % c.axisSize;
+      if (c.numIndices > 2) {
+        idx[1] = 1 % c.axisSize;
+        idx[2] = 1 % c.axisSize - c.axisSize;
+      }
+      std::vector<int32_t> idx32(idx.begin(), idx.end());
+      const void *ip = i64 ? static_cast<const void *>(idx.data())
+                           : static_cast<const void *>(idx32.data());
+      std::vector<float> dout =
+          randomFloats(c.outer * c.numIndices * c.inner, seed++);
+      std::vector<double> ref(c.outer * c.axisSize * c.inner, 0.0);
+      for (int64_t o = 0; o < c.outer; ++o)
+        for (int64_t i = 0; i < c.numIndices; ++i) {
+          int64_t k = idx[i] < 0 ? idx[i] + c.axisSize : idx[i];
+          for (int64_t j = 0; j < c.inner; ++j)
+            ref[(o * c.axisSize + k) * c.inner + j] +=
+                dout[(o * c.numIndices + i) * c.inner + j];
+        }
+      forThreadCounts([&](int) {
+        std::vector<float> dd(ref.size(), kNaN); // must be zeroed
+        gatherBackward(ip, i64, dout.data(), dd.data(), c.outer, c.axisSize,
+                       c.inner, c.numIndices);
+        expectClose(dd, ref, 1e-5, 1.0, "gatherBackward");
+      });
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Strided copy / scatter
+//===----------------------------------------------------------------------===//
+
+/// out[i] = in[offset + sum i_d strides[d]], bytewise.
+std::vector<uint8_t> naiveStridedCopy(const std::vector<uint8_t> &in,
+                                      const std::vector<int64_t> &shape,
+                                      const std::vector<int64_t> &strides,
+                                      int64_t offset, int64_t elem) {
+  int64_t total = 1;
+  for (int64_t s : shape)
+    total *= s;
+  std::vector<uint8_t> out(total * elem);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = offset, rem = i;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      off += (rem % shape[d]) * strides[d];
+      rem /= shape[d];
+    }
+    EXPECT_GE(off, 0);
+    EXPECT_LT(off * elem, static_cast<int64_t>(in.size()));
+    std::memcpy(&out[i * elem], &in[off * elem], elem);
+  }
+  return out;
+}
+
+struct StridedCase {
+  const char *name;
+  int64_t inElements;
+  std::vector<int64_t> shape, strides;
+  int64_t offset;
+};
+
+std::vector<StridedCase> stridedCases() {
+  return {
+      // Contiguous: merges to a single row (memcpy path).
+      {"contiguous", 2 * 3 * 4, {2, 3, 4}, {12, 4, 1}, 0},
+      // Permutation (2,3,0,1) of [2,3,4,5]: merges to [20, 6] with strides
+      // [1, 20] (a transpose of the merged dims).
+      {"permute-merge", 120, {4, 5, 2, 3}, {5, 1, 60, 20}, 0},
+      // Permutation (1,0,2) of [3,4,5]: innermost in-stride 1 (memcpy rows).
+      {"permute-rows", 60, {4, 3, 5}, {5, 20, 1}, 0},
+      // Slice x[1:4, :, 2:7] of [6,7,9]: rows of 5 (memcpy), with an offset.
+      {"slice-rows", 6 * 7 * 9, {3, 7, 5}, {63, 9, 1}, 63 + 2},
+      // Unit dims mixed in around a slice.
+      {"unit-dims", 6 * 7 * 9, {1, 3, 1, 7, 5, 1}, {999, 63, 5, 9, 1, 7}, 65},
+      // Broadcast (stride 0) of a row.
+      {"broadcast", 7, {5, 7}, {0, 1}, 0},
+      // Transpose of the last two dims of [3, 70, 45] (planes, sizes not
+      // multiples of 32): tiled path.
+      {"transpose-tiled", 3 * 70 * 45, {3, 45, 70}, {3150, 1, 45}, 0},
+      // A larger transpose (parallel tiles): [5, 150, 100] -> [5, 100, 150].
+      {"transpose-tiled-big", 5 * 150 * 100, {5, 100, 150}, {15000, 1, 100},
+       0},
+      // Transpose of a 4-d tensor whose outer dims do not merge.
+      {"transpose-4d", 2 * 3 * 33 * 40, {3, 2, 40, 33}, {1320, 3960, 1, 40},
+       0},
+      // Transposed with a reversed column order: tiled with a negative
+      // column stride.
+      {"transpose-reversed", 40 * 35, {35, 40}, {1, -35}, 39 * 35},
+      // Reversed slice x[6:1:-2, ::-1] of [8, 10]: negative strides (generic).
+      {"reversed-slice", 80, {3, 10}, {-20, -1}, 69},
+      // Reversed outer dim only: rows contiguous, negative row stride.
+      {"reversed-rows", 80, {8, 10}, {-10, 1}, 70},
+      // Strided innermost (every third element) in 3 dims: generic.
+      {"step-slice", 4 * 5 * 30, {2, 5, 10}, {300, 30, 3}, 151},
+      // Overlapping views (as_strided / unfold): equal strides must not be
+      // merged. Sliding windows of 5 over 10 elements (rows contiguous).
+      {"sliding-window", 10, {6, 5}, {1, 1}, 0},
+      {"overlap-step", 12, {3, 4}, {2, 2}, 1},
+      // Diagonal: generic with a non-unit stride.
+      {"diagonal", 64, {8}, {9}, 0},
+      // Scalar (all unit dims).
+      {"scalar", 10, {1, 1}, {4, 1}, 7},
+      {"rank0", 10, {}, {}, 3},
+      // A large generic copy (parallel rows): step 2 innermost.
+      {"generic-big", 300 * 600, {300, 300}, {600, 2}, 1},
+      // A large memcpy-path copy (parallel rows).
+      {"rows-big", 400 * 300, {400, 200}, {300, 1}, 50},
+  };
+}
+
+TEST(RuntimeKernelsTest, StridedCopy) {
+  uint32_t seed = 150;
+  for (const StridedCase &sc : stridedCases())
+    for (int64_t elem : {1, 2, 4, 8}) {
+      SCOPED_TRACE(std::string(sc.name) + " elem=" + std::to_string(elem));
+      std::vector<uint8_t> in = randomBytes(sc.inElements * elem, seed++);
+      std::vector<uint8_t> ref =
+          naiveStridedCopy(in, sc.shape, sc.strides, sc.offset, elem);
+      forThreadCounts([&](int) {
+        std::vector<uint8_t> out(ref.size(), 0xCD);
+        stridedCopy(in.data(), out.data(), static_cast<int>(sc.shape.size()),
+                    sc.shape.data(), sc.strides.data(), sc.offset, elem);
+        size_t firstBad = ref.size();
+        for (size_t i = 0; i < ref.size(); ++i)
+          if (out[i] != ref[i]) {
+            firstBad = i;
+            break;
+          }
+        EXPECT_EQ(firstBad, ref.size())
+            << "stridedCopy differs first at byte " << firstBad << " (element "
+            << firstBad / elem << ")";
+      });
+    }
+}
+
+TEST(RuntimeKernelsTest, StridedScatterInvertsSlice) {
+  struct Case {
+    const char *name;
+    int64_t outElements;
+    std::vector<int64_t> shape, strides;
+    int64_t offset;
+  };
+  const Case cases[] = {
+      // x[1:4, :, 2:7:2] of [6,7,9].
+      {"step-slice", 6 * 7 * 9, {3, 7, 3}, {63, 9, 2}, 63 + 2},
+      // x[:, 3:8] of [5, 10]: contiguous rows.
+      {"rows", 50, {5, 5}, {10, 1}, 3},
+      // Reversed slice x[6:1:-2, ::-1] of [8, 10].
+      {"reversed", 80, {3, 10}, {-20, -1}, 69},
+      // Transposed view of [30, 40].
+      {"transpose", 1200, {40, 30}, {1, 40}, 0},
+      // Unit dims and a large slice (parallel).
+      {"big", 400 * 300, {1, 400, 1, 250}, {5, 300, 3, 1}, 25},
+      {"scalar", 9, {}, {}, 4},
+  };
+  uint32_t seed = 170;
+  for (const Case &c : cases)
+    for (int64_t elem : {1, 2, 4, 8}) {
+      SCOPED_TRACE(std::string(c.name) + " elem=" + std::to_string(elem));
+      int64_t total = 1;
+      for (int64_t s : c.shape)
+        total *= s;
+      std::vector<uint8_t> in = randomBytes(total * elem, seed++);
+      // Reference: zeros, then the slice positions.
+      std::vector<uint8_t> ref(c.outElements * elem, 0);
+      for (int64_t i = 0; i < total; ++i) {
+        int64_t off = c.offset, rem = i;
+        for (int d = static_cast<int>(c.shape.size()) - 1; d >= 0; --d) {
+          off += (rem % c.shape[d]) * c.strides[d];
+          rem /= c.shape[d];
+        }
+        std::memcpy(&ref[off * elem], &in[i * elem], elem);
+      }
+      forThreadCounts([&](int) {
+        std::vector<uint8_t> out(ref.size(), 0xEE);
+        stridedScatter(in.data(), out.data(), c.outElements,
+                       static_cast<int>(c.shape.size()), c.shape.data(),
+                       c.strides.data(), c.offset, elem);
+        EXPECT_TRUE(out == ref) << "stridedScatter output differs";
+        // Slicing the scattered tensor gives the input back.
+        std::vector<uint8_t> back(in.size(), 0x11);
+        stridedCopy(out.data(), back.data(), static_cast<int>(c.shape.size()),
+                    c.shape.data(), c.strides.data(), c.offset, elem);
+        EXPECT_TRUE(back == in) << "slice of the scatter differs from input";
+      });
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// copyAxisBlock
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernelsTest, CopyAxisBlock) {
+  struct Case {
+    int64_t outer, n, bigN, offset, innerBytes;
+  };
+  const Case cases[] = {{1, 3, 3, 0, 4},      {4, 2, 7, 3, 12},
+                        {3, 5, 9, 4, 1},      {5, 1, 6, 0, 8},
+                        {2, 4, 10, 6, 24},    {300, 20, 50, 17, 16}};
+  uint32_t seed = 190;
+  for (const Case &c : cases) {
+    SCOPED_TRACE("outer=" + std::to_string(c.outer) +
+                 " n=" + std::to_string(c.n) + " bigN=" +
+                 std::to_string(c.bigN) + " offset=" +
+                 std::to_string(c.offset) + " innerBytes=" +
+                 std::to_string(c.innerBytes));
+    std::vector<uint8_t> small = randomBytes(c.outer * c.n * c.innerBytes,
+                                             seed++);
+    std::vector<uint8_t> big = randomBytes(c.outer * c.bigN * c.innerBytes,
+                                           seed++);
+    // Into the big tensor (concat): other positions untouched.
+    std::vector<uint8_t> refBig = big;
+    for (int64_t o = 0; o < c.outer; ++o)
+      for (int64_t j = 0; j < c.n; ++j)
+        for (int64_t b = 0; b < c.innerBytes; ++b)
+          refBig[(o * c.bigN + c.offset + j) * c.innerBytes + b] =
+              small[(o * c.n + j) * c.innerBytes + b];
+    // Out of the big tensor (split).
+    std::vector<uint8_t> refSmall(small.size());
+    for (int64_t o = 0; o < c.outer; ++o)
+      for (int64_t j = 0; j < c.n; ++j)
+        for (int64_t b = 0; b < c.innerBytes; ++b)
+          refSmall[(o * c.n + j) * c.innerBytes + b] =
+              big[(o * c.bigN + c.offset + j) * c.innerBytes + b];
+    forThreadCounts([&](int) {
+      std::vector<uint8_t> gotBig = big;
+      copyAxisBlock(small.data(), gotBig.data(), c.outer, c.n, c.bigN,
+                    c.offset, c.innerBytes, true);
+      EXPECT_TRUE(gotBig == refBig) << "copyAxisBlock into big differs";
+      std::vector<uint8_t> gotSmall(small.size(), 0x5A);
+      copyAxisBlock(big.data(), gotSmall.data(), c.outer, c.n, c.bigN,
+                    c.offset, c.innerBytes, false);
+      EXPECT_TRUE(gotSmall == refSmall) << "copyAxisBlock out of big differs";
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reduce
+//===----------------------------------------------------------------------===//
+
+std::vector<double> naiveReduce(ReduceKind kind, const std::vector<float> &in,
+                                const std::vector<int64_t> &shape,
+                                const std::vector<bool> &reduced) {
+  int rank = static_cast<int>(shape.size());
+  int64_t total = 1, outCount = 1, redCount = 1;
+  for (int d = 0; d < rank; ++d) {
+    total *= shape[d];
+    (reduced[d] ? redCount : outCount) *= shape[d];
+  }
+  bool isMax = kind == ReduceKind::Max;
+  std::vector<double> acc(outCount, isMax ? -INFINITY : 0.0);
+  std::vector<bool> sawNaN(outCount, false);
+  for (int64_t i = 0; i < total; ++i) {
+    // Multi-index of i, then the output index over the kept dims.
+    int64_t rem = i, o = 0, mul = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t id = rem % shape[d];
+      rem /= shape[d];
+      if (!reduced[d]) {
+        o += id * mul;
+        mul *= shape[d];
+      }
+    }
+    double v = in[i];
+    if (isMax) {
+      if (std::isnan(v))
+        sawNaN[o] = true;
+      else
+        acc[o] = std::max(acc[o], v);
+    } else {
+      acc[o] += v;
+    }
+  }
+  for (int64_t o = 0; o < outCount; ++o) {
+    if (kind == ReduceKind::Mean)
+      acc[o] /= static_cast<double>(redCount);
+    if (isMax && sawNaN[o])
+      acc[o] = NAN;
+  }
+  return acc;
+}
+
+struct ReduceCase {
+  const char *name;
+  std::vector<int64_t> shape;
+  std::vector<bool> reduced;
+};
+
+void runReduceCase(const ReduceCase &rc, const std::vector<float> &in,
+                   ReduceKind kind) {
+  std::vector<double> ref = naiveReduce(kind, in, rc.shape, rc.reduced);
+  int rank = static_cast<int>(rc.shape.size());
+  bool red[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d)
+    red[d] = rc.reduced[d];
+  int64_t redCount = 1;
+  for (int d = 0; d < rank; ++d)
+    if (rc.reduced[d])
+      redCount *= rc.shape[d];
+  double rtol = redCount > 1000 ? 1e-4 : 1e-5;
+  forThreadCounts([&](int) {
+    std::vector<float> out(ref.size(), kNaN);
+    reduce(kind, in.data(), out.data(), rank, rc.shape.data(), red);
+    if (kind == ReduceKind::Max) {
+      // Max is exact.
+      for (size_t i = 0; i < ref.size(); ++i) {
+        if (std::isnan(ref[i]))
+          EXPECT_TRUE(std::isnan(out[i])) << "max element " << i;
+        else
+          EXPECT_EQ(out[i], static_cast<float>(ref[i])) << "max element " << i;
+      }
+    } else {
+      expectClose(out, ref, rtol, kind == ReduceKind::Sum ? 1.0 : 1e-2,
+                  kind == ReduceKind::Sum ? "reduce sum" : "reduce mean");
+    }
+  });
+}
+
+std::vector<ReduceCase> reduceCases() {
+  return {
+      // [reduced, kept]: column path (cols > 256 crosses a block).
+      {"reduced-kept", {37, 300}, {true, false}},
+      {"reduced-kept-big", {200, 300}, {true, false}}, // parallel
+      {"reduced-reduced-kept", {3, 5, 7}, {true, true, false}},
+      // [kept, reduced]: row path.
+      {"kept-reduced", {50, 77}, {false, true}},
+      {"kept-reduced-big", {300, 100}, {false, true}}, // parallel
+      {"kept-kept-reduced", {4, 5, 6}, {false, false, true}},
+      // General path.
+      {"reduced-kept-reduced", {5, 6, 7}, {true, false, true}},
+      {"kept-reduced-kept", {4, 9, 6}, {false, true, false}},
+      {"general-4d", {3, 4, 5, 6}, {false, true, false, true}},
+      {"general-big", {30, 40, 20}, {true, false, true}}, // parallel
+      // Full reduction to a scalar.
+      {"full", {13, 17}, {true, true}},
+      {"full-long", {100000}, {true}},
+      // Unit dims mixed in.
+      {"unit-column", {1, 5, 1, 6}, {false, true, true, false}},
+      {"unit-row", {4, 1, 5, 1}, {false, true, true, false}},
+      {"unit-general", {3, 1, 4, 1, 5}, {true, false, false, true, true}},
+      {"unit-reduced-only", {3, 1, 4}, {false, true, false}},
+      {"all-unit", {1, 1}, {true, false}},
+      {"nothing-reduced", {3, 4}, {false, false}},
+  };
+}
+
+TEST(RuntimeKernelsTest, Reduce) {
+  uint32_t seed = 210;
+  for (const ReduceCase &rc : reduceCases()) {
+    int64_t total = 1;
+    for (int64_t s : rc.shape)
+      total *= s;
+    std::vector<float> in = randomFloats(total, seed++, -1.0f, 2.0f);
+    for (ReduceKind kind :
+         {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max}) {
+      SCOPED_TRACE(std::string(rc.name) +
+                   " kind=" + std::to_string(static_cast<int>(kind)));
+      runReduceCase(rc, in, kind);
+    }
+  }
+}
+
+TEST(RuntimeKernelsTest, ReduceMaxPropagatesNaN) {
+  uint32_t seed = 240;
+  for (const ReduceCase &rc : reduceCases()) {
+    int64_t total = 1;
+    for (int64_t s : rc.shape)
+      total *= s;
+    std::vector<float> in = randomFloats(total, seed++, -1.0f, 2.0f);
+    // NaNs at the first element, in the middle followed by larger values,
+    // and at the last element.
+    in[0] = kNaN;
+    if (total > 2) {
+      in[total / 2] = kNaN;
+      in[total / 2 + 1] = 100.0f;
+      in[total - 1] = kNaN;
+    }
+    SCOPED_TRACE(rc.name);
+    runReduceCase(rc, in, ReduceKind::Max);
+    // Sum also propagates NaN.
+    runReduceCase(rc, in, ReduceKind::Sum);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// accumulateInto
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernelsTest, AccumulateInto) {
+  for (int64_t n : {1, 17, 1000, 100000}) { // last: parallel
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> src = randomFloats(n, 260);
+    std::vector<float> dst0 = randomFloats(n, 261);
+    for (float scale : {1.0f, -0.5f, 3.0f})
+      forThreadCounts([&](int) {
+        std::vector<double> refAcc(n), refSet(n);
+        for (int64_t i = 0; i < n; ++i) {
+          refAcc[i] = static_cast<double>(dst0[i]) +
+                      static_cast<double>(scale) * src[i];
+          refSet[i] = static_cast<double>(scale) * src[i];
+        }
+        std::vector<float> dst = dst0;
+        accumulateInto(dst.data(), src.data(), n, scale, true);
+        expectClose(dst, refAcc, 1e-5, 1.0, "accumulateInto accumulate");
+        // Without accumulate the old contents (even NaN) are dropped.
+        std::vector<float> fresh(n, kNaN);
+        accumulateInto(fresh.data(), src.data(), n, scale, false);
+        expectClose(fresh, refSet, 1e-5, 1e-3, "accumulateInto overwrite");
+      });
+  }
+}
+
+} // namespace
