@@ -1,6 +1,7 @@
 //===- Kernels.cpp - CPU kernels of the emitted programs ------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Math.h"
 
 #include <cblas.h>
 
@@ -192,6 +193,30 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
 
 void softmaxForward(const float *x, float *y, int64_t outer, int64_t n,
                     int64_t inner) {
+  if (inner == 1) {
+    // Rows along the last axis: vectorized max, exp (libmvec) and scale.
+#pragma omp parallel for if (outer * n > 16384)
+    for (int64_t o = 0; o < outer; ++o) {
+      const float *xr = x + o * n;
+      float *yr = y + o * n;
+      float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+      for (int64_t j = 0; j < n; ++j)
+        max = std::max(max, xr[j]);
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) {
+        float e = expf(xr[j] - max);
+        yr[j] = e;
+        sum += e;
+      }
+      float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] *= inv;
+    }
+    return;
+  }
 #pragma omp parallel for collapse(2) if (outer * n * inner > 16384)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
