@@ -504,7 +504,6 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "  c.minLr = " << hex(lr.minLr) << ";\n"
      << "  c.decaySteps = " << lr.decaySteps << ";\n"
      << "  return c;\n}\n\n";
-  auto forward = step; // the step's arguments are the model's
   os << formatv(
       "static const autopar::rt::ModelInfo kInfo = {{\n"
       "  \"{0}\", kTensors, {1}, kInputs, {2}, {3},\n"
@@ -515,8 +514,8 @@ std::string Compiler::modelSource(func::FuncOp step,
       fingerprint(step), numTensors, numInputs, paramBytes,
       step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt(),
       step.getNumResults(), microBatch, plan.microBatches, seqLen,
-      valueBound(forward, step.getArgument(data.tokens)),
-      valueBound(forward, step.getArgument(data.targets)));
+      valueBound(step, step.getArgument(data.tokens)),
+      valueBound(step, step.getArgument(data.targets)));
   return s;
 }
 

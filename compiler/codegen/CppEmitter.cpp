@@ -302,17 +302,9 @@ LogicalResult Emitter::emitKernel(Operation *op) {
             auto ignore = o->getAttrOfType<IntegerAttr>("ignore_index");
             bool labels64 = tensorType(labels).getElementType().isInteger(64);
             std::string common = formatv(
-                "{0}, {1}, {2}, {3}, autopar::rt::cpu::Reduction({4}), {5}, "
-                "{6}LL",
-                shape[0], shape[1], inner, "", static_cast<int>(reduction),
+                "{0}, {1}, {2}, autopar::rt::cpu::Reduction({3}), {4}, {5}LL",
+                shape[0], shape[1], inner, static_cast<int>(reduction),
                 ignore ? "true" : "false", ignore ? ignore.getInt() : 0);
-            // Drop the empty placeholder.
-            common = formatv("{0}, {1}, {2}, autopar::rt::cpu::Reduction({3}), "
-                             "{4}, {5}LL",
-                             shape[0], shape[1], inner,
-                             static_cast<int>(reduction),
-                             ignore ? "true" : "false",
-                             ignore ? ignore.getInt() : 0);
             if (isa<nn::SoftmaxCrossEntropyOp>(o))
               os << formatv("  autopar::rt::cpu::softmaxCrossEntropyForward("
                             "{0}, {1}, {2}, {3}, {4});\n",
