@@ -24,12 +24,15 @@ trained tensor must not silently follow the trained value):
 - with --checkpoint DIR (a checkpoint the same run saved after its last step),
   each of them that the checkpoint holds has exactly the checkpoint's bytes;
 - with --weights W.npz (torch_ref.py --save-weights after the same steps),
-  each tensor W names is within |ours - ref| <= atol + rtol * |ref| of W's
-  value, and no tensor W does not name was changed. Adam's update of an
+  each tensor W names is within ||ours - ref|| <= rtol * ||ref|| + atol *
+  sqrt(size) of W's value (2-norms over the tensor: the per-tensor relative
+  error, as the losses are compared), and no tensor W does not name was
+  changed. Single elements are not compared one by one: after 20 steps of
+  aggressive training, float rounding differences of the order of 1e-7 per
+  step (summation order, vector math) grow to a few 1e-5 in some elements,
+  in PyTorch itself between 1 and 2 threads too. Adam's update of an
   element whose gradient is rounding noise (e.g. an attention key bias) is
-  noise of the size of lr, so compare weights after SGD training; even then
-  PyTorch's own results differ by a few 1e-6 between 1 and 2 threads after
-  20 steps, so give --atol 2e-5 or so;
+  noise of the size of lr, so compare weights after SGD training;
 - with --unchanged GLOB (repeatable; Python's fnmatchcase, e.g. the plan's
   frozen globs), each tensor whose name matches has SOURCE's value.
 
@@ -181,16 +184,18 @@ def check(args):
             if ours.shape != ref.shape:
                 failures.append(f"{name}: shape {list(ours.shape)}, reference {list(ref.shape)}")
                 continue
-            excess = np.abs(ours - ref) - (args.atol + args.rtol * np.abs(ref))
-            i = int(np.argmax(excess))
-            if excess.flat[i] > 0:
-                failures.append(f"{name}: element {i}: {ours.flat[i]:.9g} vs reference "
-                                f"{ref.flat[i]:.9g} (beyond atol {args.atol:g} + rtol "
-                                f"{args.rtol:g})")
+            error = float(np.linalg.norm(ours - ref))
+            bound = args.rtol * float(np.linalg.norm(ref)) + args.atol * np.sqrt(ref.size)
+            if error > bound:
+                i = int(np.argmax(np.abs(ours - ref)))
+                failures.append(f"{name}: ||ours - ref|| = {error:.3g} > {bound:.3g} "
+                                f"(rtol {args.rtol:g} * ||ref|| + atol {args.atol:g} * "
+                                f"sqrt(size)); worst element {i}: {ours.flat[i]:.9g} vs "
+                                f"{ref.flat[i]:.9g}")
         for name in sorted(changed - set(weights)):
             failures.append(f"{name}: changed, but the reference does not train it")
-        summary.append(f"{len(weights)} within atol {args.atol:g} + rtol {args.rtol:g} of "
-                       f"the reference")
+        summary.append(f"{len(weights)} within rtol {args.rtol:g} (norm-wise) of the "
+                       f"reference")
     return failures, summary
 
 
