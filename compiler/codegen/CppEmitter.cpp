@@ -471,54 +471,79 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
 LogicalResult Emitter::emitMatmul(Operation *op) {
   if (failed(requireF32(op)))
     return failure();
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
-  bool transA = false, transB = false;
   double alpha = 1.0;
-  if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
-    transA = gemm.getTransA();
-    transB = gemm.getTransB();
-    alpha = gemm.getAlpha().convertToDouble();
-  }
-  // A folded transpose: read its input with the opposite trans flag.
-  auto unfold = [&](Value &v, bool &trans) {
-    if (Operation *def = v.getDefiningOp(); def && isFoldedTranspose(def)) {
-      v = def->getOperand(0);
-      trans = !trans;
-    }
+  auto gemmOp = dyn_cast<nn::GemmOp>(op);
+  if (gemmOp)
+    alpha = gemmOp.getAlpha().convertToDouble();
+  // Each operand as multiplied: its storage, logical shape and element
+  // strides. A folded transpose is read through its input's strides; gemm's
+  // trans flags and numpy's rank-1 promotion are applied to the view.
+  struct Operand {
+    Value storage;
+    SmallVector<int64_t> shape, strides;
   };
-  // Logical (as multiplied) shapes before unfolding.
-  SmallVector<int64_t> ls(dims(lhs)), rs(dims(rhs));
-  if (ls.size() == 1)
-    ls.insert(ls.begin(), 1);
-  if (rs.size() == 1)
-    rs.push_back(1);
-  if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
-    if (transA)
-      std::swap(ls[0], ls[1]);
-    if (transB)
-      std::swap(rs[0], rs[1]);
-  }
-  unfold(lhs, transA);
-  unfold(rhs, transB);
-  int64_t m = ls[ls.size() - 2], k = ls.back(), n = rs.back();
-  SmallVector<int64_t> lb(ArrayRef<int64_t>(ls).drop_back(2)),
-      rb(ArrayRef<int64_t>(rs).drop_back(2));
+  auto describe = [&](Value v, bool trans, bool isLhs) {
+    Operand d{v, SmallVector<int64_t>(dims(v)), {}};
+    if (Operation *def = v.getDefiningOp(); def && isFoldedTranspose(def)) {
+      d.storage = def->getOperand(0);
+      SmallVector<int64_t> in = contiguousStrides(dims(d.storage));
+      for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
+        d.strides.push_back(in[p]);
+    } else {
+      d.strides = contiguousStrides(d.shape);
+    }
+    if (d.shape.size() == 1) {
+      // [K] is a row [1, K] on the left, a column [K, 1] on the right.
+      d.shape.insert(isLhs ? d.shape.begin() : d.shape.end(), 1);
+      d.strides.insert(isLhs ? d.strides.begin() : d.strides.end(),
+                       isLhs ? d.shape.back() : 1);
+    }
+    if (trans) {
+      std::swap(d.shape[d.shape.size() - 1], d.shape[d.shape.size() - 2]);
+      std::swap(d.strides[d.strides.size() - 1],
+                d.strides[d.strides.size() - 2]);
+    }
+    return d;
+  };
+  Operand a = describe(op->getOperand(0), gemmOp && gemmOp.getTransA(), true);
+  Operand b = describe(op->getOperand(1), gemmOp && gemmOp.getTransB(), false);
+  // BLAS reads a matrix whose rows or columns are contiguous.
+  auto layout = [&](const Operand &d, bool &trans, int64_t &ld) {
+    int64_t rs = d.strides[d.strides.size() - 2], cs = d.strides.back();
+    int64_t rows = d.shape[d.shape.size() - 2], cols = d.shape.back();
+    if (cs == 1 || cols == 1) {
+      trans = false;
+      ld = std::max<int64_t>({rs, cols, 1});
+    } else if (rs == 1 || rows == 1) {
+      trans = true;
+      ld = std::max<int64_t>({cs, rows, 1});
+    } else {
+      return failure();
+    }
+    return success();
+  };
+  bool transA, transB;
+  int64_t lda, ldb;
+  if (failed(layout(a, transA, lda)) || failed(layout(b, transB, ldb)))
+    return op->emitOpError() << "has an operand no BLAS layout can read";
+  int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  SmallVector<int64_t> lb(ArrayRef<int64_t>(a.shape).drop_back(2)),
+      rb(ArrayRef<int64_t>(b.shape).drop_back(2));
   FailureOr<SmallVector<int64_t>> batch = nn::broadcastShapes(lb, rb);
   assert(succeeded(batch) && "verified matmul");
-  auto batchStrides = [&](ArrayRef<int64_t> operandBatch, int64_t matrix) {
+  auto batchStrides = [&](const Operand &d) {
     SmallVector<int64_t> strides(batch->size(), 0);
-    int64_t stride = matrix;
-    size_t shift = batch->size() - operandBatch.size();
-    for (int64_t d = operandBatch.size() - 1; d >= 0; --d) {
-      if (operandBatch[d] != 1)
-        strides[d + shift] = stride;
-      stride *= operandBatch[d];
-    }
+    size_t operandBatch = d.shape.size() - 2;
+    size_t shift = batch->size() - operandBatch;
+    for (size_t i = 0; i < operandBatch; ++i)
+      if (d.shape[i] != 1)
+        strides[i + shift] = d.strides[i];
     return strides;
   };
-  SmallVector<int64_t> as = batchStrides(lb, m * k), bs = batchStrides(rb, k * n);
+  SmallVector<int64_t> as = batchStrides(a), bs = batchStrides(b);
   if (batch->size() > 8)
     return op->emitOpError() << "has more than 8 batch dims";
+  Value lhs = a.storage, rhs = b.storage;
   std::string out = ptr(op->getResult(0));
   os << formatv("  {{ autopar::rt::cpu::GemmDesc d;\n"
                 "    d.batchRank = {0};\n",
@@ -530,10 +555,10 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
   os << formatv("    d.transA = {0}; d.transB = {1}; d.m = {2}; d.n = {3}; "
                 "d.k = {4}; d.lda = {5}; d.ldb = {6}; d.alpha = float({7});\n"
                 "    autopar::rt::cpu::gemm(d, {8}, {9}, {10}); }\n",
-                transA, transB, m, n, k, transA ? m : k, transB ? k : n,
-                hexDouble(alpha), ptr(lhs), ptr(rhs), out);
-  if (auto gemm = dyn_cast<nn::GemmOp>(op); gemm && gemm.getC()) {
-    Value c = gemm.getC();
+                transA, transB, m, n, k, lda, ldb, hexDouble(alpha), ptr(lhs),
+                ptr(rhs), out);
+  if (gemmOp && gemmOp.getC()) {
+    Value c = gemmOp.getC();
     SmallVector<int64_t> cs(dims(c));
     while (cs.size() < 2)
       cs.insert(cs.begin(), 1);
@@ -541,7 +566,7 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
                   "    for (int64_t j = 0; j < {1}; ++j)\n"
                   "      {2}[i * {1} + j] += float({3}) * {4}[{5} + {6}];\n",
                   m, n, out,
-                  hexDouble(gemm.getBeta().convertToDouble()), ptr(c),
+                  hexDouble(gemmOp.getBeta().convertToDouble()), ptr(c),
                   cs[0] == 1 ? "0" : "i * " + std::to_string(cs[1]),
                   cs[1] == 1 ? "0" : "j");
   }

@@ -21,9 +21,10 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// True for ops whose result reinterprets its operand's storage.
 bool isViewOp(mlir::Operation *op);
 
-/// True for a transpose that only swaps the last two dims and whose every
-/// user is a matmul or gemm, which reads its input transposed instead (the
-/// transpose is never materialized).
+/// True for a transpose whose every user is a matmul (or, for a swap of the
+/// two dims, a gemm) and that keeps the input's last dim as one of the two
+/// matrix dims: the users read its input through strides (row-major with a
+/// leading dimension, or transposed), so it is never materialized.
 bool isFoldedTranspose(mlir::Operation *op);
 
 /// Bytes of a tensor's elements (i1 stored as one byte).

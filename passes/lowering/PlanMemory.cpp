@@ -30,23 +30,27 @@ bool autopar::isViewOp(Operation *op) {
 
 bool autopar::isFoldedTranspose(Operation *op) {
   auto transpose = dyn_cast<nn::TransposeOp>(op);
-  if (!transpose)
+  if (!transpose || transpose->use_empty())
     return false;
   ArrayRef<int64_t> perm = transpose.getPerm();
   int64_t rank = perm.size();
-  for (int64_t i = 0; i < rank - 2; ++i)
-    if (perm[i] != i)
-      return false;
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+  if (rank < 2)
     return false;
-  return !transpose->use_empty() &&
-         llvm::all_of(transpose->getUses(), [](OpOperand &use) {
-           Operation *user = use.getOwner();
-           if (isa<nn::MatMulOp>(user))
-             return true;
-           auto gemm = dyn_cast<nn::GemmOp>(user);
-           return gemm && use.getOperandNumber() < 2;
-         });
+  // BLAS can read the permuted matrices in place when one of their two dims
+  // is the input's last (contiguous) dim: row-major with a leading
+  // dimension, or transposed. The batch dims become strides.
+  bool lastTwoSwapped = perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+  bool contiguous = perm[rank - 1] == rank - 1 || perm[rank - 2] == rank - 1;
+  if (!contiguous)
+    return false;
+  return llvm::all_of(transpose->getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (isa<nn::MatMulOp>(user))
+      return true;
+    // gemm operands are rank 2: only the plain swap.
+    auto gemm = dyn_cast<nn::GemmOp>(user);
+    return gemm && use.getOperandNumber() < 2 && lastTwoSwapped;
+  });
 }
 
 int64_t autopar::tensorBytes(Type type) {

@@ -59,3 +59,22 @@ func.func @transposes(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<8x8xf
 // CHECK-LABEL: func.func private @external
 // CHECK-NOT: nn.arena_bytes
 func.func private @external(tensor<4xf32>) -> tensor<4xf32>
+
+// -----
+
+// Attention's head permutes keep the last (contiguous) input dim as a
+// matrix dim, so the matmul reads them through strides; a permute that
+// moves the last dim into the batch dims is materialized.
+
+// CHECK-LABEL: func.func @head_permutes
+// CHECK: nn.transpose %{{.*}} {nn.offsets = array<i64: -1>, perm = array<i64: 0, 2, 1, 3>}
+// CHECK: nn.transpose %{{.*}} {nn.offsets = array<i64: -1>, perm = array<i64: 0, 2, 3, 1>}
+// CHECK: nn.transpose %{{.*}} {nn.offsets = array<i64: {{[0-9]+}}>, perm = array<i64: 0, 3, 1, 2>}
+func.func @head_permutes(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %w: tensor<4x4xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x16x8x4xf32>) {
+  %qt = nn.transpose %q {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 3, 1>} : tensor<2x8x4x16xf32> -> tensor<2x4x16x8xf32>
+  %s = nn.matmul %qt, %kt : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %m = nn.transpose %q {perm = array<i64: 0, 3, 1, 2>} : tensor<2x8x4x16xf32> -> tensor<2x16x8x4xf32>
+  %r = nn.matmul %m, %w : (tensor<2x16x8x4xf32>, tensor<4x4xf32>) -> tensor<2x16x8x4xf32>
+  return %s, %r : tensor<2x4x8x8xf32>, tensor<2x16x8x4xf32>
+}
