@@ -231,6 +231,25 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPerm();
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= p == static_cast<int64_t>(i);
+  if (identity)
+    return getInput();
+  // transpose(transpose(x, inner), perm) = transpose(x, inner o perm).
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> composed;
+    for (int64_t p : perm)
+      composed.push_back(inner.getPerm()[p]);
+    getInputMutable().assign(inner.getInput());
+    setPerm(composed);
+    return getResult();
+  }
+  return {};
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -392,6 +392,7 @@ def NN_TransposeOp : NN_Op<"transpose"> {
   let builders = [OpBuilder<(ins "::mlir::Value":$input,
                                  "::llvm::ArrayRef<int64_t>":$perm)>];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def NN_SliceOp : NN_Op<"slice"> {
