@@ -36,7 +36,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 
 using namespace mlir;
 using namespace autopar;
