@@ -431,8 +431,7 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
       });
 }
 
-/// The index of the loss among `func`'s results.
-static FailureOr<unsigned> findLoss(func::FuncOp func, StringRef lossName) {
+FailureOr<unsigned> autopar::findLoss(func::FuncOp func, StringRef lossName) {
   std::optional<unsigned> found;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
     auto name = func.getResultAttrOfType<StringAttr>(i, NNDialect::kOutputAttr);

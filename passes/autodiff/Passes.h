@@ -19,6 +19,12 @@ mlir::LogicalResult differentiate(mlir::ModuleOp module,
                                   llvm::StringRef forward, llvm::StringRef loss,
                                   llvm::StringRef trainStep);
 
+/// The index of the loss among `func`'s results: the result whose nn.output
+/// is `loss`, or (if `loss` is empty) the only scalar floating-point result.
+/// Emits an error and fails otherwise.
+mlir::FailureOr<unsigned> findLoss(mlir::func::FuncOp func,
+                                   llvm::StringRef loss);
+
 /// True for a trainable argument of a model function: a floating-point
 /// `nn.param` that is neither `nn.buffer` nor `nn.frozen`.
 bool isTrainableParam(mlir::func::FuncOp func, unsigned argIndex);

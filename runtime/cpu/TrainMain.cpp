@@ -3,6 +3,7 @@
 //   train --data TOKENS.bin --steps N [--log LOG.jsonl]
 //         [--save DIR [--save-every K]] [--resume DIR]
 //         [--export-onnx OUT.onnx] [--seed S]
+//         [--eval-data TOKENS.bin --eval-every K [--eval-steps M]]
 //
 // Drives the generated step function (runtime/Model.h): batches from the
 // token file, gradient accumulation over micro-steps, clipping, the
@@ -38,14 +39,14 @@ namespace {
 using autopar::rt::Status;
 
 struct Options {
-  std::string data, log, save, resume, exportOnnx;
-  int64_t steps = -1, saveEvery = 0, seed = 0;
+  std::string data, log, save, resume, exportOnnx, evalData;
+  int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
 };
 
 const char *kUsage =
     "usage: train --data TOKENS.bin --steps N [--log LOG.jsonl] "
     "[--save DIR [--save-every K]] [--resume DIR] [--export-onnx OUT.onnx] "
-    "[--seed S]\n";
+    "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]]\n";
 
 bool parseInt(const char *text, int64_t &out) {
   char *end = nullptr;
@@ -78,6 +79,12 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
       text = &o.resume;
     else if (arg == "--export-onnx")
       text = &o.exportOnnx;
+    else if (arg == "--eval-data")
+      text = &o.evalData;
+    else if (arg == "--eval-every")
+      number = &o.evalEvery;
+    else if (arg == "--eval-steps")
+      number = &o.evalSteps;
     else if (arg == "--steps")
       number = &o.steps;
     else if (arg == "--save-every")
@@ -105,6 +112,15 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
   if (o.data.empty() || o.steps < 0) {
     std::fprintf(stderr,
                  "train: --data and --steps are required (see train --help)\n");
+    return false;
+  }
+  if (!o.evalData.empty() != (o.evalEvery > 0)) {
+    std::fprintf(stderr, "train: --eval-data and --eval-every K > 0 go "
+                         "together\n");
+    return false;
+  }
+  if (o.evalSteps < 1) {
+    std::fprintf(stderr, "train: --eval-steps: expected a positive integer\n");
     return false;
   }
   if (o.saveEvery > 0 && o.save.empty()) {
@@ -203,6 +219,10 @@ private:
   Status setUp();
   std::vector<autopar::rt::TensorRef> checkpointTensors();
   Status save(const std::string &dir, int64_t stepsDone);
+  /// Mean forward loss over the first --eval-steps batches of --eval-data.
+  double evaluate();
+  void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
+                  int64_t micro);
   Status exportOnnx();
 
   const autopar::rt::ModelInfo &info;
@@ -213,14 +233,18 @@ private:
   std::vector<Buffer> grads, state0, state1;
   std::vector<Buffer> inputs;
   std::vector<autopar::rt::ParamSlice> slices;
-  autopar::rt::TokenFile tokens;
+  autopar::rt::TokenFile tokens, evalTokens;
+  std::vector<int64_t> sampleIds, sampleTargets;
+  std::vector<const void *> inputPtrs;
+  int tokensInput = -1, targetsInput = -1;
   autopar::rt::Logger logger;
   int64_t startStep = 0;
 };
 
 Status Trainer::setUp() {
   params = allocate(info.paramBytes);
-  arena = allocate(info.trainStepArenaBytes);
+  // The training step and the forward function never run at once.
+  arena = allocate(std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
   if (!params || !arena)
     return Status::error("train: out of memory");
   AUTOPAR_RT_RETURN_IF_ERROR(
@@ -250,6 +274,11 @@ Status Trainer::setUp() {
   int64_t vocab = std::min(info.inputVocab, info.targetVocab);
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
       tokens, info.microBatch * info.microBatches, info.seqLen, vocab));
+  if (!o.evalData.empty()) {
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.evalData, evalTokens));
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
+        evalTokens, info.microBatch * info.microBatches, info.seqLen, vocab));
+  }
   if (!o.resume.empty()) {
     autopar::rt::CheckpointMeta meta;
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
@@ -311,6 +340,31 @@ Status Trainer::exportOnnx() {
                                         tensors);
 }
 
+void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
+                         int64_t micro) {
+  autopar::rt::fillSamples(file, step, info.microBatch * info.microBatches,
+                           info.seqLen, micro * info.microBatch,
+                           info.microBatch, sampleIds.data(),
+                           sampleTargets.data());
+  storeIds(sampleIds, info.inputs[tokensInput], inputs[tokensInput].get());
+  storeIds(sampleTargets, info.inputs[targetsInput],
+           inputs[targetsInput].get());
+}
+
+double Trainer::evaluate() {
+  float loss = 0;
+  void *outputs[] = {&loss};
+  double sum = 0;
+  for (int64_t step = 0; step < o.evalSteps; ++step)
+    for (int64_t micro = 0; micro < info.microBatches; ++micro) {
+      fillInputs(evalTokens, step, micro);
+      info.forward({params.get(), inputPtrs.data(), arena.get(), outputs,
+                    1.0f, false});
+      sum += loss;
+    }
+  return sum / static_cast<double>(o.evalSteps * info.microBatches);
+}
+
 Status Trainer::run() {
   AUTOPAR_RT_RETURN_IF_ERROR(setUp());
   int64_t globalBatch = info.microBatch * info.microBatches;
@@ -323,25 +377,18 @@ Status Trainer::run() {
       if (info.tensors[t].trainable)
         outputs[info.tensors[t].gradResult] = grads[k++].get();
   }
-  std::vector<const void *> inputPtrs;
   for (Buffer &b : inputs)
     inputPtrs.push_back(b.get());
-  int tokensInput = -1, targetsInput = -1;
   for (int i = 0; i < info.numInputs; ++i)
     (info.inputs[i].role == 0 ? tokensInput : targetsInput) = i;
+  sampleIds.resize(info.microBatch * info.seqLen);
+  sampleTargets.resize(sampleIds.size());
 
-  std::vector<int64_t> sampleIds(info.microBatch * info.seqLen);
-  std::vector<int64_t> sampleTargets(sampleIds.size());
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
-      autopar::rt::fillSamples(tokens, step, globalBatch, info.seqLen,
-                               micro * info.microBatch, info.microBatch,
-                               sampleIds.data(), sampleTargets.data());
-      storeIds(sampleIds, info.inputs[tokensInput], inputs[tokensInput].get());
-      storeIds(sampleTargets, info.inputs[targetsInput],
-               inputs[targetsInput].get());
+      fillInputs(tokens, step, micro);
       autopar::rt::StepIO io{params.get(), inputPtrs.data(), arena.get(),
                              outputs.data(),
                              1.0f / static_cast<float>(info.microBatches),
@@ -360,6 +407,17 @@ Status Trainer::run() {
                     stepTokens / (ms / 1000.0)},
                    o.steps);
     AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+    // Evaluation with the weights after step + 1 updates (those the
+    // forward of step + 1 uses), every --eval-every steps and at the end.
+    if (o.evalEvery > 0 &&
+        ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
+      char line[128];
+      std::snprintf(line, sizeof(line), "{\"step\":%lld,\"eval_loss\":%s}",
+                    static_cast<long long>(step + 1),
+                    autopar::rt::jsonNumber(evaluate()).c_str());
+      logger.logEvent(line);
+      AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+    }
     if (o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < o.steps)
       AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, step + 1));
   }
