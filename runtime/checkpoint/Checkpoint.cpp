@@ -731,7 +731,17 @@ Status saveCheckpoint(const std::string &dirArg,
   }
   fsyncPath(tmp);
 
-  // Swap in: move an old checkpoint aside, rename, then delete the old one.
+  // Swap in. Where the kernel can exchange two paths atomically, DIR always
+  // holds a whole checkpoint, the old or the new one; otherwise move the old
+  // checkpoint aside, rename, then delete the old one.
+#ifdef RENAME_EXCHANGE
+  if (exists && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(),
+                          RENAME_EXCHANGE) == 0) {
+    removeCheckpointDir(tmp); // now the old checkpoint
+    fsyncPath(parentDir(dir));
+    return Status::ok();
+  }
+#endif
   if (exists) {
     const std::string old = dir + ".old-" + pid;
     removeCheckpointDir(old);
