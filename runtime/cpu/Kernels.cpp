@@ -118,15 +118,18 @@ void layerNormForward(const float *x, const float *scale, const float *bias,
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
     double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < cols; ++j)
       sum += xr[j];
     double mean = sum / cols;
+#pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < cols; ++j) {
       double dv = xr[j] - mean;
       sq += dv * dv;
     }
     float m = static_cast<float>(mean);
     float rstd = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
+#pragma omp simd
     for (int64_t j = 0; j < cols; ++j) {
       float v = (xr[j] - m) * rstd * scale[j];
       yr[j] = bias ? v + bias[j] : v;
@@ -155,15 +158,18 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
       const float *xr = x + r * cols, *gr = dy + r * cols;
       float *dxr = dx + r * cols;
       double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < cols; ++j)
         sum += xr[j];
       double mean = sum / cols;
+#pragma omp simd reduction(+ : sq)
       for (int64_t j = 0; j < cols; ++j) {
         double dv = xr[j] - mean;
         sq += dv * dv;
       }
       double rstd = 1.0 / std::sqrt(sq / cols + epsilon);
       double sumGh = 0, sumGhXhat = 0;
+#pragma omp simd reduction(+ : sumGh, sumGhXhat)
       for (int64_t j = 0; j < cols; ++j) {
         double xhat = (xr[j] - mean) * rstd;
         double gh = static_cast<double>(gr[j]) * scale[j];
@@ -172,6 +178,7 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
         ps[j] += static_cast<double>(gr[j]) * xhat;
         pb[j] += gr[j];
       }
+#pragma omp simd
       for (int64_t j = 0; j < cols; ++j) {
         double xhat = (xr[j] - mean) * rstd;
         double gh = static_cast<double>(gr[j]) * scale[j];
@@ -244,9 +251,11 @@ void softmaxBackward(const float *y, const float *dy, float *dx, int64_t outer,
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = o * n * inner + i;
       double dot = 0;
+#pragma omp simd reduction(+ : dot)
       for (int64_t j = 0; j < n; ++j)
         dot += static_cast<double>(y[base + j * inner]) * dy[base + j * inner];
       float d = static_cast<float>(dot);
+#pragma omp simd
       for (int64_t j = 0; j < n; ++j)
         dx[base + j * inner] = y[base + j * inner] * (dy[base + j * inner] - d);
     }
