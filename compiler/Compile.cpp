@@ -26,7 +26,6 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -49,6 +48,8 @@ namespace {
 
 /// Runtime sources an emitted CPU program compiles, relative to runtime/.
 const char *const kRuntimeFiles[] = {
+    "File.h",
+    "File.cpp",
     "Model.h",
     "Profile.h",
     "Profile.cpp",
@@ -89,6 +90,7 @@ find_path(CBLAS_INCLUDE_DIR cblas.h
   PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread REQUIRED)
 add_executable(train
   model.cpp
+  runtime/File.cpp
   runtime/Profile.cpp
   runtime/cpu/Kernels.cpp
   runtime/cpu/TrainMain.cpp
@@ -410,6 +412,15 @@ bool Compiler::lower() {
   return true;
 }
 
+/// The train step's result index of each parameter's gradient, by name.
+llvm::StringMap<int> gradResults(func::FuncOp step) {
+  llvm::StringMap<int> results;
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+      results[p.getValue()] = r;
+  return results;
+}
+
 std::string dimList(ArrayRef<int64_t> shape) {
   std::string s;
   for (auto [i, d] : llvm::enumerate(shape))
@@ -441,11 +452,7 @@ std::string Compiler::modelSource(func::FuncOp step,
      << forwardCode << "} // namespace forward_fn\n\n";
   int64_t paramBytes = 0;
   std::vector<ArgSlot> slots = layoutArguments(step, paramBytes);
-  // Gradient result of each trainable argument.
-  llvm::StringMap<int> gradResult;
-  for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
-      gradResult[p.getValue()] = r;
+  llvm::StringMap<int> gradResult = gradResults(step);
   os << "static const autopar::rt::TensorInfo kTensors[] = {\n";
   int numTensors = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -551,10 +558,7 @@ int64_t matmulFlops(func::FuncOp func) {
 
 nlohmann::json Compiler::report(func::FuncOp step) {
   int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
-  llvm::StringSet<> gradOf;
-  for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
-      gradOf.insert(p.getValue());
+  llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     if (!step.getArgAttr(i, nn::NNDialect::kParamAttr)) {

@@ -383,26 +383,37 @@ LogicalResult SoftmaxOp::verify() {
   return verifyResultType(*this, getType(), getInput().getType());
 }
 
-LogicalResult SoftmaxCrossEntropyOp::verify() {
-  RankedTensorType scores = tensorType(getScores());
-  RankedTensorType labels = tensorType(getLabels());
+/// Checks the scores and labels of a cross-entropy op and returns the type
+/// of its loss: a scalar, or the labels' shape for reduction `none`.
+static FailureOr<RankedTensorType> lossType(Operation *op, Value scoresValue,
+                                            Value labelsValue,
+                                            LossReduction reduction) {
+  RankedTensorType scores = tensorType(scoresValue);
+  RankedTensorType labels = tensorType(labelsValue);
   if (scores.getRank() < 2)
-    return emitOpError() << "operand 'scores' must have rank >= 2 ([N, C, ...])"
-                         << ", got " << scores;
+    return op->emitOpError()
+           << "operand 'scores' must have rank >= 2 ([N, C, ...]), got "
+           << scores;
   SmallVector<int64_t> expected(scores.getShape());
   expected.erase(expected.begin() + 1);
   if (labels.getShape() != ArrayRef(expected))
-    return emitOpError() << "operand 'labels' shape "
-                         << shapeString(labels.getShape())
-                         << " must be the shape of operand 'scores' without "
-                            "its class dim: "
-                         << shapeString(expected);
-  SmallVector<int64_t> resultShape;
-  if (getReduction() == LossReduction::none)
-    resultShape = expected;
-  return verifyResultType(
-      *this, getType(),
-      RankedTensorType::get(resultShape, scores.getElementType()));
+    return op->emitOpError() << "operand 'labels' shape "
+                             << shapeString(labels.getShape())
+                             << " must be the shape of operand 'scores' "
+                                "without its class dim: "
+                             << shapeString(expected);
+  SmallVector<int64_t> shape;
+  if (reduction == LossReduction::none)
+    shape = expected;
+  return RankedTensorType::get(shape, scores.getElementType());
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  FailureOr<RankedTensorType> loss =
+      lossType(*this, getScores(), getLabels(), getReduction());
+  if (failed(loss))
+    return failure();
+  return verifyResultType(*this, getType(), *loss);
 }
 
 //===----------------------------------------------------------------------===//
@@ -757,28 +768,14 @@ LogicalResult SoftmaxGradOp::verify() {
 }
 
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
-  RankedTensorType scores = tensorType(getScores());
-  RankedTensorType labels = tensorType(getLabels());
-  if (scores.getRank() < 2)
-    return emitOpError() << "operand 'scores' must have rank >= 2 ([N, C, ...])"
-                         << ", got " << scores;
-  SmallVector<int64_t> expected(scores.getShape());
-  expected.erase(expected.begin() + 1);
-  if (labels.getShape() != ArrayRef(expected))
-    return emitOpError() << "operand 'labels' shape "
-                         << shapeString(labels.getShape())
-                         << " must be the shape of operand 'scores' without "
-                            "its class dim: "
-                         << shapeString(expected);
-  SmallVector<int64_t> lossShape;
-  if (getReduction() == LossReduction::none)
-    lossShape = expected;
-  RankedTensorType loss =
-      RankedTensorType::get(lossShape, scores.getElementType());
-  if (getGrad().getType() != loss)
+  FailureOr<RankedTensorType> loss =
+      lossType(*this, getScores(), getLabels(), getReduction());
+  if (failed(loss))
+    return failure();
+  if (getGrad().getType() != *loss)
     return emitOpError() << "operand 'grad' type " << getGrad().getType()
-                         << " must be the loss type " << loss;
-  return verifyResultType(*this, getType(), scores);
+                         << " must be the loss type " << *loss;
+  return verifyResultType(*this, getType(), getScores().getType());
 }
 
 LogicalResult GatherGradOp::verify() {

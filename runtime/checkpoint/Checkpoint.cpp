@@ -763,7 +763,8 @@ Status saveCheckpoint(const std::string &dirArg,
 Status loadCheckpoint(const std::string &dirArg,
                       const std::vector<TensorRef> &tensors,
                       CheckpointMeta &meta,
-                      const std::string &expectedFingerprint) {
+                      const std::string &expectedFingerprint,
+                      const std::string &expectedOptimizer) {
   const std::string dir = stripSlashes(dirArg);
   const std::string manifestPath = dir + "/" + kManifestName;
   std::string text;
@@ -786,6 +787,13 @@ Status loadCheckpoint(const std::string &dirArg,
     if (!byName.emplace(mt.name, &mt).second)
       return Status::error(manifestPath + ": tensor '" + mt.name +
                            "' listed twice");
+
+  // Another optimizer's state tensors would not match: say why.
+  if (!expectedOptimizer.empty() && !manifest.meta.optimizer.empty() &&
+      manifest.meta.optimizer != expectedOptimizer)
+    return Status::error(dir + ": checkpoint was trained with " +
+                         manifest.meta.optimizer + ", this program trains with " +
+                         expectedOptimizer);
 
   const std::string different = dir + ": checkpoint is of a different model (";
   std::vector<const ManifestTensor *> sources(tensors.size());

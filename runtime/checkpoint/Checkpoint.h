@@ -52,13 +52,14 @@ Status saveCheckpoint(const std::string &dir,
                       const CheckpointMeta &meta);
 
 /// Fills every TensorRef's data from the checkpoint in DIR by name, checking
-/// dtype, shape and size, and (when `expectedFingerprint` is not empty) the
-/// model fingerprint; fills `meta` from the manifest. Tensors of the
-/// checkpoint that `tensors` does not name are ignored.
+/// dtype, shape and size, and (when not empty) the optimizer that wrote it,
+/// first, and the model fingerprint; fills `meta` from the manifest.
+/// Tensors of the checkpoint that `tensors` does not name are ignored.
 Status loadCheckpoint(const std::string &dir,
                       const std::vector<TensorRef> &tensors,
                       CheckpointMeta &meta,
-                      const std::string &expectedFingerprint);
+                      const std::string &expectedFingerprint,
+                      const std::string &expectedOptimizer = "");
 
 /// Bytes per element of a dtype name, 0 when unknown.
 int64_t dtypeBytes(const std::string &dtype);

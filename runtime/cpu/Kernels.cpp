@@ -403,18 +403,40 @@ void forEachStrided(int rank, const int64_t *shape, const int64_t *strides,
   }
 }
 
-template <typename T>
-void stridedCopyT(const T *in, T *out, int rank, const int64_t *shape,
+/// out[i] = in[offset + strided(i)] (gather) or out[offset + strided(i)] =
+/// in[i] (scatter) over `shape`, for elements of T.
+template <typename T, bool Scatter>
+void stridedMoveT(const void *in, void *out, int rank, const int64_t *shape,
                   const int64_t *strides, int64_t offset) {
-  forEachStrided(rank, shape, strides, offset,
-                 [&](int64_t i, int64_t s) { out[i] = in[s]; });
+  const T *src = static_cast<const T *>(in);
+  T *dst = static_cast<T *>(out);
+  forEachStrided(rank, shape, strides, offset, [&](int64_t i, int64_t s) {
+    if constexpr (Scatter)
+      dst[s] = src[i];
+    else
+      dst[i] = src[s];
+  });
 }
 
-template <typename T>
-void stridedScatterT(const T *in, T *out, int rank, const int64_t *shape,
-                     const int64_t *strides, int64_t offset) {
-  forEachStrided(rank, shape, strides, offset,
-                 [&](int64_t i, int64_t s) { out[s] = in[i]; });
+/// stridedMoveT for elements of 1, 2, 4 or 8 bytes.
+template <bool Scatter>
+void stridedMove(const void *in, void *out, int rank, const int64_t *shape,
+                 const int64_t *strides, int64_t offset,
+                 int64_t elementBytes) {
+  switch (elementBytes) {
+  case 1:
+    return stridedMoveT<uint8_t, Scatter>(in, out, rank, shape, strides,
+                                          offset);
+  case 2:
+    return stridedMoveT<uint16_t, Scatter>(in, out, rank, shape, strides,
+                                           offset);
+  case 4:
+    return stridedMoveT<uint32_t, Scatter>(in, out, rank, shape, strides,
+                                           offset);
+  default:
+    return stridedMoveT<uint64_t, Scatter>(in, out, rank, shape, strides,
+                                           offset);
+  }
 }
 } // namespace
 
@@ -485,48 +507,16 @@ void stridedCopy(const void *in, void *out, int rank, const int64_t *shape,
       }
     return;
   }
-  switch (elementBytes) {
-  case 1:
-    return stridedCopyT(static_cast<const uint8_t *>(in),
-                        static_cast<uint8_t *>(out), rank, shape, inStrides,
-                        inOffset);
-  case 2:
-    return stridedCopyT(static_cast<const uint16_t *>(in),
-                        static_cast<uint16_t *>(out), rank, shape, inStrides,
-                        inOffset);
-  case 4:
-    return stridedCopyT(static_cast<const uint32_t *>(in),
-                        static_cast<uint32_t *>(out), rank, shape, inStrides,
-                        inOffset);
-  default:
-    return stridedCopyT(static_cast<const uint64_t *>(in),
-                        static_cast<uint64_t *>(out), rank, shape, inStrides,
-                        inOffset);
-  }
+  stridedMove</*Scatter=*/false>(in, out, rank, shape, inStrides, inOffset,
+                                 elementBytes);
 }
 
 void stridedScatter(const void *in, void *out, int64_t outElements, int rank,
                     const int64_t *shape, const int64_t *outStrides,
                     int64_t outOffset, int64_t elementBytes) {
   std::memset(out, 0, outElements * elementBytes);
-  switch (elementBytes) {
-  case 1:
-    return stridedScatterT(static_cast<const uint8_t *>(in),
-                           static_cast<uint8_t *>(out), rank, shape, outStrides,
-                           outOffset);
-  case 2:
-    return stridedScatterT(static_cast<const uint16_t *>(in),
-                           static_cast<uint16_t *>(out), rank, shape,
-                           outStrides, outOffset);
-  case 4:
-    return stridedScatterT(static_cast<const uint32_t *>(in),
-                           static_cast<uint32_t *>(out), rank, shape,
-                           outStrides, outOffset);
-  default:
-    return stridedScatterT(static_cast<const uint64_t *>(in),
-                           static_cast<uint64_t *>(out), rank, shape,
-                           outStrides, outOffset);
-  }
+  stridedMove</*Scatter=*/true>(in, out, rank, shape, outStrides, outOffset,
+                                elementBytes);
 }
 
 void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,

@@ -213,30 +213,6 @@ const char *optimizerName(const autopar::rt::OptimizerConfig &config) {
   return config.kind == autopar::rt::OptimizerKind::AdamW ? "adamw" : "sgd";
 }
 
-/// A checkpoint written by a program with another optimizer is refused
-/// with that reason (its state tensors would not match).
-Status checkCheckpointOptimizer(const std::string &dir,
-                                const autopar::rt::OptimizerConfig &config) {
-  FILE *f = std::fopen((dir + "/manifest.json").c_str(), "rb");
-  if (!f)
-    return Status::ok(); // loadCheckpoint reports the missing manifest
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;)
-    text.append(buf, n);
-  std::fclose(f);
-  autopar::rt::JsonValue root;
-  if (!autopar::rt::parseJson(text, root).isOk())
-    return Status::ok(); // loadCheckpoint reports the bad manifest
-  const autopar::rt::JsonValue *optimizer = root.find("optimizer");
-  if (optimizer && optimizer->kind == autopar::rt::JsonValue::Kind::String &&
-      !optimizer->string.empty() && optimizer->string != optimizerName(config))
-    return Status::error(dir + ": checkpoint was trained with " +
-                         optimizer->string + ", this program trains with " +
-                         optimizerName(config));
-  return Status::ok();
-}
-
 class Trainer {
 public:
   Trainer(const autopar::rt::ModelInfo &info, const Options &options)
@@ -308,10 +284,10 @@ Status Trainer::setUp() {
         evalTokens, info.microBatch * info.microBatches, info.seqLen, vocab));
   }
   if (!o.resume.empty()) {
-    AUTOPAR_RT_RETURN_IF_ERROR(checkCheckpointOptimizer(o.resume, config));
     autopar::rt::CheckpointMeta meta;
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
-        o.resume, checkpointTensors(), meta, info.fingerprint));
+        o.resume, checkpointTensors(), meta, info.fingerprint,
+        optimizerName(config)));
     startStep = meta.step;
   }
   AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.save));

@@ -2,6 +2,8 @@
 
 #include "runtime/data/TokenFile.h"
 
+#include "runtime/File.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -185,44 +187,17 @@ Status writeTokenFile(const std::string &path,
     return Status::error(path +
                          ": cannot write: " + std::to_string(tokens.size()) +
                          " tokens do not fit the header's int32 count");
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    return Status::error(path + ": cannot write: " + errnoText(errno));
-
-  unsigned char header[kTokenFileHeaderBytes] = {};
-  writeLe32(header, kTokenFileMagic);
-  writeLe32(header + 4, kTokenFileVersion);
-  writeLe32(header + 8, static_cast<int32_t>(tokens.size()));
-  bool ok = std::fwrite(header, 1, sizeof(header), f) == sizeof(header);
-
-  if (ok && !tokens.empty()) {
-    if (hostIsLittleEndian()) {
-      ok = std::fwrite(tokens.data(), 2, tokens.size(), f) == tokens.size();
-    } else {
-      std::vector<unsigned char> bytes(tokens.size() * 2);
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        bytes[2 * i] = static_cast<unsigned char>(tokens[i] & 0xff);
-        bytes[2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
-      }
-      ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    }
+  // Header then little-endian uint16 tokens.
+  std::vector<unsigned char> bytes(kTokenFileHeaderBytes + 2 * tokens.size());
+  writeLe32(bytes.data(), kTokenFileMagic);
+  writeLe32(bytes.data() + 4, kTokenFileVersion);
+  writeLe32(bytes.data() + 8, static_cast<int32_t>(tokens.size()));
+  unsigned char *body = bytes.data() + kTokenFileHeaderBytes;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    body[2 * i] = static_cast<unsigned char>(tokens[i] & 0xff);
+    body[2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
   }
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return Status::error(path +
-                         ": cannot write: " + errnoText(err ? err : EIO));
-  }
-  return Status::ok();
+  return writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
 } // namespace autopar::rt

@@ -15,6 +15,8 @@
 
 #include "runtime/onnx/OnnxExport.h"
 
+#include "runtime/File.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -414,27 +416,7 @@ Status exportOnnxWeights(const std::string &srcModel,
     writeBytesField(out, kModelGraph, graph.data(), graph.size());
   }
 
-  // Write atomically.
-  std::string tmp = dstModel + ".tmp-" + std::to_string(getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    return Status::error(dstModel + ": cannot write: " + std::strerror(errno));
-  bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && std::rename(tmp.c_str(), dstModel.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return Status::error(dstModel +
-                         ": cannot write: " + std::strerror(err ? err : EIO));
-  }
-  return Status::ok();
+  return writeFileAtomically(dstModel, out.data(), out.size());
 }
 
 } // namespace autopar::rt

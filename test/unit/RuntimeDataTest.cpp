@@ -69,7 +69,7 @@ TEST(RuntimeDataTest, WriteThenLoadRoundTrips) {
   EXPECT_EQ(bytes[1024 + 2 * 3], 0x00); // 256
   EXPECT_EQ(bytes[1024 + 2 * 3 + 1], 0x01);
   // No temporary file is left behind.
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  std::string tmp = path + ".tmp-" + std::to_string(getpid());
   EXPECT_NE(access(tmp.c_str(), F_OK), 0);
   std::remove(path.c_str());
 }

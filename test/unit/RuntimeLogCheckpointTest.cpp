@@ -399,6 +399,17 @@ TEST(RuntimeCheckpointTest, MismatchMessages) {
             dir + ": checkpoint is of a different model (fingerprint "
                   "sha256:abc\"def, this model sha256:other)");
 
+  // Another optimizer is named before any tensor is matched.
+  refs = t.refs();
+  refs.push_back({"x", "f32", {1}, buf.data(), 4});
+  EXPECT_EQ(loadCheckpoint(dir, refs, meta, "", "sgd").message(),
+            dir + ": checkpoint was trained with " + sampleMeta().optimizer +
+                ", this program trains with sgd");
+  CheckpointMeta sameOptimizer;
+  EXPECT_TRUE(loadCheckpoint(dir, t.refs(), sameOptimizer, "",
+                             sampleMeta().optimizer)
+                  .isOk());
+
   // A failed load leaves meta and the buffers alone.
   EXPECT_EQ(meta.step, 0);
 

@@ -1,0 +1,21 @@
+//===- File.h - whole-file writes of the runtime ----------------*- C++ -*-===//
+
+#ifndef AUTOPAR_RUNTIME_FILE_H
+#define AUTOPAR_RUNTIME_FILE_H
+
+#include "runtime/Status.h"
+
+#include <cstddef>
+#include <string>
+
+namespace autopar::rt {
+
+/// Writes `size` bytes to `path` atomically: into PATH.tmp-<pid>, renamed
+/// over `path` once complete; on failure the temporary file is removed and
+/// the error is "PATH: cannot write: <reason>".
+Status writeFileAtomically(const std::string &path, const void *data,
+                           size_t size);
+
+} // namespace autopar::rt
+
+#endif // AUTOPAR_RUNTIME_FILE_H
