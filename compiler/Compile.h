@@ -14,13 +14,17 @@ struct CompileOptions {
   std::string plan;            // empty: defaults (one device, fp32, AdamW)
   std::string target = "cpu";  // "cpu" | "cuda"
   std::string outDir;
-  bool build = true;           // run cmake + build into OUTDIR/train
+  bool build = true;           // run cmake + build the program
+  /// Build OUTDIR/run, the graph's forward function alone (no autodiff, no
+  /// optimizer), instead of the training program OUTDIR/train.
+  bool forwardOnly = false;
   onnx_import::ImportOptions import;
 };
 
 /// `autopar compile`: writes the self-contained program directory OUTDIR
 /// (sources, runtime, CMakeLists.txt, weights, plan.json, report.json) and
-/// builds OUTDIR/train. On any error nothing is left at OUTDIR.
+/// builds OUTDIR/train (OUTDIR/run with `forwardOnly`). On any error nothing
+/// is left at OUTDIR.
 int runCompileCommand(const CompileOptions &options);
 
 /// `autopar data TEXT -o TOKENS.bin`: byte-level tokens of a text file.

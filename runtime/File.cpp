@@ -1,4 +1,4 @@
-//===- File.cpp - whole-file writes of the runtime ------------------------===//
+//===- File.cpp - whole-file reads and writes of the runtime --------------===//
 
 #include "runtime/File.h"
 
@@ -8,6 +8,23 @@
 #include <unistd.h>
 
 namespace autopar::rt {
+
+Status readWholeFile(const std::string &path, std::string &out) {
+  out.clear();
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  char buf[1 << 16];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
+    out.append(buf, got);
+  bool failed = std::ferror(f) != 0;
+  int err = errno;
+  std::fclose(f);
+  if (failed)
+    return Status::error(path + ": cannot open: " + std::strerror(err));
+  return Status::ok();
+}
 
 Status writeFileAtomically(const std::string &path, const void *data,
                            size_t size) {

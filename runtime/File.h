@@ -1,4 +1,4 @@
-//===- File.h - whole-file writes of the runtime ----------------*- C++ -*-===//
+//===- File.h - whole-file reads and writes of the runtime ------*- C++ -*-===//
 
 #ifndef AUTOPAR_RUNTIME_FILE_H
 #define AUTOPAR_RUNTIME_FILE_H
@@ -9,6 +9,10 @@
 #include <string>
 
 namespace autopar::rt {
+
+/// Reads the whole file at `path` into `out`; the error is
+/// "PATH: cannot open: <reason>".
+Status readWholeFile(const std::string &path, std::string &out);
 
 /// Writes `size` bytes to `path` atomically: into PATH.tmp-<pid>, renamed
 /// over `path` once complete; on failure the temporary file is removed and

@@ -88,9 +88,40 @@ struct ModelInfo {
   int64_t targetVocab;
 };
 
+/// A graph input or output of a forward-only program.
+struct GraphTensorInfo {
+  const char *name;
+  /// TensorProto data type.
+  int32_t onnxType;
+  int32_t elementBytes;
+  int32_t rank;
+  int64_t shape[8];
+  int64_t numElements;
+  /// Inputs: the index into StepIO::inputs, or -1 for an input fixed at
+  /// compile time (`--input-value`), whose bytes are `value`. Outputs: -1.
+  int32_t argument;
+  const void *value;
+};
+
+/// A forward-only program (`autopar compile --forward-only`): the graph's
+/// function, its parameters in the blob, its inputs and outputs in graph
+/// order.
+struct ForwardProgramInfo {
+  int64_t paramBytes;
+  const GraphTensorInfo *inputs;
+  int32_t numInputs;
+  const GraphTensorInfo *outputs;
+  int32_t numOutputs;
+  /// Writes output i to StepIO::outputs[i].
+  StepFunction forward;
+  int64_t arenaBytes;
+};
+
 } // namespace autopar::rt
 
-/// Defined by the generated model source.
+/// Defined by the generated source of a training program.
 const autopar::rt::ModelInfo &autoparModelInfo();
+/// Defined by the generated source of a forward-only program.
+const autopar::rt::ForwardProgramInfo &autoparForwardProgramInfo();
 
 #endif // AUTOPAR_RUNTIME_MODEL_H

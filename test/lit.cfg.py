@@ -25,6 +25,7 @@ models = os.path.join(config.autopar_src_root, "test", "models")
 config.substitutions.append(("%models", models))
 config.substitutions.append(("%fixtures", os.path.join(models, "fixtures")))
 config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%cxx", config.cxx))
 config.substitutions.append(("%src_root", config.autopar_src_root))
 config.substitutions.append(("%obj_root", config.autopar_obj_root))
 config.substitutions.append(

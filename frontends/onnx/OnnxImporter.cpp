@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -148,6 +149,7 @@ private:
   /// Parameters by name: values forwarded without aliasing (Dropout, Identity
   /// of a non-float initializer) share their source's parameter.
   llvm::StringMap<Value> paramValues;
+  std::vector<std::string> graphInputs;
 };
 
 } // namespace
@@ -330,6 +332,22 @@ LogicalResult Importer::addInitializers() {
   return success();
 }
 
+/// A graph input's declared type as "FLOAT [batch, 16]".
+static std::string declaredType(const onnx::TypeProto::Tensor &tt) {
+  std::string s = dtypeName(static_cast<DType>(tt.elem_type()));
+  if (!tt.has_shape())
+    return s + " of any shape";
+  s += " [";
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto &dim = tt.shape().dim(d);
+    s += d ? ", " : "";
+    s += dim.has_dim_value()   ? std::to_string(dim.dim_value())
+         : dim.has_dim_param() ? dim.dim_param()
+                               : std::string("?");
+  }
+  return s + "]";
+}
+
 LogicalResult Importer::addInputs() {
   const onnx::GraphProto &graph = model->graph();
   // Symbolic dims (dim_param) take their value from any input given with
@@ -362,14 +380,23 @@ LogicalResult Importer::addInputs() {
       }
     }
   }
-  for (const auto &entry : options.inputShapes) {
-    bool isInput = llvm::any_of(graph.input(), [&](const auto &in) {
-      return in.name() == entry.getKey() && !values.count(in.name());
+  auto isGraphInput = [&](StringRef name) {
+    return llvm::any_of(graph.input(), [&](const auto &in) {
+      return in.name() == name && !values.count(in.name());
     });
-    if (!isInput)
+  };
+  for (const auto &entry : options.inputShapes) {
+    if (!isGraphInput(entry.getKey()))
       return fail("--input-shape names '" + entry.getKey() +
                   "', which is not a graph input");
+    if (options.inputValues.count(entry.getKey()))
+      return fail("--input-shape and --input-value both name '" +
+                  entry.getKey() + "'");
   }
+  for (const auto &entry : options.inputValues)
+    if (!isGraphInput(entry.getKey()))
+      return fail("--input-value names '" + entry.getKey() +
+                  "', which is not a graph input");
 
   for (const onnx::ValueInfoProto &in : graph.input()) {
     if (values.count(in.name()))
@@ -382,6 +409,27 @@ LogicalResult Importer::addInputs() {
     if (!elementType)
       return fail("input '" + in.name() + "' has unsupported element type " +
                   dtypeName(dtype));
+    graphInputs.push_back(in.name());
+    if (auto bound = options.inputValues.find(in.name());
+        bound != options.inputValues.end()) {
+      // A constant of the program: its type must be the declared one.
+      const HostTensor &t = bound->second;
+      bool fits = t.dtype == dtype &&
+                  (!tt.has_shape() ||
+                   tt.shape().dim_size() == static_cast<int>(t.shape.size()));
+      for (int d = 0; fits && tt.has_shape() && d < tt.shape().dim_size(); ++d)
+        fits = !tt.shape().dim(d).has_dim_value() ||
+               tt.shape().dim(d).dim_value() == t.shape[d];
+      if (!fits)
+        return fail("--input-value " + in.name() + " is " +
+                    dtypeName(t.dtype) + " " + shapeToString(t.shape) +
+                    ", the input is declared " + declaredType(tt));
+      ValueEntry e;
+      e.type = RankedTensorType::get(t.shape, elementType);
+      e.constant = t;
+      values[in.name()] = std::move(e);
+      continue;
+    }
     SmallVector<int64_t> shape;
     auto givenShape = options.inputShapes.find(in.name());
     if (givenShape != options.inputShapes.end()) {
@@ -645,7 +693,7 @@ ImportResult Importer::run() {
     return {};
   if (failed(mlir::verify(*module)))
     return (void)fail("the imported IR does not verify"), ImportResult{};
-  return {std::move(module), std::move(weights)};
+  return {std::move(module), std::move(weights), std::move(graphInputs)};
 }
 
 //===----------------------------------------------------------------------===//
@@ -681,6 +729,40 @@ bool autopar::onnx_import::parseInputShape(StringRef spec,
     shape.push_back(d);
   }
   options.inputShapes[name] = shape;
+  return true;
+}
+
+bool autopar::onnx_import::parseInputValue(StringRef spec,
+                                           ImportOptions &options,
+                                           std::string &error) {
+  auto [name, file] = spec.split('=');
+  if (name.empty() || file.empty()) {
+    error = "--input-value '" + spec.str() + "': expected NAME=FILE.pb";
+    return false;
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    error = file.str() + ": cannot open: " + buffer.getError().message();
+    return false;
+  }
+  onnx::TensorProto proto;
+  StringRef bytes = (*buffer)->getBuffer();
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    error = file.str() + ": not a serialized onnx TensorProto";
+    return false;
+  }
+  if (!proto.has_data_type()) {
+    error = file.str() + ": not a TensorProto (no data type)";
+    return false;
+  }
+  llvm::Expected<HostTensor> t =
+      decodeTensor(proto, llvm::sys::path::parent_path(file));
+  if (!t) {
+    error = file.str() + ": " + llvm::toString(t.takeError());
+    return false;
+  }
+  options.inputValues[name] = std::move(*t);
   return true;
 }
 

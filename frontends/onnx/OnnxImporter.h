@@ -11,6 +11,7 @@
 #ifndef AUTOPAR_FRONTENDS_ONNX_ONNXIMPORTER_H
 #define AUTOPAR_FRONTENDS_ONNX_ONNXIMPORTER_H
 
+#include "frontends/onnx/HostTensor.h"
 #include "frontends/onnx/WeightStore.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace autopar::onnx_import {
 
@@ -31,6 +33,10 @@ struct ImportOptions {
   /// Static shapes for graph inputs, overriding or completing the model's
   /// (dynamic dims); from `--input-shape name=d0,d1,...`.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Values fixed at import for graph inputs (`--input-value name=FILE.pb`):
+  /// such an input is a constant of the program, not a function argument,
+  /// so shape-like inputs (Reshape's shape, Slice's starts, ...) fold.
+  llvm::StringMap<HostTensor> inputValues;
   /// Name of the imported function.
   std::string funcName = "forward";
 };
@@ -38,6 +44,9 @@ struct ImportOptions {
 struct ImportResult {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::unique_ptr<WeightStore> weights;
+  /// The graph inputs (initializers listed as inputs excluded) in graph
+  /// order, those fixed by `inputValues` included.
+  std::vector<std::string> graphInputs;
 };
 
 /// Imports the ONNX model at `path`. On failure returns null and sets `error`
@@ -48,6 +57,12 @@ ImportResult importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
 /// Parses "name=d0,d1,..." into `options.inputShapes`; false with `error` set
 /// if malformed.
 bool parseInputShape(llvm::StringRef spec, ImportOptions &options,
+                     std::string &error);
+
+/// Parses "name=FILE.pb" (a serialized onnx TensorProto) into
+/// `options.inputValues`; false with `error` set (one line naming the file or
+/// the spec) if malformed or unreadable.
+bool parseInputValue(llvm::StringRef spec, ImportOptions &options,
                      std::string &error);
 
 /// Prints the table of supported ops (op type, versions, attributes, notes)

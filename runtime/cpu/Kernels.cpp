@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -50,6 +53,22 @@ void initBlas() {
 }
 
 const char *blasCoreName() { return openblas_get_corename(); }
+
+void fixBlasCoreType(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") ||
+      std::strcmp(blasCoreName(), "Prescott") != 0)
+    return;
+  const char *core = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (!core)
+    return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  execv("/proc/self/exe", argv); // returns only on failure: run as is
+}
 
 void gemm(const GemmDesc &d, const float *a, const float *b, float *c) {
   int64_t batch = 1;

@@ -20,6 +20,12 @@ namespace autopar::rt::cpu {
 void initBlas();
 /// The kernel family OpenBLAS picked for this CPU (e.g. "SkylakeX").
 const char *blasCoreName();
+/// OpenBLAS picks its kernels from the CPU model; where a virtual machine
+/// hides the model it falls back to its Prescott (SSE3) kernels, several
+/// times slower. Runs the program again (execv of /proc/self/exe with
+/// `argv`) with OPENBLAS_CORETYPE naming the kernels the CPU supports; an
+/// OPENBLAS_CORETYPE set by the user is kept. Call first thing in main().
+void fixBlasCoreType(char **argv);
 
 /// Maximum rank of a tensor the kernels accept.
 constexpr int kMaxRank = 8;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Model.h"
+#include "runtime/Program.h"
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/cpu/Kernels.h"
@@ -36,6 +37,10 @@ autopar::rt::OptimizerConfig autoparOptimizerConfig();
 
 namespace {
 
+using autopar::rt::allocate;
+using autopar::rt::Buffer;
+using autopar::rt::programDir;
+using autopar::rt::readFileExactly;
 using autopar::rt::Status;
 
 struct Options {
@@ -130,43 +135,6 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
   return true;
 }
 
-/// The directory holding this executable (weights.bin, model.onnx).
-std::string programDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return ".";
-  std::string path(buf, n);
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-struct Aligned {
-  void operator()(void *p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, Aligned>;
-
-Buffer allocate(int64_t bytes) {
-  size_t size = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-  void *p = std::aligned_alloc(64, size ? size : 64);
-  if (p)
-    std::memset(p, 0, size ? size : 64);
-  return Buffer(static_cast<char *>(p));
-}
-
-Status readFile(const std::string &path, char *into, int64_t bytes) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  size_t got = std::fread(into, 1, bytes, f);
-  bool extra = std::fgetc(f) != EOF;
-  std::fclose(f);
-  if (static_cast<int64_t>(got) != bytes || extra)
-    return Status::error(path + ": expected " + std::to_string(bytes) +
-                         " bytes of initial weights (rebuild the program)");
-  return Status::ok();
-}
-
 std::string dtypeName(int32_t onnxType) {
   switch (onnxType) {
   case 1: return "f32";
@@ -252,7 +220,8 @@ Status Trainer::setUp() {
   if (!params || !arena)
     return Status::error("train: out of memory");
   AUTOPAR_RT_RETURN_IF_ERROR(
-      readFile(dir + "/weights.bin", params.get(), info.paramBytes));
+      readFileExactly(dir + "/weights.bin", params.get(), info.paramBytes,
+                      "initial weights"));
   int states = autopar::rt::numStateBuffers(config);
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
@@ -433,30 +402,10 @@ Status Trainer::run() {
   return Status::ok();
 }
 
-/// OpenBLAS picks its kernels from the CPU model; where a virtual machine
-/// hides the model it falls back to its Prescott (SSE3) kernels, several
-/// times slower. Run again with OPENBLAS_CORETYPE naming the kernels the CPU
-/// supports (an OPENBLAS_CORETYPE set by the user is kept).
-void fixBlasCoreType(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") ||
-      std::strcmp(autopar::rt::cpu::blasCoreName(), "Prescott") != 0)
-    return;
-  const char *core = nullptr;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    core = "Haswell";
-  if (!core)
-    return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv); // returns only on failure: run as is
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-  fixBlasCoreType(argv);
+  autopar::rt::cpu::fixBlasCoreType(argv);
   autopar::rt::cpu::initBlas();
   Options options;
   int exitCode = 0;

@@ -1,8 +1,6 @@
 //===- OnnxExport.cpp - Trained weights into a copy of the ONNX model -----===//
 //
-// Protobuf wire format: a message is a sequence of fields, each a varint tag
-// (field number << 3 | wire type) and a payload: 0 varint, 1 fixed64,
-// 2 length-delimited (varint length + bytes), 5 fixed32. Editing a nested
+// Edits the protobuf wire format (runtime/onnx/Wire.h): editing a nested
 // message means re-serializing its parents with new lengths; everything else
 // is copied byte for byte.
 //
@@ -16,18 +14,23 @@
 #include "runtime/onnx/OnnxExport.h"
 
 #include "runtime/File.h"
+#include "runtime/onnx/Wire.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <map>
-#include <unistd.h>
 
 namespace autopar::rt {
 
 namespace {
 
-enum WireType { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
+using wire::Field;
+using wire::kBytes;
+using wire::kVarint;
+using wire::payload;
+using wire::readFields;
+using wire::writeBytesField;
+using wire::writeLittleEndianBytesField;
+using wire::writeTag;
+using wire::writeVarint;
 
 constexpr uint32_t kModelGraph = 7;
 constexpr uint32_t kGraphNode = 1;
@@ -39,130 +42,6 @@ constexpr uint32_t kTensorDataType = 2;
 constexpr uint32_t kTensorName = 8;
 constexpr uint32_t kTensorRawData = 9;
 
-/// One field of a message inside the whole-file buffer (absolute offsets).
-struct Field {
-  uint32_t number = 0;
-  int wireType = 0;
-  size_t begin = 0;        // tag's first byte
-  size_t end = 0;          // one past the payload
-  size_t payloadBegin = 0; // for kBytes: after the length
-  uint64_t value = 0;      // for kVarint
-};
-
-bool readVarint(const std::string &buf, size_t &pos, size_t end,
-                uint64_t &value) {
-  value = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (pos >= end)
-      return false;
-    uint8_t byte = static_cast<uint8_t>(buf[pos++]);
-    value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if (!(byte & 0x80))
-      return true;
-  }
-  return false;
-}
-
-/// Reads the field at `pos` (< end); on failure `pos` is the bad byte.
-bool readField(const std::string &buf, size_t &pos, size_t end, Field &f) {
-  f = Field();
-  f.begin = pos;
-  uint64_t tag;
-  if (!readVarint(buf, pos, end, tag) || (tag >> 3) == 0 ||
-      (tag >> 3) > 0x1fffffff) {
-    pos = f.begin;
-    return false;
-  }
-  f.number = static_cast<uint32_t>(tag >> 3);
-  f.wireType = static_cast<int>(tag & 7);
-  size_t payload = pos;
-  switch (f.wireType) {
-  case kVarint:
-    if (!readVarint(buf, pos, end, f.value)) {
-      pos = payload;
-      return false;
-    }
-    break;
-  case kFixed64:
-    if (end - pos < 8)
-      return false;
-    pos += 8;
-    break;
-  case kFixed32:
-    if (end - pos < 4)
-      return false;
-    pos += 4;
-    break;
-  case kBytes: {
-    uint64_t length;
-    if (!readVarint(buf, pos, end, length)) {
-      pos = payload;
-      return false;
-    }
-    if (length > end - pos) {
-      pos = payload;
-      return false;
-    }
-    f.payloadBegin = pos;
-    pos += static_cast<size_t>(length);
-    break;
-  }
-  default: // groups (3, 4) and invalid wire types
-    pos = f.begin;
-    return false;
-  }
-  f.end = pos;
-  return true;
-}
-
-/// Splits the message in [begin, end) into fields; on failure `badByte` is
-/// the offset of the first bad byte.
-bool readFields(const std::string &buf, size_t begin, size_t end,
-                std::vector<Field> &fields, size_t &badByte) {
-  fields.clear();
-  size_t pos = begin;
-  while (pos < end) {
-    Field f;
-    if (!readField(buf, pos, end, f)) {
-      badByte = pos;
-      return false;
-    }
-    fields.push_back(f);
-  }
-  return true;
-}
-
-std::string payload(const std::string &buf, const Field &f) {
-  return buf.substr(f.payloadBegin, f.end - f.payloadBegin);
-}
-
-void writeVarint(std::string &out, uint64_t value) {
-  while (value >= 0x80) {
-    out += static_cast<char>((value & 0x7f) | 0x80);
-    value >>= 7;
-  }
-  out += static_cast<char>(value);
-}
-
-void writeTag(std::string &out, uint32_t number, int wireType) {
-  writeVarint(out, (static_cast<uint64_t>(number) << 3) |
-                       static_cast<uint64_t>(wireType));
-}
-
-void writeBytesField(std::string &out, uint32_t number, const char *data,
-                     size_t size) {
-  writeTag(out, number, kBytes);
-  writeVarint(out, size);
-  out.append(data, size);
-}
-
-bool hostIsLittleEndian() {
-  const uint16_t probe = 1;
-  unsigned char first;
-  std::memcpy(&first, &probe, 1);
-  return first == 1;
-}
-
 /// TensorProto {dims, data_type, name, raw_data} in field order.
 std::string serializeTensor(const ExportTensor &t, int64_t elemBytes) {
   std::string out;
@@ -173,21 +52,9 @@ std::string serializeTensor(const ExportTensor &t, int64_t elemBytes) {
   writeTag(out, kTensorDataType, kVarint);
   writeVarint(out, static_cast<uint64_t>(static_cast<int64_t>(t.onnxDataType)));
   writeBytesField(out, kTensorName, t.name.data(), t.name.size());
-  const char *bytes = static_cast<const char *>(t.data);
-  size_t size = static_cast<size_t>(t.numBytes);
-  if (hostIsLittleEndian() || elemBytes <= 1) {
-    writeBytesField(out, kTensorRawData, bytes, size);
-  } else {
-    std::string swapped(bytes, size);
-    size_t step = static_cast<size_t>(elemBytes);
-    // Complex types swap each real/imaginary half.
-    if (step == 16)
-      step = 8;
-    for (size_t i = 0; i + step <= size; i += step)
-      for (size_t a = i, b = i + step - 1; a < b; ++a, --b)
-        std::swap(swapped[a], swapped[b]);
-    writeBytesField(out, kTensorRawData, swapped.data(), swapped.size());
-  }
+  writeLittleEndianBytesField(out, kTensorRawData,
+                              static_cast<const char *>(t.data),
+                              static_cast<size_t>(t.numBytes), elemBytes);
   return out;
 }
 
@@ -210,37 +77,6 @@ struct GraphPlan {
 };
 
 } // namespace
-
-int64_t onnxDataTypeBytes(int32_t onnxDataType) {
-  switch (onnxDataType) {
-  case 1:  // FLOAT
-  case 6:  // INT32
-  case 12: // UINT32
-    return 4;
-  case 2:  // UINT8
-  case 3:  // INT8
-  case 9:  // BOOL
-  case 17: // FLOAT8E4M3FN
-  case 18: // FLOAT8E4M3FNUZ
-  case 19: // FLOAT8E5M2
-  case 20: // FLOAT8E5M2FNUZ
-    return 1;
-  case 4:  // UINT16
-  case 5:  // INT16
-  case 10: // FLOAT16
-  case 16: // BFLOAT16
-    return 2;
-  case 7:  // INT64
-  case 11: // DOUBLE
-  case 13: // UINT64
-  case 14: // COMPLEX64
-    return 8;
-  case 15: // COMPLEX128
-    return 16;
-  default: // UNDEFINED, STRING, 4-bit types, unknown
-    return 0;
-  }
-}
 
 Status exportOnnxWeights(const std::string &srcModel,
                          const std::string &dstModel,
@@ -270,20 +106,7 @@ Status exportOnnxWeights(const std::string &srcModel,
 
   // Read the source model.
   std::string model;
-  {
-    FILE *f = std::fopen(srcModel.c_str(), "rb");
-    if (!f)
-      return Status::error(srcModel + ": cannot open: " + std::strerror(errno));
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
-      model.append(buf, got);
-    bool failed = std::ferror(f) != 0;
-    int err = errno;
-    std::fclose(f);
-    if (failed)
-      return Status::error(srcModel + ": cannot open: " + std::strerror(err));
-  }
+  AUTOPAR_RT_RETURN_IF_ERROR(readWholeFile(srcModel, model));
   auto badProto = [&](size_t byte) {
     return Status::error(srcModel +
                          ": not an ONNX model (bad protobuf at byte " +

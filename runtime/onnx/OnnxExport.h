@@ -14,6 +14,7 @@
 #define AUTOPAR_RUNTIME_ONNX_ONNXEXPORT_H
 
 #include "runtime/Status.h"
+#include "runtime/onnx/Wire.h" // onnxDataTypeBytes, onnxDataTypeName
 
 #include <cstdint>
 #include <string>
@@ -39,10 +40,6 @@ struct ExportTensor {
 Status exportOnnxWeights(const std::string &srcModel,
                          const std::string &dstModel,
                          const std::vector<ExportTensor> &tensors);
-
-/// Bytes per element of an ONNX TensorProto.DataType; 0 when unsupported
-/// (UNDEFINED, STRING, unknown).
-int64_t onnxDataTypeBytes(int32_t onnxDataType);
 
 } // namespace autopar::rt
 

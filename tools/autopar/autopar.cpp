@@ -4,6 +4,8 @@
 //                  [--summary]
 //   autopar compile MODEL.onnx [--plan PLAN.json] [--target cpu|cuda] -o OUTDIR
 //                   [--input-shape NAME=D0,D1,...] [--no-build]
+//   autopar compile MODEL.onnx --forward-only [--input-value NAME=FILE.pb]
+//                   -o OUTDIR
 //   autopar data TEXT -o TOKENS.bin
 //   autopar ops
 //
@@ -59,6 +61,9 @@ Options:
   --input-shape NAME=D0,D1   Static shape of graph input NAME; completes
                              dynamic dims (dims sharing a symbolic name with
                              NAME's take the same value). Repeatable.
+  --input-value NAME=FILE.pb Fix graph input NAME to the value in FILE.pb (a
+                             serialized onnx TensorProto): it becomes a
+                             constant, so shape-like inputs fold. Repeatable.
   --summary                  Print a summary (inputs, outputs, parameters,
                              op counts, matmul FLOPs) instead of the IR; with
                              -o, the IR is written to the file as well
@@ -73,14 +78,25 @@ OUTDIR: generated sources, the runtime sources, CMakeLists.txt, the initial
 weights, the resolved plan.json, report.json, and the built program
 OUTDIR/train. On failure nothing is left at OUTDIR.
 
+With --forward-only, MODEL.onnx may be any graph (inputs and outputs of
+float, double, integer and bool types); OUTDIR/run evaluates it without
+autodiff or optimizer: `OUTDIR/run --inputs DIR --outputs DIR` reads graph
+input i from DIR/input_<i>.pb and writes output i to DIR/output_<i>.pb
+(serialized onnx TensorProtos, the layout of ONNX's node tests).
+
 Options:
   -o OUTDIR                  Output directory (required)
+  --forward-only             Build OUTDIR/run (inference) instead of a
+                             training program; takes no plan
   --plan PLAN.json           The plan (docs/plan.md); default: one device,
                              fp32, AdamW with PyTorch's defaults
   --target cpu|cuda          Code generation target (default: cpu)
   --input-shape NAME=D0,D1   Static shape of a graph input with dynamic dims
                              (as for `autopar import`). Repeatable.
-  --no-build                 Write OUTDIR without building OUTDIR/train
+  --input-value NAME=FILE.pb Fix graph input NAME to a value known at compile
+                             time (as for `autopar import`); the program
+                             checks that its input file holds that value.
+  --no-build                 Write OUTDIR without building the program
   -h, --help                 Show this help
 )";
 
@@ -135,6 +151,16 @@ int importMain(std::vector<std::string> args) {
         return usageError("--input-shape needs NAME=D0,D1,...", "import");
       if (!onnx_import::parseInputShape(spec, options.import, error))
         return usageError(error, "import");
+    } else if (a == "--input-value" || a.starts_with("--input-value=")) {
+      std::string spec, error;
+      if (a.starts_with("--input-value="))
+        spec = a.drop_front(strlen("--input-value=")).str();
+      else if (!value(spec))
+        return usageError("--input-value needs NAME=FILE.pb", "import");
+      if (!onnx_import::parseInputValue(spec, options.import, error)) {
+        llvm::errs() << "autopar: " << error << "\n";
+        return 1;
+      }
     } else if (a == "--summary") {
       options.summary = true;
     } else if (a.starts_with("-") && a != "-") {
@@ -185,8 +211,20 @@ int compileMain(const std::vector<std::string> &args) {
         return usageError("--input-shape needs NAME=D0,D1,...", "compile");
       if (!onnx_import::parseInputShape(spec, options.import, error))
         return usageError(error, "compile");
+    } else if (a == "--input-value" || a.starts_with("--input-value=")) {
+      std::string spec, error;
+      if (a.starts_with("--input-value="))
+        spec = a.drop_front(strlen("--input-value=")).str();
+      else if (!value(spec))
+        return usageError("--input-value needs NAME=FILE.pb", "compile");
+      if (!onnx_import::parseInputValue(spec, options.import, error)) {
+        llvm::errs() << "autopar: " << error << "\n";
+        return 1;
+      }
     } else if (a == "--no-build") {
       options.build = false;
+    } else if (a == "--forward-only") {
+      options.forwardOnly = true;
     } else if (a.starts_with("-")) {
       return usageError("unknown option '" + a.str() + "'", "compile");
     } else if (options.model.empty()) {
