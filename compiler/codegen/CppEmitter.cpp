@@ -48,6 +48,10 @@ std::string autopar::cppElementType(Type t) {
     return "float";
   if (t.isF64())
     return "double";
+  if (t.isF16())
+    return "_Float16";
+  if (t.isBF16())
+    return "autopar::rt::bf16";
   if (t.isInteger(1))
     return "bool";
   if (t.isInteger(8))
@@ -106,11 +110,13 @@ static std::string literal(Attribute value, Type type) {
   if (auto f = dyn_cast<FloatAttr>(value)) {
     double d = f.getValueAsDouble();
     std::string ctype = cppElementType(type);
+    // 16-bit floats convert from a float (numeric_limits lacks them).
+    std::string limits = type.getIntOrFloatBitWidth() == 16 ? "float" : ctype;
     if (std::isnan(d))
-      return "std::numeric_limits<" + ctype + ">::quiet_NaN()";
+      return ctype + "(std::numeric_limits<" + limits + ">::quiet_NaN())";
     if (std::isinf(d))
-      return std::string(d < 0 ? "-" : "") + "std::numeric_limits<" + ctype +
-             ">::infinity()";
+      return ctype + "(" + (d < 0 ? "-" : "") + "std::numeric_limits<" +
+             limits + ">::infinity())";
     return ctype + "(" + hexDouble(d) + ")";
   }
   auto i = cast<IntegerAttr>(value);
@@ -672,15 +678,23 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
 LogicalResult Emitter::emitScalar(Operation *op,
                                   DenseMap<Value, std::string> &scalars,
                                   raw_ostream &out) {
-  auto arg = [&](unsigned i) { return scalars.lookup(op->getOperand(i)); };
   Value result = op->getResult(0);
+  auto elementOf = [&](Value v) { return tensorType(v).getElementType(); };
+  // 16-bit floats are computed in float, each result rounded back.
+  bool half = !isa<nn::CastOp>(op) && op->getNumOperands() &&
+              elementOf(op->getOperand(0)).isIntOrFloat() &&
+              isa<FloatType>(elementOf(op->getOperand(0))) &&
+              elementOf(op->getOperand(0)).getIntOrFloatBitWidth() == 16;
+  auto arg = [&](unsigned i) {
+    std::string s = scalars.lookup(op->getOperand(i));
+    return half ? "float(" + s + ")" : s;
+  };
   std::string t = type(result);
   std::string name = "s" + std::to_string(counter++);
   scalars[result] = name;
   // f32 calls the C functions runtime/cpu/Math.h declares vectorizable.
-  bool f32 = tensorType(result).getElementType().isF32() ||
-             (op->getNumOperands() &&
-              tensorType(op->getOperand(0)).getElementType().isF32());
+  bool f32 = half || elementOf(result).isF32() ||
+             (op->getNumOperands() && elementOf(op->getOperand(0)).isF32());
   auto fn = [&](StringRef name) {
     return f32 && name != "sqrt" ? name.str() + "f" : "std::" + name.str();
   };

@@ -186,6 +186,11 @@ LogicalResult convertCast(NodeContext &ctx) {
   Type toType = dtypeToMlir(to, ctx.builder().getContext());
   if (!toType)
     return ctx.fail("cast to " + dtypeName(to) + " is not supported");
+  // ONNX left Cast's rounding to bfloat16 open until opset 19 (onnx 1.12's
+  // tests truncate, later ones round to nearest even): refuse, not guess.
+  if (to == DType::BFloat16)
+    return ctx.fail("cast to BFLOAT16 is not supported (its rounding is "
+                    "unspecified before opset 19)");
   if (const HostTensor *c = ctx.constInput(0)) {
     ctx.setOutput(0, hostCast(*c, to));
     return success();
@@ -246,12 +251,46 @@ ConvertFn reduce(int64_t axesInputSince) {
   };
 }
 
+LogicalResult convertPow(NodeContext &ctx) {
+  if (isa<FloatType>(ctx.inputType(0).getElementType()) ||
+      ctx.allInputsConstant())
+    return binary<nn::PowOp>(HostBinary::Pow, /*floatOnly=*/true)(ctx);
+  // An integer base: pow in double, truncated to the base's type, as the
+  // import-time folding (hostBinary) computes it.
+  if (!isa<IntegerType>(ctx.inputType(0).getElementType()) ||
+      ctx.inputType(0).getElementType().isInteger(1))
+    return ctx.fail("base of type " +
+                    typeString(ctx.inputType(0).getElementType()) +
+                    " is not supported");
+  FailureOr<Value> x = ctx.input(0), y = ctx.input(1);
+  if (failed(x) || failed(y))
+    return failure();
+  if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
+                                 ctx.inputType(1).getShape())))
+    return ctx.fail("operand shapes " +
+                    shapeToString(ctx.inputType(0).getShape()) + " and " +
+                    shapeToString(ctx.inputType(1).getShape()) +
+                    " do not broadcast");
+  OpBuilder &b = ctx.builder();
+  auto toF64 = [&](Value v) -> Value {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getElementType().isF64())
+      return v;
+    return nn::CastOp::create(b, ctx.loc(), type.clone(b.getF64Type()), v);
+  };
+  Value p = nn::PowOp::create(b, ctx.loc(), toF64(*x), toF64(*y));
+  ctx.setOutput(0, nn::CastOp::create(
+                       b, ctx.loc(),
+                       cast<RankedTensorType>(p.getType())
+                           .clone(ctx.inputType(0).getElementType()),
+                       p));
+  return success();
+}
+
 LogicalResult convertLayerNorm(NodeContext &ctx) {
   if (ctx.intAttr("stash_type", 1) != 1)
     return ctx.fail("stash_type " + llvm::Twine(ctx.intAttr("stash_type", 1)) +
                     " is not supported (only 1: statistics in float32)");
-  if (ctx.outputUsed(1) || ctx.outputUsed(2))
-    return ctx.fail("outputs Mean and InvStdDev are not supported");
   RankedTensorType xType = ctx.inputType(0);
   FailureOr<int64_t> axis = axisAttr(ctx, -1, xType.getRank());
   if (failed(axis))
@@ -275,10 +314,31 @@ LogicalResult convertLayerNorm(NodeContext &ctx) {
     bias = *b;
   }
   OpBuilder &b = ctx.builder();
-  ctx.setOutput(0, nn::LayerNormOp::create(
-                       b, ctx.loc(), xType, *x, *scale, bias,
-                       b.getI64IntegerAttr(*axis),
-                       b.getF64FloatAttr(ctx.floatAttr("epsilon", 1e-5))));
+  double epsilon = ctx.floatAttr("epsilon", 1e-5);
+  ctx.setOutput(0, nn::LayerNormOp::create(b, ctx.loc(), xType, *x, *scale,
+                                           bias, b.getI64IntegerAttr(*axis),
+                                           b.getF64FloatAttr(epsilon)));
+  if (!ctx.outputUsed(1) && !ctx.outputUsed(2))
+    return success();
+  // The statistics, [d0, ..., d(axis-1), 1, ..., 1] in float32 (stash_type
+  // 1), as ONNX defines them: Mean, and 1 / sqrt(biased variance + epsilon).
+  Location loc = ctx.loc();
+  Value xf = *x;
+  if (!xType.getElementType().isF32())
+    xf = nn::CastOp::create(b, loc, xType.clone(b.getF32Type()), xf);
+  auto axes = llvm::to_vector(llvm::seq<int64_t>(*axis, xType.getRank()));
+  Value mean = nn::ReduceMeanOp::create(b, loc, xf, axes, /*keepdims=*/true);
+  Value d = nn::SubOp::create(b, loc, xf, mean);
+  Value var = nn::ReduceMeanOp::create(b, loc, nn::MulOp::create(b, loc, d, d),
+                                       axes, /*keepdims=*/true);
+  Value eps = nn::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                             static_cast<float>(epsilon)));
+  Value inv = nn::ReciprocalOp::create(
+      b, loc, nn::SqrtOp::create(b, loc, nn::AddOp::create(b, loc, var, eps)));
+  ctx.setOutput(1, mean);
+  ctx.setOutput(2, inv);
   return success();
 }
 
@@ -708,13 +768,28 @@ LogicalResult convertDropout(NodeContext &ctx) {
     FailureOr<const HostTensor *> t = ctx.requireConst(2, "training_mode");
     if (failed(t))
       return failure();
-    if ((*t)->size() != 1 || (*t)->intAt(0) != 0)
-      return ctx.fail("training_mode = true is not supported (export the "
-                      "model in eval mode)");
+    if ((*t)->size() != 1)
+      return ctx.fail("training_mode must be a scalar");
+    // Training with ratio 0 drops nothing: the identity, like inference.
+    double ratio = 0.5;
+    if (ctx.hasInput(1)) {
+      FailureOr<const HostTensor *> r = ctx.requireConst(1, "ratio");
+      if (failed(r))
+        return failure();
+      ratio = (*r)->floatAt(0);
+    }
+    if ((*t)->intAt(0) != 0 && ratio != 0)
+      return ctx.fail("training_mode = true with ratio > 0 is not supported "
+                      "(export the model in eval mode)");
   }
-  if (ctx.outputUsed(1))
-    return ctx.fail("output 'mask' is not supported");
   ctx.forwardInput(0, 0, /*aliasParam=*/false);
+  if (ctx.outputUsed(1)) {
+    // Nothing is dropped: the mask is all true.
+    RankedTensorType type = ctx.inputType(0);
+    ctx.setOutput(1, HostTensor::ofInts(DType::Bool, type.getShape(),
+                                        std::vector<int64_t>(
+                                            type.getNumElements(), 1)));
+  }
   return success();
 }
 
@@ -818,8 +893,9 @@ std::vector<OpConverter> buildTable() {
       {"Sub", {13, 14}, {}, binary<nn::SubOp>(HostBinary::Sub), ""},
       {"Mul", {13, 14}, {}, binary<nn::MulOp>(HostBinary::Mul), ""},
       {"Div", {13, 14}, {}, binary<nn::DivOp>(HostBinary::Div), ""},
-      {"Pow", {13, 15}, {}, binary<nn::PowOp>(HostBinary::Pow, true),
-       "floating-point base; the exponent is converted to the base's type"},
+      {"Pow", {13, 15}, {}, convertPow,
+       "a floating-point base takes the exponent converted to its type; an "
+       "integer base is raised in double and truncated to its type"},
       {"Neg", {13}, {}, unary<nn::NegOp>(HostUnary::Neg, false), ""},
       {"Sqrt", {13}, {}, unary<nn::SqrtOp>(HostUnary::Sqrt, true), ""},
       {"Reciprocal", {13}, {},
@@ -840,7 +916,8 @@ std::vector<OpConverter> buildTable() {
        compare(P::ge, HostBinary::GreaterOrEqual), ""},
       {"Where", {9, 16}, {}, convertWhere, ""},
       {"Cast", {13}, {"to"}, convertCast,
-       "to float, double, float16, bfloat16, bool and (un)signed integers"},
+       "to float, double, float16, bool and (un)signed integers (not to "
+       "bfloat16)"},
       {"ReduceSum", {13}, {"keepdims", "noop_with_empty_axes"},
        reduce<nn::ReduceSumOp>(13), "axes must be a constant"},
       {"ReduceMean", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
@@ -849,8 +926,7 @@ std::vector<OpConverter> buildTable() {
        reduce<nn::ReduceMaxOp>(18), "axes must be a constant"},
       {"LayerNormalization", {17}, {"axis", "epsilon", "stash_type"},
        convertLayerNorm,
-       "Scale and B of the normalized shape; stash_type 1; outputs Mean and "
-       "InvStdDev unused"},
+       "Scale and B of the normalized shape; stash_type 1"},
       {"Softmax", {13}, {"axis"}, convertSoftmax, ""},
       {"SoftmaxCrossEntropyLoss", {13}, {"ignore_index", "reduction"},
        convertSoftmaxCrossEntropy,
@@ -873,7 +949,8 @@ std::vector<OpConverter> buildTable() {
        "an alias of a parameter becomes a parameter of its own, initialized "
        "from the same bytes"},
       {"Dropout", {13}, {"seed"}, convertDropout,
-       "inference only (training_mode absent or false); output mask unused"},
+       "inference (training_mode absent or false), or training with ratio 0: "
+       "the identity, mask all true"},
       {"Constant", {13},
        {"value", "value_float", "value_floats", "value_int", "value_ints"},
        convertConstant, "folded at import"},

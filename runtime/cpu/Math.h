@@ -7,12 +7,43 @@
 // (at most 4 ulp from the scalar results); otherwise the scalar libm
 // functions are called.
 //
+// Also the 16-bit float types of generated code: IEEE half is the
+// compiler's _Float16; bfloat16 is autopar::rt::bf16 below. Generated code
+// computes on both in float and rounds each result back.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef AUTOPAR_RUNTIME_CPU_MATH_H
 #define AUTOPAR_RUNTIME_CPU_MATH_H
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace autopar::rt {
+
+/// bfloat16: the upper 16 bits of a float. Converting a float rounds to
+/// nearest even (NaN stays NaN); converting back is exact.
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      bits = static_cast<uint16_t>((u >> 16) | 0x40u); // quiet NaN
+    else
+      bits = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  operator float() const {
+    uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  }
+};
+
+} // namespace autopar::rt
 
 #ifdef AUTOPAR_HAVE_LIBMVEC
 extern "C" {
