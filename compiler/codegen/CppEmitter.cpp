@@ -54,6 +54,14 @@ std::string autopar::cppElementType(Type t) {
     return "autopar::rt::bf16";
   if (t.isInteger(1))
     return "bool";
+  if (t.isUnsignedInteger(8))
+    return "uint8_t";
+  if (t.isUnsignedInteger(16))
+    return "uint16_t";
+  if (t.isUnsignedInteger(32))
+    return "uint32_t";
+  if (t.isUnsignedInteger(64))
+    return "uint64_t";
   if (t.isInteger(8))
     return "int8_t";
   if (t.isInteger(16))
@@ -122,6 +130,9 @@ static std::string literal(Attribute value, Type type) {
   auto i = cast<IntegerAttr>(value);
   if (type.isInteger(1))
     return i.getValue().isZero() ? "false" : "true";
+  if (type.isUnsignedInteger())
+    return cppElementType(type) + "(" +
+           std::to_string(i.getValue().getZExtValue()) + "ULL)";
   return cppElementType(type) + "(" +
          std::to_string(i.getValue().getSExtValue()) + "LL)";
 }
@@ -685,9 +696,18 @@ LogicalResult Emitter::emitScalar(Operation *op,
               elementOf(op->getOperand(0)).isIntOrFloat() &&
               isa<FloatType>(elementOf(op->getOperand(0))) &&
               elementOf(op->getOperand(0)).getIntOrFloatBitWidth() == 16;
+  // Unsigned types narrower than int would be promoted to (signed) int,
+  // where a product can overflow: compute them in uint32_t.
+  Type operandElement =
+      op->getNumOperands() ? elementOf(op->getOperand(0)) : Type();
+  bool narrowUnsigned = !isa<nn::CastOp>(op) && operandElement &&
+                        operandElement.isUnsignedInteger() &&
+                        operandElement.getIntOrFloatBitWidth() < 32;
   auto arg = [&](unsigned i) {
     std::string s = scalars.lookup(op->getOperand(i));
-    return half ? "float(" + s + ")" : s;
+    if (half)
+      return "float(" + s + ")";
+    return narrowUnsigned ? "uint32_t(" + s + ")" : s;
   };
   std::string t = type(result);
   std::string name = "s" + std::to_string(counter++);

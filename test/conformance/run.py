@@ -246,6 +246,8 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directories of passing tests")
     args = ap.parse_args()
+    if args.write_rejections and args.filter:
+        ap.error("--write-rejections lists every rejection: no --filter")
     import onnx
 
     start = time.time()

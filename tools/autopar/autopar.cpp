@@ -157,6 +157,10 @@ int importMain(std::vector<std::string> args) {
         spec = a.drop_front(strlen("--input-value=")).str();
       else if (!value(spec))
         return usageError("--input-value needs NAME=FILE.pb", "import");
+      if (auto [name, file] = llvm::StringRef(spec).split('=');
+          name.empty() || file.empty())
+        return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
+                          "import");
       if (!onnx_import::parseInputValue(spec, options.import, error)) {
         llvm::errs() << "autopar: " << error << "\n";
         return 1;
@@ -217,6 +221,10 @@ int compileMain(const std::vector<std::string> &args) {
         spec = a.drop_front(strlen("--input-value=")).str();
       else if (!value(spec))
         return usageError("--input-value needs NAME=FILE.pb", "compile");
+      if (auto [name, file] = llvm::StringRef(spec).split('=');
+          name.empty() || file.empty())
+        return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
+                          "compile");
       if (!onnx_import::parseInputValue(spec, options.import, error)) {
         llvm::errs() << "autopar: " << error << "\n";
         return 1;
