@@ -1,11 +1,12 @@
 //===- autopar-opt.cpp - runs autopar's passes on textual IR --------------===//
 //
-// MlirOptMain with the nn dialect, every autopar pass and the upstream
-// dialects and passes (canonicalize, cse, ...) they work with, so each stage
-// of the compiler can be run and lit-tested alone.
+// MlirOptMain with the nn and dist dialects, every autopar pass and the
+// upstream dialects and passes (canonicalize, cse, ...) they work with, so
+// each stage of the compiler can be run and lit-tested alone.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "passes/analysis/Passes.h"
 #include "passes/autodiff/Passes.h"
@@ -18,7 +19,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<autopar::nn::NNDialect, mlir::func::FuncDialect>();
+  registry.insert<autopar::nn::NNDialect, autopar::dist::DistDialect,
+                  mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   autopar::registerAnalysisPasses();
   autopar::registerAutodiffPasses();
