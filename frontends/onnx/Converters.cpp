@@ -351,11 +351,87 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   return success();
 }
 
+/// SoftmaxCrossEntropyLoss with class weights or the log_prob output, from
+/// elementwise ops and reductions (the fused nn.softmax_cross_entropy has
+/// neither): log_prob = x - max - log(sum(exp(x - max))) over dim 1; the
+/// label's log-probability and weight are picked with a one-hot mask, which
+/// is all false for an ignored label (even one out of range).
+LogicalResult decomposeSoftmaxCrossEntropy(NodeContext &ctx, Value scores,
+                                           Value labels, Value weights,
+                                           nn::LossReduction reduction,
+                                           std::optional<int64_t> ignore) {
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  auto scoresType = cast<RankedTensorType>(scores.getType());
+  auto labelsType = cast<RankedTensorType>(labels.getType());
+  Type ft = scoresType.getElementType();
+  int64_t rank = scoresType.getRank(), classes = scoresType.getDimSize(1);
+  auto scalar = [&](Type t, double v) -> Value {
+    auto type = RankedTensorType::get({}, t);
+    Attribute a = isa<FloatType>(t) ? Attribute(b.getFloatAttr(t, v))
+                                    : Attribute(b.getIntegerAttr(t, int64_t(v)));
+    return nn::ConstantOp::create(b, loc, DenseElementsAttr::get(type, a));
+  };
+  Value max = nn::ReduceMaxOp::create(b, loc, scores, {1}, true);
+  Value shifted = nn::SubOp::create(b, loc, scores, max);
+  Value logSum = nn::LogOp::create(
+      b, loc,
+      nn::ReduceSumOp::create(b, loc, nn::ExpOp::create(b, loc, shifted), {1},
+                              true));
+  Value logProb = nn::SubOp::create(b, loc, shifted, logSum);
+  if (ctx.numOutputs() > 1)
+    ctx.setOutput(1, logProb);
+  // onehot[n, c, ...] = labels[n, ...] == c.
+  SmallVector<int64_t> labelShape(labelsType.getShape());
+  labelShape.insert(labelShape.begin() + 1, 1);
+  Value label = nn::ReshapeOp::create(b, loc, labelsType.clone(labelShape),
+                                      labels);
+  SmallVector<int64_t> classShape(rank, 1);
+  classShape[1] = classes;
+  Type lt = labelsType.getElementType();
+  HostTensor iota = HostTensor::zeros(mlirToDType(lt), classShape);
+  for (int64_t c = 0; c < classes; ++c)
+    iota.setInt(c, c);
+  Value classIds = nn::ConstantOp::create(b, loc, iota.toAttr(b.getContext()));
+  Value onehot = nn::CompareOp::create(b, loc, nn::ComparePredicate::eq,
+                                       label, classIds);
+  Value zero = scalar(ft, 0.0);
+  Value picked = nn::ReduceSumOp::create(
+      b, loc, nn::WhereOp::create(b, loc, onehot, logProb, zero), {1}, false);
+  // The weight of each element: weights[label], 0 where ignored.
+  Value weight;
+  if (weights) {
+    Value w = nn::ReshapeOp::create(
+        b, loc,
+        RankedTensorType::get(classShape, ft), weights);
+    weight = nn::ReduceSumOp::create(
+        b, loc, nn::WhereOp::create(b, loc, onehot, w, zero), {1}, false);
+  }
+  if (ignore) {
+    Value kept = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne,
+                                       labels, scalar(lt, *ignore));
+    weight = nn::WhereOp::create(b, loc, kept, weight ? weight : scalar(ft, 1.0),
+                                 zero);
+  }
+  Value loss = nn::NegOp::create(b, loc, picked);
+  if (weight)
+    loss = nn::MulOp::create(b, loc, loss, weight);
+  if (reduction == nn::LossReduction::none) {
+    ctx.setOutput(0, loss);
+    return success();
+  }
+  auto all = llvm::to_vector(llvm::seq<int64_t>(0, labelsType.getRank()));
+  Value total = nn::ReduceSumOp::create(b, loc, loss, all, false);
+  if (reduction == nn::LossReduction::mean) {
+    Value count = weight ? nn::ReduceSumOp::create(b, loc, weight, all, false)
+                         : scalar(ft, labelsType.getNumElements());
+    total = nn::DivOp::create(b, loc, total, count);
+  }
+  ctx.setOutput(0, total);
+  return success();
+}
+
 LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
-  if (ctx.hasInput(2))
-    return ctx.fail("input 'weights' is not supported");
-  if (ctx.outputUsed(1))
-    return ctx.fail("output 'log_prob' is not supported");
   std::string red = ctx.stringAttr("reduction", "mean");
   std::optional<nn::LossReduction> reduction =
       nn::symbolizeLossReduction(red);
@@ -374,6 +450,26 @@ LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
   FailureOr<Value> s = ctx.input(0), l = ctx.input(1);
   if (failed(s) || failed(l))
     return failure();
+  if (ctx.hasInput(2) || ctx.outputUsed(1)) {
+    Value weights;
+    if (ctx.hasInput(2)) {
+      if (ctx.inputType(2).getShape() != ArrayRef<int64_t>{scores.getDimSize(1)} ||
+          ctx.inputType(2).getElementType() != scores.getElementType())
+        return ctx.fail("weights must be [C] = " +
+                        shapeToString({scores.getDimSize(1)}) +
+                        " of the scores' type, got " +
+                        shapeToString(ctx.inputType(2).getShape()));
+      FailureOr<Value> w = ctx.input(2);
+      if (failed(w))
+        return failure();
+      weights = *w;
+    }
+    std::optional<int64_t> ignore;
+    if (ctx.attr("ignore_index"))
+      ignore = ctx.intAttr("ignore_index", 0);
+    return decomposeSoftmaxCrossEntropy(ctx, *s, *l, weights, *reduction,
+                                        ignore);
+  }
   OpBuilder &b = ctx.builder();
   SmallVector<int64_t> resultShape;
   if (*reduction == nn::LossReduction::none)
@@ -930,7 +1026,7 @@ std::vector<OpConverter> buildTable() {
       {"Softmax", {13}, {"axis"}, convertSoftmax, ""},
       {"SoftmaxCrossEntropyLoss", {13}, {"ignore_index", "reduction"},
        convertSoftmaxCrossEntropy,
-       "no weights input; output log_prob unused"},
+       "with weights or log_prob: built from elementwise ops and reductions"},
       {"MatMul", {13}, {}, convertMatMul, ""},
       {"Gemm", {13}, {"alpha", "beta", "transA", "transB"}, convertGemm, ""},
       {"Gather", {13}, {"axis"}, convertGather, ""},
