@@ -130,6 +130,15 @@ static LogicalResult verifyDim(Operation *op, int64_t dim,
   return success();
 }
 
+/// The checks of an op that moves blocks of dim `dim` of its operand
+/// `input` over the group `axes`.
+static LogicalResult verifyAxesAndDim(Operation *op, ArrayAttr axes,
+                                      int64_t dim, RankedTensorType input) {
+  if (failed(verifyAxisList(op, axes)))
+    return failure();
+  return verifyDim(op, dim, input, "operand 'input'");
+}
+
 /// Looks up the mesh `meshRef` of `op` and checks that `axes` are axes of it.
 /// Returns the mesh, or null after emitting an error.
 static MeshOp verifyMeshAxes(Operation *op, FlatSymbolRefAttr meshRef,
@@ -319,10 +328,8 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult TensorSplitOp::verify() {
-  if (failed(verifyAxisList(*this, getAxes())))
-    return failure();
-  return verifyDim(*this, getDimAttr().getInt(), tensorType(getInput()),
-                   "operand 'input'");
+  return verifyAxesAndDim(*this, getAxes(), getDimAttr().getInt(),
+                          tensorType(getInput()));
 }
 
 LogicalResult
@@ -347,10 +354,8 @@ AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyAxisList(*this, getAxes())))
-    return failure();
-  return verifyDim(*this, getDimAttr().getInt(), tensorType(getInput()),
-                   "operand 'input'");
+  return verifyAxesAndDim(*this, getAxes(), getDimAttr().getInt(),
+                          tensorType(getInput()));
 }
 
 LogicalResult
@@ -370,10 +375,8 @@ AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyAxisList(*this, getAxes())))
-    return failure();
-  return verifyDim(*this, getDimAttr().getInt(), tensorType(getInput()),
-                   "operand 'input'");
+  return verifyAxesAndDim(*this, getAxes(), getDimAttr().getInt(),
+                          tensorType(getInput()));
 }
 
 LogicalResult

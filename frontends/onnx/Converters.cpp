@@ -71,6 +71,17 @@ FailureOr<int64_t> axisAttr(NodeContext &ctx, int64_t dflt, int64_t rank) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Fails unless the shapes of inputs 0 and 1 broadcast.
+LogicalResult checkBroadcast(NodeContext &ctx) {
+  if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
+                                 ctx.inputType(1).getShape())))
+    return ctx.fail("operand shapes " +
+                    shapeToString(ctx.inputType(0).getShape()) + " and " +
+                    shapeToString(ctx.inputType(1).getShape()) +
+                    " do not broadcast");
+  return success();
+}
+
 /// Both operands as values with the same element type; a constant operand
 /// of another type is converted on the host (ONNX Pow's exponent).
 LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
@@ -102,13 +113,7 @@ LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
     rhs = *r;
   }
   lhs = *l;
-  if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
-                                 ctx.inputType(1).getShape())))
-    return ctx.fail("operand shapes " +
-                    shapeToString(ctx.inputType(0).getShape()) + " and " +
-                    shapeToString(ctx.inputType(1).getShape()) +
-                    " do not broadcast");
-  return success();
+  return checkBroadcast(ctx);
 }
 
 template <typename OpTy>
@@ -263,14 +268,8 @@ LogicalResult convertPow(NodeContext &ctx) {
                     typeString(ctx.inputType(0).getElementType()) +
                     " is not supported");
   FailureOr<Value> x = ctx.input(0), y = ctx.input(1);
-  if (failed(x) || failed(y))
+  if (failed(x) || failed(y) || failed(checkBroadcast(ctx)))
     return failure();
-  if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
-                                 ctx.inputType(1).getShape())))
-    return ctx.fail("operand shapes " +
-                    shapeToString(ctx.inputType(0).getShape()) + " and " +
-                    shapeToString(ctx.inputType(1).getShape()) +
-                    " do not broadcast");
   OpBuilder &b = ctx.builder();
   auto toF64 = [&](Value v) -> Value {
     auto type = cast<RankedTensorType>(v.getType());
