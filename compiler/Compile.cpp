@@ -3,7 +3,9 @@
 // ONNX model + plan -> OUTDIR: import, mark frozen / no-decay parameters,
 // differentiate, lower (fusion, memory plan), emit C++, copy the runtime,
 // write weights, the resolved plan and the report, then build OUTDIR/train
-// with CMake. Everything is written into a temporary sibling directory that
+// with CMake. With --forward-only: no plan and no autodiff; the graph's own
+// function is lowered and emitted, and OUTDIR/run evaluates it on TensorProto
+// files. Everything is written into a temporary sibling directory that
 // replaces OUTDIR only once the build succeeded.
 //
 //===----------------------------------------------------------------------===//
