@@ -323,6 +323,19 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return success();
 }
 
+/// The mesh checks of an op whose result is this rank's block of dim `dim`
+/// of its input (tensor_split, reduce_scatter).
+template <typename OpTy>
+static LogicalResult verifyBlockOfDim(OpTy op,
+                                      SymbolTableCollection &symbolTables) {
+  FailureOr<int64_t> groupSize =
+      verifyGroup(op, op.getMeshAttr(), op.getAxes(), symbolTables);
+  if (failed(groupSize))
+    return failure();
+  return verifySplitResult(op, tensorType(op.getInput()), op.getType(),
+                           op.getDimAttr().getInt(), *groupSize, op.getAxes());
+}
+
 //===----------------------------------------------------------------------===//
 // TensorSplitOp
 //===----------------------------------------------------------------------===//
@@ -334,12 +347,7 @@ LogicalResult TensorSplitOp::verify() {
 
 LogicalResult
 TensorSplitOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
-  FailureOr<int64_t> groupSize =
-      verifyGroup(*this, getMeshAttr(), getAxes(), symbolTables);
-  if (failed(groupSize))
-    return failure();
-  return verifySplitResult(*this, tensorType(getInput()), getType(),
-                           getDimAttr().getInt(), *groupSize, getAxes());
+  return verifyBlockOfDim(*this, symbolTables);
 }
 
 //===----------------------------------------------------------------------===//
@@ -381,12 +389,7 @@ LogicalResult ReduceScatterOp::verify() {
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
-  FailureOr<int64_t> groupSize =
-      verifyGroup(*this, getMeshAttr(), getAxes(), symbolTables);
-  if (failed(groupSize))
-    return failure();
-  return verifySplitResult(*this, tensorType(getInput()), getType(),
-                           getDimAttr().getInt(), *groupSize, getAxes());
+  return verifyBlockOfDim(*this, symbolTables);
 }
 
 //===----------------------------------------------------------------------===//

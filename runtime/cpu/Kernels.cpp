@@ -130,24 +130,33 @@ void gemm(const GemmDesc &d, const float *a, const float *b, float *c) {
   }
 }
 
+/// Mean and 1 / sqrt(biased variance + epsilon) of one row, in double.
+static inline void rowStatistics(const float *xr, int64_t cols,
+                                 double epsilon, double &mean, double &rstd) {
+  double sum = 0, sq = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < cols; ++j)
+    sum += xr[j];
+  const double m = sum / cols;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < cols; ++j) {
+    double dv = xr[j] - m;
+    sq += dv * dv;
+  }
+  mean = m;
+  rstd = 1.0 / std::sqrt(sq / cols + epsilon);
+}
+
 void layerNormForward(const float *x, const float *scale, const float *bias,
                       float *y, int64_t rows, int64_t cols, double epsilon) {
 #pragma omp parallel for if (rows * cols > 16384)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
-    double sum = 0, sq = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < cols; ++j)
-      sum += xr[j];
-    double mean = sum / cols;
-#pragma omp simd reduction(+ : sq)
-    for (int64_t j = 0; j < cols; ++j) {
-      double dv = xr[j] - mean;
-      sq += dv * dv;
-    }
+    double mean, rstdD;
+    rowStatistics(xr, cols, epsilon, mean, rstdD);
     float m = static_cast<float>(mean);
-    float rstd = static_cast<float>(1.0 / std::sqrt(sq / cols + epsilon));
+    float rstd = static_cast<float>(rstdD);
 #pragma omp simd
     for (int64_t j = 0; j < cols; ++j) {
       float v = (xr[j] - m) * rstd * scale[j];
@@ -176,17 +185,8 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
     for (int64_t r = 0; r < rows; ++r) {
       const float *xr = x + r * cols, *gr = dy + r * cols;
       float *dxr = dx + r * cols;
-      double sum = 0, sq = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < cols; ++j)
-        sum += xr[j];
-      double mean = sum / cols;
-#pragma omp simd reduction(+ : sq)
-      for (int64_t j = 0; j < cols; ++j) {
-        double dv = xr[j] - mean;
-        sq += dv * dv;
-      }
-      double rstd = 1.0 / std::sqrt(sq / cols + epsilon);
+      double mean, rstd;
+      rowStatistics(xr, cols, epsilon, mean, rstd);
       double sumGh = 0, sumGhXhat = 0;
 #pragma omp simd reduction(+ : sumGh, sumGhXhat)
       for (int64_t j = 0; j < cols; ++j) {

@@ -37,10 +37,8 @@ TensorProtos). The output directory must exist.
 )";
 
 std::string typeText(int32_t onnxType, const int64_t *dims, size_t rank) {
-  std::string s = autopar::rt::onnxDataTypeName(onnxType) + " [";
-  for (size_t d = 0; d < rank; ++d)
-    s += (d ? ", " : "") + std::to_string(dims[d]);
-  return s + "]";
+  return autopar::rt::onnxDataTypeName(onnxType) + " " +
+         autopar::rt::dimsText(std::vector<int64_t>(dims, dims + rank));
 }
 
 /// Reads the file of graph input `in` and checks its type and shape (and

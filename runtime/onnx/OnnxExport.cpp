@@ -24,45 +24,22 @@ namespace {
 
 using wire::Field;
 using wire::kBytes;
-using wire::kVarint;
+using wire::kTensorName;
 using wire::payload;
 using wire::readFields;
 using wire::writeBytesField;
-using wire::writeLittleEndianBytesField;
-using wire::writeTag;
-using wire::writeVarint;
 
 constexpr uint32_t kModelGraph = 7;
 constexpr uint32_t kGraphNode = 1;
 constexpr uint32_t kGraphInitializer = 5;
 constexpr uint32_t kNodeOutput = 2;
 constexpr uint32_t kNodeOpType = 4;
-constexpr uint32_t kTensorDims = 1;
-constexpr uint32_t kTensorDataType = 2;
-constexpr uint32_t kTensorName = 8;
-constexpr uint32_t kTensorRawData = 9;
 
-/// TensorProto {dims, data_type, name, raw_data} in field order.
+/// The initializer `t` as a TensorProto.
 std::string serializeTensor(const ExportTensor &t, int64_t elemBytes) {
-  std::string out;
-  for (int64_t d : t.dims) {
-    writeTag(out, kTensorDims, kVarint);
-    writeVarint(out, static_cast<uint64_t>(d));
-  }
-  writeTag(out, kTensorDataType, kVarint);
-  writeVarint(out, static_cast<uint64_t>(static_cast<int64_t>(t.onnxDataType)));
-  writeBytesField(out, kTensorName, t.name.data(), t.name.size());
-  writeLittleEndianBytesField(out, kTensorRawData,
-                              static_cast<const char *>(t.data),
-                              static_cast<size_t>(t.numBytes), elemBytes);
-  return out;
-}
-
-std::string dimsText(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
+  return wire::serializeTensor(t.name, t.onnxDataType, t.dims,
+                               static_cast<const char *>(t.data),
+                               static_cast<size_t>(t.numBytes), elemBytes);
 }
 
 /// What one graph field becomes.

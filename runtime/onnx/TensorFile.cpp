@@ -23,21 +23,8 @@ namespace autopar::rt {
 
 namespace {
 
-using wire::Field;
+using namespace wire;
 
-constexpr uint32_t kTensorDims = 1;
-constexpr uint32_t kTensorDataType = 2;
-constexpr uint32_t kTensorSegment = 3;
-constexpr uint32_t kTensorFloatData = 4;
-constexpr uint32_t kTensorInt32Data = 5;
-constexpr uint32_t kTensorStringData = 6;
-constexpr uint32_t kTensorInt64Data = 7;
-constexpr uint32_t kTensorName = 8;
-constexpr uint32_t kTensorRawData = 9;
-constexpr uint32_t kTensorDoubleData = 10;
-constexpr uint32_t kTensorUint64Data = 11;
-constexpr uint32_t kTensorExternalData = 13;
-constexpr uint32_t kTensorDataLocation = 14;
 
 // TensorProto.DataType values this file handles.
 constexpr int32_t kFloat = 1;
@@ -112,13 +99,6 @@ const char *valueFieldName(uint32_t number) {
   default:
     return "?";
   }
-}
-
-std::string dimsText(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
 }
 
 /// product(dims) for non-negative dims; -1 when it overflows int64.
@@ -409,18 +389,9 @@ Status writeTensorFile(const std::string &path, const HostTensorData &t) {
                 onnxDataTypeName(t.onnxDataType) + " " + dimsText(t.dims) +
                 " (" + std::to_string(count * elementBytes) + " expected)");
 
-  std::string out;
-  out.reserve(t.bytes.size() + t.name.size() + 16 * t.dims.size() + 32);
-  for (int64_t d : t.dims) {
-    wire::writeTag(out, kTensorDims, wire::kVarint);
-    wire::writeVarint(out, static_cast<uint64_t>(d));
-  }
-  wire::writeTag(out, kTensorDataType, wire::kVarint);
-  wire::writeVarint(out, static_cast<uint64_t>(t.onnxDataType));
-  if (!t.name.empty())
-    wire::writeBytesField(out, kTensorName, t.name.data(), t.name.size());
-  wire::writeLittleEndianBytesField(out, kTensorRawData, t.bytes.data(),
-                                    t.bytes.size(), elementBytes);
+  std::string out =
+      wire::serializeTensor(t.name, t.onnxDataType, t.dims, t.bytes.data(),
+                            t.bytes.size(), elementBytes);
   return writeFileAtomically(path, out.data(), out.size());
 }
 

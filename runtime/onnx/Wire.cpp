@@ -54,6 +54,13 @@ std::string onnxDataTypeName(int32_t onnxDataType) {
   return std::to_string(onnxDataType);
 }
 
+std::string dimsText(const std::vector<int64_t> &dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 namespace wire {
 
 bool readVarint(const std::string &buf, size_t &pos, size_t end,
@@ -189,6 +196,23 @@ void writeLittleEndianBytesField(std::string &out, uint32_t number,
   std::string swapped(data, size);
   swapElementBytes(swapped.data(), swapped.size(), elementBytes);
   writeBytesField(out, number, swapped.data(), swapped.size());
+}
+
+std::string serializeTensor(const std::string &name, int32_t onnxDataType,
+                            const std::vector<int64_t> &dims, const char *data,
+                            size_t size, int64_t elementBytes) {
+  std::string out;
+  out.reserve(size + name.size() + 16 * dims.size() + 32);
+  for (int64_t d : dims) {
+    writeTag(out, kTensorDims, kVarint);
+    writeVarint(out, static_cast<uint64_t>(d));
+  }
+  writeTag(out, kTensorDataType, kVarint);
+  writeVarint(out, static_cast<uint64_t>(static_cast<int64_t>(onnxDataType)));
+  if (!name.empty())
+    writeBytesField(out, kTensorName, name.data(), name.size());
+  writeLittleEndianBytesField(out, kTensorRawData, data, size, elementBytes);
+  return out;
 }
 
 } // namespace wire

@@ -31,9 +31,27 @@ int64_t onnxDataTypeBytes(int32_t onnxDataType);
 /// "INT64", "BOOL", "FLOAT16", ...); the number in decimal when unknown.
 std::string onnxDataTypeName(int32_t onnxDataType);
 
+/// Dims as "[2, 3]" ("[]" for a scalar).
+std::string dimsText(const std::vector<int64_t> &dims);
+
 namespace wire {
 
 enum WireType { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
+
+/// Field numbers of onnx.TensorProto.
+constexpr uint32_t kTensorDims = 1;
+constexpr uint32_t kTensorDataType = 2;
+constexpr uint32_t kTensorSegment = 3;
+constexpr uint32_t kTensorFloatData = 4;
+constexpr uint32_t kTensorInt32Data = 5;
+constexpr uint32_t kTensorStringData = 6;
+constexpr uint32_t kTensorInt64Data = 7;
+constexpr uint32_t kTensorName = 8;
+constexpr uint32_t kTensorRawData = 9;
+constexpr uint32_t kTensorDoubleData = 10;
+constexpr uint32_t kTensorUint64Data = 11;
+constexpr uint32_t kTensorExternalData = 13;
+constexpr uint32_t kTensorDataLocation = 14;
 
 /// One field of a message inside the whole-file buffer (absolute offsets).
 struct Field {
@@ -80,6 +98,12 @@ void swapElementBytes(char *data, size_t size, int64_t elementBytes);
 void writeLittleEndianBytesField(std::string &out, uint32_t number,
                                  const char *data, size_t size,
                                  int64_t elementBytes);
+
+/// A TensorProto {dims, data_type, name (when not empty), raw_data} in field
+/// order; `data` holds `size` bytes of host-order elements.
+std::string serializeTensor(const std::string &name, int32_t onnxDataType,
+                            const std::vector<int64_t> &dims, const char *data,
+                            size_t size, int64_t elementBytes);
 
 } // namespace wire
 } // namespace autopar::rt

@@ -2,6 +2,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/log/Logger.h"
+#include "test/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -33,17 +34,8 @@ std::vector<std::string> readLines(const std::string &path) {
   return lines;
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void writeFile(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using autopar::test::readFile;
+using autopar::test::writeFile;
 
 bool exists(const std::string &path) {
   struct stat st;

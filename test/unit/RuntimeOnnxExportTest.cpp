@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/onnx/OnnxExport.h"
+#include "test/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -27,17 +28,8 @@ std::string tempPath(const std::string &name) {
          "-" + name;
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void writeFile(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using autopar::test::readFile;
+using autopar::test::writeFile;
 
 //===----------------------------------------------------------------------===//
 // A tiny protobuf writer for hand-built models

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/onnx/TensorFile.h"
+#include "test/unit/TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -30,17 +31,8 @@ std::string tempPath(const std::string &name) {
          std::to_string(getpid()) + "-" + name;
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void writeFile(const std::string &path, const std::string &bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
+using autopar::test::readFile;
+using autopar::test::writeFile;
 
 /// A file holding `bytes` for the duration of a test.
 class TempFile {
