@@ -692,14 +692,12 @@ LogicalResult Emitter::emitScalar(Operation *op,
   Value result = op->getResult(0);
   auto elementOf = [&](Value v) { return tensorType(v).getElementType(); };
   // 16-bit floats are computed in float, each result rounded back.
-  bool half = !isa<nn::CastOp>(op) && op->getNumOperands() &&
-              elementOf(op->getOperand(0)).isIntOrFloat() &&
-              isa<FloatType>(elementOf(op->getOperand(0))) &&
-              elementOf(op->getOperand(0)).getIntOrFloatBitWidth() == 16;
-  // Unsigned types narrower than int would be promoted to (signed) int,
-  // where a product can overflow: compute them in uint32_t.
   Type operandElement =
       op->getNumOperands() ? elementOf(op->getOperand(0)) : Type();
+  bool half = !isa<nn::CastOp>(op) && isa_and_present<FloatType>(operandElement) &&
+              operandElement.getIntOrFloatBitWidth() == 16;
+  // Unsigned types narrower than int would be promoted to (signed) int,
+  // where a product can overflow: compute them in uint32_t.
   bool narrowUnsigned = !isa<nn::CastOp>(op) && operandElement &&
                         operandElement.isUnsignedInteger() &&
                         operandElement.getIntOrFloatBitWidth() < 32;
