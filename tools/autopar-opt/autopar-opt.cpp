@@ -10,6 +10,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "passes/analysis/Passes.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/dist/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   autopar::registerAnalysisPasses();
   autopar::registerAutodiffPasses();
   autopar::registerLoweringPasses();
+  autopar::dist::registerDistPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "autopar optimizer driver\n", registry));
 }

@@ -1,0 +1,137 @@
+//===- AnnotateSharding.cpp - plan -> mesh and argument shardings ---------===//
+//
+// Data parallelism and ZeRO as shardings over the `dp` axis: inputs split
+// their batch dim, parameters are replicated (or, at ZeRO-3, stored as flat
+// shards), the loss is wanted replicated and gradients replicated, partial
+// (ZeRO-1) or flat-sharded (ZeRO-2/3).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/dist/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+#define DEBUG_TYPE "autopar-dist-annotate"
+
+namespace autopar::dist {
+#define GEN_PASS_DEF_ANNOTATESHARDINGPASS
+#include "passes/dist/Passes.h.inc"
+} // namespace autopar::dist
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::dist;
+
+MeshOp dist::findMesh(ModuleOp module) {
+  for (auto mesh : module.getOps<MeshOp>())
+    return mesh;
+  return nullptr;
+}
+
+MeshSizes dist::meshSizes(MeshOp mesh) {
+  MeshSizes sizes;
+  for (auto [name, size] :
+       llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+    sizes[cast<StringAttr>(name).getValue()] = size;
+  return sizes;
+}
+
+namespace {
+
+struct AnnotateShardingPass
+    : public dist::impl::AnnotateShardingPassBase<AnnotateShardingPass> {
+  using AnnotateShardingPassBase::AnnotateShardingPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    if (dp < 1)
+      return fail(module, "dp must be at least 1, got " + std::to_string(dp));
+    if (zeroStage < 0 || zeroStage > 3)
+      return fail(module, "zero-stage must be 0 to 3, got " +
+                              std::to_string(zeroStage));
+    if (offload != "none" && offload != "cpu")
+      return fail(module, "offload must be none or cpu, got '" +
+                              std::string(offload) + "'");
+    if (offload == "cpu" && zeroStage == 0)
+      return fail(module, "offload = cpu needs a ZeRO stage of 1 or more");
+    if (findMesh(module))
+      return fail(module, "already has a dist.mesh");
+
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(module.getBody());
+    MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr({"dp"}),
+                   b.getDenseI64ArrayAttr({dp}));
+    module->setAttr(kZeroStageAttr, b.getI64IntegerAttr(zeroStage));
+    if (offload == "cpu")
+      module->setAttr(kOffloadAttr, b.getStringAttr(offload));
+    module->setAttr(kBucketBytesAttr,
+                    b.getI64IntegerAttr(static_cast<int64_t>(
+                        bucketMb * 1024.0 * 1024.0)));
+
+    // Trainable parameters: those the training step returns a gradient of.
+    llvm::StringSet<> trainable;
+    for (auto func : module.getOps<func::FuncOp>())
+      for (unsigned r = 0; r < func.getNumResults(); ++r)
+        if (auto p = func.getResultAttrOfType<StringAttr>(
+                r, nn::NNDialect::kGradAttr))
+          trainable.insert(p.getValue());
+
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(annotate(func, trainable)))
+        return signalPassFailure();
+  }
+
+  void fail(ModuleOp module, const std::string &message) {
+    module.emitError() << message;
+    signalPassFailure();
+  }
+
+  LogicalResult annotate(func::FuncOp func, const llvm::StringSet<> &trainable) {
+    MLIRContext *ctx = func.getContext();
+    auto replicated = [&](Type t) {
+      return Layout::replicated(cast<RankedTensorType>(t).getRank())
+          .toAttr(ctx, kMeshName);
+    };
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+      if (auto input =
+              func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr)) {
+        if (type.getRank() == 0 || type.getDimSize(0) % dp != 0)
+          return func.emitError()
+                 << "input '" << input.getValue() << "': batch dim "
+                 << (type.getRank() ? type.getDimSize(0) : 0)
+                 << " is not divisible by mesh.dp = " << dp;
+        Layout l = Layout::replicated(type.getRank());
+        l.dims[0].push_back("dp");
+        func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, kMeshName));
+        continue;
+      }
+      func.setArgAttr(i, kShardingAttr, replicated(type));
+      auto param =
+          func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+      if (zeroStage == 3 && param && trainable.contains(param.getValue()))
+        func.setArgAttr(i, kZeroAttr, UnitAttr::get(ctx));
+    }
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      Type t = func.getResultTypes()[r];
+      if (!func.getResultAttr(r, nn::NNDialect::kGradAttr)) {
+        func.setResultAttr(r, kShardingAttr, replicated(t));
+        continue;
+      }
+      if (zeroStage >= 2) {
+        func.setResultAttr(r, kZeroAttr, UnitAttr::get(ctx));
+        continue;
+      }
+      Layout l = Layout::replicated(cast<RankedTensorType>(t).getRank());
+      // ZeRO-1 keeps full local gradients, reduce-scattered once per step.
+      if (zeroStage == 1)
+        l.partial.push_back("dp");
+      func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, kMeshName));
+    }
+    return success();
+  }
+};
+
+} // namespace

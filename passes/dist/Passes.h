@@ -1,0 +1,51 @@
+//===- Passes.h - dist passes -----------------------------------*- C++ -*-===//
+
+#ifndef AUTOPAR_PASSES_DIST_PASSES_H
+#define AUTOPAR_PASSES_DIST_PASSES_H
+
+#include "dialects/dist/DistDialect.h"
+#include "dialects/dist/DistOps.h"
+#include "dialects/nn/NNDialect.h"
+#include "passes/dist/ShardingRules.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace autopar::dist {
+
+/// Argument / result attribute: the value's #dist.sharding.
+inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
+/// Op attribute set by propagation: one #dist.sharding per result.
+inline constexpr llvm::StringLiteral kShardingsAttr = "dist.shardings";
+/// Argument / result attribute: stored as ZeRO flat shards over dp.
+inline constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
+/// Module attributes recording the plan for the later passes.
+inline constexpr llvm::StringLiteral kZeroStageAttr = "dist.zero_stage";
+inline constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
+inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
+/// Op attribute: the gradient bucket of a scheduled collective.
+inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
+/// The mesh autopar-dist-annotate creates.
+inline constexpr llvm::StringLiteral kMeshName = "mesh";
+
+/// The module's mesh (the one dist.mesh), or null with no error.
+MeshOp findMesh(mlir::ModuleOp module);
+
+/// Axis sizes of `mesh` by name.
+MeshSizes meshSizes(MeshOp mesh);
+
+/// Elements of one ZeRO flat shard of `numElements` over `groupSize` ranks.
+inline int64_t flatShardElements(int64_t numElements, int64_t groupSize) {
+  return (numElements + groupSize - 1) / groupSize;
+}
+
+#define GEN_PASS_DECL
+#include "passes/dist/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/dist/Passes.h.inc"
+
+} // namespace autopar::dist
+
+#endif // AUTOPAR_PASSES_DIST_PASSES_H

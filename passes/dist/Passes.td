@@ -1,0 +1,208 @@
+//===- Passes.td - dist passes -----------------------------*- tablegen -*-===//
+//
+// Plan -> mesh and shardings -> propagation -> per-rank program with
+// explicit collectives -> ZeRO partitioning -> collective scheduling ->
+// offload. DP and ZeRO are shardings over the mesh's `dp` axis.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_PASSES_DIST
+#define AUTOPAR_PASSES_DIST
+
+include "mlir/Pass/PassBase.td"
+
+def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
+  let summary = "Turn the plan's mesh and ZeRO stage into shardings";
+  let description = [{
+    Adds `dist.mesh @mesh axes = [dp = N]` and annotates the arguments and
+    results of every function with `dist.sharding`: graph inputs
+    (`nn.input`) split their batch dim (dim 0) over `dp`; parameters are
+    replicated; results are wanted replicated (the loss, and the gradients
+    at ZeRO stage 0). ZeRO: at stage 1 the gradients stay partial sums (the
+    runtime reduce-scatters them once per step, after the last
+    micro-batch); at stages 2 and 3 they are wanted as flat shards
+    (`dist.zero` on the result); at stage 3 trainable parameters are stored
+    as flat shards (`dist.zero` on the argument). The module records the
+    stage, the offload target and the bucket size for the later passes.
+
+    ```mlir
+    func.func @train_step(%w: tensor<4x4xf32> {nn.param = "w"},
+                          %x: tensor<8x4xf32> {nn.input = "x"})
+        -> (tensor<f32> {nn.output = "loss"}, tensor<4x4xf32> {nn.grad = "w"})
+    ```
+    with `dp=2 zero-stage=2` becomes
+    ```mlir
+    module attributes {dist.zero_stage = 2 : i64, ...} {
+      dist.mesh @mesh axes = [dp = 2]
+      func.func @train_step(
+          %w: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.param = "w"},
+          %x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, nn.input = "x"})
+          -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"},
+              tensor<4x4xf32> {dist.zero, nn.grad = "w"})
+    ```
+    A batch dim that `dp` does not divide is an error naming the input.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "Size of the data-parallel mesh axis">,
+    Option<"zeroStage", "zero-stage", "int64_t", "0", "ZeRO stage (0 to 3)">,
+    Option<"offload", "offload", "std::string", "\"none\"",
+           "Where the optimizer state and its update live: none or cpu">,
+    Option<"bucketMb", "bucket-mb", "double", "25.0",
+           "Gradient bucket size in MiB (collectives issued per bucket)">,
+  ];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
+  let summary = "Give every value a sharding, from the arguments forward";
+  let description = [{
+    Walks every function with `dist.sharding` arguments in program order
+    and applies each op's sharding rule (passes/dist/ShardingRules.h): a
+    factor of the op's iteration space is split the way its first split
+    operand splits it (if the op lets it be split and the sizes divide); a
+    split factor that a result does not index (a contraction, a reduction,
+    a mean-reduced loss) leaves a partial sum over its axes; linear ops
+    (add, mul by a whole value, reshape, transpose, matmul, reduce_sum,
+    ...) pass a partial sum on, every other op needs it reduced first. The
+    result shardings are attached as `dist.shardings` (one per result).
+
+    ```mlir
+    %0 = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    %1 = nn.gemm %x, %0 {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    ```
+    with `%x` split `[[dp], []]` gains
+    ```mlir
+    %0 = nn.matmul ... {dist.shardings = [#dist.sharding<@mesh, [[dp], []]>]}
+    %1 = nn.gemm ... {dist.shardings = [#dist.sharding<@mesh, [[], []], partial = [dp]>]}
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+def SpmdizePass : Pass<"autopar-dist-spmdize", "mlir::ModuleOp"> {
+  let summary = "Rewrite propagated functions into the program of one rank";
+  let description = [{
+    Every type becomes its per-rank type (split dims divided by the size
+    of their axes) and data moves only through explicit `dist` ops: an
+    operand whose layout differs from the one its op needs is resharded
+    (`dist.all_reduce` for a pending sum, `dist.all_gather` for a split dim
+    that must be whole, `dist.tensor_split` for a whole dim that must be
+    split); results are resharded to the sharding their `func.return`
+    wants. An op that averages over a split factor (a mean-reduced loss,
+    `reduce_mean`, the loss gradient's 1/N) computes its local mean, so its
+    result is multiplied by 1/(group size): this is data parallelism's
+    gradient averaging, and it makes every rank's terms add up to the
+    global mean. Results marked `dist.zero` are left to the ZeRO pass.
+
+    ```mlir
+    %l = nn.softmax_cross_entropy %s, %t reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+    ```
+    with the batch split over dp = 2 becomes
+    ```mlir
+    %l = nn.softmax_cross_entropy %s, %t reduction(mean) : (tensor<4x16xf32>, tensor<4xi64>) -> tensor<f32>
+    %c = nn.constant dense<5.000000e-01> : tensor<f32>
+    %m = nn.mul %l, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %r = dist.all_reduce sum %m on @mesh axes = [dp] : tensor<f32>
+    return %r : tensor<f32>
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect",
+                           "autopar::nn::NNDialect"];
+}
+
+def ZeroPartitionPass : Pass<"autopar-dist-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO stages 2 and 3: flat-shard gradients and parameters";
+  let description = [{
+    For the module's `dist.zero_stage` (set by autopar-dist-annotate):
+    stage 2 and 3 reduce-scatter each gradient marked `dist.zero` into this
+    rank's flat shard (`dist.zero_scatter`) right where the gradient is
+    complete, so the full gradient dies there; stage 3 also stores every
+    trainable parameter marked `dist.zero` as its flat shard and gathers
+    it (`dist.zero_gather`) right before each op that uses it, in forward
+    and again in backward, so the full parameter lives only around its use.
+    Stages 0 and 1 leave the IR alone.
+
+    ```mlir
+    func.func @train_step(%w: tensor<4x4xf32> {dist.zero, nn.param = "w"}, ...)
+        -> (..., tensor<4x4xf32> {dist.zero, nn.grad = "w"}) {
+      %0 = nn.matmul %x, %w ...
+      ...
+      return %l, %g
+    ```
+    at stage 3 over dp = 2 becomes
+    ```mlir
+    func.func @train_step(%w: tensor<8xf32> {dist.zero, nn.param = "w"}, ...)
+        -> (..., tensor<8xf32> {dist.zero, nn.grad = "w"}) {
+      %f = dist.zero_gather %w on @mesh axes = [dp] : tensor<8xf32> -> tensor<4x4xf32>
+      %0 = nn.matmul %x, %f ...
+      ...
+      %s = dist.zero_scatter sum %g on @mesh axes = [dp] : tensor<4x4xf32> -> tensor<8xf32>
+      return %l, %s
+    ```
+    A `dist.zero` gradient that is not a pending sum over the axis is an
+    error.
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"dp\"", "The ZeRO mesh axis">,
+  ];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+def ScheduleCollectivesPass
+    : Pass<"autopar-dist-schedule-collectives", "mlir::ModuleOp"> {
+  let summary = "Bucket gradient reductions and issue them during backward";
+  let description = [{
+    Gradient collectives (the `dist.all_reduce` / `dist.zero_scatter`
+    whose only user is `func.return`) are grouped in the order their
+    gradients are produced into buckets of the module's
+    `dist.bucket_bytes`, and every collective of a bucket is moved to
+    right after the op that completes the bucket's last gradient, tagged
+    `dist.bucket = k`. The emitted program issues them as non-blocking
+    collectives there and waits for them only where their results are
+    used (at the return), so bucket k is reduced while backward computes
+    bucket k + 1.
+
+    ```mlir
+    %g1 = ...
+    %g2 = ...
+    %r1 = dist.all_reduce sum %g1 ...
+    %r2 = dist.all_reduce sum %g2 ...
+    return %l, %r1, %r2
+    ```
+    with buckets holding one gradient each becomes
+    ```mlir
+    %g1 = ...
+    %r1 = dist.all_reduce sum %g1 ... {dist.bucket = 0 : i64}
+    %g2 = ...
+    %r2 = dist.all_reduce sum %g2 ... {dist.bucket = 1 : i64}
+    return %l, %r1, %r2
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+def OffloadPass : Pass<"autopar-dist-offload", "mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: gradients to host memory for a host optimizer";
+  let description = [{
+    With the module's `dist.offload = "cpu"`, every gradient result of the
+    training step is moved to host memory (`dist.offload`) as soon as it
+    is reduced: the optimizer state and its update live on the host, as in
+    ZeRO-Offload; the device keeps parameters and activations. Without it
+    the pass does nothing.
+
+    ```mlir
+    %s = dist.zero_scatter sum %g on @mesh axes = [dp] : tensor<4x4xf32> -> tensor<8xf32>
+    return %l, %s
+    ```
+    becomes
+    ```mlir
+    %s = dist.zero_scatter sum %g on @mesh axes = [dp] : tensor<4x4xf32> -> tensor<8xf32>
+    %h = dist.offload %s : tensor<8xf32>
+    return %l, %h
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+#endif // AUTOPAR_PASSES_DIST

@@ -1,0 +1,574 @@
+//===- ShardingRules.cpp - how shardings flow through nn ops --------------===//
+
+#include "passes/dist/ShardingRules.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::dist;
+
+Layout Layout::replicated(int64_t rank) {
+  Layout l;
+  l.dims.resize(rank);
+  return l;
+}
+
+Layout Layout::fromAttr(ShardingAttr attr) {
+  Layout l;
+  for (int64_t d = 0; d < attr.getRank(); ++d) {
+    l.dims.emplace_back();
+    for (StringRef a : attr.getSplitAxes(d))
+      l.dims.back().push_back(a);
+  }
+  for (StringRef a : attr.getPartialAxisNames())
+    l.partial.push_back(a);
+  return l;
+}
+
+ShardingAttr Layout::toAttr(MLIRContext *context, StringRef mesh) const {
+  SmallVector<SmallVector<StringRef>> d;
+  for (const auto &axes : dims)
+    d.emplace_back(axes.begin(), axes.end());
+  return ShardingAttr::get(context, mesh, d,
+                           SmallVector<StringRef>(partial.begin(), partial.end()),
+                           ReductionKind::sum);
+}
+
+bool Layout::isReplicated() const {
+  return partial.empty() &&
+         llvm::all_of(dims, [](const auto &axes) { return axes.empty(); });
+}
+
+int64_t dist::groupSize(const MeshSizes &mesh, ArrayRef<StringRef> axes) {
+  int64_t n = 1;
+  for (StringRef a : axes)
+    n *= mesh.lookup(a);
+  return n;
+}
+
+RankedTensorType dist::localType(RankedTensorType type, const Layout &layout,
+                                 const MeshSizes &mesh) {
+  SmallVector<int64_t> shape(type.getShape());
+  for (auto [d, axes] : llvm::enumerate(layout.dims))
+    shape[d] /= groupSize(mesh, axes);
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+namespace {
+
+/// How an op may pass a pending sum of an operand on to its results.
+enum class Linearity {
+  /// Not linear: partial operands are all-reduced first.
+  None,
+  /// Linear in each operand listed as linear, one at a time (mul, div's
+  /// numerator, matmul): at most one of them may be partial.
+  OneOf,
+  /// Linear in all of them jointly (add, sub, concat): the result is partial
+  /// only if every listed operand is partial over the same axes.
+  AllOf,
+};
+
+enum class Reduction { Sum, Mean };
+
+/// An op's iteration space (see the file comment).
+struct FactorRule {
+  /// Per operand / result dim: its factor, or -1 (a broadcast dim of size 1,
+  /// or a dim the op does not let anyone split).
+  SmallVector<SmallVector<int64_t>> operandFactors, resultFactors;
+  /// Per factor: whether it may be split.
+  SmallVector<bool> splittable;
+  /// Per factor: the reduction over it for results that do not index it.
+  SmallVector<Reduction> reduction;
+  /// Factors that, when split, make the local op's results a local mean
+  /// that must be scaled (a mean-reduced loss's gradient).
+  SmallVector<int64_t> meanScaled;
+  Linearity linearity = Linearity::None;
+  SmallVector<bool> linearOperand;
+
+  int64_t addFactor(bool canSplit = true, Reduction r = Reduction::Sum) {
+    splittable.push_back(canSplit);
+    reduction.push_back(r);
+    return splittable.size() - 1;
+  }
+};
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// Numpy broadcasting: result dim d is factor d; operand dims of equal size
+/// index it, size-1 dims broadcast.
+FactorRule broadcastRule(Operation *op) {
+  FactorRule rule;
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  for (size_t d = 0; d < out.size(); ++d)
+    rule.addFactor();
+  for (Value v : op->getOperands()) {
+    ArrayRef<int64_t> in = shapeOf(v);
+    SmallVector<int64_t> f;
+    int64_t lead = out.size() - in.size();
+    for (auto [d, size] : llvm::enumerate(in))
+      f.push_back(size == out[lead + d] ? lead + d : -1);
+    rule.operandFactors.push_back(f);
+  }
+  rule.resultFactors.push_back(llvm::to_vector(llvm::seq<int64_t>(0, out.size())));
+  return rule;
+}
+
+/// One factor per dim of `v`; `whole` dims may not be split.
+SmallVector<int64_t> identityFactors(FactorRule &rule, int64_t rank,
+                                     ArrayRef<int64_t> whole = {}) {
+  SmallVector<int64_t> f;
+  for (int64_t d = 0; d < rank; ++d)
+    f.push_back(rule.addFactor(!llvm::is_contained(whole, d)));
+  return f;
+}
+
+/// Reshape: dims are grouped into runs of equal element count; the major
+/// (first non-1) dims of a group share a factor (a split there cuts the
+/// group's flat index into the same contiguous blocks on both sides); the
+/// other dims of a group may not be split.
+FactorRule reshapeRule(Operation *op) {
+  FactorRule rule;
+  ArrayRef<int64_t> in = shapeOf(op->getOperand(0));
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  SmallVector<int64_t> fin(in.size(), -1), fout(out.size(), -1);
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    // Skip size-1 dims: they cannot be split.
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (j < out.size() && out[j] == 1) {
+      ++j;
+      continue;
+    }
+    if (i >= in.size() || j >= out.size())
+      break;
+    int64_t major = rule.addFactor();
+    fin[i] = major;
+    fout[j] = major;
+    int64_t a = in[i++], b = out[j++];
+    while (a != b) {
+      if (a < b) {
+        if (i >= in.size())
+          break;
+        if (in[i] != 1)
+          fin[i] = rule.addFactor(false);
+        a *= in[i++];
+      } else {
+        if (j >= out.size())
+          break;
+        if (out[j] != 1)
+          fout[j] = rule.addFactor(false);
+        b *= out[j++];
+      }
+    }
+  }
+  rule.operandFactors.push_back(fin);
+  rule.resultFactors.push_back(fout);
+  return rule;
+}
+
+FailureOr<FactorRule> matmulRule(nn::MatMulOp op) {
+  ArrayRef<int64_t> a = shapeOf(op.getLhs()), b = shapeOf(op.getRhs());
+  ArrayRef<int64_t> out = shapeOf(op.getResult());
+  if (a.size() < 2 || b.size() < 2)
+    return failure();
+  FactorRule rule;
+  int64_t rank = out.size();
+  for (int64_t d = 0; d < rank; ++d)
+    rule.addFactor();
+  int64_t k = rule.addFactor(true, Reduction::Sum);
+  auto side = [&](ArrayRef<int64_t> s, int64_t rowFactor, int64_t colFactor) {
+    SmallVector<int64_t> f;
+    int64_t lead = rank - s.size();
+    for (int64_t d = 0; d + 2 < static_cast<int64_t>(s.size()); ++d)
+      f.push_back(s[d] == out[lead + d] ? lead + d : -1);
+    f.push_back(rowFactor);
+    f.push_back(colFactor);
+    return f;
+  };
+  rule.operandFactors.push_back(side(a, rank - 2, k));
+  rule.operandFactors.push_back(side(b, k, rank - 1));
+  rule.resultFactors.push_back(llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+  rule.linearity = Linearity::OneOf;
+  rule.linearOperand = {true, true};
+  return rule;
+}
+
+FactorRule gemmRule(nn::GemmOp op) {
+  FactorRule rule;
+  int64_t m = rule.addFactor(), n = rule.addFactor(),
+          k = rule.addFactor(true, Reduction::Sum);
+  rule.operandFactors.push_back(op.getTransA() ? SmallVector<int64_t>{k, m}
+                                               : SmallVector<int64_t>{m, k});
+  rule.operandFactors.push_back(op.getTransB() ? SmallVector<int64_t>{n, k}
+                                               : SmallVector<int64_t>{k, n});
+  ArrayRef<int64_t> out = shapeOf(op.getResult());
+  if (Value c = op.getC()) {
+    ArrayRef<int64_t> s = shapeOf(c);
+    SmallVector<int64_t> f;
+    int64_t lead = 2 - s.size();
+    for (auto [d, size] : llvm::enumerate(s))
+      f.push_back(size == out[lead + d] ? lead + d : -1);
+    rule.operandFactors.push_back(f);
+  }
+  rule.resultFactors.push_back({m, n});
+  // alpha * a b (+ beta c): linear in a or b alone when there is no c.
+  rule.linearity = op.getC() ? Linearity::None : Linearity::OneOf;
+  rule.linearOperand = {true, true, false};
+  return rule;
+}
+
+FactorRule reduceRule(Operation *op, ArrayRef<int64_t> axes, bool keepdims,
+                      Reduction kind, bool canSplit) {
+  FactorRule rule;
+  int64_t rank = shapeOf(op->getOperand(0)).size();
+  SmallVector<int64_t> in, out;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    int64_t f = rule.addFactor(!reduced || canSplit, kind);
+    in.push_back(f);
+    if (!reduced)
+      out.push_back(f);
+    else if (keepdims)
+      out.push_back(-1);
+  }
+  rule.operandFactors.push_back(in);
+  rule.resultFactors.push_back(out);
+  return rule;
+}
+
+/// Loss ops: scores [N, C, d1...], labels [N, d1...]; C stays whole.
+FactorRule lossRule(Operation *op, nn::LossReduction reduction,
+                    bool gradient) {
+  FactorRule rule;
+  Reduction kind = reduction == nn::LossReduction::mean ? Reduction::Mean
+                                                        : Reduction::Sum;
+  int64_t rank = shapeOf(op->getOperand(0)).size();
+  SmallVector<int64_t> scores, labels;
+  for (int64_t d = 0; d < rank; ++d) {
+    scores.push_back(rule.addFactor(d != 1, kind));
+    if (d != 1)
+      labels.push_back(scores.back());
+  }
+  rule.operandFactors.push_back(scores);
+  rule.operandFactors.push_back(labels);
+  bool perElement = reduction == nn::LossReduction::none;
+  if (gradient) {
+    // The incoming gradient: per element, or the reduced loss's scalar.
+    rule.operandFactors.push_back(perElement ? labels : SmallVector<int64_t>{});
+    rule.resultFactors.push_back(scores);
+    if (reduction == nn::LossReduction::mean)
+      rule.meanScaled = labels;
+  } else {
+    rule.resultFactors.push_back(perElement ? labels : SmallVector<int64_t>{});
+  }
+  return rule;
+}
+
+FailureOr<FactorRule> ruleOf(Operation *op) {
+  if (nn::isElementwise(op) || isa<nn::IdentityOp>(op)) {
+    FactorRule rule = broadcastRule(op);
+    if (isa<nn::AddOp, nn::SubOp>(op)) {
+      rule.linearity = Linearity::AllOf;
+      rule.linearOperand = {true, true};
+    } else if (isa<nn::MulOp>(op)) {
+      rule.linearity = Linearity::OneOf;
+      rule.linearOperand = {true, true};
+    } else if (isa<nn::DivOp>(op)) {
+      rule.linearity = Linearity::OneOf;
+      rule.linearOperand = {true, false};
+    } else if (isa<nn::NegOp, nn::ExpandOp, nn::IdentityOp>(op) ||
+               (isa<nn::CastOp>(op) &&
+                isa<FloatType>(cast<RankedTensorType>(
+                                   op->getResult(0).getType())
+                                   .getElementType()))) {
+      rule.linearity = Linearity::OneOf;
+      rule.linearOperand = {true};
+    }
+    return rule;
+  }
+  return TypeSwitch<Operation *, FailureOr<FactorRule>>(op)
+      .Case<nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp>([](Operation *o) {
+        FactorRule rule = reshapeRule(o);
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {true};
+        return rule;
+      })
+      .Case<nn::TransposeOp>([](nn::TransposeOp o) {
+        FactorRule rule;
+        SmallVector<int64_t> in =
+            identityFactors(rule, o.getPerm().size());
+        SmallVector<int64_t> out;
+        for (int64_t p : o.getPerm())
+          out.push_back(in[p]);
+        rule.operandFactors.push_back(in);
+        rule.resultFactors.push_back(out);
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {true};
+        return rule;
+      })
+      .Case<nn::MatMulOp>([](nn::MatMulOp o) { return matmulRule(o); })
+      .Case<nn::GemmOp>([](nn::GemmOp o) { return gemmRule(o); })
+      .Case<nn::ReduceSumOp>([](nn::ReduceSumOp o) {
+        FactorRule rule = reduceRule(o, o.getAxes(), o.getKeepdims(),
+                                     Reduction::Sum, true);
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {true};
+        return rule;
+      })
+      .Case<nn::ReduceMeanOp>([](nn::ReduceMeanOp o) {
+        FactorRule rule = reduceRule(o, o.getAxes(), o.getKeepdims(),
+                                     Reduction::Mean, true);
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {true};
+        return rule;
+      })
+      .Case<nn::ReduceMaxOp>([](nn::ReduceMaxOp o) {
+        return reduceRule(o, o.getAxes(), o.getKeepdims(), Reduction::Sum,
+                          false);
+      })
+      .Case<nn::SoftmaxOp, nn::SoftmaxGradOp>([](Operation *o) {
+        FactorRule rule;
+        int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
+        SmallVector<int64_t> f =
+            identityFactors(rule, shapeOf(o->getResult(0)).size(), {axis});
+        for (Value v : o->getOperands()) {
+          (void)v;
+          rule.operandFactors.push_back(f);
+        }
+        rule.resultFactors.push_back(f);
+        return rule;
+      })
+      .Case<nn::LayerNormOp>([](nn::LayerNormOp o) {
+        FactorRule rule;
+        int64_t rank = shapeOf(o.getInput()).size(), axis = o.getAxis();
+        SmallVector<int64_t> whole =
+            llvm::to_vector(llvm::seq<int64_t>(axis, rank));
+        SmallVector<int64_t> f = identityFactors(rule, rank, whole);
+        SmallVector<int64_t> norm(f.begin() + axis, f.end());
+        rule.operandFactors.push_back(f);
+        rule.operandFactors.push_back(norm);
+        if (o.getBias())
+          rule.operandFactors.push_back(norm);
+        rule.resultFactors.push_back(f);
+        return rule;
+      })
+      .Case<nn::LayerNormGradOp>([](nn::LayerNormGradOp o) {
+        FactorRule rule;
+        int64_t rank = shapeOf(o.getInput()).size(), axis = o.getAxis();
+        SmallVector<int64_t> whole =
+            llvm::to_vector(llvm::seq<int64_t>(axis, rank));
+        SmallVector<int64_t> f = identityFactors(rule, rank, whole);
+        SmallVector<int64_t> norm(f.begin() + axis, f.end());
+        rule.operandFactors = {f, norm, f};
+        // The scale and bias gradients sum over the leading dims.
+        rule.resultFactors = {f, norm, norm};
+        return rule;
+      })
+      .Case<nn::GatherOp>([](nn::GatherOp o) {
+        FactorRule rule;
+        ArrayRef<int64_t> data = shapeOf(o.getData());
+        int64_t idxRank = shapeOf(o.getIndices()).size(), axis = o.getAxis();
+        SmallVector<int64_t> fd, fi, out;
+        for (int64_t d = 0; d < static_cast<int64_t>(data.size()); ++d)
+          fd.push_back(rule.addFactor(d != axis));
+        for (int64_t k = 0; k < idxRank; ++k)
+          fi.push_back(rule.addFactor());
+        out.append(fd.begin(), fd.begin() + axis);
+        out.append(fi);
+        out.append(fd.begin() + axis + 1, fd.end());
+        rule.operandFactors = {fd, fi};
+        rule.resultFactors = {out};
+        return rule;
+      })
+      .Case<nn::GatherGradOp>([](nn::GatherGradOp o) {
+        // The table's gradient: a scatter-add over the indices' dims.
+        FactorRule rule;
+        ArrayRef<int64_t> table = shapeOf(o.getResult());
+        int64_t idxRank = shapeOf(o.getIndices()).size(), axis = o.getAxis();
+        SmallVector<int64_t> ft, fi, grad;
+        for (int64_t d = 0; d < static_cast<int64_t>(table.size()); ++d)
+          ft.push_back(rule.addFactor(d != axis));
+        for (int64_t k = 0; k < idxRank; ++k)
+          fi.push_back(rule.addFactor(true, Reduction::Sum));
+        grad.append(ft.begin(), ft.begin() + axis);
+        grad.append(fi);
+        grad.append(ft.begin() + axis + 1, ft.end());
+        rule.operandFactors = {fi, grad};
+        rule.resultFactors = {ft};
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {false, true};
+        return rule;
+      })
+      .Case<nn::SliceOp, nn::SliceGradOp>([](Operation *o) {
+        // Dims the slice cuts (or a slice's gradient pads) stay whole.
+        FactorRule rule;
+        ArrayRef<int64_t> in = shapeOf(o->getOperand(0));
+        ArrayRef<int64_t> out = shapeOf(o->getResult(0));
+        SmallVector<int64_t> whole;
+        for (size_t d = 0; d < in.size(); ++d)
+          if (in[d] != out[d])
+            whole.push_back(d);
+        SmallVector<int64_t> f = identityFactors(rule, in.size(), whole);
+        rule.operandFactors.push_back(f);
+        rule.resultFactors.push_back(f);
+        rule.linearity = Linearity::OneOf;
+        rule.linearOperand = {true};
+        return rule;
+      })
+      .Case<nn::ConcatOp, nn::SplitOp>([](Operation *o) {
+        FactorRule rule;
+        int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
+        int64_t rank = shapeOf(o->getResult(0)).size();
+        SmallVector<int64_t> f = identityFactors(rule, rank, {axis});
+        for (Value v : o->getOperands()) {
+          (void)v;
+          rule.operandFactors.push_back(f);
+        }
+        for (Value v : o->getResults()) {
+          (void)v;
+          rule.resultFactors.push_back(f);
+        }
+        rule.linearity = isa<nn::ConcatOp>(o) ? Linearity::AllOf
+                                               : Linearity::OneOf;
+        rule.linearOperand.assign(o->getNumOperands(), true);
+        return rule;
+      })
+      .Case<nn::SoftmaxCrossEntropyOp>([](nn::SoftmaxCrossEntropyOp o) {
+        return lossRule(o, o.getReduction(), false);
+      })
+      .Case<nn::SoftmaxCrossEntropyGradOp>(
+          [](nn::SoftmaxCrossEntropyGradOp o) {
+            return lossRule(o, o.getReduction(), true);
+          })
+      .Default([](Operation *) { return failure(); });
+}
+
+SmallVector<StringRef, 1> axesUnion(ArrayRef<StringRef> a,
+                                    ArrayRef<StringRef> b) {
+  SmallVector<StringRef, 1> out(a.begin(), a.end());
+  for (StringRef x : b)
+    if (!llvm::is_contained(out, x))
+      out.push_back(x);
+  return out;
+}
+
+} // namespace
+
+Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
+                      const MeshSizes &mesh) {
+  Decision d;
+  FailureOr<FactorRule> maybeRule = ruleOf(op);
+  if (failed(maybeRule)) {
+    for (Value v : op->getOperands())
+      d.operands.push_back(Layout::replicated(shapeOf(v).size()));
+    for (Value v : op->getResults())
+      d.results.push_back(Layout::replicated(shapeOf(v).size()));
+    d.resultScale.assign(op->getNumResults(), 1);
+    return d;
+  }
+  FactorRule &rule = *maybeRule;
+  int64_t numFactors = rule.splittable.size();
+
+  // Pending sums the op passes on: the partial axes of its linear operands.
+  SmallVector<bool> keepPartial(operands.size(), false);
+  SmallVector<StringRef, 1> partial;
+  if (rule.linearity != Linearity::None) {
+    SmallVector<unsigned> partialLinear;
+    for (auto [i, l] : llvm::enumerate(operands))
+      if (!l.partial.empty() && i < rule.linearOperand.size() &&
+          rule.linearOperand[i])
+        partialLinear.push_back(i);
+    bool ok = !partialLinear.empty();
+    if (ok && rule.linearity == Linearity::OneOf) {
+      // mul(partial, partial) is not a sum of terms: keep the first.
+      partialLinear.resize(1);
+    } else if (ok) {
+      // add(partial, whole) would add the whole value once per rank.
+      for (auto [i, linear] : llvm::enumerate(rule.linearOperand))
+        if (linear && i < operands.size() &&
+            operands[i].partial != operands[partialLinear[0]].partial)
+          ok = false;
+    }
+    if (ok) {
+      for (unsigned i : partialLinear)
+        keepPartial[i] = true;
+      partial = operands[partialLinear[0]].partial;
+    }
+  }
+
+  // The axes of each factor: the first operand that splits it decides.
+  SmallVector<SmallVector<StringRef, 1>> factorAxes(numFactors);
+  SmallVector<StringRef, 4> used(partial.begin(), partial.end());
+  auto dimsOf = [&](int64_t f) {
+    SmallVector<int64_t> sizes;
+    for (auto [i, fs] : llvm::enumerate(rule.operandFactors))
+      for (auto [d, g] : llvm::enumerate(fs))
+        if (g == f)
+          sizes.push_back(shapeOf(op->getOperand(i))[d]);
+    for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
+      for (auto [d, g] : llvm::enumerate(fs))
+        if (g == f)
+          sizes.push_back(shapeOf(op->getResult(j))[d]);
+    return sizes;
+  };
+  for (auto [i, fs] : llvm::enumerate(rule.operandFactors)) {
+    for (auto [d, f] : llvm::enumerate(fs)) {
+      if (f < 0 || !rule.splittable[f] || !factorAxes[f].empty() ||
+          d >= operands[i].dims.size())
+        continue;
+      const auto &axes = operands[i].dims[d];
+      if (axes.empty() || llvm::any_of(axes, [&](StringRef a) {
+            return llvm::is_contained(used, a);
+          }))
+        continue;
+      int64_t n = groupSize(mesh, axes);
+      if (llvm::any_of(dimsOf(f), [&](int64_t size) { return size % n; }))
+        continue;
+      factorAxes[f].assign(axes.begin(), axes.end());
+      used.append(axes.begin(), axes.end());
+    }
+  }
+
+  auto layoutOf = [&](ArrayRef<int64_t> fs) {
+    Layout l = Layout::replicated(fs.size());
+    for (auto [d, f] : llvm::enumerate(fs))
+      if (f >= 0)
+        l.dims[d] = factorAxes[f];
+    return l;
+  };
+  for (auto [i, fs] : llvm::enumerate(rule.operandFactors)) {
+    Layout l = layoutOf(fs);
+    if (keepPartial[i])
+      l.partial = partial;
+    d.operands.push_back(l);
+  }
+  for (auto fs : rule.resultFactors) {
+    Layout l = layoutOf(fs);
+    l.partial = partial;
+    int64_t scale = 1;
+    for (int64_t f = 0; f < numFactors; ++f) {
+      if (factorAxes[f].empty() || llvm::is_contained(fs, f))
+        continue;
+      // A split factor the result does not index: a sum (or mean) of
+      // per-rank terms is pending over its axes.
+      l.partial = axesUnion(l.partial, factorAxes[f]);
+      if (rule.reduction[f] == Reduction::Mean)
+        scale *= groupSize(mesh, factorAxes[f]);
+    }
+    for (int64_t f : rule.meanScaled)
+      if (f >= 0)
+        scale *= groupSize(mesh, factorAxes[f]);
+    d.results.push_back(l);
+    d.resultScale.push_back(scale);
+  }
+  return d;
+}

@@ -1,0 +1,133 @@
+//===- ZeroPartition.cpp - ZeRO-2/3 flat shards over dp -------------------===//
+
+#include "passes/dist/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+#define DEBUG_TYPE "autopar-dist-zero"
+
+namespace autopar::dist {
+#define GEN_PASS_DEF_ZEROPARTITIONPASS
+#include "passes/dist/Passes.h.inc"
+} // namespace autopar::dist
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::dist;
+
+namespace {
+
+struct ZeroPartitionPass
+    : public dist::impl::ZeroPartitionPassBase<ZeroPartitionPass> {
+  using ZeroPartitionPassBase::ZeroPartitionPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttr);
+    if (!stage || stage.getInt() < 2)
+      return;
+    MeshOp mesh = findMesh(module);
+    if (!mesh) {
+      module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+      return signalPassFailure();
+    }
+    MeshSizes sizes = meshSizes(mesh);
+    if (!sizes.count(axis)) {
+      module.emitError() << "mesh @" << mesh.getSymName() << " has no axis '"
+                         << axis << "'";
+      return signalPassFailure();
+    }
+    group = sizes.lookup(axis);
+    meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() &&
+          (failed(shardParams(func)) || failed(shardGrads(func))))
+        return signalPassFailure();
+  }
+
+  RankedTensorType shardType(RankedTensorType full) {
+    return RankedTensorType::get(
+        {flatShardElements(full.getNumElements(), group)},
+        full.getElementType());
+  }
+
+  ArrayAttr axes(Builder &b) {
+    return b.getArrayAttr({b.getStringAttr(axis)});
+  }
+
+  /// ZeRO-3: the argument becomes this rank's flat shard, gathered right
+  /// before each op that uses it.
+  LogicalResult shardParams(func::FuncOp func) {
+    OpBuilder b(func.getContext());
+    for (BlockArgument arg : func.getArguments()) {
+      if (!func.getArgAttr(arg.getArgNumber(), kZeroAttr))
+        continue;
+      auto full = cast<RankedTensorType>(arg.getType());
+      llvm::SetVector<Operation *> users;
+      for (Operation *user : arg.getUsers())
+        users.insert(user);
+      arg.setType(shardType(full));
+      for (Operation *user : users) {
+        b.setInsertionPoint(user);
+        Value gathered =
+            ZeroGatherOp::create(b, user->getLoc(), full, arg, meshRef, axes(b));
+        user->replaceUsesOfWith(arg, gathered);
+      }
+    }
+    updateType(func);
+    return success();
+  }
+
+  /// ZeRO-2/3: each `dist.zero` gradient is reduce-scattered into its flat
+  /// shard where it is complete.
+  LogicalResult shardGrads(func::FuncOp func) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    OpBuilder b(func.getContext());
+    for (OpOperand &operand : ret->getOpOperands()) {
+      unsigned r = operand.getOperandNumber();
+      if (!func.getResultAttr(r, kZeroAttr))
+        continue;
+      Value v = operand.get();
+      auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+      if (!attr)
+        return func.emitError() << "result #" << r
+                                << " has no dist.sharding (run "
+                                   "autopar-dist-spmdize first)";
+      Layout l = Layout::fromAttr(attr);
+      Layout wanted = Layout::replicated(l.dims.size());
+      wanted.partial.push_back(axis);
+      if (l != wanted)
+        return func.emitError()
+               << "result #" << r << " is laid out as " << attr
+               << "; ZeRO shards only a gradient that is a pending sum over '"
+               << axis << "' and split nowhere";
+      if (auto def = v.getDefiningOp())
+        b.setInsertionPointAfter(def);
+      else
+        b.setInsertionPointToStart(&func.getBody().front());
+      auto full = cast<RankedTensorType>(v.getType());
+      Value shard = ZeroScatterOp::create(b, ret.getLoc(), shardType(full), v,
+                                          ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef, axes(b));
+      operand.set(shard);
+      func.removeResultAttr(r, StringAttr::get(func.getContext(),
+                                               kShardingAttr));
+    }
+    updateType(func);
+    return success();
+  }
+
+  void updateType(func::FuncOp func) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    func.setType(FunctionType::get(func.getContext(),
+                                   func.getBody().front().getArgumentTypes(),
+                                   ret.getOperandTypes()));
+  }
+
+  int64_t group = 1;
+  FlatSymbolRefAttr meshRef;
+};
+
+} // namespace
