@@ -19,6 +19,8 @@
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
 #include "passes/autodiff/Passes.h"
+#include "passes/dist/Passes.h"
+#include "runtime/comm/Comm.h"
 #include "passes/lowering/Passes.h"
 #include "runtime/data/TokenFile.h"
 
@@ -59,6 +61,8 @@ const char *const kCommonFiles[] = {
 };
 const char *const kTrainFiles[] = {
     "cpu/TrainMain.cpp",
+    "comm/Comm.h",
+    "comm/Comm.cpp",
     "data/TokenFile.h",
     "data/TokenFile.cpp",
     "optim/Optimizer.h",
@@ -124,6 +128,12 @@ if(AUTOPAR_HAVE_LIBMVEC)
   target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_HAVE_LIBMVEC)
   target_link_libraries(@PROGRAM@ PRIVATE mvec)
 endif()
+if(@MPI@)
+  # The plan's mesh has several ranks: collectives through MPI.
+  find_package(MPI REQUIRED COMPONENTS CXX)
+  target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_WITH_MPI)
+  target_link_libraries(@PROGRAM@ PRIVATE MPI::MPI_CXX)
+endif()
 option(AUTOPAR_PROFILE "Time every generated op; totals printed at exit" OFF)
 if(AUTOPAR_PROFILE)
   target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_PROFILE)
@@ -162,8 +172,9 @@ std::string shapeText(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
-/// FNV-1a over parameter names, types and shapes.
-std::string fingerprint(func::FuncOp func) {
+/// FNV-1a over parameter names, types and full (logical) shapes: the same
+/// under every plan, so checkpoints move between plans.
+std::string fingerprint(func::FuncOp func, ArrayRef<Type> argTypes) {
   uint64_t h = 1469598103934665603ULL;
   auto mix = [&](StringRef s) {
     for (char c : s) {
@@ -177,7 +188,7 @@ std::string fingerprint(func::FuncOp func) {
       continue;
     std::string type;
     llvm::raw_string_ostream os(type);
-    os << func.getArgument(i).getType();
+    os << argTypes[i];
     mix(name.getValue());
     mix(":");
     mix(type);
@@ -242,6 +253,9 @@ private:
   bool forwardSource(func::FuncOp forward, const std::string &code,
                      std::string &source);
   nlohmann::json report(func::FuncOp step);
+  /// Offsets of the full parameters in weights.bin (64-byte aligned, in
+  /// argument order; -1 for inputs) and the file's size.
+  std::vector<int64_t> weightFileOffsets(func::FuncOp step, int64_t &bytes);
   nlohmann::json forwardReport(func::FuncOp forward);
   bool build(const std::string &dir);
 
@@ -251,7 +265,12 @@ private:
   MLIRContext context;
   onnx_import::ImportResult imported;
   DataInputs data;
+  /// Samples per micro-step per rank, and the sequence length.
   int64_t microBatch = 0, seqLen = 0;
+  /// Whether the program runs on a mesh (dp > 1 or a ZeRO stage).
+  bool distributed() const { return plan.meshDp > 1 || plan.zeroStage > 0; }
+  /// The train step's argument types before spmdization (full tensors).
+  std::vector<Type> globalArgTypes;
 };
 
 bool Compiler::checkPlan() {
@@ -277,10 +296,6 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.tp", "tensor parallelism");
   if (plan.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-  if (plan.meshDp > 1)
-    return unsupported("mesh.dp", "data parallelism");
-  if (plan.zeroStage > 0)
-    return unsupported("zero.stage", "ZeRO");
   if (plan.precision != "fp32")
     return unsupported("precision", "'" + plan.precision + "'");
   if (plan.recompute != "none")
@@ -358,8 +373,15 @@ bool Compiler::importModel() {
                         "global batch {2}",
                         planName(), m, globalBatch));
   microBatch = globalBatch / m;
-  if (m == 1)
+  if (microBatch % plan.meshDp != 0)
+    return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples of "
+                        "a micro-batch (global batch {3} / batch.micro_batches "
+                        "{4})",
+                        planName(), plan.meshDp, microBatch, globalBatch, m));
+  if (m == 1) {
+    microBatch /= plan.meshDp;
     return true;
+  }
   // Re-import at the micro-batch size.
   onnx_import::ImportOptions options = o.import;
   for (int arg : {data.tokens, data.targets})
@@ -374,6 +396,7 @@ bool Compiler::importModel() {
                         "the micro-batch size {1}: {2}",
                         planName(), microBatch, why));
   imported = std::move(micro);
+  microBatch /= plan.meshDp;
   return true;
 }
 
@@ -430,9 +453,46 @@ bool Compiler::lower() {
   forward.setType(FunctionType::get(&context, forward.getArgumentTypes(),
                                     loss.getType()));
   forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
+  auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  globalArgTypes.assign(step.getArgumentTypes().begin(),
+                        step.getArgumentTypes().end());
+  if (distributed()) {
+    // Data parallelism and ZeRO: shardings over the mesh's dp axis.
+    PassManager dm(&context);
+    dist::AnnotateShardingPassOptions annotate;
+    annotate.dp = plan.meshDp;
+    annotate.zeroStage = plan.zeroStage;
+    annotate.offload = plan.zeroOffload;
+    annotate.bucketMb = plan.bucketMb;
+    dm.addPass(dist::createAnnotateShardingPass(annotate));
+    dm.addPass(dist::createPropagateShardingPass());
+    dm.addPass(dist::createSpmdizePass());
+    dm.addPass(dist::createZeroPartitionPass());
+    dm.addPass(dist::createScheduleCollectivesPass());
+    dm.addPass(dist::createOffloadPass());
+    if (failed(dm.run(module)))
+      return fail(o.model + ": cannot distribute the model over the mesh: " +
+                  diag.message);
+  }
   if (failed(pm.run(module)))
     return fail(o.model + ": lowering failed: " + diag.message);
   return true;
+}
+
+std::vector<int64_t> Compiler::weightFileOffsets(func::FuncOp step,
+                                                 int64_t &bytes) {
+  std::vector<int64_t> offsets;
+  bytes = 0;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr)) {
+      offsets.push_back(-1);
+      continue;
+    }
+    offsets.push_back(bytes);
+    bytes += (tensorBytes(globalArgTypes[i]) + kArenaAlignment - 1) /
+             kArenaAlignment * kArenaAlignment;
+  }
+  return offsets;
 }
 
 /// The train step's result index of each parameter's gradient, by name.
@@ -464,6 +524,7 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "; do not edit.\n"
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
+     << "#include \"runtime/comm/Comm.h\"\n"
      << "#include \"runtime/cpu/Kernels.h\"\n"
      << "#include \"runtime/cpu/Math.h\"\n"
      << "#include \"runtime/optim/Optimizer.h\"\n\n"
@@ -473,8 +534,9 @@ std::string Compiler::modelSource(func::FuncOp step,
      << stepCode << "} // namespace train_step_fn\n\n"
      << "namespace forward_fn {\n"
      << forwardCode << "} // namespace forward_fn\n\n";
-  int64_t paramBytes = 0;
+  int64_t paramBytes = 0, fileBytes = 0;
   std::vector<ArgSlot> slots = layoutArguments(step, paramBytes);
+  std::vector<int64_t> fileOffsets = weightFileOffsets(step, fileBytes);
   llvm::StringMap<int> gradResult = gradResults(step);
   os << "static const autopar::rt::TensorInfo kTensors[] = {\n";
   int numTensors = 0;
@@ -483,13 +545,15 @@ std::string Compiler::modelSource(func::FuncOp step,
     if (!name)
       continue;
     auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
-    auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+    auto type = cast<RankedTensorType>(globalArgTypes[i]);
+    int64_t stored =
+        cast<RankedTensorType>(step.getArgument(i).getType()).getNumElements();
     // Trainable: it has a gradient (the loss depends on it).
     bool trainable = gradResult.count(name.getValue()) > 0;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
     bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
     os << formatv("  {{\"{0}\", \"{1}\", {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                  "{9}, {11}, {10}},\n",
+                  "{9}, {11}, {10}, {12}, {13}},\n",
                   llvm::StringRef(name.getValue()),
                   from ? from.getValue() : name.getValue(),
                   onnxTypeOf(type.getElementType()),
@@ -498,7 +562,7 @@ std::string Compiler::modelSource(func::FuncOp step,
                   type.getNumElements(), slots[i].offset,
                   trainable ? "true" : "false", decay ? "true" : "false",
                   trainable ? gradResult.lookup(name.getValue()) : -1,
-                  buffer ? "true" : "false");
+                  buffer ? "true" : "false", stored, fileOffsets[i]);
     ++numTensors;
   }
   os << "};\n\nstatic const autopar::rt::InputInfo kInputs[] = {\n";
@@ -546,14 +610,17 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "  c.minLr = " << hex(lr.minLr) << ";\n"
      << "  c.decaySteps = " << lr.decaySteps << ";\n"
      << "  return c;\n}\n\n";
+  os << "static const char *const kMeshAxisNames[] = {\"dp\"};\n"
+     << "static const int64_t kMeshAxisSizes[] = {" << plan.meshDp << "};\n\n";
   os << formatv(
       "static const autopar::rt::ModelInfo kInfo = {{\n"
       "  \"{0}\", kTensors, {1}, kInputs, {2}, {3},\n"
       "  train_step_fn::train_step, {4}, {5},\n"
       "  forward_fn::forward, {11},\n"
-      "  {6}, {7}, {8}, {9}, {10}};\n\n"
+      "  {6}, {7}, {8}, {9}, {10},\n"
+      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}};\n\n"
       "const autopar::rt::ModelInfo &autoparModelInfo() {{ return kInfo; }\n",
-      fingerprint(step), numTensors, numInputs, paramBytes,
+      fingerprint(step, globalArgTypes), numTensors, numInputs, paramBytes,
       step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt(),
       step.getNumResults(), microBatch, plan.microBatches, seqLen,
       valueBound(step, step.getArgument(data.tokens)),
@@ -561,7 +628,8 @@ std::string Compiler::modelSource(func::FuncOp step,
       step->getParentOfType<ModuleOp>()
           .lookupSymbol<func::FuncOp>("forward")
           ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
-          .getInt());
+          .getInt(),
+      plan.zeroStage, plan.zeroOffload == "cpu" ? "true" : "false");
   return s;
 }
 
@@ -674,7 +742,12 @@ int64_t matmulFlops(func::FuncOp func) {
 }
 
 nlohmann::json Compiler::report(func::FuncOp step) {
+  // Everything is per rank (every rank of a dp / ZeRO mesh holds the same
+  // amounts), except the FLOPs, which are the whole step's.
+  const int64_t dp = plan.meshDp, stage = plan.zeroStage;
   int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
+  int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
+  double commBytes[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
   llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
@@ -683,27 +756,57 @@ nlohmann::json Compiler::report(func::FuncOp step) {
       continue;
     }
     paramBytes += tensorBytes(type);
+    int64_t n = cast<RankedTensorType>(globalArgTypes[i]).getNumElements();
     if (gradOf.count(step.getArgAttrOfType<StringAttr>(
             i, nn::NNDialect::kParamAttr).getValue())) {
-      paramCount += type.getNumElements();
-      trainableCount += type.getNumElements();
+      paramCount += n;
+      trainableCount += n;
+      // ZeRO flat shards (runtime/cpu/TrainMain.cpp stores the same).
+      int64_t chunk = stage > 0 ? rt::flatChunk(n, dp) : n;
+      trainableBytes += tensorBytes(type);
+      gradBytes += 4 * (stage == 0 ? n : stage == 1 ? chunk * dp : chunk);
+      stateElements += chunk;
+      if (stage == 1)
+        commBytes[1] += rt::reduceScatterFlatBytes(n, dp, 4);
+      if (stage == 1 || stage == 2)
+        commBytes[2] += rt::allGatherFlatBytes(n, dp, 4);
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
-      paramCount += type.getNumElements();
+      paramCount += n;
     }
   }
+  // The collectives of the generated step, once per micro-batch.
+  step.walk([&](Operation *op) {
+    auto numel = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getNumElements();
+    };
+    double bytes = 0;
+    int kind = -1;
+    if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
+      kind = 0;
+      bytes = rt::allReduceBytes(numel(c.getInput()), dp, 4);
+    } else if (auto c = dyn_cast<dist::ZeroScatterOp>(op)) {
+      kind = 1;
+      bytes = rt::reduceScatterFlatBytes(numel(c.getInput()), dp, 4);
+    } else if (auto c = dyn_cast<dist::ZeroGatherOp>(op)) {
+      kind = 2;
+      bytes = rt::allGatherFlatBytes(numel(c.getResult()), dp, 4);
+    }
+    if (kind >= 0)
+      commBytes[kind] += bytes * plan.microBatches;
+  });
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
-  int64_t gradBytes = trainableCount * 4;
-  int64_t optBytes = gradBytes * states;
+  int64_t optBytes = 4 * stateElements * states;
   int64_t arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
-  int64_t flops = matmulFlops(step) * plan.microBatches;
+  int64_t flops = matmulFlops(step) * plan.microBatches * dp;
+  int64_t globalBatch = microBatch * plan.microBatches * dp;
   nlohmann::json r;
   r["model"] = o.model;
   r["target"] = o.target;
   r["parameters"] = paramCount;
   r["trainable_parameters"] = trainableCount;
-  r["global_batch"] = microBatch * plan.microBatches;
+  r["global_batch"] = globalBatch;
   r["micro_batch"] = microBatch;
   r["micro_batches"] = plan.microBatches;
   r["sequence_length"] = seqLen;
@@ -715,9 +818,26 @@ nlohmann::json Compiler::report(func::FuncOp step) {
                 {"workspace", 0},
                 {"peak", paramBytes + gradBytes + optBytes + arena +
                              inputBytes}};
+  r["parallel"] = {
+      {"mesh", {{"dp", dp}, {"tp", 1}, {"pp", 1}}},
+      {"ranks", dp},
+      {"zero_stage", stage},
+      {"offload", plan.zeroOffload},
+      {"precision", plan.precision},
+      // The ZeRO paper's model states: trainable parameters, their
+      // gradients and the optimizer state, per rank.
+      {"model_state_bytes",
+       {{"params", trainableBytes},
+        {"grads", gradBytes},
+        {"optimizer_state", optBytes},
+        {"total", trainableBytes + gradBytes + optBytes}}},
+      {"host_bytes", plan.zeroOffload == "cpu" ? optBytes : 0},
+      {"comm_bytes_per_step",
+       {{"all_reduce", commBytes[0]},
+        {"reduce_scatter", commBytes[1]},
+        {"all_gather", commBytes[2]}}}};
   r["flops_per_step"] = flops;
-  r["flops_per_token"] =
-      flops / std::max<int64_t>(1, microBatch * plan.microBatches * seqLen);
+  r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
   return r;
 }
 
@@ -794,8 +914,10 @@ bool Compiler::writeProgram(const std::string &dir) {
   for (const std::string &file : runtimeFiles)
     if (StringRef(file).ends_with(".cpp"))
       sources += "  runtime/" + file + "\n";
-  std::string cmake = replaceAll(replaceAll(kCMakeLists, "@SOURCES@", sources),
-                                 "@PROGRAM@", o.forwardOnly ? "run" : "train");
+  std::string cmake = replaceAll(
+      replaceAll(replaceAll(kCMakeLists, "@SOURCES@", sources), "@PROGRAM@",
+                 o.forwardOnly ? "run" : "train"),
+      "@MPI@", !o.forwardOnly && plan.meshDp > 1 ? "ON" : "OFF");
   auto path = [&](StringRef rel) {
     llvm::SmallString<256> p(dir);
     llvm::sys::path::append(p, rel);
@@ -826,9 +948,16 @@ bool Compiler::writeProgram(const std::string &dir) {
     if (!copyFile(runtime + "/" + file, std::string(target), err))
       return fail(err);
   }
-  // Initial weights in the layout of the parameter blob.
+  // Initial weights: every full tensor at its TensorInfo::fileOffset.
   int64_t paramBytes = 0;
-  std::vector<ArgSlot> slots = layoutArguments(step, paramBytes);
+  std::vector<int64_t> fileOffsets =
+      o.forwardOnly ? std::vector<int64_t>() : weightFileOffsets(step, paramBytes);
+  std::vector<ArgSlot> slots;
+  if (o.forwardOnly) {
+    slots = layoutArguments(step, paramBytes);
+    for (const ArgSlot &slot : slots)
+      fileOffsets.push_back(slot.offset);
+  }
   std::string weights(paramBytes, '\0');
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -838,12 +967,13 @@ bool Compiler::writeProgram(const std::string &dir) {
         imported.weights->readBytes(name.getValue());
     if (!bytes)
       return fail(o.model + ": " + llvm::toString(bytes.takeError()));
-    int64_t expected = tensorBytes(step.getArgument(i).getType());
+    int64_t expected = tensorBytes(o.forwardOnly ? step.getArgument(i).getType()
+                                                 : globalArgTypes[i]);
     if (static_cast<int64_t>(bytes->size()) != expected)
       return fail(formatv("{0}: initializer '{1}' has {2} bytes, expected {3}",
                           o.model, name.getValue(), bytes->size(), expected));
     std::copy(bytes->begin(), bytes->end(),
-              weights.begin() + slots[i].offset);
+              weights.begin() + fileOffsets[i]);
   }
   if (!write("weights.bin", weights))
     return false;

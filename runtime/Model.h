@@ -12,6 +12,8 @@
 
 namespace autopar::rt {
 
+class Communicator;
+
 /// Buffers of one call of a generated step function.
 struct StepIO {
   /// The parameter blob (ModelInfo::paramBytes bytes).
@@ -26,6 +28,8 @@ struct StepIO {
   /// gradScale * gradient.
   float gradScale;
   bool accumulate;
+  /// The collectives of a program with a mesh (runtime/comm/Comm.h).
+  Communicator *comm = nullptr;
 };
 
 using StepFunction = void (*)(const StepIO &io);
@@ -51,6 +55,11 @@ struct TensorInfo {
   bool buffer;
   /// Index of its gradient among the train step's results (-1 if frozen).
   int32_t gradResult;
+  /// Elements this rank stores at `offset`: numElements, or at ZeRO-3 its
+  /// flat shard (ceil(numElements / dp), zero-padded).
+  int64_t storedElements;
+  /// Byte offset of the full tensor in weights.bin.
+  int64_t fileOffset;
 };
 
 /// A graph input of the model.
@@ -86,6 +95,18 @@ struct ModelInfo {
   /// Token ids must be below inputVocab; targets below targetVocab.
   int64_t inputVocab;
   int64_t targetVocab;
+  /// The device mesh (plan key `mesh`): axis names and sizes; ranks are
+  /// row-major over the axes. A one-device program has the mesh [dp = 1].
+  const char *const *meshAxisNames;
+  const int64_t *meshAxisSizes;
+  int32_t numMeshAxes;
+  /// Index of the data-parallel axis in the mesh.
+  int32_t dpAxis;
+  /// ZeRO stage (0 to 3). Gradients of the train step are full at stages 0
+  /// and 1 (stage 1: not yet reduced over dp) and flat shards at 2 and 3.
+  int32_t zeroStage;
+  /// Optimizer state and update in host memory (zero.offload = cpu).
+  bool offload;
 };
 
 /// A graph input or output of a forward-only program.

@@ -8,12 +8,14 @@
 
 #include "compiler/codegen/CppEmitter.h"
 
+#include "dialects/dist/DistOps.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -168,6 +170,11 @@ private:
   LogicalResult emitMatmul(Operation *op);
   LogicalResult emitConstant(nn::ConstantOp op);
   LogicalResult emitReturn(func::ReturnOp op);
+  LogicalResult emitDist(Operation *op);
+  /// The bitmask of mesh axes `axes` (runtime/comm/Comm.h AxisMask).
+  FailureOr<uint32_t> axisMask(Operation *op, ArrayAttr axes);
+  /// Waits for the collectives still writing `op`'s operands.
+  void waitOperands(Operation *op);
   LogicalResult requireF32(Operation *op) {
     for (Value v : op->getOperands())
       if (isa<FloatType>(tensorType(v).getElementType()) &&
@@ -179,6 +186,8 @@ private:
   func::FuncOp func;
   raw_ostream &os;
   DenseMap<Value, std::string> names;
+  /// Results of non-blocking collectives not waited for yet: their request.
+  llvm::MapVector<Value, std::string> pending;
   std::string globals;
   int counter = 0;
 };
@@ -235,6 +244,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
     if (type(r).empty())
       return op->emitOpError() << "result type " << r.getType()
                                << " is not supported by the C++ target";
+  waitOperands(op);
   if (isViewOp(op) || isFoldedTranspose(op)) {
     std::string base = ptr(op->getOperand(0));
     std::string name = "v" + std::to_string(counter++);
@@ -249,11 +259,16 @@ LogicalResult Emitter::emitOp(Operation *op) {
     return emitConstant(constant);
   os << "  // " << op->getName().getStringRef() << "\n";
   defineResults(op);
+  if (isa<dist::DistDialect>(op->getDialect()))
+    return emitDist(op);
   std::string timer = "t" + std::to_string(counter++);
   os << "  AUTOPAR_PROFILE_BEGIN(" << timer << ");\n";
   if (failed(emitKernel(op)))
     return failure();
   os << "  AUTOPAR_PROFILE_END(" << timer << ", \"" << op->getName() << "\");\n";
+  // Let the collectives in flight (gradient buckets) progress.
+  if (!pending.empty())
+    os << "  io.comm->progress();\n";
   return success();
 }
 
@@ -803,7 +818,125 @@ LogicalResult Emitter::emitScalar(Operation *op,
   return success();
 }
 
+void Emitter::waitOperands(Operation *op) {
+  for (Value v : op->getOperands()) {
+    auto it = pending.find(v);
+    if (it == pending.end())
+      continue;
+    os << "  io.comm->wait(" << it->second << ");\n";
+    pending.erase(it);
+  }
+}
+
+FailureOr<uint32_t> Emitter::axisMask(Operation *op, ArrayAttr axes) {
+  auto module = op->getParentOfType<ModuleOp>();
+  dist::MeshOp mesh;
+  for (auto m : module.getOps<dist::MeshOp>())
+    mesh = m;
+  if (!mesh)
+    return op->emitOpError() << "has no dist.mesh in its module";
+  uint32_t mask = 0;
+  for (Attribute a : axes) {
+    auto names = mesh.getAxisNames();
+    auto it = llvm::find(names, a);
+    if (it == names.end())
+      return op->emitOpError() << "names an axis the mesh does not have";
+    mask |= 1u << (it - names.begin());
+  }
+  return mask;
+}
+
+LogicalResult Emitter::emitDist(Operation *op) {
+  auto issue = [&](Value result, const std::string &call) {
+    std::string req = "r" + std::to_string(counter++);
+    os << "  autopar::rt::CommRequest " << req << " = io.comm->" << call
+       << ";\n";
+    pending[result] = req;
+  };
+  auto requireF32Comm = [&]() -> LogicalResult {
+    if (!tensorType(op->getOperand(0)).getElementType().isF32())
+      return op->emitOpError()
+             << "the C++ target communicates f32 tensors only";
+    return success();
+  };
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](dist::AllReduceOp o) -> LogicalResult {
+        if (failed(requireF32Comm()))
+          return failure();
+        if (o.getKind() != dist::ReductionKind::sum)
+          return o.emitOpError() << "the C++ target reduces by sum only";
+        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        if (failed(mask))
+          return failure();
+        int64_t n = tensorType(o.getResult()).getNumElements();
+        os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o.getResult()),
+                      ptr(o.getInput()), n * 4);
+        issue(o.getResult(),
+              formatv("allReduceSum({0}, {1}, {2}u)", ptr(o.getResult()), n,
+                      *mask));
+        return success();
+      })
+      .Case([&](dist::ZeroScatterOp o) -> LogicalResult {
+        if (failed(requireF32Comm()))
+          return failure();
+        if (o.getKind() != dist::ReductionKind::sum)
+          return o.emitOpError() << "the C++ target reduces by sum only";
+        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        if (failed(mask))
+          return failure();
+        issue(o.getResult(),
+              formatv("reduceScatterFlat({0}, {1}, {2}, {3}u)",
+                      ptr(o.getInput()),
+                      tensorType(o.getInput()).getNumElements(),
+                      ptr(o.getResult()), *mask));
+        return success();
+      })
+      .Case([&](dist::ZeroGatherOp o) -> LogicalResult {
+        if (failed(requireF32Comm()))
+          return failure();
+        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        if (failed(mask))
+          return failure();
+        issue(o.getResult(),
+              formatv("allGatherFlat({0}, {1}, {2}, {3}u)", ptr(o.getInput()),
+                      tensorType(o.getResult()).getNumElements(),
+                      ptr(o.getResult()), *mask));
+        return success();
+      })
+      .Case([&](dist::TensorSplitOp o) -> LogicalResult {
+        // This rank's block of dim `dim`: a strided copy, no communication.
+        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        if (failed(mask))
+          return failure();
+        ArrayRef<int64_t> in = dims(o.getInput());
+        int64_t d = o.getDim();
+        int64_t outer = product(in.take_front(d));
+        int64_t inner = product(in.drop_front(d + 1)) * elementBytes(o.getInput());
+        int64_t local = dims(o.getResult())[d];
+        os << formatv("  {{\n    const int64_t block = io.comm->groupIndex("
+                      "{0}u);\n    for (int64_t o = 0; o < {1}; ++o)\n"
+                      "      std::memcpy((char *){2} + o * {3}, (const char *)"
+                      "{4} + (o * {5} + block * {6}) * {7}, {3});\n  }\n",
+                      *mask, outer, ptr(o.getResult()), local * inner,
+                      ptr(o.getInput()), in[d], local, inner);
+        return success();
+      })
+      .Case<dist::OffloadOp, dist::FetchOp>([&](Operation *o) {
+        // The CPU target's device memory is host memory: a copy.
+        os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o->getResult(0)),
+                      ptr(o->getOperand(0)),
+                      tensorBytes(o->getResult(0).getType()));
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitOpError() << "is not supported by the C++ target yet";
+      });
+}
+
 LogicalResult Emitter::emitReturn(func::ReturnOp op) {
+  for (auto &entry : pending)
+    os << "  io.comm->wait(" << entry.second << ");\n";
+  pending.clear();
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     RankedTensorType t = tensorType(v);
     if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {

@@ -10,12 +10,21 @@
 // optimizer and LR schedule, the log, checkpoints and the ONNX export.
 // Every error is one line naming the input at fault, and a non-zero exit.
 //
+// On a mesh (mpirun -np N, N = mesh size) every rank runs this program on
+// its share of each micro-batch; the generated step holds the collectives
+// of data parallelism and ZeRO-2/3. This file adds what happens between
+// steps: ZeRO-1's reduce-scatter of the accumulated gradients, the
+// optimizer on this rank's flat shards (ZeRO 1-3), the all-gather of the
+// updated parameters (ZeRO 1-2), the global gradient norm, and full
+// tensors for checkpoints and the ONNX export (written by rank 0).
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Model.h"
 #include "runtime/Program.h"
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/comm/Comm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/log/Logger.h"
@@ -23,6 +32,7 @@
 #include "runtime/optim/Optimizer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +48,8 @@ autopar::rt::OptimizerConfig autoparOptimizerConfig();
 namespace {
 
 using autopar::rt::allocate;
+using autopar::rt::CollectiveKind;
+using autopar::rt::Communicator;
 using autopar::rt::Buffer;
 using autopar::rt::programDir;
 using autopar::rt::readFileExactly;
@@ -181,28 +193,54 @@ const char *optimizerName(const autopar::rt::OptimizerConfig &config) {
   return config.kind == autopar::rt::OptimizerKind::AdamW ? "adamw" : "sgd";
 }
 
+/// How this rank stores one trainable tensor and its optimizer state.
+struct Shard {
+  const autopar::rt::TensorInfo *tensor;
+  /// Elements of a ZeRO flat shard (numElements when not sharded).
+  int64_t chunk;
+  /// First element of this rank's shard and how many real (unpadded)
+  /// elements it has.
+  int64_t begin, count;
+};
+
 class Trainer {
 public:
-  Trainer(const autopar::rt::ModelInfo &info, const Options &options)
-      : info(info), o(options), config(autoparOptimizerConfig()) {}
+  Trainer(const autopar::rt::ModelInfo &info, const Options &options,
+          Communicator &comm)
+      : info(info), o(options), comm(comm), config(autoparOptimizerConfig()) {}
+  Status setUp();
   Status run();
 
 private:
-  Status setUp();
-  std::vector<autopar::rt::TensorRef> checkpointTensors();
+  bool leader() const { return comm.rank() == 0; }
+  int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
+  autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
+  /// Full copies of every tensor a checkpoint holds (gathered from the
+  /// shards where needed); `full` owns the gathered buffers.
+  std::vector<autopar::rt::TensorRef> checkpointTensors(std::vector<Buffer> &full,
+                                                        bool gather);
   Status save(const std::string &dir, int64_t stepsDone);
+  Status resume();
   /// Mean forward loss over the first --eval-steps batches of --eval-data.
   double evaluate();
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
   Status exportOnnx();
+  /// Bytes of weights.bin: the end of the last tensor.
+  int64_t weightFileBytes() const;
+  /// This rank's stored part of a tensor from its full bytes.
+  void storeFrom(const autopar::rt::TensorInfo &ti, const char *full);
+  /// The full tensor from the shards of every rank (collective).
+  void gatherParam(const autopar::rt::TensorInfo &ti, char *full);
 
   const autopar::rt::ModelInfo &info;
   const Options &o;
+  Communicator &comm;
   autopar::rt::OptimizerConfig config;
   std::string dir = programDir();
   Buffer params, arena;
   std::vector<Buffer> grads, state0, state1;
+  std::vector<Shard> shards;
   std::vector<Buffer> inputs;
   std::vector<autopar::rt::ParamSlice> slices;
   autopar::rt::TokenFile tokens, evalTokens;
@@ -213,29 +251,91 @@ private:
   int64_t startStep = 0;
 };
 
+int64_t Trainer::weightFileBytes() const {
+  int64_t end = 0;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    end = std::max(end, ti.fileOffset + ti.numElements * ti.elementBytes);
+  }
+  return end;
+}
+
+void Trainer::storeFrom(const autopar::rt::TensorInfo &ti, const char *full) {
+  char *to = params.get() + ti.offset;
+  if (ti.storedElements == ti.numElements) {
+    std::memcpy(to, full, ti.numElements * ti.elementBytes);
+    return;
+  }
+  // A ZeRO-3 flat shard: this rank's piece, zero-padded.
+  int64_t chunk = ti.storedElements;
+  int64_t begin = comm.groupIndex(dpMask()) * chunk;
+  int64_t count = std::max<int64_t>(0, std::min(chunk, ti.numElements - begin));
+  std::memset(to, 0, chunk * ti.elementBytes);
+  std::memcpy(to, full + begin * ti.elementBytes, count * ti.elementBytes);
+}
+
+void Trainer::gatherParam(const autopar::rt::TensorInfo &ti, char *full) {
+  if (ti.storedElements == ti.numElements) {
+    std::memcpy(full, params.get() + ti.offset, ti.numElements * ti.elementBytes);
+    return;
+  }
+  comm.wait(comm.allGatherFlat(
+      reinterpret_cast<const float *>(params.get() + ti.offset),
+      ti.numElements, reinterpret_cast<float *>(full), dpMask()));
+}
+
 Status Trainer::setUp() {
   params = allocate(info.paramBytes);
   // The training step and the forward function never run at once.
   arena = allocate(std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
   if (!params || !arena)
     return Status::error("train: out of memory");
-  AUTOPAR_RT_RETURN_IF_ERROR(
-      readFileExactly(dir + "/weights.bin", params.get(), info.paramBytes,
-                      "initial weights"));
-  int states = autopar::rt::numStateBuffers(config);
+  {
+    int64_t fileBytes = weightFileBytes();
+    Buffer file = allocate(fileBytes);
+    if (!file)
+      return Status::error("train: out of memory");
+    AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(
+        dir + "/weights.bin", file.get(), fileBytes, "initial weights"));
+    for (int t = 0; t < info.numTensors; ++t)
+      storeFrom(info.tensors[t], file.get() + info.tensors[t].fileOffset);
+  }
+  const int states = autopar::rt::numStateBuffers(config);
+  const int64_t dp = dpSize();
+  const int64_t dpIndex = comm.groupIndex(dpMask());
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     if (!ti.trainable)
       continue;
-    int64_t bytes = ti.numElements * 4;
-    grads.push_back(allocate(bytes));
-    state0.push_back(states > 0 ? allocate(bytes) : Buffer());
-    state1.push_back(states > 1 ? allocate(bytes) : Buffer());
-    slices.push_back({reinterpret_cast<float *>(params.get() + ti.offset),
-                      reinterpret_cast<float *>(grads.back().get()),
-                      reinterpret_cast<float *>(state0.back().get()),
-                      reinterpret_cast<float *>(state1.back().get()),
-                      ti.numElements, ti.decay});
+    // ZeRO 1-3: this rank updates (and keeps optimizer state for) its flat
+    // shard only; stage 0 updates the whole tensor on every rank.
+    Shard sh{&ti, ti.numElements, 0, ti.numElements};
+    if (info.zeroStage > 0) {
+      sh.chunk = (ti.numElements + dp - 1) / dp;
+      sh.begin = dpIndex * sh.chunk;
+      sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
+    }
+    // The step's gradient output: full at stage 0; full and padded to whole
+    // shards at stage 1 (reduce-scattered in place); the shard at 2 and 3.
+    int64_t gradElements = info.zeroStage == 0   ? ti.numElements
+                           : info.zeroStage == 1 ? sh.chunk * dp
+                                                 : sh.chunk;
+    grads.push_back(allocate(gradElements * 4));
+    if (!grads.back())
+      return Status::error("train: out of memory");
+    std::memset(grads.back().get(), 0, gradElements * 4);
+    state0.push_back(states > 0 ? allocate(sh.chunk * 4) : Buffer());
+    state1.push_back(states > 1 ? allocate(sh.chunk * 4) : Buffer());
+    float *grad = reinterpret_cast<float *>(grads.back().get());
+    float *param = reinterpret_cast<float *>(params.get() + ti.offset);
+    if (info.zeroStage == 1)
+      grad += sh.begin;
+    if (info.zeroStage == 1 || info.zeroStage == 2)
+      param += sh.begin;
+    shards.push_back(sh);
+    slices.push_back({param, grad, reinterpret_cast<float *>(state0.back().get()),
+                      reinterpret_cast<float *>(state1.back().get()), sh.count,
+                      ti.decay});
   }
   for (int i = 0; i < info.numInputs; ++i) {
     int64_t n = info.inputs[i].elementBytes;
@@ -243,80 +343,148 @@ Status Trainer::setUp() {
       n *= info.inputs[i].shape[d];
     inputs.push_back(allocate(n));
   }
+  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.data, tokens));
   int64_t vocab = std::min(info.inputVocab, info.targetVocab);
-  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
-      tokens, info.microBatch * info.microBatches, info.seqLen, vocab));
+  AUTOPAR_RT_RETURN_IF_ERROR(
+      autopar::rt::checkTokenFile(tokens, globalBatch, info.seqLen, vocab));
   if (!o.evalData.empty()) {
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.evalData, evalTokens));
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
-        evalTokens, info.microBatch * info.microBatches, info.seqLen, vocab));
+        evalTokens, globalBatch, info.seqLen, vocab));
   }
-  if (!o.resume.empty()) {
-    autopar::rt::CheckpointMeta meta;
-    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
-        o.resume, checkpointTensors(), meta, info.fingerprint,
-        optimizerName(config)));
-    startStep = meta.step;
-  }
+  if (!o.resume.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(resume());
   AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.save));
   AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportOnnx));
-  return logger.open(o.log, /*append=*/!o.resume.empty());
+  if (leader())
+    return logger.open(o.log, /*append=*/!o.resume.empty());
+  return Status::ok();
 }
 
-std::vector<autopar::rt::TensorRef> Trainer::checkpointTensors() {
+std::vector<autopar::rt::TensorRef>
+Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
   std::vector<autopar::rt::TensorRef> refs;
+  bool adamw = config.kind == autopar::rt::OptimizerKind::AdamW;
   size_t k = 0;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
     int64_t bytes = ti.numElements * ti.elementBytes;
-    refs.push_back({ti.name, dtypeName(ti.onnxType), shape,
-                    params.get() + ti.offset, bytes});
+    char *data = params.get() + ti.offset;
+    if (ti.storedElements != ti.numElements) {
+      full.push_back(allocate(bytes));
+      data = full.back().get();
+      if (gather)
+        gatherParam(ti, data);
+    }
+    refs.push_back({ti.name, dtypeName(ti.onnxType), shape, data, bytes});
     if (!ti.trainable)
       continue;
-    bool adamw = config.kind == autopar::rt::OptimizerKind::AdamW;
-    if (state0[k])
-      refs.push_back({std::string(ti.name) +
-                          (adamw ? ".exp_avg" : ".momentum_buffer"),
-                      "f32", shape, state0[k].get(), bytes});
-    if (state1[k])
-      refs.push_back({std::string(ti.name) + ".exp_avg_sq", "f32", shape,
-                      state1[k].get(), bytes});
+    const Shard &sh = shards[k];
+    Buffer *states[] = {&state0[k], &state1[k]};
+    const char *suffixes[] = {adamw ? ".exp_avg" : ".momentum_buffer",
+                              ".exp_avg_sq"};
+    for (int s = 0; s < 2; ++s) {
+      if (!*states[s])
+        continue;
+      char *state = states[s]->get();
+      if (sh.chunk != ti.numElements) {
+        full.push_back(allocate(bytes));
+        if (gather)
+          comm.wait(comm.allGatherFlat(reinterpret_cast<const float *>(state),
+                                       ti.numElements,
+                                       reinterpret_cast<float *>(full.back().get()),
+                                       dpMask()));
+        state = full.back().get();
+      }
+      refs.push_back({std::string(ti.name) + suffixes[s], "f32", shape, state,
+                      bytes});
+    }
     ++k;
   }
   return refs;
 }
 
 Status Trainer::save(const std::string &path, int64_t stepsDone) {
+  std::vector<Buffer> full;
+  std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, true);
+  if (!leader())
+    return Status::ok();
   autopar::rt::CheckpointMeta meta;
   meta.step = stepsDone;
   meta.modelFingerprint = info.fingerprint;
   meta.optimizer = optimizerName(config);
-  return autopar::rt::saveCheckpoint(path, checkpointTensors(), meta);
+  return autopar::rt::saveCheckpoint(path, refs, meta);
+}
+
+Status Trainer::resume() {
+  // Every rank reads the full tensors and keeps its part: a checkpoint
+  // holds logical tensors, so it loads under any dp / ZeRO plan.
+  std::vector<Buffer> full;
+  std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, false);
+  autopar::rt::CheckpointMeta meta;
+  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
+      o.resume, refs, meta, info.fingerprint, optimizerName(config)));
+  startStep = meta.step;
+  size_t r = 0, k = 0;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (ti.storedElements != ti.numElements)
+      storeFrom(ti, static_cast<const char *>(refs[r].data));
+    ++r;
+    if (!ti.trainable)
+      continue;
+    const Shard &sh = shards[k];
+    for (Buffer *state : {&state0[k], &state1[k]}) {
+      if (!*state)
+        continue;
+      if (sh.chunk != ti.numElements) {
+        std::memset(state->get(), 0, sh.chunk * 4);
+        std::memcpy(state->get(),
+                    static_cast<const char *>(refs[r].data) + sh.begin * 4,
+                    sh.count * 4);
+      }
+      ++r;
+    }
+    ++k;
+  }
+  return Status::ok();
 }
 
 Status Trainer::exportOnnx() {
   std::vector<autopar::rt::ExportTensor> tensors;
+  std::vector<Buffer> full;
   for (int t = 0; t < info.numTensors; ++t) {
     // Every parameter, frozen ones too: a frozen Identity alias of a
     // trained tensor must become an initializer of its own.
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     if (ti.buffer)
       continue;
+    const char *data = params.get() + ti.offset;
+    if (ti.storedElements != ti.numElements) {
+      full.push_back(allocate(ti.numElements * ti.elementBytes));
+      gatherParam(ti, full.back().get());
+      data = full.back().get();
+    }
     tensors.push_back({ti.name, ti.onnxType,
-                       std::vector<int64_t>(ti.shape, ti.shape + ti.rank),
-                       params.get() + ti.offset,
+                       std::vector<int64_t>(ti.shape, ti.shape + ti.rank), data,
                        ti.numElements * ti.elementBytes});
   }
+  if (!leader())
+    return Status::ok();
   return autopar::rt::exportOnnxWeights(dir + "/model.onnx", o.exportOnnx,
                                         tensors);
 }
 
 void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                          int64_t micro) {
-  autopar::rt::fillSamples(file, step, info.microBatch * info.microBatches,
-                           info.seqLen, micro * info.microBatch,
+  // Micro-batch `micro` is samples [micro * B/m, (micro + 1) * B/m) of the
+  // step's global batch B, whatever the plan; this rank takes its dp block.
+  const int64_t dp = dpSize();
+  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
+  const int64_t first = (micro * dp + comm.groupIndex(dpMask())) * info.microBatch;
+  autopar::rt::fillSamples(file, step, globalBatch, info.seqLen, first,
                            info.microBatch, sampleIds.data(),
                            sampleTargets.data());
   storeIds(sampleIds, info.inputs[tokensInput], inputs[tokensInput].get());
@@ -332,15 +500,25 @@ double Trainer::evaluate() {
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(evalTokens, step, micro);
       info.forward({params.get(), inputPtrs.data(), arena.get(), outputs,
-                    1.0f, false});
+                    1.0f, false, &comm});
       sum += loss;
     }
   return sum / static_cast<double>(o.evalSteps * info.microBatches);
 }
 
+/// JSON of the bytes the collectives moved since the last reset.
+std::string commBytesJson(const Communicator &comm) {
+  return "{\"all_reduce\":" +
+         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::AllReduce)) +
+         ",\"reduce_scatter\":" +
+         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::ReduceScatter)) +
+         ",\"all_gather\":" +
+         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::AllGather)) + "}";
+}
+
 Status Trainer::run() {
-  AUTOPAR_RT_RETURN_IF_ERROR(setUp());
-  int64_t globalBatch = info.microBatch * info.microBatches;
+  const int64_t dp = dpSize();
+  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
   std::vector<void *> outputs(info.trainStepResults);
   float loss = 0;
   outputs[0] = &loss;
@@ -359,42 +537,79 @@ Status Trainer::run() {
 
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    comm.resetBytes();
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(tokens, step, micro);
       autopar::rt::StepIO io{params.get(), inputPtrs.data(), arena.get(),
                              outputs.data(),
                              1.0f / static_cast<float>(info.microBatches),
-                             micro > 0};
+                             micro > 0, &comm};
       info.trainStep(io);
       lossSum += loss;
     }
-    double norm = autopar::rt::clipGradNorm(config, slices);
+    if (info.zeroStage == 1) {
+      // ZeRO-1: the accumulated local gradients, reduce-scattered once.
+      for (size_t k = 0; k < shards.size(); ++k) {
+        float *full = reinterpret_cast<float *>(grads[k].get());
+        comm.reduceScatterFlat(full, shards[k].tensor->numElements,
+                               full + shards[k].begin, dpMask());
+      }
+      comm.waitAll();
+    }
+    double norm;
+    if (info.zeroStage == 0) {
+      norm = autopar::rt::gradNorm(slices);
+    } else {
+      double squares = autopar::rt::gradSquaredSum(slices);
+      comm.allReduceSumDouble(&squares, 1, dpMask());
+      norm = std::sqrt(squares);
+    }
+    autopar::rt::clipToNorm(config, slices, norm);
     double lr = autopar::rt::scheduledLr(config, step, o.steps);
     autopar::rt::optimizerStep(config, slices, step + 1, lr);
+    if (info.zeroStage == 1 || info.zeroStage == 2) {
+      // Every rank updated its shard of the full parameters: all-gather.
+      for (const Shard &sh : shards)
+        comm.allGatherFlat(
+            reinterpret_cast<float *>(params.get() + sh.tensor->offset) +
+                sh.begin,
+            sh.tensor->numElements,
+            reinterpret_cast<float *>(params.get() + sh.tensor->offset),
+            dpMask());
+      comm.waitAll();
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
     double stepTokens = static_cast<double>(globalBatch * info.seqLen);
-    logger.logStep({step, lossSum / info.microBatches, lr, norm, ms,
-                    stepTokens / (ms / 1000.0)},
-                   o.steps);
-    AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+    if (leader()) {
+      autopar::rt::StepRecord record{step, lossSum / info.microBatches, lr,
+                                     norm, ms, stepTokens / (ms / 1000.0)};
+      if (comm.worldSize() > 1)
+        record.extra = "\"comm_bytes\":" + commBytesJson(comm);
+      logger.logStep(record, o.steps);
+      AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+    }
     // Evaluation with the weights after step + 1 updates (those the
     // forward of step + 1 uses), every --eval-every steps and at the end.
     if (o.evalEvery > 0 &&
         ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
-      char line[128];
-      std::snprintf(line, sizeof(line), "{\"step\":%lld,\"eval_loss\":%s}",
-                    static_cast<long long>(step + 1),
-                    autopar::rt::jsonNumber(evaluate()).c_str());
-      logger.logEvent(line);
-      AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+      double evalLoss = evaluate();
+      if (leader()) {
+        char line[128];
+        std::snprintf(line, sizeof(line), "{\"step\":%lld,\"eval_loss\":%s}",
+                      static_cast<long long>(step + 1),
+                      autopar::rt::jsonNumber(evalLoss).c_str());
+        logger.logEvent(line);
+        AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+      }
     }
     if (o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < o.steps)
       AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, step + 1));
   }
-  logger.finish();
+  if (leader())
+    logger.finish();
   if (!o.save.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, std::max(o.steps, startStep)));
   if (!o.exportOnnx.empty())
@@ -407,17 +622,36 @@ Status Trainer::run() {
 int main(int argc, char **argv) {
   autopar::rt::cpu::fixBlasCoreType(argv);
   autopar::rt::cpu::initBlas();
+  const autopar::rt::ModelInfo &info = autoparModelInfo();
+  std::vector<autopar::rt::MeshAxisInfo> axes;
+  for (int a = 0; a < info.numMeshAxes; ++a)
+    axes.push_back({info.meshAxisNames[a], info.meshAxisSizes[a]});
+  std::unique_ptr<Communicator> comm;
+  Status status = Communicator::create(&argc, &argv, axes.data(),
+                                       static_cast<int>(axes.size()), comm);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    return 1;
+  }
   Options options;
   int exitCode = 0;
   if (!parseOptions(argc, argv, options, exitCode))
     return exitCode;
-  const autopar::rt::ModelInfo &info = autoparModelInfo();
-  Trainer trainer(info, options);
-  Status status = trainer.run();
+  Trainer trainer(info, options, *comm);
+  // Set-up errors (inputs, checkpoints) are the same on every rank: each
+  // prints its line and all exit together. Later ones (rank 0's writes)
+  // end every rank at once so that none waits in a collective.
+  status = trainer.setUp();
+  double failed = status.isOk() ? 0 : 1;
+  comm->allReduceSumDouble(&failed, 1, (1u << info.numMeshAxes) - 1);
+  if (status.isOk() && failed == 0)
+    status = trainer.run();
   if (!status.isOk()) {
     std::fflush(stdout);
     std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    if (failed == 0 && comm->worldSize() > 1)
+      comm->abort(1);
     return 1;
   }
-  return 0;
+  return failed == 0 ? 0 : 1;
 }

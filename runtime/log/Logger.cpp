@@ -72,7 +72,8 @@ void Logger::logStep(const StepRecord &r, int64_t totalSteps) {
                      ",\"lr\":" + jsonNumber(r.lr) +
                      ",\"grad_norm\":" + jsonNumber(r.gradNorm) +
                      ",\"ms\":" + jsonNumber(r.ms) +
-                     ",\"tokens_per_s\":" + jsonNumber(r.tokensPerS) + "}";
+                     ",\"tokens_per_s\":" + jsonNumber(r.tokensPerS) +
+                     (r.extra.empty() ? "" : "," + r.extra) + "}";
   writeLine(line);
   if (terminal)
     drawBar(r, totalSteps);

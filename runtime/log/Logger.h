@@ -29,6 +29,8 @@ struct StepRecord {
   double gradNorm;
   double ms;
   double tokensPerS;
+  /// More members of the JSON line ("key":value,...), or empty.
+  std::string extra = {};
 };
 
 /// Formats a double as a JSON number (%.9g), or null when not finite.

@@ -137,6 +137,10 @@ double scheduledLr(const OptimizerConfig &config, int64_t step,
 }
 
 double gradNorm(const std::vector<ParamSlice> &slices) {
+  return std::sqrt(gradSquaredSum(slices));
+}
+
+double gradSquaredSum(const std::vector<ParamSlice> &slices) {
   // Partial sums over fixed chunks, added in order afterwards.
   std::vector<int64_t> firstChunk(slices.size() + 1, 0);
   for (size_t k = 0; k < slices.size(); ++k)
@@ -163,14 +167,20 @@ double gradNorm(const std::vector<ParamSlice> &slices) {
   double total = 0.0;
   for (double p : partial)
     total += p;
-  return std::sqrt(total);
+  return total;
 }
 
 double clipGradNorm(const OptimizerConfig &config,
                     const std::vector<ParamSlice> &slices) {
   const double norm = gradNorm(slices);
+  clipToNorm(config, slices, norm);
+  return norm;
+}
+
+void clipToNorm(const OptimizerConfig &config,
+                const std::vector<ParamSlice> &slices, double norm) {
   if (!(config.maxGradNorm > 0))
-    return norm;
+    return;
   // torch: total_norm is a float tensor; clip_coef = max_norm / (total + 1e-6)
   // evaluates as (total + 1e-6).reciprocal() * max_norm in float, then
   // clamp(max=1.0) and grad.mul_(coef).
@@ -185,7 +195,6 @@ double clipGradNorm(const OptimizerConfig &config,
     for (int64_t i = 0; i < n; ++i)
       g[i] = g[i] * coef;
   }
-  return norm;
 }
 
 void optimizerStep(const OptimizerConfig &config,

@@ -58,9 +58,19 @@ int numStateBuffers(const OptimizerConfig &config);
 double scheduledLr(const OptimizerConfig &config, int64_t step,
                    int64_t totalSteps);
 
-/// 2-norm over all gradients, accumulated in double in a fixed order (the
-/// result does not depend on the number of threads).
+/// Sum of the squares of all gradients, accumulated in double in a fixed
+/// order (the result does not depend on the number of threads). Ranks that
+/// hold shards of the gradients add their sums to get the global one.
+double gradSquaredSum(const std::vector<ParamSlice> &slices);
+
+/// 2-norm over all gradients: sqrt(gradSquaredSum(slices)).
 double gradNorm(const std::vector<ParamSlice> &slices);
+
+/// The clipping of clip_grad_norm_ for a known global `norm`: when
+/// maxGradNorm > 0 multiplies every gradient by
+/// min(maxGradNorm / (norm + 1e-6), 1).
+void clipToNorm(const OptimizerConfig &config,
+                const std::vector<ParamSlice> &slices, double norm);
 
 /// torch.nn.utils.clip_grad_norm_: returns the norm before clipping; when
 /// maxGradNorm > 0 multiplies every gradient by
