@@ -102,7 +102,7 @@ struct AnnotateShardingPass
           return func.emitError()
                  << "input '" << input.getValue() << "': batch dim "
                  << (type.getRank() ? type.getDimSize(0) : 0)
-                 << " is not divisible by mesh.dp = " << dp;
+                 << " is not divisible by mesh.dp = " << static_cast<int64_t>(dp);
         Layout l = Layout::replicated(type.getRank());
         l.dims[0].push_back("dp");
         func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, kMeshName));

@@ -1,0 +1,59 @@
+// RUN: autopar-opt %s --autopar-dist-propagate --split-input-file | FileCheck %s
+
+// A batch-split input through a linear layer and its weight gradient: the
+// matmul keeps the split, the gemm contracting the batch dim leaves a
+// pending sum over dp, the bias add broadcasts the replicated bias, the
+// reshape [8, 4] -> [2, 4, 4] moves the split to the new major dim, the
+// transpose follows it, and reduce_sum over the batch leaves a partial.
+
+// CHECK-LABEL: func.func @linear
+// CHECK: nn.matmul {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], []]>]
+// CHECK: nn.add {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], []]>]
+// CHECK: nn.gemm {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>]
+// CHECK: nn.reshape {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [], []]>]
+// CHECK: nn.transpose {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], [dp], []]>]
+// CHECK: nn.reduce_sum {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}]], partial = [dp]>]
+module {
+  dist.mesh @mesh axes = [dp = 2]
+  func.func @linear(%w: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+                    %b: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]]>},
+                    %x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>})
+      -> (tensor<4x4xf32>, tensor<4x2x4xf32>, tensor<4xf32>) {
+    %0 = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    %1 = nn.add %0, %b : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %2 = nn.gemm %x, %1 {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %3 = nn.reshape %1 : tensor<8x4xf32> -> tensor<2x4x4xf32>
+    %4 = nn.transpose %3 {perm = array<i64: 1, 0, 2>} : tensor<2x4x4xf32> -> tensor<4x2x4xf32>
+    %5 = nn.reduce_sum %1 {axes = array<i64: 0>, keepdims = false} : tensor<8x4xf32> -> tensor<4xf32>
+    return %2, %4, %5 : tensor<4x4xf32>, tensor<4x2x4xf32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+// Partial sums pass through linear ops only: partial + partial and
+// partial * whole stay partial; exp (not linear) and partial + whole need
+// the sum first (their results are replicated, the reduction is inserted
+// by spmdize). Softmax over the split dim cannot keep the split.
+
+// CHECK-LABEL: func.func @partials
+// CHECK: nn.gemm {{.*}}partial = [dp]>]
+// CHECK: nn.add %0, %0 {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>]
+// CHECK: nn.mul %1, %arg0 {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>]
+// CHECK: nn.exp {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []]>]
+// CHECK: nn.add %2, %arg0 {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []]>]
+// CHECK: nn.softmax {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []]>]
+module {
+  dist.mesh @mesh axes = [dp = 2]
+  func.func @partials(%w: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+                      %x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>})
+      -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>) {
+    %0 = nn.gemm %x, %x {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %1 = nn.add %0, %0 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %2 = nn.mul %1, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %3 = nn.exp %2 : tensor<4x4xf32>
+    %4 = nn.add %2, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %5 = nn.softmax %x {axis = 0 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
+    return %3, %4, %5 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>
+  }
+}

@@ -1,0 +1,73 @@
+// RUN: autopar-opt %s --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s
+
+// Data parallelism: the batch dim of every activation halves; the
+// mean-reduced loss is a local mean, scaled by 1/2 to be this rank's term
+// of the global mean, then all-reduced to the replicated result its return
+// wants; the gradient of the loss (its 1/N uses the local N) is scaled the
+// same way, and the weight gradient (a contraction over the batch) is
+// all-reduced.
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %arg1: tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>
+// CHECK-SAME: %arg2: tensor<4xi64>
+// CHECK-SAME: -> (tensor<f32> {{.*}}, tensor<16x16xf32>
+// CHECK: %[[S:.*]] = nn.matmul %arg1, %arg0 : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+// CHECK: %[[L:.*]] = nn.softmax_cross_entropy %[[S]], %arg2 reduction(mean) : (tensor<4x16xf32>, tensor<4xi64>) -> tensor<f32>
+// CHECK: %[[H:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: %[[LS:.*]] = nn.mul %[[L]], %[[H]]
+// CHECK: %[[G:.*]] = nn.softmax_cross_entropy_grad %[[S]], %arg2, %{{.*}} reduction(mean) : (tensor<4x16xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xf32>
+// CHECK: %[[GS:.*]] = nn.mul %[[G]], %{{.*}} : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+// CHECK: %[[W:.*]] = nn.gemm %arg1, %[[GS]] {trans_a = true} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<16x16xf32>
+// CHECK: %[[LR:.*]] = dist.all_reduce sum %[[LS]] on @mesh axes = [dp] : tensor<f32>
+// CHECK: %[[WR:.*]] = dist.all_reduce sum %[[W]] on @mesh axes = [dp] : tensor<16x16xf32>
+// CHECK: return %[[LR]], %[[WR]]
+module {
+  dist.mesh @mesh axes = [dp = 2]
+  func.func @train_step(
+      %w: tensor<16x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.param = "w"},
+      %x: tensor<8x16xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, nn.input = "x"},
+      %t: tensor<8xi64> {dist.sharding = #dist.sharding<@mesh, [[dp]]>, nn.input = "t"})
+      -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"},
+          tensor<16x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "w"}) {
+    %s = nn.matmul %x, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    %l = nn.softmax_cross_entropy %s, %t reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+    %one = nn.constant dense<1.0> : tensor<f32>
+    %g = nn.softmax_cross_entropy_grad %s, %t, %one reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
+    %gw = nn.gemm %x, %g {trans_a = true} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+    return %l, %gw : tensor<f32>, tensor<16x16xf32>
+  }
+}
+
+// -----
+
+// Resharding: a pending sum feeding a non-linear op is all-reduced first; a
+// whole constant meeting a split operand of a softmax over another dim is
+// split locally (no communication); a split value that must be whole (the
+// softmax axis, the replicated result) is all-gathered; a whole value
+// wanted as a pending sum is divided among the ranks.
+
+// CHECK-LABEL: func.func @reshard
+// CHECK: %[[P:.*]] = nn.gemm
+// CHECK: %[[R:.*]] = dist.all_reduce sum %[[P]] on @mesh axes = [dp] : tensor<4x4xf32>
+// CHECK: nn.exp %[[R]] : tensor<4x4xf32>
+// CHECK: %[[C:.*]] = dist.tensor_split %{{.*}} on @mesh axes = [dp] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK: nn.add %arg0, %[[C]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[A:.*]] = dist.all_gather %arg0 on @mesh axes = [dp] dim = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
+// CHECK: nn.softmax %[[A]] {axis = 0 : i64} : tensor<8x4xf32>
+// CHECK: %[[H:.*]] = nn.constant dense<5.000000e-01>
+// CHECK: nn.mul %{{.*}}, %[[H]] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+module {
+  dist.mesh @mesh axes = [dp = 2]
+  func.func @reshard(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>})
+      -> (tensor<4x4xf32>, tensor<8x4xf32>,
+          tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+          tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>}) {
+    %p = nn.gemm %x, %x {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %e = nn.exp %p : tensor<4x4xf32>
+    %c = nn.constant dense<2.0> : tensor<8x4xf32>
+    %a = nn.add %x, %c : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %s = nn.softmax %x {axis = 0 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
+    %w = nn.exp %e : tensor<4x4xf32>
+    return %e, %a, %s, %w : tensor<4x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>
+  }
+}
