@@ -37,3 +37,11 @@ config.substitutions.append(
 if config.python and os.system(config.python + " -c 'import torch, onnx' "
                                "> /dev/null 2>&1") == 0:
     config.available_features.add("torch")
+
+# Multi-rank tests need OpenMPI (scripts/install-deps.sh installs it); mpirun
+# refuses to run as root without these two variables.
+import shutil
+if shutil.which("mpirun") and shutil.which("mpicxx"):
+    config.available_features.add("mpi")
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
