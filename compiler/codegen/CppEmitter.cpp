@@ -853,19 +853,21 @@ LogicalResult Emitter::emitDist(Operation *op) {
        << ";\n";
     pending[result] = req;
   };
-  auto requireF32Comm = [&]() -> LogicalResult {
+  // The mask of a collective's axes, after checking what the runtime's
+  // communicator supports: f32 tensors, sums.
+  auto collective = [&](ArrayAttr axes,
+                        std::optional<dist::ReductionKind> kind =
+                            std::nullopt) -> FailureOr<uint32_t> {
     if (!tensorType(op->getOperand(0)).getElementType().isF32())
       return op->emitOpError()
              << "the C++ target communicates f32 tensors only";
-    return success();
+    if (kind && *kind != dist::ReductionKind::sum)
+      return op->emitOpError() << "the C++ target reduces by sum only";
+    return axisMask(op, axes);
   };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](dist::AllReduceOp o) -> LogicalResult {
-        if (failed(requireF32Comm()))
-          return failure();
-        if (o.getKind() != dist::ReductionKind::sum)
-          return o.emitOpError() << "the C++ target reduces by sum only";
-        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
         if (failed(mask))
           return failure();
         int64_t n = tensorType(o.getResult()).getNumElements();
@@ -877,11 +879,7 @@ LogicalResult Emitter::emitDist(Operation *op) {
         return success();
       })
       .Case([&](dist::ZeroScatterOp o) -> LogicalResult {
-        if (failed(requireF32Comm()))
-          return failure();
-        if (o.getKind() != dist::ReductionKind::sum)
-          return o.emitOpError() << "the C++ target reduces by sum only";
-        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
         if (failed(mask))
           return failure();
         issue(o.getResult(),
@@ -892,9 +890,7 @@ LogicalResult Emitter::emitDist(Operation *op) {
         return success();
       })
       .Case([&](dist::ZeroGatherOp o) -> LogicalResult {
-        if (failed(requireF32Comm()))
-          return failure();
-        FailureOr<uint32_t> mask = axisMask(o, o.getAxes());
+        FailureOr<uint32_t> mask = collective(o.getAxes());
         if (failed(mask))
           return failure();
         issue(o.getResult(),

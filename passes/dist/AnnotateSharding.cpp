@@ -29,6 +29,13 @@ MeshOp dist::findMesh(ModuleOp module) {
   return nullptr;
 }
 
+MeshOp dist::requireMesh(ModuleOp module) {
+  MeshOp mesh = findMesh(module);
+  if (!mesh)
+    module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+  return mesh;
+}
+
 MeshSizes dist::meshSizes(MeshOp mesh) {
   MeshSizes sizes;
   for (auto [name, size] :

@@ -32,6 +32,10 @@ inline constexpr llvm::StringLiteral kMeshName = "mesh";
 /// The module's mesh (the one dist.mesh), or null with no error.
 MeshOp findMesh(mlir::ModuleOp module);
 
+/// The module's mesh, or null after an error saying to run
+/// autopar-dist-annotate first.
+MeshOp requireMesh(mlir::ModuleOp module);
+
 /// Axis sizes of `mesh` by name.
 MeshSizes meshSizes(MeshOp mesh);
 

@@ -21,11 +21,9 @@ struct PropagateShardingPass
     : public dist::impl::PropagateShardingPassBase<PropagateShardingPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshOp mesh = findMesh(module);
-    if (!mesh) {
-      module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+    MeshOp mesh = requireMesh(module);
+    if (!mesh)
       return signalPassFailure();
-    }
     MeshSizes sizes = meshSizes(mesh);
     MLIRContext *ctx = module.getContext();
     for (auto func : module.getOps<func::FuncOp>()) {

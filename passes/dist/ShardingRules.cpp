@@ -128,6 +128,16 @@ SmallVector<int64_t> identityFactors(FactorRule &rule, int64_t rank,
   return f;
 }
 
+/// Layer norm over dims [axis, rank) of `input`: `f` one factor per dim
+/// (the normalized ones whole), `norm` those of the normalized dims.
+void layerNormFactors(FactorRule &rule, Value input, int64_t axis,
+                      SmallVector<int64_t> &f, SmallVector<int64_t> &norm) {
+  int64_t rank = shapeOf(input).size();
+  f = identityFactors(rule, rank,
+                      llvm::to_vector(llvm::seq<int64_t>(axis, rank)));
+  norm.assign(f.begin() + axis, f.end());
+}
+
 /// Reshape: dims are grouped into runs of equal element count; the major
 /// (first non-1) dims of a group share a factor (a split there cuts the
 /// group's flat index into the same contiguous blocks on both sides); the
@@ -340,20 +350,14 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
         int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
         SmallVector<int64_t> f =
             identityFactors(rule, shapeOf(o->getResult(0)).size(), {axis});
-        for (Value v : o->getOperands()) {
-          (void)v;
-          rule.operandFactors.push_back(f);
-        }
+        rule.operandFactors.assign(o->getNumOperands(), f);
         rule.resultFactors.push_back(f);
         return rule;
       })
       .Case<nn::LayerNormOp>([](nn::LayerNormOp o) {
         FactorRule rule;
-        int64_t rank = shapeOf(o.getInput()).size(), axis = o.getAxis();
-        SmallVector<int64_t> whole =
-            llvm::to_vector(llvm::seq<int64_t>(axis, rank));
-        SmallVector<int64_t> f = identityFactors(rule, rank, whole);
-        SmallVector<int64_t> norm(f.begin() + axis, f.end());
+        SmallVector<int64_t> f, norm;
+        layerNormFactors(rule, o.getInput(), o.getAxis(), f, norm);
         rule.operandFactors.push_back(f);
         rule.operandFactors.push_back(norm);
         if (o.getBias())
@@ -363,11 +367,8 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
       })
       .Case<nn::LayerNormGradOp>([](nn::LayerNormGradOp o) {
         FactorRule rule;
-        int64_t rank = shapeOf(o.getInput()).size(), axis = o.getAxis();
-        SmallVector<int64_t> whole =
-            llvm::to_vector(llvm::seq<int64_t>(axis, rank));
-        SmallVector<int64_t> f = identityFactors(rule, rank, whole);
-        SmallVector<int64_t> norm(f.begin() + axis, f.end());
+        SmallVector<int64_t> f, norm;
+        layerNormFactors(rule, o.getInput(), o.getAxis(), f, norm);
         rule.operandFactors = {f, norm, f};
         // The scale and bias gradients sum over the leading dims.
         rule.resultFactors = {f, norm, norm};
@@ -429,14 +430,8 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
         int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
         int64_t rank = shapeOf(o->getResult(0)).size();
         SmallVector<int64_t> f = identityFactors(rule, rank, {axis});
-        for (Value v : o->getOperands()) {
-          (void)v;
-          rule.operandFactors.push_back(f);
-        }
-        for (Value v : o->getResults()) {
-          (void)v;
-          rule.resultFactors.push_back(f);
-        }
+        rule.operandFactors.assign(o->getNumOperands(), f);
+        rule.resultFactors.assign(o->getNumResults(), f);
         rule.linearity = isa<nn::ConcatOp>(o) ? Linearity::AllOf
                                                : Linearity::OneOf;
         rule.linearOperand.assign(o->getNumOperands(), true);

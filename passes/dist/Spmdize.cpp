@@ -212,11 +212,9 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
 struct SpmdizePass : public dist::impl::SpmdizePassBase<SpmdizePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshOp mesh = findMesh(module);
-    if (!mesh) {
-      module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+    MeshOp mesh = requireMesh(module);
+    if (!mesh)
       return signalPassFailure();
-    }
     Spmdizer spmdizer(mesh);
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && failed(spmdizer.run(func)))

@@ -29,11 +29,9 @@ struct ZeroPartitionPass
     auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttr);
     if (!stage || stage.getInt() < 2)
       return;
-    MeshOp mesh = findMesh(module);
-    if (!mesh) {
-      module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+    MeshOp mesh = requireMesh(module);
+    if (!mesh)
       return signalPassFailure();
-    }
     MeshSizes sizes = meshSizes(mesh);
     if (!sizes.count(axis)) {
       module.emitError() << "mesh @" << mesh.getSymName() << " has no axis '"
