@@ -6,9 +6,10 @@ per-rank batch is the same in both runs (B = 4 per rank: dp=1 trains B=4,
 dp=2 trains B=8 on two ranks), so an ideal data-parallel program takes the
 same time per step and the ratio dp=2 / dp=1 is its overhead: the gradient
 all-reduce (ZeRO 0) or reduce-scatter + all-gather (ZeRO 1, 2) and the
-sharing of the machine. Each rank runs with OMP_NUM_THREADS and OpenBLAS
-threads set to cores / ranks, so both runs use every core once; on a
-machine with fewer cores than 2 ranks need the ratio is not meaningful
+sharing of the machine. Every rank, in both runs, gets the same share of
+the machine: cores / 2 threads (OMP_NUM_THREADS and OpenBLAS threads), so
+the dp=1 run is one of the dp=2 run's ranks alone and the ideal ratio is
+1.00; on a machine with fewer than 2 cores the ratio includes time-sharing
 (it says so).
 
 Prints the median ms/step of each run, the measured bytes each rank sent
@@ -68,7 +69,7 @@ def main():
              "--input-shape", f"idx={batch},{c['seq']}",
              "--input-shape", f"targets={batch},{c['seq']}"], env)
         log = os.path.join(work, f"log-{dp}-{stage}.jsonl")
-        threads = str(max(1, cores // dp))
+        threads = str(max(1, cores // 2))
         renv = dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
         cmd = [os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
                "--log", log]
