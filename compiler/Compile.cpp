@@ -253,9 +253,6 @@ private:
   bool forwardSource(func::FuncOp forward, const std::string &code,
                      std::string &source);
   nlohmann::json report(func::FuncOp step);
-  /// Offsets of the full parameters in weights.bin (64-byte aligned, in
-  /// argument order; -1 for inputs) and the file's size.
-  std::vector<int64_t> weightFileOffsets(func::FuncOp step, int64_t &bytes);
   nlohmann::json forwardReport(func::FuncOp forward);
   bool build(const std::string &dir);
 
@@ -269,7 +266,8 @@ private:
   int64_t microBatch = 0, seqLen = 0;
   /// Whether the program runs on a mesh (dp > 1 or a ZeRO stage).
   bool distributed() const { return plan.meshDp > 1 || plan.zeroStage > 0; }
-  /// The train step's argument types before spmdization (full tensors).
+  /// The program function's argument types before spmdization (full
+  /// tensors): the layout of weights.bin.
   std::vector<Type> globalArgTypes;
 };
 
@@ -434,6 +432,8 @@ bool Compiler::lower() {
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
   if (o.forwardOnly) {
+    globalArgTypes.assign(forward.getArgumentTypes().begin(),
+                          forward.getArgumentTypes().end());
     if (failed(pm.run(module)))
       return fail(o.model + ": lowering failed: " + diag.message);
     return true;
@@ -479,22 +479,6 @@ bool Compiler::lower() {
   return true;
 }
 
-std::vector<int64_t> Compiler::weightFileOffsets(func::FuncOp step,
-                                                 int64_t &bytes) {
-  std::vector<int64_t> offsets;
-  bytes = 0;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
-    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr)) {
-      offsets.push_back(-1);
-      continue;
-    }
-    offsets.push_back(bytes);
-    bytes += (tensorBytes(globalArgTypes[i]) + kArenaAlignment - 1) /
-             kArenaAlignment * kArenaAlignment;
-  }
-  return offsets;
-}
-
 /// The train step's result index of each parameter's gradient, by name.
 llvm::StringMap<int> gradResults(func::FuncOp step) {
   llvm::StringMap<int> results;
@@ -536,7 +520,8 @@ std::string Compiler::modelSource(func::FuncOp step,
      << forwardCode << "} // namespace forward_fn\n\n";
   int64_t paramBytes = 0, fileBytes = 0;
   std::vector<ArgSlot> slots = layoutArguments(step, paramBytes);
-  std::vector<int64_t> fileOffsets = weightFileOffsets(step, fileBytes);
+  std::vector<ArgSlot> fileSlots =
+      layoutArguments(step, globalArgTypes, fileBytes);
   llvm::StringMap<int> gradResult = gradResults(step);
   os << "static const autopar::rt::TensorInfo kTensors[] = {\n";
   int numTensors = 0;
@@ -562,7 +547,7 @@ std::string Compiler::modelSource(func::FuncOp step,
                   type.getNumElements(), slots[i].offset,
                   trainable ? "true" : "false", decay ? "true" : "false",
                   trainable ? gradResult.lookup(name.getValue()) : -1,
-                  buffer ? "true" : "false", stored, fileOffsets[i]);
+                  buffer ? "true" : "false", stored, fileSlots[i].offset);
     ++numTensors;
   }
   os << "};\n\nstatic const autopar::rt::InputInfo kInputs[] = {\n";
@@ -629,7 +614,7 @@ std::string Compiler::modelSource(func::FuncOp step,
           .lookupSymbol<func::FuncOp>("forward")
           ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
           .getInt(),
-      plan.zeroStage, plan.zeroOffload == "cpu" ? "true" : "false");
+      plan.zeroStage, fileBytes);
   return s;
 }
 
@@ -761,11 +746,10 @@ nlohmann::json Compiler::report(func::FuncOp step) {
             i, nn::NNDialect::kParamAttr).getValue())) {
       paramCount += n;
       trainableCount += n;
-      // ZeRO flat shards (runtime/cpu/TrainMain.cpp stores the same).
-      int64_t chunk = stage > 0 ? rt::flatChunk(n, dp) : n;
+      rt::ZeroLayout zero = rt::zeroLayout(stage, n, dp);
       trainableBytes += tensorBytes(type);
-      gradBytes += 4 * (stage == 0 ? n : stage == 1 ? chunk * dp : chunk);
-      stateElements += chunk;
+      gradBytes += 4 * zero.gradElements;
+      stateElements += zero.stateElements;
       if (stage == 1)
         commBytes[1] += rt::reduceScatterFlatBytes(n, dp, 4);
       if (stage == 1 || stage == 2)
@@ -948,17 +932,12 @@ bool Compiler::writeProgram(const std::string &dir) {
     if (!copyFile(runtime + "/" + file, std::string(target), err))
       return fail(err);
   }
-  // Initial weights: every full tensor at its TensorInfo::fileOffset.
-  int64_t paramBytes = 0;
-  std::vector<int64_t> fileOffsets =
-      o.forwardOnly ? std::vector<int64_t>() : weightFileOffsets(step, paramBytes);
-  std::vector<ArgSlot> slots;
-  if (o.forwardOnly) {
-    slots = layoutArguments(step, paramBytes);
-    for (const ArgSlot &slot : slots)
-      fileOffsets.push_back(slot.offset);
-  }
-  std::string weights(paramBytes, '\0');
+  // Initial weights: the full tensors, laid out like the parameter blob of
+  // the unsharded program (TensorInfo::fileOffset).
+  int64_t fileBytes = 0;
+  std::vector<ArgSlot> fileSlots =
+      layoutArguments(step, globalArgTypes, fileBytes);
+  std::string weights(fileBytes, '\0');
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
@@ -967,13 +946,12 @@ bool Compiler::writeProgram(const std::string &dir) {
         imported.weights->readBytes(name.getValue());
     if (!bytes)
       return fail(o.model + ": " + llvm::toString(bytes.takeError()));
-    int64_t expected = tensorBytes(o.forwardOnly ? step.getArgument(i).getType()
-                                                 : globalArgTypes[i]);
+    int64_t expected = tensorBytes(globalArgTypes[i]);
     if (static_cast<int64_t>(bytes->size()) != expected)
       return fail(formatv("{0}: initializer '{1}' has {2} bytes, expected {3}",
                           o.model, name.getValue(), bytes->size(), expected));
     std::copy(bytes->begin(), bytes->end(),
-              weights.begin() + fileOffsets[i]);
+              weights.begin() + fileSlots[i].offset);
   }
   if (!write("weights.bin", weights))
     return false;

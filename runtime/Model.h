@@ -105,8 +105,9 @@ struct ModelInfo {
   /// ZeRO stage (0 to 3). Gradients of the train step are full at stages 0
   /// and 1 (stage 1: not yet reduced over dp) and flat shards at 2 and 3.
   int32_t zeroStage;
-  /// Optimizer state and update in host memory (zero.offload = cpu).
-  bool offload;
+  /// Bytes of weights.bin: the full tensors at their fileOffset (equal to
+  /// paramBytes, and the same layout, when no tensor is sharded).
+  int64_t weightFileBytes;
 };
 
 /// A graph input or output of a forward-only program.

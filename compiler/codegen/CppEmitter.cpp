@@ -11,6 +11,7 @@
 #include "dialects/dist/DistOps.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
+#include "passes/dist/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -29,12 +30,18 @@ using llvm::formatv;
 
 std::vector<ArgSlot> autopar::layoutArguments(func::FuncOp func,
                                               int64_t &paramBytes) {
+  return layoutArguments(func, func.getArgumentTypes(), paramBytes);
+}
+
+std::vector<ArgSlot> autopar::layoutArguments(func::FuncOp func,
+                                              TypeRange types,
+                                              int64_t &paramBytes) {
   std::vector<ArgSlot> slots;
   int64_t offset = 0, inputs = 0;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     if (func.getArgAttr(i, nn::NNDialect::kParamAttr)) {
       slots.push_back({ArgSlot::Param, offset});
-      offset += tensorBytes(func.getArgument(i).getType());
+      offset += tensorBytes(types[i]);
       offset = (offset + kArenaAlignment - 1) / kArenaAlignment *
                kArenaAlignment;
     } else {
@@ -829,10 +836,7 @@ void Emitter::waitOperands(Operation *op) {
 }
 
 FailureOr<uint32_t> Emitter::axisMask(Operation *op, ArrayAttr axes) {
-  auto module = op->getParentOfType<ModuleOp>();
-  dist::MeshOp mesh;
-  for (auto m : module.getOps<dist::MeshOp>())
-    mesh = m;
+  dist::MeshOp mesh = dist::findMesh(op->getParentOfType<ModuleOp>());
   if (!mesh)
     return op->emitOpError() << "has no dist.mesh in its module";
   uint32_t mask = 0;

@@ -24,6 +24,11 @@ struct ArgSlot {
 /// others (graph inputs) consecutive input indices. Sets `paramBytes`.
 std::vector<ArgSlot> layoutArguments(mlir::func::FuncOp func,
                                      int64_t &paramBytes);
+/// The same layout for the argument types `types` (e.g. the full tensors
+/// of a function whose arguments are now ZeRO shards).
+std::vector<ArgSlot> layoutArguments(mlir::func::FuncOp func,
+                                     mlir::TypeRange types,
+                                     int64_t &paramBytes);
 
 /// The C++ type of a tensor element type ("float", "int64_t", "bool", ...),
 /// or "" for a type the C++ target does not support.

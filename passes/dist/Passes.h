@@ -39,11 +39,6 @@ MeshOp requireMesh(mlir::ModuleOp module);
 /// Axis sizes of `mesh` by name.
 MeshSizes meshSizes(MeshOp mesh);
 
-/// Elements of one ZeRO flat shard of `numElements` over `groupSize` ranks.
-inline int64_t flatShardElements(int64_t numElements, int64_t groupSize) {
-  return (numElements + groupSize - 1) / groupSize;
-}
-
 #define GEN_PASS_DECL
 #include "passes/dist/Passes.h.inc"
 

@@ -3,6 +3,7 @@
 #include "passes/dist/Passes.h"
 
 #include "dialects/nn/NNOps.h"
+#include "runtime/comm/Comm.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -48,7 +49,7 @@ struct ZeroPartitionPass
 
   RankedTensorType shardType(RankedTensorType full) {
     return RankedTensorType::get(
-        {flatShardElements(full.getNumElements(), group)},
+        {rt::flatChunk(full.getNumElements(), group)},
         full.getElementType());
   }
 

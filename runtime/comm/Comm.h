@@ -182,6 +182,25 @@ inline int64_t flatChunk(int64_t numElements, int64_t groupSize) {
   return (numElements + groupSize - 1) / groupSize;
 }
 
+/// How ZeRO `stage` over `dp` ranks keeps one trainable tensor of
+/// `numElements` elements on each rank: runtime/cpu/TrainMain.cpp allocates
+/// this, the compiler's report counts it.
+struct ZeroLayout {
+  /// The optimizer state: this rank's flat shard (the whole tensor at
+  /// stage 0).
+  int64_t stateElements;
+  /// The gradient: whole (stage 0), whole and padded to dp shards (stage 1:
+  /// reduce-scattered in place once per step), the shard (stages 2, 3).
+  int64_t gradElements;
+};
+
+inline ZeroLayout zeroLayout(int64_t stage, int64_t numElements, int64_t dp) {
+  int64_t chunk = stage > 0 ? flatChunk(numElements, dp) : numElements;
+  return {chunk, stage == 0   ? numElements
+                 : stage == 1 ? chunk * dp
+                              : chunk};
+}
+
 /// Bytes sent per rank by reduceScatterFlat: (g-1)/g S with S the padded
 /// buffer's g * chunk elements, i.e. (g-1) chunk elements.
 inline double reduceScatterFlatBytes(int64_t numElements, int64_t groupSize,

@@ -226,8 +226,6 @@ private:
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
   Status exportOnnx();
-  /// Bytes of weights.bin: the end of the last tensor.
-  int64_t weightFileBytes() const;
   /// This rank's stored part of a tensor from its full bytes.
   void storeFrom(const autopar::rt::TensorInfo &ti, const char *full);
   /// The full tensor from the shards of every rank (collective).
@@ -250,15 +248,6 @@ private:
   autopar::rt::Logger logger;
   int64_t startStep = 0;
 };
-
-int64_t Trainer::weightFileBytes() const {
-  int64_t end = 0;
-  for (int t = 0; t < info.numTensors; ++t) {
-    const autopar::rt::TensorInfo &ti = info.tensors[t];
-    end = std::max(end, ti.fileOffset + ti.numElements * ti.elementBytes);
-  }
-  return end;
-}
 
 void Trainer::storeFrom(const autopar::rt::TensorInfo &ti, const char *full) {
   char *to = params.get() + ti.offset;
@@ -290,13 +279,21 @@ Status Trainer::setUp() {
   arena = allocate(std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
   if (!params || !arena)
     return Status::error("train: out of memory");
-  {
-    int64_t fileBytes = weightFileBytes();
-    Buffer file = allocate(fileBytes);
+  bool sharded = false;
+  for (int t = 0; t < info.numTensors; ++t)
+    sharded |= info.tensors[t].storedElements != info.tensors[t].numElements;
+  if (!sharded) {
+    // weights.bin has the parameter blob's layout.
+    AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
+                                               params.get(), info.paramBytes,
+                                               "initial weights"));
+  } else {
+    Buffer file = allocate(info.weightFileBytes);
     if (!file)
       return Status::error("train: out of memory");
-    AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(
-        dir + "/weights.bin", file.get(), fileBytes, "initial weights"));
+    AUTOPAR_RT_RETURN_IF_ERROR(
+        readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
+                        "initial weights"));
     for (int t = 0; t < info.numTensors; ++t)
       storeFrom(info.tensors[t], file.get() + info.tensors[t].fileOffset);
   }
@@ -309,17 +306,14 @@ Status Trainer::setUp() {
       continue;
     // ZeRO 1-3: this rank updates (and keeps optimizer state for) its flat
     // shard only; stage 0 updates the whole tensor on every rank.
-    Shard sh{&ti, ti.numElements, 0, ti.numElements};
+    autopar::rt::ZeroLayout zero =
+        autopar::rt::zeroLayout(info.zeroStage, ti.numElements, dp);
+    Shard sh{&ti, zero.stateElements, 0, ti.numElements};
     if (info.zeroStage > 0) {
-      sh.chunk = (ti.numElements + dp - 1) / dp;
       sh.begin = dpIndex * sh.chunk;
       sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
     }
-    // The step's gradient output: full at stage 0; full and padded to whole
-    // shards at stage 1 (reduce-scattered in place); the shard at 2 and 3.
-    int64_t gradElements = info.zeroStage == 0   ? ti.numElements
-                           : info.zeroStage == 1 ? sh.chunk * dp
-                                                 : sh.chunk;
+    int64_t gradElements = zero.gradElements;
     grads.push_back(allocate(gradElements * 4));
     if (!grads.back())
       return Status::error("train: out of memory");
