@@ -13,6 +13,8 @@ struct CompileOptions {
   std::string model;
   std::string plan;            // empty: defaults (one device, fp32, AdamW)
   std::string target = "cpu";  // "cpu" | "cuda"
+  /// CUDA target: CMAKE_CUDA_ARCHITECTURES of the program ("80;90a").
+  std::string cudaArch = "80;90a";
   std::string outDir;
   bool build = true;           // run cmake + build the program
   /// Build OUTDIR/run, the graph's forward function alone (no autodiff, no

@@ -13,6 +13,7 @@
 namespace autopar::rt {
 
 class Communicator;
+struct DeviceContext;
 
 /// Buffers of one call of a generated step function.
 struct StepIO {
@@ -30,6 +31,9 @@ struct StepIO {
   bool accumulate;
   /// The collectives of a program with a mesh (runtime/comm/Comm.h).
   Communicator *comm = nullptr;
+  /// The target's stream, library handles and scratch (runtime/Device.h).
+  /// Every pointer above is device memory of this device.
+  DeviceContext *device = nullptr;
 };
 
 using StepFunction = void (*)(const StepIO &io);

@@ -1,8 +1,12 @@
-//===- CppEmitter.cpp - C++/OpenMP code generation ------------------------===//
+//===- CppEmitter.cpp - C++/OpenMP and CUDA code generation ---------------===//
 //
 // Walks a lowered model function (nn ops, nn.fused loop kernels, arena
-// offsets from the memory plan) and prints one C++ function: a loop nest per
-// fused op, a runtime kernel call (runtime/cpu/Kernels.h) per other op.
+// offsets from the memory plan) and prints one host function: per fused op
+// a loop nest (CPU: OpenMP) or a generated __global__ kernel and its launch
+// (CUDA), per other op a runtime kernel call (runtime/cpu/Kernels.h or
+// runtime/cuda/Kernels.h, the same functions with a DeviceContext first).
+// Both targets share everything else: storage, shapes, GEMM layouts, the
+// scalar code of fused bodies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -80,6 +85,13 @@ std::string autopar::cppElementType(Type t) {
   if (t.isInteger(64))
     return "int64_t";
   return "";
+}
+
+std::string autopar::elementTypeFor(Type t, CodegenTarget target) {
+  if (target == CodegenTarget::Cuda && isa<FloatType>(t) &&
+      t.getIntOrFloatBitWidth() == 16)
+    return "";
+  return cppElementType(t);
 }
 
 static RankedTensorType tensorType(Value v) {
@@ -150,7 +162,8 @@ namespace {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp func, raw_ostream &os) : func(func), os(os) {}
+  Emitter(func::FuncOp func, CodegenTarget target, raw_ostream &os)
+      : func(func), target(target), os(os) {}
   LogicalResult emit(StringRef name);
 
 private:
@@ -161,8 +174,20 @@ private:
     return it->second;
   }
   std::string type(Value v) {
-    return cppElementType(tensorType(v).getElementType());
+    return elementTypeFor(tensorType(v).getElementType(), target);
   }
+  bool cuda() const { return target == CodegenTarget::Cuda; }
+  StringRef targetName() const { return cuda() ? "CUDA" : "C++"; }
+  /// The opening of a call of runtime kernel `fn`: the target's namespace
+  /// and, on CUDA, the DeviceContext argument.
+  std::string rt(StringRef fn) const {
+    return cuda() ? ("autopar::rt::cuda::" + fn + "(*io.device, ").str()
+                  : ("autopar::rt::cpu::" + fn + "(").str();
+  }
+  /// CUDA: defines a __global__ kernel `name(params)` whose threads run
+  /// `body` for t in [0, total) (grid-stride), and launches it with `args`.
+  void emitCudaLoop(StringRef name, StringRef params, int64_t total,
+                    StringRef body, StringRef args);
   int64_t elementBytes(Value v) {
     unsigned bits = tensorType(v).getElementType().getIntOrFloatBitWidth();
     return (bits + 7) / 8;
@@ -186,11 +211,13 @@ private:
     for (Value v : op->getOperands())
       if (isa<FloatType>(tensorType(v).getElementType()) &&
           !tensorType(v).getElementType().isF32())
-        return op->emitOpError() << "the C++ target supports f32 only here";
+        return op->emitOpError()
+               << "the " << targetName() << " target supports f32 only here";
     return success();
   }
 
   func::FuncOp func;
+  CodegenTarget target;
   raw_ostream &os;
   DenseMap<Value, std::string> names;
   /// Results of non-blocking collectives not waited for yet: their request.
@@ -221,13 +248,14 @@ LogicalResult Emitter::emit(StringRef name) {
   llvm::raw_string_ostream body(code);
   // Emit the body into a string first: constants become globals.
   raw_ostream &saved = os;
-  Emitter inner(func, body);
+  Emitter inner(func, target, body);
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
     std::string t = inner.type(arg);
     if (t.empty())
       return func.emitError() << "argument #" << i << " has element type "
                               << tensorType(arg).getElementType()
-                              << ", which the C++ target does not support";
+                              << ", which the " << inner.targetName()
+                              << " target does not support";
     std::string n = "a" + std::to_string(i);
     if (slots[i].kind == ArgSlot::Param)
       body << formatv("  {0} *{1} = ({0} *)(io.params + {2});\n", t, n,
@@ -250,7 +278,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
   for (Value r : op->getResults())
     if (type(r).empty())
       return op->emitOpError() << "result type " << r.getType()
-                               << " is not supported by the C++ target";
+                               << " is not supported by the " << targetName()
+                               << " target";
   waitOperands(op);
   if (isViewOp(op) || isFoldedTranspose(op)) {
     std::string base = ptr(op->getOperand(0));
@@ -266,8 +295,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
     return emitConstant(constant);
   os << "  // " << op->getName().getStringRef() << "\n";
   defineResults(op);
-  if (isa<dist::DistDialect>(op->getDialect()))
+  if (isa<dist::DistDialect>(op->getDialect())) {
+    if (cuda())
+      return op->emitOpError() << "is not supported by the CUDA target yet";
     return emitDist(op);
+  }
+  if (cuda())
+    return emitKernel(op);
   std::string timer = "t" + std::to_string(counter++);
   os << "  AUTOPAR_PROFILE_BEGIN(" << timer << ");\n";
   if (failed(emitKernel(op)))
@@ -289,7 +323,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
           return failure();
         ArrayRef<int64_t> shape = dims(o.getInput());
         int64_t rows = product(shape.take_front(o.getAxis()));
-        os << formatv("  autopar::rt::cpu::layerNormForward({0}, {1}, {2}, "
+        os << "  " << rt("layerNormForward") << formatv("{0}, {1}, {2}, "
                       "{3}, {4}, {5}, {6});\n",
                       ptr(o.getInput()), ptr(o.getScale()),
                       o.getBias() ? ptr(o.getBias()) : "nullptr",
@@ -302,7 +336,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
           return failure();
         ArrayRef<int64_t> shape = dims(o.getInput());
         int64_t rows = product(shape.take_front(o.getAxis()));
-        os << formatv("  autopar::rt::cpu::layerNormBackward({0}, {1}, {2}, "
+        os << "  " << rt("layerNormBackward") << formatv("{0}, {1}, {2}, "
                       "{3}, {4}, {5}, {6}, {7}, {8});\n",
                       ptr(o.getInput()), ptr(o.getScale()), ptr(o.getGrad()),
                       ptr(o.getInputGrad()), ptr(o.getScaleGrad()),
@@ -318,12 +352,12 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         int64_t outer = product(shape.take_front(axis));
         int64_t inner = product(shape.drop_front(axis + 1));
         if (isa<nn::SoftmaxOp>(o))
-          os << formatv("  autopar::rt::cpu::softmaxForward({0}, {1}, {2}, "
+          os << "  " << rt("softmaxForward") << formatv("{0}, {1}, {2}, "
                         "{3}, {4});\n",
                         ptr(o->getOperand(0)), ptr(o->getResult(0)), outer,
                         shape[axis], inner);
         else
-          os << formatv("  autopar::rt::cpu::softmaxBackward({0}, {1}, {2}, "
+          os << "  " << rt("softmaxBackward") << formatv("{0}, {1}, {2}, "
                         "{3}, {4}, {5});\n",
                         ptr(o->getOperand(0)), ptr(o->getOperand(1)),
                         ptr(o->getResult(0)), outer, shape[axis], inner);
@@ -345,12 +379,12 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                 shape[0], shape[1], inner, static_cast<int>(reduction),
                 ignore ? "true" : "false", ignore ? ignore.getInt() : 0);
             if (isa<nn::SoftmaxCrossEntropyOp>(o))
-              os << formatv("  autopar::rt::cpu::softmaxCrossEntropyForward("
+              os << "  " << rt("softmaxCrossEntropyForward") << formatv(
                             "{0}, {1}, {2}, {3}, {4});\n",
                             ptr(scores), ptr(labels), labels64,
                             ptr(o->getResult(0)), common);
             else
-              os << formatv("  autopar::rt::cpu::softmaxCrossEntropyBackward("
+              os << "  " << rt("softmaxCrossEntropyBackward") << formatv(
                             "{0}, {1}, {2}, {3}, {4}, {5});\n",
                             ptr(scores), ptr(labels), labels64,
                             ptr(o->getOperand(2)), ptr(o->getResult(0)),
@@ -361,7 +395,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         ArrayRef<int64_t> shape = dims(o.getData());
         int64_t axis = o.getAxis();
         bool idx64 = tensorType(o.getIndices()).getElementType().isInteger(64);
-        os << formatv("  autopar::rt::cpu::gather({0}, {1}, {2}, {3}, {4}, "
+        os << "  " << rt("gather") << formatv("{0}, {1}, {2}, {3}, {4}, "
                       "{5}, {6}, {7});\n",
                       ptr(o.getData()), ptr(o.getIndices()), idx64,
                       ptr(o.getResult()), product(shape.take_front(axis)),
@@ -377,7 +411,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         ArrayRef<int64_t> shape = dims(o.getResult());
         int64_t axis = o.getAxis();
         bool idx64 = tensorType(o.getIndices()).getElementType().isInteger(64);
-        os << formatv("  autopar::rt::cpu::gatherBackward({0}, {1}, {2}, {3}, "
+        os << "  " << rt("gatherBackward") << formatv("{0}, {1}, {2}, {3}, "
                       "{4}, {5}, {6}, {7});\n",
                       ptr(o.getIndices()), idx64, ptr(o.getGrad()),
                       ptr(o.getResult()), product(shape.take_front(axis)),
@@ -390,10 +424,10 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         SmallVector<int64_t> strides;
         for (int64_t p : o.getPerm())
           strides.push_back(in[p]);
-        os << formatv("  {{ const int64_t shape[] = {0}, strides[] = {1};\n"
-                      "    autopar::rt::cpu::stridedCopy({2}, {3}, {4}, shape, "
-                      "strides, 0, {5}); }\n",
-                      list(dims(o.getResult())), list(strides),
+        os << formatv("  {{ const int64_t shape[] = {0}, strides[] = {1};\n",
+                      list(dims(o.getResult())), list(strides))
+           << "    " << rt("stridedCopy")
+           << formatv("{0}, {1}, {2}, shape, strides, 0, {3}); }\n",
                       ptr(o.getInput()), ptr(o.getResult()),
                       dims(o.getResult()).size(), elementBytes(o.getInput()));
         return success();
@@ -416,13 +450,13 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         os << formatv("  {{ const int64_t shape[] = {0}, strides[] = {1};\n",
                       list(dims(part)), list(strides));
         if (grad)
-          os << formatv("    autopar::rt::cpu::stridedScatter({0}, {1}, {2}, "
+          os << "    " << rt("stridedScatter") << formatv("{0}, {1}, {2}, "
                         "{3}, shape, strides, {4}, {5}); }\n",
                         ptr(part), ptr(full),
                         tensorType(full).getNumElements(), dims(part).size(),
                         base, elementBytes(full));
         else
-          os << formatv("    autopar::rt::cpu::stridedCopy({0}, {1}, {2}, "
+          os << "    " << rt("stridedCopy") << formatv("{0}, {1}, {2}, "
                         "shape, strides, {3}, {4}); }\n",
                         ptr(full), ptr(part), dims(part).size(), base,
                         elementBytes(full));
@@ -441,7 +475,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                                    : ValueRange(o->getResults());
         for (Value piece : pieces) {
           int64_t n = dims(piece)[axis];
-          os << formatv("  autopar::rt::cpu::copyAxisBlock({0}, {1}, {2}, "
+          os << "  " << rt("copyAxisBlock") << formatv("{0}, {1}, {2}, "
                         "{3}, {4}, {5}, {6}, {7});\n",
                         concat ? ptr(piece) : ptr(big),
                         concat ? ptr(big) : ptr(piece), outer, n, shape[axis],
@@ -454,8 +488,8 @@ LogicalResult Emitter::emitKernel(Operation *op) {
           [&](Operation *o) -> LogicalResult {
             Value in = o->getOperand(0);
             if (!tensorType(in).getElementType().isF32())
-              return o->emitOpError()
-                     << "the C++ target reduces f32 tensors only";
+              return o->emitOpError() << "the " << targetName()
+                                      << " target reduces f32 tensors only";
             ArrayRef<int64_t> axes =
                 o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
             SmallVector<int64_t> reduced;
@@ -463,16 +497,17 @@ LogicalResult Emitter::emitKernel(Operation *op) {
               reduced.push_back(llvm::is_contained(axes, d));
             int kind = isa<nn::ReduceSumOp>(o) ? 0 : isa<nn::ReduceMeanOp>(o) ? 1 : 2;
             os << formatv("  {{ const int64_t shape[] = {0};\n"
-                          "    const bool reduced[] = {1};\n"
-                          "    autopar::rt::cpu::reduce(autopar::rt::cpu::"
-                          "ReduceKind({2}), {3}, {4}, {5}, shape, reduced); }\n",
-                          list(dims(in)), list(reduced), kind, ptr(in),
-                          ptr(o->getResult(0)), dims(in).size());
+                          "    const bool reduced[] = {1};\n",
+                          list(dims(in)), list(reduced))
+               << "    " << rt("reduce")
+               << formatv("autopar::rt::cpu::ReduceKind({0}), {1}, {2}, {3}, "
+                          "shape, reduced); }\n",
+                          kind, ptr(in), ptr(o->getResult(0)), dims(in).size());
             return success();
           })
       .Default([&](Operation *o) {
         return o->emitOpError()
-               << "cannot be emitted by the C++ target"
+               << "cannot be emitted by the " << targetName() << " target"
                << (nn::isElementwise(o) ? " outside an nn.fused op (run "
                                           "autopar-fuse-elementwise first)"
                                         : "");
@@ -489,6 +524,32 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
   int64_t n = elements.getNumElements();
   std::string init;
   llvm::raw_string_ostream s(init);
+  names[op.getResult()] = name;
+  if (cuda()) {
+    // A __device__ array; a splat is filled by a kernel at every call.
+    std::string data = name + "_data";
+    if (elements.isSplat()) {
+      s << formatv("static __device__ {0} {1}[{2}];\n", ct, data,
+                   std::max<int64_t>(n, 1));
+    } else {
+      s << formatv("static __device__ {0} {1}[{2}] = {{", ct, data, n);
+      int64_t i = 0;
+      for (Attribute v : elements.getValues<Attribute>())
+        s << (i++ % 8 == 0 ? "\n  " : " ") << literal(v, et) << ",";
+      s << "\n};\n";
+    }
+    globals += init;
+    os << formatv("  {0} *{1};\n  AUTOPAR_CUDA_CHECK_CTX(io.device, "
+                  "cudaGetSymbolAddress((void **)&{1}, {2}));\n",
+                  ct, name, data);
+    if (elements.isSplat())
+      emitCudaLoop(name + "_fill", ct + " *" + name, n,
+                   formatv("{0}[t] = {1};", name,
+                           literal(elements.getSplatValue<Attribute>(), et))
+                       .str(),
+                   name);
+    return success();
+  }
   if (elements.isSplat()) {
     Attribute v = elements.getSplatValue<Attribute>();
     s << formatv("static {0} {1}[{2}];\n", ct, name, std::max<int64_t>(n, 1));
@@ -503,8 +564,29 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
     s << "\n};\n";
   }
   globals += init;
-  names[op.getResult()] = name;
   return success();
+}
+
+void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
+                           StringRef body, StringRef args) {
+  constexpr int64_t kThreads = 256;
+  int64_t blocks = std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1,
+                                       int64_t(1) << 16);
+  std::string kernel;
+  llvm::raw_string_ostream k(kernel);
+  k << formatv("__global__ void __launch_bounds__({0}) {1}({2}) {{\n"
+               "  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + "
+               "threadIdx.x; t < {3}; t += int64_t(gridDim.x) * blockDim.x) "
+               "{{\n",
+               kThreads, name, params, total);
+  for (StringRef line : llvm::split(body, '\n'))
+    if (!line.empty())
+      k << "    " << line << "\n";
+  k << "  }\n}\n\n";
+  globals += kernel;
+  os << formatv("  {0}<<<{1}, {2}, 0, io.device->stream>>>({3});\n"
+                "  AUTOPAR_CUDA_CHECK_LAUNCH(io.device);\n",
+                name, blocks, kThreads, args);
 }
 
 LogicalResult Emitter::emitMatmul(Operation *op) {
@@ -592,22 +674,33 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
                   "d.bBatchStrides[{0}] = {3};\n",
                   i, (*batch)[i], as[i], bs[i]);
   os << formatv("    d.transA = {0}; d.transB = {1}; d.m = {2}; d.n = {3}; "
-                "d.k = {4}; d.lda = {5}; d.ldb = {6}; d.alpha = float({7});\n"
-                "    autopar::rt::cpu::gemm(d, {8}, {9}, {10}); }\n",
-                transA, transB, m, n, k, lda, ldb, hexDouble(alpha), ptr(lhs),
-                ptr(rhs), out);
+                "d.k = {4}; d.lda = {5}; d.ldb = {6}; d.alpha = float({7});\n",
+                transA, transB, m, n, k, lda, ldb, hexDouble(alpha))
+     << "    " << rt("gemm")
+     << formatv("d, {0}, {1}, {2}); }\n", ptr(lhs), ptr(rhs), out);
   if (gemmOp && gemmOp.getC()) {
     Value c = gemmOp.getC();
     SmallVector<int64_t> cs(dims(c));
     while (cs.size() < 2)
       cs.insert(cs.begin(), 1);
-    os << formatv("  for (int64_t i = 0; i < {0}; ++i)\n"
-                  "    for (int64_t j = 0; j < {1}; ++j)\n"
-                  "      {2}[i * {1} + j] += float({3}) * {4}[{5} + {6}];\n",
-                  m, n, out,
-                  hexDouble(gemmOp.getBeta().convertToDouble()), ptr(c),
-                  cs[0] == 1 ? "0" : "i * " + std::to_string(cs[1]),
-                  cs[1] == 1 ? "0" : "j");
+    std::string add = formatv(
+        "{0}[i * {1} + j] += float({2}) * {3}[{4} + {5}];", out, n,
+        hexDouble(gemmOp.getBeta().convertToDouble()), ptr(c),
+        cs[0] == 1 ? "0" : "i * " + std::to_string(cs[1]),
+        cs[1] == 1 ? "0" : "j");
+    if (cuda())
+      emitCudaLoop(out + "_add_c",
+                   formatv("float *{0}, const float *{1}", out, ptr(c)).str(),
+                   m * n,
+                   formatv("const int64_t i = t / {0}, j = t % {0};\n{1}", n,
+                           add)
+                       .str(),
+                   out + ", " + ptr(c));
+    else
+      os << formatv("  for (int64_t i = 0; i < {0}; ++i)\n"
+                    "    for (int64_t j = 0; j < {1}; ++j)\n"
+                    "      {2}\n",
+                    m, n, add);
   }
   return success();
 }
@@ -663,6 +756,56 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
     }
     return s.empty() ? std::string("0") : s;
   };
+  // The loop body: load every input element, compute, store the results.
+  Block &body = op.getBody().front();
+  DenseMap<Value, std::string> scalars;
+  size_t numResults = op.getNumResults();
+  std::string code;
+  llvm::raw_string_ostream bodyOs(code);
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    std::string name = "s" + std::to_string(counter++);
+    bodyOs << formatv("const {0} {1} = {2}[{3}];\n", type(arg), name,
+                      ptr(op.getOperand(i)), index(numResults + i));
+    scalars[arg] = name;
+  }
+  for (Operation &inner : body.without_terminator())
+    if (failed(emitScalar(&inner, scalars, bodyOs)))
+      return failure();
+  auto yield = cast<nn::YieldOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    bodyOs << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)), index(i),
+                      scalars.lookup(v));
+
+  if (cuda()) {
+    // One thread per element: the loop indices from the flat index t.
+    std::string kernelBody, params, args;
+    llvm::raw_string_ostream kb(kernelBody);
+    if (q > 0)
+      kb << "int64_t rest = t;\n";
+    for (int64_t d = q - 1; d >= 0; --d) {
+      if (d == 0)
+        kb << "const int64_t i0 = rest;\n";
+      else
+        kb << formatv("const int64_t i{0} = rest % {1};\nrest /= {1};\n", d,
+                      extents[d]);
+    }
+    kb << code;
+    // Parameters: the results, then each distinct input pointer.
+    llvm::SetVector<Value> arrays;
+    for (Value r : op.getResults())
+      arrays.insert(r);
+    for (Value in : op.getInputs())
+      arrays.insert(in);
+    for (Value a : arrays) {
+      bool result = a.getDefiningOp() == op.getOperation();
+      params += (params.empty() ? "" : ", ") + std::string(result ? "" : "const ") +
+                type(a) + " *" + ptr(a);
+      args += (args.empty() ? "" : ", ") + ptr(a);
+    }
+    emitCudaLoop("fused" + std::to_string(counter++), params, total, kernelBody,
+                 args);
+    return success();
+  }
   std::string indent = "  ";
   os << "  {\n";
   bool parallel = q > 0 && total >= 16384;
@@ -678,28 +821,9 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
                             d, extents[d]);
     indent += "  ";
   }
-  Block &body = op.getBody().front();
-  DenseMap<Value, std::string> scalars;
-  size_t numResults = op.getNumResults();
-  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
-    std::string name = "s" + std::to_string(counter++);
-    os << indent
-       << formatv("const {0} {1} = {2}[{3}];\n", type(arg), name,
-                  ptr(op.getOperand(i)), index(numResults + i));
-    scalars[arg] = name;
-  }
-  std::string code;
-  llvm::raw_string_ostream bodyOs(code);
-  for (Operation &inner : body.without_terminator())
-    if (failed(emitScalar(&inner, scalars, bodyOs)))
-      return failure();
   for (StringRef line : llvm::split(code, '\n'))
     if (!line.empty())
       os << indent << line << "\n";
-  auto yield = cast<nn::YieldOp>(body.getTerminator());
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    os << indent << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)),
-                            index(i), scalars.lookup(v));
   for (int64_t d = q - 1; d >= 0; --d) {
     indent.resize(indent.size() - 2);
     os << indent << "}\n";
@@ -735,7 +859,10 @@ LogicalResult Emitter::emitScalar(Operation *op,
   // f32 calls the C functions runtime/cpu/Math.h declares vectorizable.
   bool f32 = half || elementOf(result).isF32() ||
              (op->getNumOperands() && elementOf(op->getOperand(0)).isF32());
+  // CUDA: the C math functions of device code (sqrtf, erff, ..., erf).
   auto fn = [&](StringRef name) {
+    if (cuda())
+      return f32 ? name.str() + "f" : "::" + name.str();
     return f32 && name != "sqrt" ? name.str() + "f" : "std::" + name.str();
   };
   auto lit = [&](double v) {
@@ -805,7 +932,11 @@ LogicalResult Emitter::emitScalar(Operation *op,
   } else if (isa<nn::DivOp>(op)) {
     expr = arg(0) + " / " + arg(1);
   } else if (isa<nn::PowOp>(op)) {
-    expr = fn("pow") + "(" + arg(0) + ", " + arg(1) + ")";
+    // Integer powers are computed in double (as import-time folding does).
+    bool integer = !isa<FloatType>(operandElement);
+    expr = cuda() && integer ? "::pow(double(" + arg(0) + "), double(" +
+                                   arg(1) + "))"
+                             : fn("pow") + "(" + arg(0) + ", " + arg(1) + ")";
   } else if (auto cmp = dyn_cast<nn::CompareOp>(op)) {
     static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
     expr = arg(0) + " " + ops[static_cast<int>(cmp.getPredicate())] + " " +
@@ -942,9 +1073,13 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
     if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {
       if (!t.getElementType().isF32())
         return op.emitOpError() << "gradient #" << i << " must be f32";
-      os << formatv("  autopar::rt::cpu::accumulateInto((float *)io.outputs[{0}]"
-                    ", {1}, {2}, io.gradScale, io.accumulate);\n",
+      os << "  " << rt("accumulateInto")
+         << formatv("(float *)io.outputs[{0}], {1}, {2}, io.gradScale, "
+                    "io.accumulate);\n",
                     i, ptr(v), t.getNumElements());
+    } else if (cuda()) {
+      os << "  " << rt("copy")
+         << formatv("io.outputs[{0}], {1}, {2});\n", i, ptr(v), tensorBytes(t));
     } else {
       os << formatv("  std::memcpy(io.outputs[{0}], {1}, {2});\n", i, ptr(v),
                     tensorBytes(t));
@@ -953,7 +1088,12 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   return success();
 }
 
+LogicalResult autopar::emitFunction(func::FuncOp func, StringRef name,
+                                    CodegenTarget target, raw_ostream &os) {
+  return Emitter(func, target, os).emit(name);
+}
+
 LogicalResult autopar::emitCppFunction(func::FuncOp func, StringRef name,
                                        raw_ostream &os) {
-  return Emitter(func, os).emit(name);
+  return emitFunction(func, name, CodegenTarget::Cpu, os);
 }

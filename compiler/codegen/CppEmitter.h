@@ -34,6 +34,26 @@ std::vector<ArgSlot> layoutArguments(mlir::func::FuncOp func,
 /// or "" for a type the C++ target does not support.
 std::string cppElementType(mlir::Type elementType);
 
+/// What the emitted code runs on: the CPU (C++ with OpenMP loops and
+/// runtime/cpu/Kernels.h) or a GPU (CUDA C++: a __global__ kernel per
+/// nn.fused op and runtime/cuda/Kernels.h, every pointer device memory).
+enum class CodegenTarget { Cpu, Cuda };
+
+/// The C++ type of a tensor element type in code for `target`, or "" for a
+/// type that target does not support (the CUDA target has no 16-bit floats
+/// yet).
+std::string elementTypeFor(mlir::Type elementType, CodegenTarget target);
+
+/// Emits `func` (lowered: fused, memory-planned) for `target` as the function
+/// `void NAME(const autopar::rt::StepIO &io)` of runtime/Model.h, preceded
+/// by the kernels and constants it uses (CUDA: __global__ kernels and
+/// __device__ arrays). Results that carry `nn.grad` are accumulated into
+/// io.outputs[i] with io.gradScale (or overwrite it unless io.accumulate);
+/// other results are copied there. Emits an error at the first op it
+/// cannot generate.
+mlir::LogicalResult emitFunction(mlir::func::FuncOp func, llvm::StringRef name,
+                                 CodegenTarget target, llvm::raw_ostream &os);
+
 /// Emits `func` (lowered: fused, memory-planned) as the C++ function
 /// `void NAME(const autopar::rt::StepIO &io)` of runtime/Model.h. Results
 /// that carry `nn.grad` are accumulated into io.outputs[i] with

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/optim/Optimizer.h"
+#include "runtime/optim/OptimizerMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,74 +35,11 @@ namespace autopar::rt {
 
 namespace {
 
-/// a*b + c rounded once, as torch's vectorized add-with-alpha and addcmul
-/// compute it on CPU (vec::fmadd on its AVX2 kernels). With hardware FMA in
-/// the target this is one instruction; otherwise glibc's fma() (which picks
-/// the FMA instruction at run time where the CPU has one). Either way the
-/// result is bit-identical to torch's.
-inline float mulAdd(float a, float b, float c) { return std::fma(a, b, c); }
-
 /// Elements per partial sum in gradNorm: fixed so the sum's rounding does
 /// not depend on the thread count.
 constexpr int64_t kNormChunk = 1 << 16;
 
 constexpr double kPi = 3.14159265358979323846;
-
-void adamwSlice(const ParamSlice &s, float decayFactor, bool applyDecay,
-                float beta1, float oneMinusBeta1, float beta2,
-                float oneMinusBeta2, float biasCorrection2Sqrt, float eps,
-                float negStepSize) {
-  float *p = s.param;
-  const float *g = s.grad;
-  float *m = s.state0;
-  float *v = s.state1;
-  const int64_t n = s.numElements;
-  AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-  for (int64_t i = 0; i < n; ++i) {
-    float pi = p[i];
-    if (applyDecay)
-      pi = pi * decayFactor;
-    const float gi = g[i];
-    float mi = m[i] * beta1;
-    mi = mulAdd(gi, oneMinusBeta1, mi);
-    float vi = v[i] * beta2;
-    vi = mulAdd(oneMinusBeta2 * gi, gi, vi);
-    const float denom = std::sqrt(vi) / biasCorrection2Sqrt + eps;
-    const float upd = negStepSize * mi;
-    pi = pi + upd / denom;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi;
-  }
-}
-
-void sgdSlice(const ParamSlice &s, bool applyDecay, float weightDecay,
-              bool useMomentum, bool firstStep, float momentum,
-              float oneMinusDampening, bool nesterov, float negLr) {
-  float *p = s.param;
-  const float *g = s.grad;
-  float *buf = s.state0;
-  const int64_t n = s.numElements;
-  AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-  for (int64_t i = 0; i < n; ++i) {
-    const float pi = p[i];
-    float d = g[i];
-    if (applyDecay)
-      d = mulAdd(pi, weightDecay, d);
-    if (useMomentum) {
-      float b;
-      if (firstStep) {
-        b = d;
-      } else {
-        b = buf[i] * momentum;
-        b = mulAdd(d, oneMinusDampening, b);
-      }
-      buf[i] = b;
-      d = nesterov ? mulAdd(b, momentum, d) : b;
-    }
-    p[i] = mulAdd(d, negLr, pi);
-  }
-}
 
 } // namespace
 
@@ -177,17 +115,21 @@ double clipGradNorm(const OptimizerConfig &config,
   return norm;
 }
 
-void clipToNorm(const OptimizerConfig &config,
-                const std::vector<ParamSlice> &slices, double norm) {
+bool clipCoefficient(const OptimizerConfig &config, double norm,
+                     float &coef) {
   if (!(config.maxGradNorm > 0))
-    return;
+    return false;
   // torch: total_norm is a float tensor; clip_coef = max_norm / (total + 1e-6)
   // evaluates as (total + 1e-6).reciprocal() * max_norm in float, then
   // clamp(max=1.0) and grad.mul_(coef).
   const float denom = static_cast<float>(norm) + static_cast<float>(1e-6);
-  float coef = (1.0f / denom) * static_cast<float>(config.maxGradNorm);
+  coef = (1.0f / denom) * static_cast<float>(config.maxGradNorm);
   if (coef > 1.0f)
     coef = 1.0f;
+  return true;
+}
+
+void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
   for (const ParamSlice &s : slices) {
     float *g = s.grad;
     const int64_t n = s.numElements;
@@ -197,34 +139,65 @@ void clipToNorm(const OptimizerConfig &config,
   }
 }
 
+void clipToNorm(const OptimizerConfig &config,
+                const std::vector<ParamSlice> &slices, double norm) {
+  float coef;
+  if (clipCoefficient(config, norm, coef))
+    scaleGrads(slices, coef);
+}
+
+AdamWScalars adamwScalars(const OptimizerConfig &config, int64_t stepCount,
+                          double lr, bool decay) {
+  const double t = static_cast<double>(stepCount);
+  const double biasCorrection1 = 1.0 - std::pow(config.beta1, t);
+  const double biasCorrection2 = 1.0 - std::pow(config.beta2, t);
+  const double stepSize = lr / biasCorrection1;
+  const double wd = decay ? config.weightDecay : 0.0;
+  return {static_cast<float>(1.0 - lr * wd),
+          wd != 0.0,
+          static_cast<float>(config.beta1),
+          static_cast<float>(1.0 - config.beta1),
+          static_cast<float>(config.beta2),
+          static_cast<float>(1.0 - config.beta2),
+          static_cast<float>(std::sqrt(biasCorrection2)),
+          static_cast<float>(config.eps),
+          static_cast<float>(-stepSize)};
+}
+
+SgdScalars sgdScalars(const OptimizerConfig &config, int64_t stepCount,
+                      double lr, bool decay, bool hasMomentumBuffer) {
+  const double wd = decay ? config.weightDecay : 0.0;
+  return {wd != 0.0,
+          static_cast<float>(wd),
+          config.momentum != 0.0 && hasMomentumBuffer,
+          stepCount <= 1,
+          static_cast<float>(config.momentum),
+          static_cast<float>(1.0 - config.dampening),
+          config.nesterov,
+          static_cast<float>(-lr)};
+}
+
 void optimizerStep(const OptimizerConfig &config,
                    const std::vector<ParamSlice> &slices, int64_t stepCount,
                    double lr) {
-  if (config.kind == OptimizerKind::AdamW) {
-    const double t = static_cast<double>(stepCount);
-    const double biasCorrection1 = 1.0 - std::pow(config.beta1, t);
-    const double biasCorrection2 = 1.0 - std::pow(config.beta2, t);
-    const double stepSize = lr / biasCorrection1;
-    const float bc2Sqrt = static_cast<float>(std::sqrt(biasCorrection2));
-    for (const ParamSlice &s : slices) {
-      const double wd = s.decay ? config.weightDecay : 0.0;
-      adamwSlice(s, static_cast<float>(1.0 - lr * wd), wd != 0.0,
-                 static_cast<float>(config.beta1),
-                 static_cast<float>(1.0 - config.beta1),
-                 static_cast<float>(config.beta2),
-                 static_cast<float>(1.0 - config.beta2), bc2Sqrt,
-                 static_cast<float>(config.eps), static_cast<float>(-stepSize));
-    }
-    return;
-  }
-  const bool useMomentum = config.momentum != 0.0;
   for (const ParamSlice &s : slices) {
-    const double wd = s.decay ? config.weightDecay : 0.0;
-    sgdSlice(s, wd != 0.0, static_cast<float>(wd),
-             useMomentum && s.state0 != nullptr, stepCount <= 1,
-             static_cast<float>(config.momentum),
-             static_cast<float>(1.0 - config.dampening), config.nesterov,
-             static_cast<float>(-lr));
+    float *p = s.param;
+    const float *g = s.grad;
+    const int64_t n = s.numElements;
+    if (config.kind == OptimizerKind::AdamW) {
+      const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
+      float *m = s.state0, *v = s.state1;
+      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
+      for (int64_t i = 0; i < n; ++i)
+        adamwElement(a, p[i], g[i], m[i], v[i]);
+    } else {
+      const SgdScalars a =
+          sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
+      float *buf = s.state0;
+      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
+      for (int64_t i = 0; i < n; ++i)
+        sgdElement(a, p[i], g[i], buf ? buf + i : nullptr);
+    }
   }
 }
 

@@ -14,6 +14,8 @@
 #ifndef AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
 #define AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
 
+#include "runtime/optim/OptimizerMath.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -66,6 +68,14 @@ double gradSquaredSum(const std::vector<ParamSlice> &slices);
 /// 2-norm over all gradients: sqrt(gradSquaredSum(slices)).
 double gradNorm(const std::vector<ParamSlice> &slices);
 
+/// clip_grad_norm_'s coefficient for a known global `norm`: false when
+/// maxGradNorm is 0 (no clipping), else min(maxGradNorm / (norm + 1e-6), 1)
+/// computed in float as torch does.
+bool clipCoefficient(const OptimizerConfig &config, double norm, float &coef);
+
+/// Multiplies every gradient by `coef`.
+void scaleGrads(const std::vector<ParamSlice> &slices, float coef);
+
 /// The clipping of clip_grad_norm_ for a known global `norm`: when
 /// maxGradNorm > 0 multiplies every gradient by
 /// min(maxGradNorm / (norm + 1e-6), 1).
@@ -77,6 +87,13 @@ void clipToNorm(const OptimizerConfig &config,
 /// min(maxGradNorm / (norm + 1e-6), 1).
 double clipGradNorm(const OptimizerConfig &config,
                     const std::vector<ParamSlice> &slices);
+
+/// The scalars of one step (`stepCount` 1-based, learning rate `lr`) for a
+/// tensor with or without weight decay (runtime/optim/OptimizerMath.h).
+AdamWScalars adamwScalars(const OptimizerConfig &config, int64_t stepCount,
+                          double lr, bool decay);
+SgdScalars sgdScalars(const OptimizerConfig &config, int64_t stepCount,
+                      double lr, bool decay, bool hasMomentumBuffer);
 
 /// One optimizer step. `stepCount` is t, 1-based (steps including this one).
 void optimizerStep(const OptimizerConfig &config,

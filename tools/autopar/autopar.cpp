@@ -2,7 +2,8 @@
 //
 //   autopar import MODEL.onnx [-o OUT.mlir] [--input-shape NAME=D0,D1,...]
 //                  [--summary]
-//   autopar compile MODEL.onnx [--plan PLAN.json] [--target cpu|cuda] -o OUTDIR
+//   autopar compile MODEL.onnx [--plan PLAN.json] [--target cpu|cuda]
+//                   [--cuda-arch LIST] -o OUTDIR
 //                   [--input-shape NAME=D0,D1,...] [--no-build]
 //   autopar compile MODEL.onnx --forward-only [--input-value NAME=FILE.pb]
 //                   -o OUTDIR
@@ -91,6 +92,8 @@ Options:
   --plan PLAN.json           The plan (docs/plan.md); default: one device,
                              fp32, AdamW with PyTorch's defaults
   --target cpu|cuda          Code generation target (default: cpu)
+  --cuda-arch LIST           CUDA target: GPU architectures to build for, as
+                             CMAKE_CUDA_ARCHITECTURES (default: 80;90a)
   --input-shape NAME=D0,D1   Static shape of a graph input with dynamic dims
                              (as for `autopar import`). Repeatable.
   --input-value NAME=FILE.pb Fix graph input NAME to a value known at compile
@@ -207,6 +210,11 @@ int compileMain(const std::vector<std::string> &args) {
         return usageError("--target: unknown target '" + options.target +
                               "' (expected cpu or cuda)",
                           "compile");
+    } else if (a == "--cuda-arch") {
+      if (!value(options.cudaArch) || options.cudaArch.empty() ||
+          options.cudaArch.find_first_not_of("0123456789;-_abcdefilnrtuv") !=
+              std::string::npos)
+        return usageError("--cuda-arch needs a list such as 80;90a", "compile");
     } else if (a == "--input-shape" || a.starts_with("--input-shape=")) {
       std::string spec, error;
       if (a.starts_with("--input-shape="))

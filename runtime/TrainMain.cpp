@@ -1,4 +1,4 @@
-//===- TrainMain.cpp - main program of an emitted CPU training binary -----===//
+//===- TrainMain.cpp - main program of an emitted training binary ---------===//
 //
 //   train --data TOKENS.bin --steps N [--log LOG.jsonl]
 //         [--save DIR [--save-every K]] [--resume DIR]
@@ -10,6 +10,12 @@
 // optimizer and LR schedule, the log, checkpoints and the ONNX export.
 // Every error is one line naming the input at fault, and a non-zero exit.
 //
+// The same file serves every target: parameters, gradients, optimizer
+// state, inputs and the loss live in the memory of the target's Device
+// (runtime/Device.h: host memory on the CPU, GPU memory on CUDA), which
+// also runs the optimizer; this file stages token batches, checkpoints and
+// exports through host memory.
+//
 // On a mesh (mpirun -np N, N = mesh size) every rank runs this program on
 // its share of each micro-batch; the generated step holds the collectives
 // of data parallelism and ZeRO-2/3. This file adds what happens between
@@ -20,12 +26,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Device.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/Comm.h"
-#include "runtime/cpu/Kernels.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/log/Logger.h"
 #include "runtime/onnx/OnnxExport.h"
@@ -48,9 +54,11 @@ autopar::rt::OptimizerConfig autoparOptimizerConfig();
 namespace {
 
 using autopar::rt::allocate;
+using autopar::rt::Buffer;
 using autopar::rt::CollectiveKind;
 using autopar::rt::Communicator;
-using autopar::rt::Buffer;
+using autopar::rt::Device;
+using autopar::rt::DeviceBuffer;
 using autopar::rt::programDir;
 using autopar::rt::readFileExactly;
 using autopar::rt::Status;
@@ -206,8 +214,9 @@ struct Shard {
 class Trainer {
 public:
   Trainer(const autopar::rt::ModelInfo &info, const Options &options,
-          Communicator &comm)
-      : info(info), o(options), comm(comm), config(autoparOptimizerConfig()) {}
+          Communicator &comm, Device &device)
+      : info(info), o(options), comm(comm), device(device),
+        config(autoparOptimizerConfig()) {}
   Status setUp();
   Status run();
 
@@ -215,8 +224,9 @@ private:
   bool leader() const { return comm.rank() == 0; }
   int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
   autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
-  /// Full copies of every tensor a checkpoint holds (gathered from the
-  /// shards where needed); `full` owns the gathered buffers.
+  /// Host copies of every tensor a checkpoint holds, full (gathered from
+  /// the shards where needed; with `gather` false, buffers to load into);
+  /// `full` owns the buffers that are not the device memory itself.
   std::vector<autopar::rt::TensorRef> checkpointTensors(std::vector<Buffer> &full,
                                                         bool gather);
   Status save(const std::string &dir, int64_t stepsDone);
@@ -226,20 +236,36 @@ private:
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
   Status exportOnnx();
-  /// This rank's stored part of a tensor from its full bytes.
-  void storeFrom(const autopar::rt::TensorInfo &ti, const char *full);
-  /// The full tensor from the shards of every rank (collective).
-  void gatherParam(const autopar::rt::TensorInfo &ti, char *full);
+  /// This rank's stored part of a tensor (device memory `to`, `stored`
+  /// elements of elementBytes) from the full tensor's host bytes.
+  void storeFrom(char *to, int64_t stored, const autopar::rt::TensorInfo &ti,
+                 const char *full);
+  /// The full tensor into host memory from this rank's stored part
+  /// (`stored` elements at device memory `from`): a copy, or a gather
+  /// of every rank's shard (collective).
+  void gatherFull(const char *from, int64_t stored,
+                  const autopar::rt::TensorInfo &ti, char *full);
+  /// A host pointer to the full tensor stored at `stored` (device
+  /// memory): the memory itself where it is host memory and not sharded,
+  /// else a buffer kept in `keep`, filled when `fill`.
+  char *hostView(char *stored, int64_t storedElements,
+                 const autopar::rt::TensorInfo &ti, std::vector<Buffer> &keep,
+                 bool fill);
+  /// Runs the step function of `io` and returns its loss (result 0).
+  float runStep(autopar::rt::StepFunction fn, autopar::rt::StepIO io);
 
   const autopar::rt::ModelInfo &info;
   const Options &o;
   Communicator &comm;
+  Device &device;
   autopar::rt::OptimizerConfig config;
   std::string dir = programDir();
-  Buffer params, arena;
-  std::vector<Buffer> grads, state0, state1;
+  DeviceBuffer params, arena, lossBuffer;
+  std::vector<DeviceBuffer> grads, state0, state1;
   std::vector<Shard> shards;
-  std::vector<Buffer> inputs;
+  /// Graph inputs: device buffers and their host staging.
+  std::vector<DeviceBuffer> inputs;
+  std::vector<Buffer> hostInputs;
   std::vector<autopar::rt::ParamSlice> slices;
   autopar::rt::TokenFile tokens, evalTokens;
   std::vector<int64_t> sampleIds, sampleTargets;
@@ -249,40 +275,58 @@ private:
   int64_t startStep = 0;
 };
 
-void Trainer::storeFrom(const autopar::rt::TensorInfo &ti, const char *full) {
-  char *to = params.get() + ti.offset;
-  if (ti.storedElements == ti.numElements) {
-    std::memcpy(to, full, ti.numElements * ti.elementBytes);
+void Trainer::storeFrom(char *to, int64_t stored,
+                        const autopar::rt::TensorInfo &ti, const char *full) {
+  const int64_t eb = ti.elementBytes;
+  if (stored == ti.numElements) {
+    device.upload(to, full, ti.numElements * eb);
     return;
   }
-  // A ZeRO-3 flat shard: this rank's piece, zero-padded.
-  int64_t chunk = ti.storedElements;
-  int64_t begin = comm.groupIndex(dpMask()) * chunk;
-  int64_t count = std::max<int64_t>(0, std::min(chunk, ti.numElements - begin));
-  std::memset(to, 0, chunk * ti.elementBytes);
-  std::memcpy(to, full + begin * ti.elementBytes, count * ti.elementBytes);
+  // A ZeRO flat shard: this rank's piece, zero-padded.
+  int64_t begin = comm.groupIndex(dpMask()) * stored;
+  int64_t count = std::max<int64_t>(0, std::min(stored, ti.numElements - begin));
+  Buffer piece = allocate(stored * eb);
+  std::memcpy(piece.get(), full + begin * eb, count * eb);
+  device.upload(to, piece.get(), stored * eb);
 }
 
-void Trainer::gatherParam(const autopar::rt::TensorInfo &ti, char *full) {
-  if (ti.storedElements == ti.numElements) {
-    std::memcpy(full, params.get() + ti.offset, ti.numElements * ti.elementBytes);
+void Trainer::gatherFull(const char *from, int64_t stored,
+                         const autopar::rt::TensorInfo &ti, char *full) {
+  if (stored == ti.numElements) {
+    device.download(full, from, ti.numElements * ti.elementBytes);
     return;
   }
-  comm.wait(comm.allGatherFlat(
-      reinterpret_cast<const float *>(params.get() + ti.offset),
-      ti.numElements, reinterpret_cast<float *>(full), dpMask()));
+  comm.wait(comm.allGatherFlat(reinterpret_cast<const float *>(from),
+                               ti.numElements, reinterpret_cast<float *>(full),
+                               dpMask()));
+}
+
+char *Trainer::hostView(char *stored, int64_t storedElements,
+                        const autopar::rt::TensorInfo &ti,
+                        std::vector<Buffer> &keep, bool fill) {
+  if (device.hostMemory() && storedElements == ti.numElements)
+    return stored;
+  keep.push_back(allocate(ti.numElements * ti.elementBytes));
+  if (fill)
+    gatherFull(stored, storedElements, ti, keep.back().get());
+  return keep.back().get();
 }
 
 Status Trainer::setUp() {
-  params = allocate(info.paramBytes);
+  auto outOfMemory = [&] {
+    return Status::error("train: out of memory on " + device.name());
+  };
+  params = device.allocate(info.paramBytes);
   // The training step and the forward function never run at once.
-  arena = allocate(std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
-  if (!params || !arena)
-    return Status::error("train: out of memory");
+  arena = device.allocate(
+      std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
+  lossBuffer = device.allocate(sizeof(float));
+  if (!params || !arena || !lossBuffer)
+    return outOfMemory();
   bool sharded = false;
   for (int t = 0; t < info.numTensors; ++t)
     sharded |= info.tensors[t].storedElements != info.tensors[t].numElements;
-  if (!sharded) {
+  if (!sharded && device.hostMemory()) {
     // weights.bin has the parameter blob's layout.
     AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
                                                params.get(), info.paramBytes,
@@ -294,8 +338,15 @@ Status Trainer::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
-    for (int t = 0; t < info.numTensors; ++t)
-      storeFrom(info.tensors[t], file.get() + info.tensors[t].fileOffset);
+    if (!sharded) {
+      device.upload(params.get(), file.get(), info.paramBytes);
+    } else {
+      for (int t = 0; t < info.numTensors; ++t) {
+        const autopar::rt::TensorInfo &ti = info.tensors[t];
+        storeFrom(params.get() + ti.offset, ti.storedElements, ti,
+                  file.get() + ti.fileOffset);
+      }
+    }
   }
   const int states = autopar::rt::numStateBuffers(config);
   const int64_t dp = dpSize();
@@ -313,13 +364,14 @@ Status Trainer::setUp() {
       sh.begin = dpIndex * sh.chunk;
       sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
     }
-    int64_t gradElements = zero.gradElements;
-    grads.push_back(allocate(gradElements * 4));
-    if (!grads.back())
-      return Status::error("train: out of memory");
-    std::memset(grads.back().get(), 0, gradElements * 4);
-    state0.push_back(states > 0 ? allocate(sh.chunk * 4) : Buffer());
-    state1.push_back(states > 1 ? allocate(sh.chunk * 4) : Buffer());
+    grads.push_back(device.allocate(zero.gradElements * 4));
+    state0.push_back(states > 0 ? device.allocate(sh.chunk * 4)
+                                : DeviceBuffer());
+    state1.push_back(states > 1 ? device.allocate(sh.chunk * 4)
+                                : DeviceBuffer());
+    if (!grads.back() || (states > 0 && !state0.back()) ||
+        (states > 1 && !state1.back()))
+      return outOfMemory();
     float *grad = reinterpret_cast<float *>(grads.back().get());
     float *param = reinterpret_cast<float *>(params.get() + ti.offset);
     if (info.zeroStage == 1)
@@ -335,7 +387,10 @@ Status Trainer::setUp() {
     int64_t n = info.inputs[i].elementBytes;
     for (int d = 0; d < info.inputs[i].rank; ++d)
       n *= info.inputs[i].shape[d];
-    inputs.push_back(allocate(n));
+    inputs.push_back(device.allocate(n));
+    hostInputs.push_back(allocate(n));
+    if (!inputs.back() || !hostInputs.back())
+      return outOfMemory();
   }
   const int64_t globalBatch = info.microBatch * info.microBatches * dp;
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.data, tokens));
@@ -365,33 +420,20 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
     int64_t bytes = ti.numElements * ti.elementBytes;
-    char *data = params.get() + ti.offset;
-    if (ti.storedElements != ti.numElements) {
-      full.push_back(allocate(bytes));
-      data = full.back().get();
-      if (gather)
-        gatherParam(ti, data);
-    }
+    char *data =
+        hostView(params.get() + ti.offset, ti.storedElements, ti, full, gather);
     refs.push_back({ti.name, dtypeName(ti.onnxType), shape, data, bytes});
     if (!ti.trainable)
       continue;
     const Shard &sh = shards[k];
-    Buffer *states[] = {&state0[k], &state1[k]};
+    DeviceBuffer *states[] = {&state0[k], &state1[k]};
     const char *suffixes[] = {adamw ? ".exp_avg" : ".momentum_buffer",
                               ".exp_avg_sq"};
     for (int s = 0; s < 2; ++s) {
       if (!*states[s])
         continue;
-      char *state = states[s]->get();
-      if (sh.chunk != ti.numElements) {
-        full.push_back(allocate(bytes));
-        if (gather)
-          comm.wait(comm.allGatherFlat(reinterpret_cast<const float *>(state),
-                                       ti.numElements,
-                                       reinterpret_cast<float *>(full.back().get()),
-                                       dpMask()));
-        state = full.back().get();
-      }
+      // Optimizer state is f32, like the tensors it belongs to.
+      char *state = hostView(states[s]->get(), sh.chunk, ti, full, gather);
       refs.push_back({std::string(ti.name) + suffixes[s], "f32", shape, state,
                       bytes});
     }
@@ -421,24 +463,24 @@ Status Trainer::resume() {
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
       o.resume, refs, meta, info.fingerprint, optimizerName(config)));
   startStep = meta.step;
+  // Tensors loaded into host buffers go to their device memory.
   size_t r = 0, k = 0;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
-    if (ti.storedElements != ti.numElements)
-      storeFrom(ti, static_cast<const char *>(refs[r].data));
+    char *param = params.get() + ti.offset;
+    if (refs[r].data != param)
+      storeFrom(param, ti.storedElements, ti,
+                static_cast<const char *>(refs[r].data));
     ++r;
     if (!ti.trainable)
       continue;
     const Shard &sh = shards[k];
-    for (Buffer *state : {&state0[k], &state1[k]}) {
+    for (DeviceBuffer *state : {&state0[k], &state1[k]}) {
       if (!*state)
         continue;
-      if (sh.chunk != ti.numElements) {
-        std::memset(state->get(), 0, sh.chunk * 4);
-        std::memcpy(state->get(),
-                    static_cast<const char *>(refs[r].data) + sh.begin * 4,
-                    sh.count * 4);
-      }
+      if (refs[r].data != state->get())
+        storeFrom(state->get(), sh.chunk, ti,
+                  static_cast<const char *>(refs[r].data));
       ++r;
     }
     ++k;
@@ -455,12 +497,8 @@ Status Trainer::exportOnnx() {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     if (ti.buffer)
       continue;
-    const char *data = params.get() + ti.offset;
-    if (ti.storedElements != ti.numElements) {
-      full.push_back(allocate(ti.numElements * ti.elementBytes));
-      gatherParam(ti, full.back().get());
-      data = full.back().get();
-    }
+    const char *data = hostView(params.get() + ti.offset, ti.storedElements,
+                                ti, full, /*fill=*/true);
     tensors.push_back({ti.name, ti.onnxType,
                        std::vector<int64_t>(ti.shape, ti.shape + ti.rank), data,
                        ti.numElements * ti.elementBytes});
@@ -481,21 +519,32 @@ void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
   autopar::rt::fillSamples(file, step, globalBatch, info.seqLen, first,
                            info.microBatch, sampleIds.data(),
                            sampleTargets.data());
-  storeIds(sampleIds, info.inputs[tokensInput], inputs[tokensInput].get());
-  storeIds(sampleTargets, info.inputs[targetsInput],
-           inputs[targetsInput].get());
+  for (int i : {tokensInput, targetsInput}) {
+    storeIds(i == tokensInput ? sampleIds : sampleTargets, info.inputs[i],
+             hostInputs[i].get());
+    device.upload(inputs[i].get(), hostInputs[i].get(),
+                  static_cast<int64_t>(sampleIds.size()) *
+                      info.inputs[i].elementBytes);
+  }
+}
+
+float Trainer::runStep(autopar::rt::StepFunction fn, autopar::rt::StepIO io) {
+  io.comm = &comm;
+  io.device = device.context();
+  fn(io);
+  float loss = 0;
+  device.download(&loss, lossBuffer.get(), sizeof(float));
+  return loss;
 }
 
 double Trainer::evaluate() {
-  float loss = 0;
-  void *outputs[] = {&loss};
+  void *outputs[] = {lossBuffer.get()};
   double sum = 0;
   for (int64_t step = 0; step < o.evalSteps; ++step)
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(evalTokens, step, micro);
-      info.forward({params.get(), inputPtrs.data(), arena.get(), outputs,
-                    1.0f, false, &comm});
-      sum += loss;
+      sum += runStep(info.forward, {params.get(), inputPtrs.data(),
+                                    arena.get(), outputs, 1.0f, false});
     }
   return sum / static_cast<double>(o.evalSteps * info.microBatches);
 }
@@ -514,15 +563,14 @@ Status Trainer::run() {
   const int64_t dp = dpSize();
   const int64_t globalBatch = info.microBatch * info.microBatches * dp;
   std::vector<void *> outputs(info.trainStepResults);
-  float loss = 0;
-  outputs[0] = &loss;
+  outputs[0] = lossBuffer.get();
   {
     size_t k = 0;
     for (int t = 0; t < info.numTensors; ++t)
       if (info.tensors[t].trainable)
         outputs[info.tensors[t].gradResult] = grads[k++].get();
   }
-  for (Buffer &b : inputs)
+  for (DeviceBuffer &b : inputs)
     inputPtrs.push_back(b.get());
   for (int i = 0; i < info.numInputs; ++i)
     (info.inputs[i].role == 0 ? tokensInput : targetsInput) = i;
@@ -535,12 +583,11 @@ Status Trainer::run() {
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(tokens, step, micro);
-      autopar::rt::StepIO io{params.get(), inputPtrs.data(), arena.get(),
-                             outputs.data(),
-                             1.0f / static_cast<float>(info.microBatches),
-                             micro > 0, &comm};
-      info.trainStep(io);
-      lossSum += loss;
+      lossSum += runStep(info.trainStep,
+                         {params.get(), inputPtrs.data(), arena.get(),
+                          outputs.data(),
+                          1.0f / static_cast<float>(info.microBatches),
+                          micro > 0});
     }
     if (info.zeroStage == 1) {
       // ZeRO-1: the accumulated local gradients, reduce-scattered once.
@@ -551,17 +598,15 @@ Status Trainer::run() {
       }
       comm.waitAll();
     }
-    double norm;
-    if (info.zeroStage == 0) {
-      norm = autopar::rt::gradNorm(slices);
-    } else {
-      double squares = autopar::rt::gradSquaredSum(slices);
+    double squares = device.gradSquaredSum(slices);
+    if (info.zeroStage > 0)
       comm.allReduceSumDouble(&squares, 1, dpMask());
-      norm = std::sqrt(squares);
-    }
-    autopar::rt::clipToNorm(config, slices, norm);
+    double norm = std::sqrt(squares);
+    float coef;
+    if (autopar::rt::clipCoefficient(config, norm, coef))
+      device.scaleGrads(slices, coef);
     double lr = autopar::rt::scheduledLr(config, step, o.steps);
-    autopar::rt::optimizerStep(config, slices, step + 1, lr);
+    device.optimizerStep(config, slices, step + 1, lr);
     if (info.zeroStage == 1 || info.zeroStage == 2) {
       // Every rank updated its shard of the full parameters: all-gather.
       for (const Shard &sh : shards)
@@ -614,8 +659,7 @@ Status Trainer::run() {
 } // namespace
 
 int main(int argc, char **argv) {
-  autopar::rt::cpu::fixBlasCoreType(argv);
-  autopar::rt::cpu::initBlas();
+  Device::prepareProcess(argv);
   const autopar::rt::ModelInfo &info = autoparModelInfo();
   std::vector<autopar::rt::MeshAxisInfo> axes;
   for (int a = 0; a < info.numMeshAxes; ++a)
@@ -631,15 +675,22 @@ int main(int argc, char **argv) {
   int exitCode = 0;
   if (!parseOptions(argc, argv, options, exitCode))
     return exitCode;
-  Trainer trainer(info, options, *comm);
-  // Set-up errors (inputs, checkpoints) are the same on every rank: each
-  // prints its line and all exit together. Later ones (rank 0's writes)
-  // end every rank at once so that none waits in a collective.
-  status = trainer.setUp();
+  // Set-up errors (the device, inputs, checkpoints) are the same on every
+  // rank: each prints its line and all exit together. Later ones (rank 0's
+  // writes) end every rank at once so that none waits in a collective.
+  std::unique_ptr<Device> device;
+  const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  status = Device::create(localRank ? std::atoi(localRank) : comm->rank(),
+                          comm->rank(), device);
+  std::unique_ptr<Trainer> trainer;
+  if (status.isOk()) {
+    trainer = std::make_unique<Trainer>(info, options, *comm, *device);
+    status = trainer->setUp();
+  }
   double failed = status.isOk() ? 0 : 1;
   comm->allReduceSumDouble(&failed, 1, (1u << info.numMeshAxes) - 1);
   if (status.isOk() && failed == 0)
-    status = trainer.run();
+    status = trainer->run();
   if (!status.isOk()) {
     std::fflush(stdout);
     std::fprintf(stderr, "train: %s\n", status.message().c_str());

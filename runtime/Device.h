@@ -1,0 +1,93 @@
+//===- Device.h - memory and math of the target a program runs on -*- C++ -*-===//
+//
+// The emitted program's main (runtime/TrainMain.cpp) is the same for every
+// target; what differs is where tensors live and who updates them. A Device
+// is that difference: host memory and OpenMP loops on the CPU target
+// (runtime/cpu/Device.cpp), GPU memory, a stream and CUDA kernels on the
+// CUDA target (runtime/cuda/Device.cu). A program links exactly one.
+//
+// Pointers from allocate() are device pointers: the generated step
+// functions take them (runtime/Model.h StepIO), the optimizer methods
+// below update them, and the host reads or writes them only through
+// upload() / download(). All work is issued in order on one queue (the
+// CUDA stream); download() waits for what was issued before it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_DEVICE_H
+#define AUTOPAR_RUNTIME_DEVICE_H
+
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace autopar::rt {
+
+struct OptimizerConfig;
+struct ParamSlice;
+
+/// What generated code needs of the device (a stream, library handles,
+/// scratch): defined by each target (runtime/cuda/Context.h; empty on the
+/// CPU).
+struct DeviceContext;
+
+struct DeviceFree {
+  void operator()(char *p) const;
+};
+/// Device memory, freed on destruction.
+using DeviceBuffer = std::unique_ptr<char, DeviceFree>;
+
+class Device {
+public:
+  /// Opens the device of this process: on the CUDA target GPU
+  /// `localRank % count` of this node (errors name the rank). `rank` is
+  /// the world rank, for messages.
+  static Status create(int localRank, int rank, std::unique_ptr<Device> &out);
+  /// What the target needs first thing in main(), before anything else
+  /// (the CPU target: OpenBLAS's kernel choice, which may re-execute the
+  /// program with `argv`; see runtime/cpu/Kernels.h fixBlasCoreType).
+  static void prepareProcess(char **argv);
+  ~Device();
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  /// What the log summary calls it ("cpu", "NVIDIA H100 80GB HBM3").
+  const std::string &name() const;
+  /// Whether device pointers are host pointers (the CPU target).
+  bool hostMemory() const;
+  DeviceContext *context();
+
+  /// `bytes` zeroed bytes of device memory, aligned for any element type
+  /// (64 bytes at least); null when out of memory.
+  DeviceBuffer allocate(int64_t bytes);
+  /// Host -> device and device -> host copies; download() returns when the
+  /// bytes are on the host (after the work issued before it).
+  void upload(void *device, const void *host, int64_t bytes);
+  void download(void *host, const void *device, int64_t bytes);
+  /// Sets `bytes` bytes of device memory to 0.
+  void zero(void *device, int64_t bytes);
+  /// Waits for all issued work.
+  void synchronize();
+
+  /// The optimizer over tensors in device memory (runtime/optim/Optimizer.h
+  /// for the semantics): the sum of the squares of every gradient (in
+  /// double, in an order that does not depend on the thread count),
+  /// multiplying every gradient by `coef`, and one AdamW / SGD step.
+  double gradSquaredSum(const std::vector<ParamSlice> &slices);
+  void scaleGrads(const std::vector<ParamSlice> &slices, float coef);
+  void optimizerStep(const OptimizerConfig &config,
+                     const std::vector<ParamSlice> &slices, int64_t stepCount,
+                     double lr);
+
+private:
+  struct Impl;
+  Device();
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace autopar::rt
+
+#endif // AUTOPAR_RUNTIME_DEVICE_H

@@ -1,0 +1,85 @@
+//===- Device.cpp - the CPU target's Device: host memory, OpenMP loops ----===//
+//
+// Device memory is host memory (64-byte aligned, zeroed); copies are
+// memcpy; the optimizer is runtime/optim/Optimizer.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Device.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/optim/Optimizer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace autopar::rt {
+
+/// The CPU target's generated code needs nothing from the device.
+struct DeviceContext {};
+
+struct Device::Impl {
+  DeviceContext context;
+  std::string name = "cpu";
+};
+
+void DeviceFree::operator()(char *p) const { std::free(p); }
+
+Device::Device() : impl(std::make_unique<Impl>()) {}
+Device::~Device() = default;
+
+void Device::prepareProcess(char **argv) {
+  cpu::fixBlasCoreType(argv);
+  cpu::initBlas();
+}
+
+Status Device::create(int, int, std::unique_ptr<Device> &out) {
+  out.reset(new Device());
+  return Status::ok();
+}
+
+const std::string &Device::name() const { return impl->name; }
+bool Device::hostMemory() const { return true; }
+DeviceContext *Device::context() { return &impl->context; }
+
+DeviceBuffer Device::allocate(int64_t bytes) {
+  // aligned_alloc needs a multiple of the alignment, and never 0 bytes.
+  size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  char *p = static_cast<char *>(std::aligned_alloc(64, size));
+  if (p)
+    std::memset(p, 0, size);
+  return DeviceBuffer(p);
+}
+
+void Device::upload(void *device, const void *host, int64_t bytes) {
+  if (device != host && bytes > 0)
+    std::memcpy(device, host, static_cast<size_t>(bytes));
+}
+
+void Device::download(void *host, const void *device, int64_t bytes) {
+  if (device != host && bytes > 0)
+    std::memcpy(host, device, static_cast<size_t>(bytes));
+}
+
+void Device::zero(void *device, int64_t bytes) {
+  if (bytes > 0)
+    std::memset(device, 0, static_cast<size_t>(bytes));
+}
+
+void Device::synchronize() {}
+
+double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
+  return autopar::rt::gradSquaredSum(slices);
+}
+
+void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
+  autopar::rt::scaleGrads(slices, coef);
+}
+
+void Device::optimizerStep(const OptimizerConfig &config,
+                           const std::vector<ParamSlice> &slices,
+                           int64_t stepCount, double lr) {
+  autopar::rt::optimizerStep(config, slices, stepCount, lr);
+}
+
+} // namespace autopar::rt
