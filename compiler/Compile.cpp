@@ -60,6 +60,7 @@ const char *const kCommonFiles[] = {
     "cpu/Kernels.h",
 };
 const char *const kCpuFiles[] = {
+    "cpu/Blas.h",
     "cpu/Kernels.cpp",
     "cpu/Math.h",
 };
@@ -167,6 +168,8 @@ set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+# cuBLASLt is a shared library: one shared CUDA runtime next to it.
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
 endif()
@@ -1053,6 +1056,18 @@ bool Compiler::build(const std::string &dir) {
                                           StringRef(log)};
   SmallVector<StringRef> configure = {*cmake, "-S", dir, "-B", buildDir,
                                       "-DCMAKE_BUILD_TYPE=Release"};
+  std::string cudaCompiler;
+  if (o.target == "cuda") {
+    // nvcc from PATH, else the CUDA toolkit's default location.
+    auto nvcc = llvm::sys::findProgramByName("nvcc", {});
+    if (!nvcc)
+      nvcc = llvm::sys::findProgramByName("nvcc", {"/usr/local/cuda/bin"});
+    if (!nvcc)
+      return fail("cannot build the program: nvcc not found (install the "
+                  "CUDA toolkit, or put its bin/ on PATH)");
+    cudaCompiler = "-DCMAKE_CUDA_COMPILER=" + *nvcc;
+    configure.push_back(cudaCompiler);
+  }
   auto ninja = llvm::sys::findProgramByName("ninja");
   if (ninja) {
     configure.push_back("-G");

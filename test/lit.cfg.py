@@ -45,3 +45,17 @@ if shutil.which("mpirun") and shutil.which("mpicxx"):
     config.available_features.add("mpi")
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+
+# The CUDA target's runtime and autopar-cuda-kernels-test were built (nvcc
+# found); the test prints a skip line itself where there is no GPU.
+if getattr(config, "autopar_cuda", "OFF") == "ON":
+    config.available_features.add("cuda")
+# nvcc compiles the CUDA programs autopar emits (test/cuda); cuda-device:
+# this machine also has a GPU to run them on.
+if getattr(config, "nvcc", "") and os.path.exists(config.nvcc):
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", config.nvcc))
+    config.environment["PATH"] = os.pathsep.join(
+        [os.path.dirname(config.nvcc), config.environment["PATH"]])
+if shutil.which("nvidia-smi") and os.system("nvidia-smi -L > /dev/null 2>&1") == 0:
+    config.available_features.add("cuda-device")

@@ -1,9 +1,8 @@
 //===- Kernels.cpp - CPU kernels of the emitted programs ------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Blas.h"
 #include "runtime/cpu/Math.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>

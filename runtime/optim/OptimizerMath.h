@@ -41,13 +41,24 @@ struct SgdScalars {
   float negLr;
 };
 
+/// a * b rounded to float, which nvcc never contracts with a following
+/// addition into an FMA (it does for a plain product by default,
+/// -fmad=true; torch's CPU kernels round the product first).
+AUTOPAR_RT_HOST_DEVICE inline float mulNoContract(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 /// One element of torch.optim.AdamW: p, m (exp_avg), v (exp_avg_sq) updated
 /// in place from the gradient g.
 AUTOPAR_RT_HOST_DEVICE inline void adamwElement(const AdamWScalars &s, float &p,
                                                 float g, float &m, float &v) {
   float pi = p;
   if (s.applyDecay)
-    pi = pi * s.decayFactor;
+    pi = mulNoContract(pi, s.decayFactor);
   float mi = m * s.beta1;
   mi = fmaf(g, s.oneMinusBeta1, mi);
   float vi = v * s.beta2;

@@ -1,0 +1,362 @@
+//===- Device.cu - the CUDA target's Device -------------------------------===//
+//
+// runtime/Device.h on a GPU: the device of this process (GPU localRank %
+// count), one non-blocking stream for all work, the cuBLASLt handle and
+// workspace, memory from cudaMalloc, and the optimizer as CUDA kernels.
+// Also cuda::fail and cuda::scratch (runtime/cuda/Context.h).
+//
+// The optimizer kernels call the element updates of
+// runtime/optim/OptimizerMath.h with the scalars of adamwScalars /
+// sgdScalars, so AdamW and SGD updates are bit-identical to the CPU
+// target's given the same inputs. That needs IEEE division and square root
+// (nvcc's defaults) and no contraction of a product and a sum into an FMA
+// that the CPU code does not fuse: this file is compiled with -fmad=false.
+// gradSquaredSum adds squares in double per fixed chunk of each gradient
+// (a fixed tree in one block per chunk), then the chunks on the host in
+// order: the result depends neither on the GPU nor on the run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Device.h"
+#include "runtime/cuda/Context.h"
+#include "runtime/optim/Optimizer.h"
+#include "runtime/optim/OptimizerMath.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace autopar::rt {
+
+//===----------------------------------------------------------------------===//
+// Context.h: failures and scratch
+//===----------------------------------------------------------------------===//
+
+namespace cuda {
+
+void fail(const DeviceContext *ctx, const char *file, int line,
+          const char *call, const char *reason) {
+  if (ctx)
+    std::fprintf(stderr, "%s:%d: rank %d: %s failed: %s\n", file, line,
+                 ctx->rank, call, reason);
+  else
+    std::fprintf(stderr, "%s:%d: %s failed: %s\n", file, line, call, reason);
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+void *scratch(DeviceContext &ctx, int64_t bytes) {
+  if (bytes <= ctx.scratchBytes && ctx.scratch)
+    return ctx.scratch;
+  // Kernels issued before may still use the old buffer.
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+  // Generously: at least 1 MiB, at least twice the old size, in MiB.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  int64_t size = std::max<int64_t>({bytes, 2 * ctx.scratchBytes, kMiB});
+  size = (size + kMiB - 1) / kMiB * kMiB;
+  if (ctx.scratch)
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaFree(ctx.scratch));
+  ctx.scratch = nullptr;
+  ctx.scratchBytes = 0;
+  void *p = nullptr;
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaMalloc(&p, static_cast<size_t>(size)));
+  ctx.scratch = p;
+  ctx.scratchBytes = size;
+  return p;
+}
+
+} // namespace cuda
+
+//===----------------------------------------------------------------------===//
+// Optimizer kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+/// Elements per partial sum of gradSquaredSum (one block each).
+constexpr int64_t kNormChunk = int64_t{1} << 16;
+/// cuBLASLt workspace.
+constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
+
+__device__ inline int64_t threadIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t threadCount() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+/// The sum of `v` over the block in a fixed tree (warp butterflies, then
+/// the per-warp sums); every thread gets it.
+__device__ double blockSum(double v, double *shared) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(kFullMask, v, offset);
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  double w = lane < static_cast<int>(blockDim.x / kWarp) ? shared[lane] : 0.0;
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    w += __shfl_xor_sync(kFullMask, w, offset);
+  return __shfl_sync(kFullMask, w, 0);
+}
+
+/// out[b] = the sum of g[i]^2 (in double) over chunk b of the gradient.
+__global__ void __launch_bounds__(kBlock)
+    squaredSumChunksKernel(const float *g, int64_t numElements, double *out) {
+  __shared__ double shared[kWarp];
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kNormChunk;
+  const int64_t end = min(numElements, begin + kNormChunk);
+  double sum = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const double gi = g[i];
+    sum += gi * gi;
+  }
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = sum;
+}
+
+__global__ void __launch_bounds__(kBlock)
+    scaleKernel(float *g, int64_t numElements, float coef) {
+  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
+    g[i] = g[i] * coef;
+}
+
+__global__ void __launch_bounds__(kBlock)
+    adamwKernel(AdamWScalars s, float *p, const float *g, float *m, float *v,
+                int64_t numElements) {
+  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
+    adamwElement(s, p[i], g[i], m[i], v[i]);
+}
+
+__global__ void __launch_bounds__(kBlock)
+    sgdKernel(SgdScalars s, float *p, const float *g, float *buf,
+              int64_t numElements) {
+  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
+    sgdElement(s, p[i], g[i], buf ? buf + i : nullptr);
+}
+
+std::string errorLine(int rank, const char *call, cudaError_t err) {
+  return "rank " + std::to_string(rank) + ": " + call +
+         " failed: " + cudaGetErrorString(err);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Device
+//===----------------------------------------------------------------------===//
+
+void DeviceFree::operator()(char *p) const {
+  // Freed at any time, also while the process ends: errors are ignored.
+  if (p)
+    static_cast<void>(cudaFree(p));
+}
+
+struct Device::Impl {
+  DeviceContext ctx;
+  std::string name;
+};
+
+Device::Device() : impl(std::make_unique<Impl>()) {}
+
+Device::~Device() {
+  DeviceContext &ctx = impl->ctx;
+  // Best effort: a destructor does not end the process.
+  if (ctx.stream)
+    static_cast<void>(cudaStreamSynchronize(ctx.stream));
+  if (ctx.lt)
+    static_cast<void>(cublasLtDestroy(ctx.lt));
+  if (ctx.gemmWorkspace)
+    static_cast<void>(cudaFree(ctx.gemmWorkspace));
+  if (ctx.scratch)
+    static_cast<void>(cudaFree(ctx.scratch));
+  if (ctx.stream)
+    static_cast<void>(cudaStreamDestroy(ctx.stream));
+}
+
+// Nothing to set up before main's other work: the GPU is opened by create().
+void Device::prepareProcess(char **) {}
+
+Status Device::create(int localRank, int rank, std::unique_ptr<Device> &out) {
+  int count = 0;
+  const cudaError_t countErr = cudaGetDeviceCount(&count);
+  if (countErr != cudaSuccess || count <= 0) {
+    // Leave no sticky "no device" error for later checks.
+    static_cast<void>(cudaGetLastError());
+    return Status::error("rank " + std::to_string(rank) + ": no CUDA device: " +
+                         (countErr != cudaSuccess
+                              ? cudaGetErrorString(countErr)
+                              : "cudaGetDeviceCount found 0 devices"));
+  }
+  std::unique_ptr<Device> device(new Device());
+  DeviceContext &ctx = device->impl->ctx;
+  ctx.rank = rank;
+  ctx.deviceId = (localRank % count + count) % count;
+  cudaError_t err = cudaSetDevice(ctx.deviceId);
+  if (err != cudaSuccess)
+    return Status::error(errorLine(rank, "cudaSetDevice", err));
+  err = cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess)
+    return Status::error(errorLine(rank, "cudaStreamCreateWithFlags", err));
+  const cublasStatus_t st = cublasLtCreate(&ctx.lt);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return Status::error(
+        "rank " + std::to_string(rank) +
+        ": cublasLtCreate failed: " + cublasLtGetStatusString(st));
+  err = cudaMalloc(&ctx.gemmWorkspace, kGemmWorkspaceBytes);
+  if (err != cudaSuccess)
+    return Status::error(errorLine(rank, "cudaMalloc", err));
+  ctx.gemmWorkspaceBytes = kGemmWorkspaceBytes;
+  int numSMs = 0;
+  err = cudaDeviceGetAttribute(&numSMs, cudaDevAttrMultiProcessorCount,
+                               ctx.deviceId);
+  if (err != cudaSuccess)
+    return Status::error(errorLine(rank, "cudaDeviceGetAttribute", err));
+  ctx.numSMs = std::max(numSMs, 1);
+  cudaDeviceProp prop;
+  err = cudaGetDeviceProperties(&prop, ctx.deviceId);
+  if (err != cudaSuccess)
+    return Status::error(errorLine(rank, "cudaGetDeviceProperties", err));
+  device->impl->name = prop.name;
+  out = std::move(device);
+  return Status::ok();
+}
+
+const std::string &Device::name() const { return impl->name; }
+
+bool Device::hostMemory() const { return false; }
+
+DeviceContext *Device::context() { return &impl->ctx; }
+
+DeviceBuffer Device::allocate(int64_t bytes) {
+  DeviceContext &ctx = impl->ctx;
+  if (bytes < 0)
+    return DeviceBuffer();
+  // cudaMalloc aligns to 256 bytes; 0 bytes still get a distinct buffer.
+  const size_t size = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  void *p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation) {
+    static_cast<void>(cudaGetLastError()); // not sticky: clear it
+    return DeviceBuffer();
+  }
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, err);
+  DeviceBuffer buffer(static_cast<char *>(p));
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaMemsetAsync(p, 0, size, ctx.stream));
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+  return buffer;
+}
+
+void Device::upload(void *device, const void *host, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  DeviceContext &ctx = impl->ctx;
+  AUTOPAR_CUDA_CHECK_CTX(
+      &ctx, cudaMemcpyAsync(device, host, static_cast<size_t>(bytes),
+                            cudaMemcpyHostToDevice, ctx.stream));
+  // The caller may reuse `host` on return, also when it is pinned.
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+}
+
+void Device::download(void *host, const void *device, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  DeviceContext &ctx = impl->ctx;
+  AUTOPAR_CUDA_CHECK_CTX(
+      &ctx, cudaMemcpyAsync(host, device, static_cast<size_t>(bytes),
+                            cudaMemcpyDeviceToHost, ctx.stream));
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+}
+
+void Device::zero(void *device, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  DeviceContext &ctx = impl->ctx;
+  AUTOPAR_CUDA_CHECK_CTX(
+      &ctx, cudaMemsetAsync(device, 0, static_cast<size_t>(bytes), ctx.stream));
+}
+
+void Device::synchronize() {
+  DeviceContext &ctx = impl->ctx;
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+}
+
+/// Blocks for a grid-stride loop over `n` elements.
+static unsigned elementGrid(const DeviceContext &ctx, int64_t n) {
+  const int64_t needed = (n + kBlock - 1) / kBlock;
+  const int64_t cap = static_cast<int64_t>(std::max(ctx.numSMs, 1)) * 32;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(needed, cap)));
+}
+
+double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
+  DeviceContext &ctx = impl->ctx;
+  std::vector<int64_t> firstChunk(slices.size() + 1, 0);
+  for (size_t k = 0; k < slices.size(); ++k)
+    firstChunk[k + 1] =
+        firstChunk[k] +
+        (std::max<int64_t>(slices[k].numElements, 0) + kNormChunk - 1) /
+            kNormChunk;
+  const int64_t numChunks = firstChunk.back();
+  if (numChunks == 0)
+    return 0.0;
+  double *partial = static_cast<double *>(
+      cuda::scratch(ctx, numChunks * static_cast<int64_t>(sizeof(double))));
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const int64_t chunks = firstChunk[k + 1] - firstChunk[k];
+    if (chunks == 0)
+      continue;
+    squaredSumChunksKernel<<<static_cast<unsigned>(chunks), kBlock, 0,
+                             ctx.stream>>>(
+        slices[k].grad, slices[k].numElements, partial + firstChunk[k]);
+    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  }
+  std::vector<double> host(static_cast<size_t>(numChunks));
+  download(host.data(), partial,
+           numChunks * static_cast<int64_t>(sizeof(double)));
+  double total = 0.0;
+  for (double p : host)
+    total += p;
+  return total;
+}
+
+void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
+  DeviceContext &ctx = impl->ctx;
+  for (const ParamSlice &s : slices) {
+    if (s.numElements <= 0)
+      continue;
+    scaleKernel<<<elementGrid(ctx, s.numElements), kBlock, 0, ctx.stream>>>(
+        s.grad, s.numElements, coef);
+    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  }
+}
+
+void Device::optimizerStep(const OptimizerConfig &config,
+                           const std::vector<ParamSlice> &slices,
+                           int64_t stepCount, double lr) {
+  DeviceContext &ctx = impl->ctx;
+  for (const ParamSlice &s : slices) {
+    if (s.numElements <= 0)
+      continue;
+    const unsigned grid = elementGrid(ctx, s.numElements);
+    if (config.kind == OptimizerKind::AdamW) {
+      const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
+      adamwKernel<<<grid, kBlock, 0, ctx.stream>>>(a, s.param, s.grad, s.state0,
+                                                   s.state1, s.numElements);
+    } else {
+      const SgdScalars a =
+          sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
+      sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(a, s.param, s.grad, s.state0,
+                                                 s.numElements);
+    }
+    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  }
+}
+
+} // namespace autopar::rt

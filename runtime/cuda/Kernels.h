@@ -1,0 +1,96 @@
+//===- Kernels.h - CUDA kernels of the emitted programs ---------*- C++ -*-===//
+//
+// The ops the CUDA emitter does not generate as fused elementwise kernels:
+// GEMMs through cuBLASLt, normalizations, softmax, cross-entropy,
+// embedding, data movement and reductions, each with its backward. The same
+// functions, arguments and semantics as the CPU kernels
+// (runtime/cpu/Kernels.h, their references), with a DeviceContext first:
+// every pointer is device memory and every kernel is issued on ctx.stream
+// (asynchronous; nothing synchronizes). Sizes are element counts.
+//
+// Numerics: float32 throughout, statistics and loss sums in float with
+// fixed reduction trees (no atomics: results do not change from run to
+// run); GEMMs use CUBLAS_COMPUTE_32F (no TF32) so fp32 training matches the
+// CPU target.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CUDA_KERNELS_H
+#define AUTOPAR_RUNTIME_CUDA_KERNELS_H
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/Context.h"
+
+#include <cstdint>
+
+namespace autopar::rt::cuda {
+
+using cpu::GemmDesc;
+using cpu::ReduceKind;
+using cpu::Reduction;
+
+/// What a GEMM adds to its product, per output row of n elements:
+/// c = act(alpha * op(a) op(b) + bias), bias [n] (cuBLASLt epilogues).
+enum class Epilogue { None = 0, Bias = 1, Gelu = 2, BiasGelu = 3 };
+
+/// cpu::gemm (batched, broadcast batch strides, trans flags, lda/ldb), with
+/// an optional epilogue (bias may be null unless the epilogue has one; GELU
+/// is the tanh approximation, cuBLASLt's).
+void gemm(DeviceContext &ctx, const GemmDesc &desc, const float *a,
+          const float *b, float *c, Epilogue epilogue = Epilogue::None,
+          const float *bias = nullptr);
+
+void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
+                      const float *bias, float *y, int64_t rows, int64_t cols,
+                      double epsilon);
+void layerNormBackward(DeviceContext &ctx, const float *x, const float *scale,
+                       const float *dy, float *dx, float *dscale, float *dbias,
+                       int64_t rows, int64_t cols, double epsilon);
+
+void softmaxForward(DeviceContext &ctx, const float *x, float *y,
+                    int64_t outer, int64_t n, int64_t inner);
+void softmaxBackward(DeviceContext &ctx, const float *y, const float *dy,
+                     float *dx, int64_t outer, int64_t n, int64_t inner);
+
+void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
+                                const void *labels, bool labels64, float *loss,
+                                int64_t outer, int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex);
+void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
+                                 const void *labels, bool labels64,
+                                 const float *dloss, float *dscores,
+                                 int64_t outer, int64_t classes, int64_t inner,
+                                 Reduction reduction, bool hasIgnoreIndex,
+                                 int64_t ignoreIndex);
+
+void gather(DeviceContext &ctx, const void *data, const void *indices,
+            bool indices64, void *out, int64_t outer, int64_t axisSize,
+            int64_t innerBytes, int64_t numIndices);
+void gatherBackward(DeviceContext &ctx, const void *indices, bool indices64,
+                    const float *dout, float *ddata, int64_t outer,
+                    int64_t axisSize, int64_t inner, int64_t numIndices);
+
+void stridedCopy(DeviceContext &ctx, const void *in, void *out, int rank,
+                 const int64_t *shape, const int64_t *inStrides,
+                 int64_t inOffset, int64_t elementBytes);
+void stridedScatter(DeviceContext &ctx, const void *in, void *out,
+                    int64_t outElements, int rank, const int64_t *shape,
+                    const int64_t *outStrides, int64_t outOffset,
+                    int64_t elementBytes);
+void copyAxisBlock(DeviceContext &ctx, const void *in, void *out,
+                   int64_t outer, int64_t n, int64_t bigN, int64_t offset,
+                   int64_t innerBytes, bool intoBig);
+
+void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
+            int rank, const int64_t *shape, const bool *reduced);
+
+void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
+                    int64_t numElements, float scale, bool accumulate);
+
+/// Copies `bytes` bytes device to device on the stream.
+void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);
+
+} // namespace autopar::rt::cuda
+
+#endif // AUTOPAR_RUNTIME_CUDA_KERNELS_H

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The CUDA target on a machine with a GPU: the runtime's kernel tests, the
+# e2e equivalence tests (per-step loss and grad norm of each CUDA program
+# against the CPU target's and PyTorch's within relative 1e-3), and the GPU
+# benchmark; one summary table at the end. Exit 0 when everything passed.
+#
+#   scripts/gpu-check.sh                 # autopar built here and a GPU here
+#   scripts/gpu-check.sh --prepare DIR   # where autopar is built (no GPU needed):
+#                                        # programs, token file, CPU and
+#                                        # PyTorch reference logs into DIR
+#   scripts/gpu-check.sh --run DIR       # on the GPU machine: needs nvcc,
+#                                        # cmake, python3 (no MLIR, no MPI)
+#
+# GPU machines often lack LLVM/MLIR (autopar itself), so --prepare writes
+# self-contained program directories (sources, CMakeLists.txt, weights) and
+# the references, and --run only builds and compares.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+steps=20
+rtol=1e-3
+
+# name | fixture | extra compile flags | plan
+cases=(
+  "gpt-adamw|gpt_opset17_static.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"weight_decay\": 0.1, \"max_grad_norm\": 1.0, \"no_decay\": [\"*.bias\"]}, \"lr_schedule\": {\"warmup_steps\": 3, \"decay\": \"cosine\", \"min_lr\": 0.0003}}"
+  "gpt-tied-sgd|gpt_tied_opset14_static.onnx||{\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.9, \"nesterov\": true, \"dampening\": 0, \"weight_decay\": 0.01}}"
+  "gpt-tanh-adamw|gpt_gelu_tanh_opset17_static.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}}"
+  "gpt-relu-frozen|gpt_relu_opset14_static.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}, \"frozen\": [\"*ln_1*\"]}"
+  "gpt-micro|gpt_opset17_dynamic.onnx|--input-shape idx=4,16 --input-shape targets=4,16|{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}, \"batch\": {\"micro_batches\": 2}}"
+  "bert-sgd|bert_opset17_static.onnx||{\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1, \"momentum\": 0.9}}"
+)
+
+prepare() {
+  local dir="$1" autopar="$root/build/bin/autopar"
+  [ -x "$autopar" ] || { echo "gpu-check: $autopar not built (scripts/build.sh)" >&2; exit 1; }
+  mkdir -p "$dir"
+  "$py" "$root/test/e2e/make_tokens.py" -o "$dir/tokens.bin" --count 4000 --vocab 64 --seed 7
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name fixture flags plan <<< "$c"
+    local model="$root/test/models/fixtures/$fixture" out="$dir/$name"
+    rm -rf "$out" && mkdir -p "$out"
+    echo "$plan" > "$out/plan.json"
+    # shellcheck disable=SC2086
+    "$autopar" compile "$model" --plan "$out/plan.json" $flags --target cuda --no-build -o "$out/cuda"
+    # shellcheck disable=SC2086
+    "$autopar" compile "$model" --plan "$out/plan.json" $flags -o "$out/cpu-program" > /dev/null
+    "$out/cpu-program/train" --data "$dir/tokens.bin" --steps $steps --log "$out/cpu.jsonl" > /dev/null
+    rm -rf "$out/cpu-program"
+    local batch=()
+    [ -n "$flags" ] && batch=(--batch 4)
+    "$py" "$root/test/e2e/torch_ref.py" "$model" --plan "$out/plan.json" "${batch[@]}" \
+      --data "$dir/tokens.bin" --steps $steps -o "$out/torch.jsonl"
+    echo "prepared $name"
+  done
+}
+
+# Prints "PASS" / "FAIL" and the worst relative difference of loss and
+# grad_norm between two logs.
+compare() {
+  local ours="$1" ref="$2" result="PASS" worst=""
+  for key in loss grad_norm; do
+    local out
+    if out=$("$py" "$root/test/e2e/compare_losses.py" "$ours" "$ref" --steps $steps --rtol $rtol --key "$key" 2>&1); then
+      worst+="$(echo "$out" | sed -n 's/^OK: .*max rel diff \(.*\)$/\1/p') "
+    else
+      result="FAIL"
+      worst+="? "
+    fi
+  done
+  echo "$result $worst"
+}
+
+run() {
+  local dir="$1" rows=() failed=0
+  command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+  local nvcc
+  nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  # 1. The runtime's CUDA kernels against their CPU references.
+  local kt="$dir/kernels-test" blas=(-lopenblas) define=()
+  mkdir -p "$kt"
+  if ! echo 'int main(){}' | g++ -x c++ - -lopenblas -o "$kt/probe" 2> /dev/null ||
+     ! echo '#include <cblas.h>' | g++ -x c++ -fsyntax-only -I/usr/include/x86_64-linux-gnu/openblas-pthread - 2> /dev/null; then
+    blas=() define=(-DAUTOPAR_RT_NO_BLAS)
+  fi
+  local kstatus="FAIL" kline="build failed"
+  if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+        "${define[@]}" -Xcompiler=-fopenmp test/cuda/KernelsTest.cu runtime/cuda/Kernels.cu \
+        runtime/cuda/Device.cu runtime/optim/Optimizer.cpp runtime/cpu/Kernels.cpp \
+        -lcublasLt "${blas[@]}" -o "$kt/kernels-test") > "$kt/build.log" 2>&1; then
+    if "$kt/kernels-test" > "$kt/run.log" 2>&1; then kstatus="PASS"; fi
+    kline="$(tail -1 "$kt/run.log")"
+  fi
+  [ "$kstatus" = PASS ] || failed=1
+  rows+=("kernels|$kstatus|$kline")
+  # 2. Each program: build, train, compare.
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name _ <<< "$c"
+    local out="$dir/$name" status vs_cpu vs_torch ms
+    if ! cmake -S "$out/cuda" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
+           > "$out/build.log" 2>&1 || ! cmake --build "$out/build" -j >> "$out/build.log" 2>&1; then
+      rows+=("$name|FAIL|build failed ($out/build.log)"); failed=1; continue
+    fi
+    if ! "$out/cuda/train" --data "$dir/tokens.bin" --steps $steps --log "$out/cuda.jsonl" > "$out/train.log" 2>&1; then
+      rows+=("$name|FAIL|train failed: $(tail -1 "$out/train.log")"); failed=1; continue
+    fi
+    vs_cpu=$(compare "$out/cuda.jsonl" "$out/cpu.jsonl")
+    vs_torch=$(compare "$out/cuda.jsonl" "$out/torch.jsonl")
+    ms=$("$py" -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if '\"ms\"' in l]; print('%.2f' % sorted(x['ms'] for x in r)[len(r)//2])" "$out/cuda.jsonl")
+    status=PASS
+    [[ "$vs_cpu" == PASS* && "$vs_torch" == PASS* ]] || { status=FAIL; failed=1; }
+    rows+=("$name|$status|vs cpu (loss, grad_norm): ${vs_cpu#* } vs torch: ${vs_torch#* } median ${ms} ms/step")
+  done
+  # 3. The GPU benchmark (bench/gpu_gpt2), when the machine can run it.
+  if [ -f "$dir/gpu_gpt2/run.sh" ]; then
+    if bash "$dir/gpu_gpt2/run.sh" > "$dir/gpu_gpt2.log" 2>&1; then
+      rows+=("bench gpu_gpt2|DONE|$(tail -1 "$dir/gpu_gpt2.log")")
+    else
+      rows+=("bench gpu_gpt2|FAIL|$(tail -1 "$dir/gpu_gpt2.log")"); failed=1
+    fi
+  else
+    rows+=("bench gpu_gpt2|SKIP|not prepared")
+  fi
+  echo
+  printf '%-18s %-5s %s\n' "check" "" "result (rtol $rtol, $steps steps)"
+  for r in "${rows[@]}"; do
+    IFS='|' read -r a b rest <<< "$r"
+    printf '%-18s %-5s %s\n' "$a" "$b" "$rest"
+  done
+  return $failed
+}
+
+case "${1:-}" in
+  --prepare) prepare "${2:?--prepare needs a directory}" ;;
+  --run) run "${2:?--run needs a directory}" ;;
+  "") prepare "$root/build/gpu-check" && run "$root/build/gpu-check" ;;
+  *) echo "usage: scripts/gpu-check.sh [--prepare DIR | --run DIR]" >&2; exit 2 ;;
+esac

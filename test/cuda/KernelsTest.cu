@@ -1,0 +1,1044 @@
+//===- KernelsTest.cu - the CUDA kernels against their CPU references -----===//
+//
+// autopar-cuda-kernels-test: runs every function of runtime/cuda/Kernels.h
+// and the optimizer methods of the CUDA Device (runtime/cuda/Device.cu) on
+// random inputs of several shapes and compares them with the CPU
+// references (runtime/cpu/Kernels.h, runtime/optim/Optimizer.h): float
+// reductions within a relative tolerance of 1e-5 (of each value plus the
+// largest value, so that values that cancel to near 0 are judged on the
+// output's scale), data movement and optimizer updates exactly.
+//
+// Prints "PASS name" or "FAIL name: detail" per case, then
+// "cuda kernels: N passed, M failed", and exits 1 when any failed. Without
+// a usable CUDA device it prints "cuda kernels: skipped (no CUDA device:
+// REASON)" and exits 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Device.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/Kernels.h"
+#include "runtime/optim/Optimizer.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace autopar::rt;
+namespace gpu = autopar::rt::cuda;
+
+namespace {
+
+/// Relative tolerance of float reductions.
+constexpr double kTol = 1e-5;
+
+template <typename... Args> std::string format(const char *fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+/// Empty when every got[i] is within rtol * (|want[i]| + max |want|) of
+/// want[i] (rtol 0: equal), NaN matching NaN and infinities equal;
+/// otherwise how many differ and the first that does.
+std::string compareFloats(const std::vector<float> &got,
+                          const std::vector<float> &want, double rtol) {
+  if (got.size() != want.size())
+    return format("%zu values, want %zu", got.size(), want.size());
+  double scale = 0;
+  for (float w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    bool ok;
+    if (std::isnan(g) || std::isnan(w))
+      ok = std::isnan(g) && std::isnan(w);
+    else if (std::isinf(g) || std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::fabs(g - w) <= rtol * (std::fabs(w) + scale);
+    if (!ok && bad++ == 0)
+      first = i;
+  }
+  if (bad == 0)
+    return "";
+  return format("%zu of %zu values differ; first at %zu: got %.9g, want %.9g",
+                bad, got.size(), first, static_cast<double>(got[first]),
+                static_cast<double>(want[first]));
+}
+
+/// Empty when the bytes are equal; otherwise the first that differs.
+std::string compareBytes(const void *got, const void *want, size_t bytes) {
+  const unsigned char *g = static_cast<const unsigned char *>(got);
+  const unsigned char *w = static_cast<const unsigned char *>(want);
+  for (size_t i = 0; i < bytes; ++i)
+    if (g[i] != w[i])
+      return format("byte %zu of %zu differs: got %u, want %u", i, bytes,
+                    static_cast<unsigned>(g[i]), static_cast<unsigned>(w[i]));
+  return "";
+}
+
+/// The first non-empty result.
+std::string firstError(std::initializer_list<std::string> errors) {
+  for (const std::string &e : errors)
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+class Tester {
+public:
+  explicit Tester(Device &device) : dev(device), ctx(*device.context()) {}
+
+  Device &dev;
+  DeviceContext &ctx;
+  std::mt19937_64 rng{20240611};
+  int passed = 0, failed = 0;
+
+  void check(const std::string &name, const std::string &error) {
+    if (error.empty()) {
+      ++passed;
+      std::printf("PASS %s\n", name.c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", name.c_str(), error.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  DeviceBuffer alloc(int64_t bytes) {
+    DeviceBuffer b = dev.allocate(std::max<int64_t>(bytes, 1));
+    if (!b) {
+      std::fprintf(stderr, "autopar-cuda-kernels-test: out of device memory\n");
+      std::exit(1);
+    }
+    return b;
+  }
+  template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
+    const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(T));
+    DeviceBuffer b = alloc(bytes);
+    dev.upload(b.get(), host.data(), bytes);
+    return b;
+  }
+  template <typename T>
+  std::vector<T> download(const void *device, size_t count) {
+    std::vector<T> host(count);
+    dev.download(host.data(), device, static_cast<int64_t>(count * sizeof(T)));
+    return host;
+  }
+
+  std::vector<float> uniform(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  }
+  std::vector<unsigned char> randomBytes(size_t n) {
+    std::uniform_int_distribution<int> dist(0, 255);
+    std::vector<unsigned char> v(n);
+    for (unsigned char &x : v)
+      x = static_cast<unsigned char>(dist(rng));
+    return v;
+  }
+  int64_t randomInt(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  }
+  /// `n` indices in [lo, hi] as int64 or int32 bytes.
+  std::vector<unsigned char> indexBytes(const std::vector<int64_t> &idx,
+                                        bool wide) {
+    std::vector<unsigned char> bytes(idx.size() * (wide ? 8 : 4));
+    for (size_t i = 0; i < idx.size(); ++i) {
+      if (wide) {
+        std::memcpy(bytes.data() + 8 * i, &idx[i], 8);
+      } else {
+        const int32_t v = static_cast<int32_t>(idx[i]);
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      }
+    }
+    return bytes;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// gemm
+//===----------------------------------------------------------------------===//
+
+struct GemmCase {
+  std::string name;
+  int64_t m, n, k;
+  bool transA = false, transB = false;
+  std::vector<int64_t> batchShape = {};
+  /// Batch strides in whole matrices (0: broadcast); empty: dense.
+  std::vector<int64_t> aUnits = {}, bUnits = {};
+  /// Extra elements per row beyond the matrix (lda, ldb larger).
+  int64_t padA = 0, padB = 0;
+  float alpha = 1.0f;
+  gpu::Epilogue epilogue = gpu::Epilogue::None;
+  /// Floats by which every pointer is offset (misaligned buffers).
+  int64_t misalign = 0;
+};
+
+double geluTanh(double x) {
+  return 0.5 * x *
+         (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+void testGemm(Tester &t, const GemmCase &gc) {
+  cpu::GemmDesc d;
+  d.batchRank = static_cast<int>(gc.batchShape.size());
+  d.transA = gc.transA;
+  d.transB = gc.transB;
+  d.m = gc.m;
+  d.n = gc.n;
+  d.k = gc.k;
+  d.alpha = gc.alpha;
+  const int64_t aRows = gc.transA ? gc.k : gc.m,
+                aCols = gc.transA ? gc.m : gc.k;
+  const int64_t bRows = gc.transB ? gc.n : gc.k,
+                bCols = gc.transB ? gc.k : gc.n;
+  d.lda = std::max<int64_t>(aCols + gc.padA, 1);
+  d.ldb = std::max<int64_t>(bCols + gc.padB, 1);
+  const int64_t aMat = aRows * d.lda, bMat = bRows * d.ldb;
+  int64_t batch = 1, aSpan = 1, bSpan = 1, aDense = 1, bDense = 1;
+  for (int i = d.batchRank - 1; i >= 0; --i) {
+    const int64_t e = gc.batchShape[i];
+    const int64_t au = gc.aUnits.empty() ? aDense : gc.aUnits[i];
+    const int64_t bu = gc.bUnits.empty() ? bDense : gc.bUnits[i];
+    d.batchShape[i] = e;
+    d.aBatchStrides[i] = au * aMat;
+    d.bBatchStrides[i] = bu * bMat;
+    aSpan += (e - 1) * au;
+    bSpan += (e - 1) * bu;
+    aDense *= e;
+    bDense *= e;
+    batch *= e;
+  }
+  const int64_t off = gc.misalign;
+  std::vector<float> a = t.uniform(static_cast<size_t>(off + aSpan * aMat + 1));
+  std::vector<float> b = t.uniform(static_cast<size_t>(off + bSpan * bMat + 1));
+  std::vector<float> bias = t.uniform(static_cast<size_t>(off + gc.n));
+  const int64_t cCount = batch * gc.m * gc.n;
+  std::vector<float> want(static_cast<size_t>(cCount), 0.0f);
+  if (gc.k > 0)
+    cpu::gemm(d, a.data() + off, b.data() + off, want.data());
+  const bool hasBias = gc.epilogue == gpu::Epilogue::Bias ||
+                       gc.epilogue == gpu::Epilogue::BiasGelu;
+  const bool gelu = gc.epilogue == gpu::Epilogue::Gelu ||
+                    gc.epilogue == gpu::Epilogue::BiasGelu;
+  for (int64_t i = 0; i < cCount; ++i) {
+    double v = want[i];
+    if (hasBias)
+      v += bias[off + i % gc.n];
+    if (gelu)
+      v = geluTanh(v);
+    want[i] = static_cast<float>(v);
+  }
+  DeviceBuffer aDev = t.upload(a), bDev = t.upload(b), biasDev = t.upload(bias);
+  DeviceBuffer cDev = t.upload(t.uniform(static_cast<size_t>(off + cCount)));
+  const float *aPtr = reinterpret_cast<const float *>(aDev.get()) + off;
+  const float *bPtr = reinterpret_cast<const float *>(bDev.get()) + off;
+  const float *biasPtr =
+      hasBias ? reinterpret_cast<const float *>(biasDev.get()) + off : nullptr;
+  float *cPtr = reinterpret_cast<float *>(cDev.get()) + off;
+  gpu::gemm(t.ctx, d, aPtr, bPtr, cPtr, gc.epilogue, biasPtr);
+  std::vector<float> got = t.download<float>(cPtr, static_cast<size_t>(cCount));
+  // cuBLASLt's GELU may use a fast tanh: a looser bound for it.
+  t.check("gemm " + gc.name, compareFloats(got, want, gelu ? 2e-3 : kTol));
+}
+
+void testGemms(Tester &t) {
+  using E = gpu::Epilogue;
+  const std::vector<GemmCase> cases = {
+      {"37x53x29", 37, 53, 29},
+      {"transA 37x53x29", 37, 53, 29, true, false},
+      {"transB 37x53x29", 37, 53, 29, false, true},
+      {"transA transB 37x53x29", 37, 53, 29, true, true},
+      {"1x1x1", 1, 1, 1},
+      {"row vector 1x300x257", 1, 300, 257},
+      {"column 300x1x257", 300, 1, 257},
+      {"128x768x768", 128, 768, 768},
+      {"padded lda ldb", 33, 17, 45, false, false, {}, {}, {}, 3, 5},
+      {"padded transposed", 33, 17, 45, true, true, {}, {}, {}, 7, 1},
+      {"alpha 0.125", 20, 30, 40, false, false, {}, {}, {}, 0, 0, 0.125f},
+      {"batch 3 dense", 19, 23, 31, false, false, {3}},
+      {"batch 2x3 collapsible", 19, 23, 31, false, true, {2, 3}},
+      {"batch 2x3 B broadcast outer",
+       19,
+       23,
+       31,
+       false,
+       false,
+       {2, 3},
+       {3, 1},
+       {0, 1}},
+      {"batch 2x3 A broadcast inner",
+       19,
+       23,
+       31,
+       true,
+       false,
+       {2, 3},
+       {1, 0},
+       {3, 1}},
+      {"batch 5x2 B broadcast, outer dim longest",
+       7,
+       6,
+       5,
+       false,
+       false,
+       {5, 2},
+       {},
+       {0, 1}},
+      {"batch 4x5 permuted strides",
+       11,
+       13,
+       9,
+       false,
+       true,
+       {4, 5},
+       {1, 4},
+       {5, 1}},
+      {"batch 2x1x3 unit dim", 8, 9, 10, false, false, {2, 1, 3}},
+      {"batch 70000 of 1x2x3", 1, 2, 3, false, false, {70000}},
+      {"k 0", 5, 6, 0},
+      {"misaligned pointers",
+       35,
+       29,
+       31,
+       false,
+       false,
+       {2},
+       {},
+       {},
+       0,
+       0,
+       1.0f,
+       E::None,
+       1},
+      {"bias", 37, 53, 29, false, false, {}, {}, {}, 0, 0, 1.0f, E::Bias},
+      {"gelu", 37, 53, 29, false, true, {}, {}, {}, 0, 0, 1.0f, E::Gelu},
+      {"bias gelu",
+       64,
+       96,
+       48,
+       false,
+       false,
+       {},
+       {},
+       {},
+       0,
+       0,
+       1.0f,
+       E::BiasGelu},
+      {"bias gelu batch 3",
+       16,
+       24,
+       8,
+       true,
+       false,
+       {3},
+       {},
+       {},
+       0,
+       0,
+       0.5f,
+       E::BiasGelu},
+      {"bias batch B broadcast",
+       16,
+       24,
+       8,
+       false,
+       false,
+       {3},
+       {},
+       {0},
+       0,
+       0,
+       1.0f,
+       E::Bias},
+      {"bias misaligned",
+       17,
+       21,
+       19,
+       false,
+       false,
+       {},
+       {},
+       {},
+       0,
+       0,
+       1.0f,
+       E::Bias,
+       1},
+      {"bias k 0", 5, 6, 0, false, false, {}, {}, {}, 0, 0, 1.0f, E::BiasGelu},
+  };
+  for (const GemmCase &gc : cases)
+    testGemm(t, gc);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm, softmax, cross-entropy
+//===----------------------------------------------------------------------===//
+
+void testLayerNorm(Tester &t, int64_t rows, int64_t cols, bool withBias) {
+  const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+  const double eps = 1e-5;
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::vector<float> x = t.uniform(n, -2.0f, 3.0f);
+  std::vector<float> scale = t.uniform(static_cast<size_t>(cols), 0.5f, 1.5f);
+  std::vector<float> bias = t.uniform(static_cast<size_t>(cols));
+  std::vector<float> dy = t.uniform(n);
+  DeviceBuffer xD = t.upload(x), scaleD = t.upload(scale),
+               biasD = t.upload(bias), dyD = t.upload(dy);
+  DeviceBuffer yD = t.alloc(n * 4), dxD = t.alloc(n * 4),
+               dsD = t.upload(t.uniform(static_cast<size_t>(cols))),
+               dbD = t.upload(t.uniform(static_cast<size_t>(cols)));
+  const float *xP = reinterpret_cast<const float *>(xD.get());
+  const float *scaleP = reinterpret_cast<const float *>(scaleD.get());
+
+  std::vector<float> y(n);
+  cpu::layerNormForward(x.data(), scale.data(),
+                        withBias ? bias.data() : nullptr, y.data(), rows, cols,
+                        eps);
+  gpu::layerNormForward(t.ctx, xP, scaleP,
+                        withBias ? reinterpret_cast<const float *>(biasD.get())
+                                 : nullptr,
+                        reinterpret_cast<float *>(yD.get()), rows, cols, eps);
+  t.check("layerNormForward " + shape + (withBias ? " bias" : " no bias"),
+          compareFloats(t.download<float>(yD.get(), n), y, kTol));
+
+  std::vector<float> dx(n), ds(static_cast<size_t>(cols)),
+      db(static_cast<size_t>(cols));
+  cpu::layerNormBackward(x.data(), scale.data(), dy.data(), dx.data(),
+                         ds.data(), db.data(), rows, cols, eps);
+  gpu::layerNormBackward(t.ctx, xP, scaleP,
+                         reinterpret_cast<const float *>(dyD.get()),
+                         reinterpret_cast<float *>(dxD.get()),
+                         reinterpret_cast<float *>(dsD.get()),
+                         reinterpret_cast<float *>(dbD.get()), rows, cols, eps);
+  t.check(
+      "layerNormBackward " + shape,
+      firstError(
+          {compareFloats(t.download<float>(dxD.get(), n), dx, kTol),
+           compareFloats(t.download<float>(dsD.get(), ds.size()), ds, kTol),
+           compareFloats(t.download<float>(dbD.get(), db.size()), db, kTol)}));
+}
+
+/// Softmax over contiguous rows in double (the CPU reference's float sum
+/// over tens of thousands of classes is itself off by up to ~5e-5).
+std::vector<float> softmaxRowsDouble(const std::vector<float> &x, int64_t rows,
+                                     int64_t n) {
+  std::vector<float> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x.data() + r * n;
+    const float max = *std::max_element(xr, xr + n);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += std::exp(static_cast<double>(xr[j]) - max);
+    for (int64_t j = 0; j < n; ++j)
+      y[r * n + j] =
+          static_cast<float>(std::exp(static_cast<double>(xr[j]) - max) / sum);
+  }
+  return y;
+}
+
+void testSoftmax(Tester &t, int64_t outer, int64_t n, int64_t inner) {
+  const std::string shape = std::to_string(outer) + "x" + std::to_string(n) +
+                            "x" + std::to_string(inner);
+  const size_t count = static_cast<size_t>(outer * n * inner);
+  std::vector<float> x = t.uniform(count, -5.0f, 5.0f);
+  std::vector<float> y(count);
+  if (inner == 1 && n >= 4096)
+    y = softmaxRowsDouble(x, outer, n);
+  else
+    cpu::softmaxForward(x.data(), y.data(), outer, n, inner);
+  DeviceBuffer xD = t.upload(x), yD = t.alloc(count * 4);
+  gpu::softmaxForward(t.ctx, reinterpret_cast<const float *>(xD.get()),
+                      reinterpret_cast<float *>(yD.get()), outer, n, inner);
+  t.check("softmaxForward " + shape,
+          compareFloats(t.download<float>(yD.get(), count), y, kTol));
+
+  std::vector<float> dy = t.uniform(count), dx(count);
+  cpu::softmaxBackward(y.data(), dy.data(), dx.data(), outer, n, inner);
+  DeviceBuffer y2D = t.upload(y), dyD = t.upload(dy), dxD = t.alloc(count * 4);
+  gpu::softmaxBackward(t.ctx, reinterpret_cast<const float *>(y2D.get()),
+                       reinterpret_cast<const float *>(dyD.get()),
+                       reinterpret_cast<float *>(dxD.get()), outer, n, inner);
+  t.check("softmaxBackward " + shape,
+          compareFloats(t.download<float>(dxD.get(), count), dx, kTol));
+}
+
+/// In place: y = softmax(y), dx = backward into dy's buffer.
+void testSoftmaxInPlace(Tester &t) {
+  const int64_t outer = 9, n = 300;
+  const size_t count = static_cast<size_t>(outer * n);
+  std::vector<float> x = t.uniform(count, -3.0f, 3.0f), y(count);
+  cpu::softmaxForward(x.data(), y.data(), outer, n, 1);
+  DeviceBuffer xD = t.upload(x);
+  float *p = reinterpret_cast<float *>(xD.get());
+  gpu::softmaxForward(t.ctx, p, p, outer, n, 1);
+  t.check("softmaxForward in place",
+          compareFloats(t.download<float>(p, count), y, kTol));
+}
+
+const char *reductionName(cpu::Reduction r) {
+  switch (r) {
+  case cpu::Reduction::None:
+    return "none";
+  case cpu::Reduction::Sum:
+    return "sum";
+  case cpu::Reduction::Mean:
+    return "mean";
+  }
+  return "?";
+}
+
+void testCrossEntropy(Tester &t, int64_t outer, int64_t classes, int64_t inner,
+                      bool labels64, cpu::Reduction reduction,
+                      bool hasIgnoreIndex, int64_t ignoreIndex,
+                      double ignoredFraction) {
+  const std::string name =
+      std::to_string(outer) + "x" + std::to_string(classes) + "x" +
+      std::to_string(inner) + (labels64 ? " int64 " : " int32 ") +
+      reductionName(reduction) +
+      (hasIgnoreIndex ? " ignore " + std::to_string(ignoreIndex) : "") +
+      (ignoredFraction >= 1.0 ? " all ignored" : "");
+  const int64_t count = outer * inner;
+  const size_t numScores = static_cast<size_t>(outer * classes * inner);
+  std::vector<float> scores = t.uniform(numScores, -4.0f, 4.0f);
+  std::vector<int64_t> labels(static_cast<size_t>(count));
+  std::bernoulli_distribution ignored(ignoredFraction);
+  for (int64_t &l : labels)
+    l = hasIgnoreIndex && ignored(t.rng) ? ignoreIndex
+                                         : t.randomInt(0, classes - 1);
+  std::vector<unsigned char> labelBytes = t.indexBytes(labels, labels64);
+  const size_t numLoss =
+      reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
+  std::vector<float> loss(numLoss);
+  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), labels64,
+                                  loss.data(), outer, classes, inner, reduction,
+                                  hasIgnoreIndex, ignoreIndex);
+  DeviceBuffer sD = t.upload(scores), lD = t.upload(labelBytes),
+               lossD = t.alloc(numLoss * 4);
+  gpu::softmaxCrossEntropyForward(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
+      reinterpret_cast<float *>(lossD.get()), outer, classes, inner, reduction,
+      hasIgnoreIndex, ignoreIndex);
+  t.check("softmaxCrossEntropyForward " + name,
+          compareFloats(t.download<float>(lossD.get(), numLoss), loss, kTol));
+
+  std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
+  std::vector<float> dscores(numScores);
+  cpu::softmaxCrossEntropyBackward(
+      scores.data(), labelBytes.data(), labels64, dloss.data(), dscores.data(),
+      outer, classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
+  DeviceBuffer dlD = t.upload(dloss);
+  DeviceBuffer dsD = t.upload(t.uniform(numScores)); // overwritten
+  gpu::softmaxCrossEntropyBackward(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
+      reinterpret_cast<const float *>(dlD.get()),
+      reinterpret_cast<float *>(dsD.get()), outer, classes, inner, reduction,
+      hasIgnoreIndex, ignoreIndex);
+  t.check(
+      "softmaxCrossEntropyBackward " + name,
+      compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
+}
+
+void testNormalizations(Tester &t) {
+  const int64_t lnShapes[][2] = {{1, 1},     {3, 7},     {64, 768}, {5, 1000},
+                                 {300, 257}, {1030, 33}, {2, 5000}};
+  for (const auto &s : lnShapes) {
+    testLayerNorm(t, s[0], s[1], true);
+    if (s[1] == 768 || s[1] == 33)
+      testLayerNorm(t, s[0], s[1], false);
+  }
+  const int64_t smShapes[][3] = {{1, 1, 1},    {7, 50257, 1}, {64, 129, 1},
+                                 {3, 1000, 1}, {4, 37, 5},    {3, 300, 17},
+                                 {2, 1, 9},    {1, 2, 70000}};
+  for (const auto &s : smShapes)
+    testSoftmax(t, s[0], s[1], s[2]);
+  testSoftmaxInPlace(t);
+
+  using R = cpu::Reduction;
+  for (R r : {R::None, R::Sum, R::Mean}) {
+    testCrossEntropy(t, 64, 50257, 1, true, r, true, -100, 0.2);
+    testCrossEntropy(t, 6, 11, 7, false, r, true, 3, 0.3);
+    testCrossEntropy(t, 37, 257, 1, false, r, false, 0, 0.0);
+  }
+  testCrossEntropy(t, 5, 1, 1, true, R::Mean, false, 0, 0.0);
+  testCrossEntropy(t, 4, 9, 1, true, R::Mean, true, -100, 1.0);
+  testCrossEntropy(t, 3, 5, 2, false, R::Sum, true, -1, 1.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Gather, strided copies, axis blocks
+//===----------------------------------------------------------------------===//
+
+void testGather(Tester &t, const std::string &name, int64_t outer,
+                int64_t axisSize, int64_t innerBytes, int64_t numIndices,
+                bool indices64, int64_t misalignBytes = 0) {
+  std::vector<int64_t> idx(static_cast<size_t>(numIndices));
+  for (int64_t &i : idx)
+    i = t.randomInt(-axisSize, axisSize - 1);
+  std::vector<unsigned char> idxBytes = t.indexBytes(idx, indices64);
+  const size_t dataBytes = static_cast<size_t>(outer * axisSize * innerBytes);
+  const size_t outBytes = static_cast<size_t>(outer * numIndices * innerBytes);
+  std::vector<unsigned char> data = t.randomBytes(dataBytes + misalignBytes);
+  std::vector<unsigned char> want(outBytes);
+  cpu::gather(data.data() + misalignBytes, idxBytes.data(), indices64,
+              want.data(), outer, axisSize, innerBytes, numIndices);
+  DeviceBuffer dataD = t.upload(data), idxD = t.upload(idxBytes),
+               outD = t.alloc(static_cast<int64_t>(outBytes + misalignBytes));
+  gpu::gather(t.ctx, dataD.get() + misalignBytes, idxD.get(), indices64,
+              outD.get() + misalignBytes, outer, axisSize, innerBytes,
+              numIndices);
+  std::vector<unsigned char> got =
+      t.download<unsigned char>(outD.get() + misalignBytes, outBytes);
+  t.check("gather " + name, compareBytes(got.data(), want.data(), outBytes));
+}
+
+void testGatherBackward(Tester &t, const std::string &name, int64_t outer,
+                        int64_t axisSize, int64_t inner, int64_t numIndices,
+                        bool indices64) {
+  // Many duplicates: half the indices among three rows (one negative).
+  std::vector<int64_t> idx(static_cast<size_t>(numIndices));
+  std::bernoulli_distribution hot(0.5);
+  for (int64_t &i : idx) {
+    if (hot(t.rng)) {
+      const int64_t pick = t.randomInt(0, 2);
+      i = pick == 0 ? 0 : pick == 1 ? std::min<int64_t>(1, axisSize - 1) : -1;
+    } else {
+      i = t.randomInt(-axisSize, axisSize - 1);
+    }
+  }
+  std::vector<unsigned char> idxBytes = t.indexBytes(idx, indices64);
+  const size_t doutCount = static_cast<size_t>(outer * numIndices * inner);
+  const size_t ddataCount = static_cast<size_t>(outer * axisSize * inner);
+  std::vector<float> dout = t.uniform(doutCount);
+  std::vector<float> want(ddataCount);
+  cpu::gatherBackward(idxBytes.data(), indices64, dout.data(), want.data(),
+                      outer, axisSize, inner, numIndices);
+  DeviceBuffer idxD = t.upload(idxBytes), doutD = t.upload(dout);
+  DeviceBuffer ddataD = t.upload(t.uniform(ddataCount)); // zeroed by the call
+  gpu::gatherBackward(t.ctx, idxD.get(), indices64,
+                      reinterpret_cast<const float *>(doutD.get()),
+                      reinterpret_cast<float *>(ddataD.get()), outer, axisSize,
+                      inner, numIndices);
+  // The same additions in the same order: bit-identical.
+  t.check("gatherBackward " + name,
+          compareFloats(t.download<float>(ddataD.get(), ddataCount), want, 0));
+}
+
+/// Offsets [lo, hi] an index space `shape` with `strides` from `offset`
+/// reaches.
+void offsetRange(const std::vector<int64_t> &shape,
+                 const std::vector<int64_t> &strides, int64_t offset,
+                 int64_t &lo, int64_t &hi) {
+  lo = hi = offset;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t span = (shape[d] - 1) * strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+}
+
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t p = 1;
+  for (int64_t e : shape)
+    p *= e;
+  return p;
+}
+
+void testStridedCopy(Tester &t, const std::string &name,
+                     const std::vector<int64_t> &shape,
+                     const std::vector<int64_t> &strides, int64_t offset,
+                     int64_t elementBytes) {
+  int64_t lo, hi;
+  offsetRange(shape, strides, offset, lo, hi);
+  if (lo < 0) {
+    t.check("stridedCopy " + name, "bad test: negative offset");
+    return;
+  }
+  const int rank = static_cast<int>(shape.size());
+  std::vector<unsigned char> in =
+      t.randomBytes(static_cast<size_t>((hi + 1) * elementBytes));
+  const size_t outBytes = static_cast<size_t>(product(shape) * elementBytes);
+  std::vector<unsigned char> want(outBytes);
+  cpu::stridedCopy(in.data(), want.data(), rank, shape.data(), strides.data(),
+                   offset, elementBytes);
+  DeviceBuffer inD = t.upload(in), outD = t.alloc(outBytes);
+  gpu::stridedCopy(t.ctx, inD.get(), outD.get(), rank, shape.data(),
+                   strides.data(), offset, elementBytes);
+  std::vector<unsigned char> got =
+      t.download<unsigned char>(outD.get(), outBytes);
+  t.check("stridedCopy " + name,
+          compareBytes(got.data(), want.data(), outBytes));
+}
+
+void testStridedScatter(Tester &t, const std::string &name, int64_t outElements,
+                        const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &strides, int64_t offset,
+                        int64_t elementBytes) {
+  int64_t lo, hi;
+  offsetRange(shape, strides, offset, lo, hi);
+  if (lo < 0 || hi >= outElements) {
+    t.check("stridedScatter " + name, "bad test: offsets out of range");
+    return;
+  }
+  const int rank = static_cast<int>(shape.size());
+  std::vector<unsigned char> in =
+      t.randomBytes(static_cast<size_t>(product(shape) * elementBytes));
+  const size_t outBytes = static_cast<size_t>(outElements * elementBytes);
+  // Garbage first on both sides: the scatter zeroes the rest.
+  std::vector<unsigned char> want = t.randomBytes(outBytes);
+  DeviceBuffer inD = t.upload(in), outD = t.upload(want);
+  cpu::stridedScatter(in.data(), want.data(), outElements, rank, shape.data(),
+                      strides.data(), offset, elementBytes);
+  gpu::stridedScatter(t.ctx, inD.get(), outD.get(), outElements, rank,
+                      shape.data(), strides.data(), offset, elementBytes);
+  std::vector<unsigned char> got =
+      t.download<unsigned char>(outD.get(), outBytes);
+  t.check("stridedScatter " + name,
+          compareBytes(got.data(), want.data(), outBytes));
+}
+
+void testCopyAxisBlock(Tester &t, const std::string &name, int64_t outer,
+                       int64_t n, int64_t bigN, int64_t offset,
+                       int64_t innerBytes, bool intoBig) {
+  const size_t smallBytes = static_cast<size_t>(outer * n * innerBytes);
+  const size_t bigBytes = static_cast<size_t>(outer * bigN * innerBytes);
+  std::vector<unsigned char> in =
+      t.randomBytes(intoBig ? smallBytes : bigBytes);
+  const size_t outBytes = intoBig ? bigBytes : smallBytes;
+  std::vector<unsigned char> want = t.randomBytes(outBytes);
+  DeviceBuffer inD = t.upload(in), outD = t.upload(want);
+  cpu::copyAxisBlock(in.data(), want.data(), outer, n, bigN, offset, innerBytes,
+                     intoBig);
+  gpu::copyAxisBlock(t.ctx, inD.get(), outD.get(), outer, n, bigN, offset,
+                     innerBytes, intoBig);
+  std::vector<unsigned char> got =
+      t.download<unsigned char>(outD.get(), outBytes);
+  t.check(std::string("copyAxisBlock ") + (intoBig ? "concat " : "split ") +
+              name,
+          compareBytes(got.data(), want.data(), outBytes));
+}
+
+void testDataMovement(Tester &t) {
+  testGather(t, "embedding int64 768 floats", 1, 1000, 768 * 4, 300, true);
+  testGather(t, "embedding int32 768 floats", 1, 1000, 768 * 4, 300, false);
+  testGather(t, "3-byte rows int32", 3, 17, 3, 11, false);
+  testGather(t, "int64 elements x5", 2, 9, 40, 13, true);
+  testGather(t, "2-byte rows", 4, 6, 2, 25, true);
+  testGather(t, "misaligned 6-byte rows", 2, 8, 6, 9, false, 2);
+  testGather(t, "16-byte words", 2, 50, 64, 100, false);
+
+  testGatherBackward(t, "1x1000x64 int64 5000 indices", 1, 1000, 64, 5000,
+                     true);
+  testGatherBackward(t, "3x7x5 int32 40 indices", 3, 7, 5, 40, false);
+  testGatherBackward(t, "1x50257x16 int32 2048 indices", 1, 50257, 16, 2048,
+                     false);
+  testGatherBackward(t, "2x9x1 int64 100 indices", 2, 9, 1, 100, true);
+  testGatherBackward(t, "axis 1 int32", 2, 1, 3, 10, false);
+  testGatherBackward(t, "no indices", 2, 5, 3, 0, true);
+
+  testStridedCopy(t, "rank 0", {}, {}, 5, 4);
+  testStridedCopy(t, "transpose 3x4x5 -> 5x3x4", {5, 3, 4}, {1, 20, 5}, 0, 4);
+  testStridedCopy(t, "reverse 4x6 2-byte", {4, 6}, {-6, -1}, 23, 2);
+  testStridedCopy(t, "step slice 8-byte", {3, 5}, {20, 3}, 2, 8);
+  testStridedCopy(t, "broadcast 1-byte", {4, 3}, {0, 1}, 1, 1);
+  testStridedCopy(t, "rank 8", {2, 1, 3, 2, 1, 2, 3, 2},
+                  {1, 144, 2, 6, 144, 12, 24, 72}, 0, 4);
+  testStridedCopy(t, "transpose 257x1031", {257, 1031}, {1, 257}, 0, 4);
+  testStridedCopy(t, "contiguous rows 8-byte", {7, 33}, {40, 1}, 3, 8);
+
+  testStridedScatter(t, "slice 3x4 into 5x10", 50, {3, 4}, {10, 1}, 12, 4);
+  testStridedScatter(t, "negative step 2-byte", 50, {4, 3}, {-10, 3}, 31, 2);
+  testStridedScatter(t, "stride 0 last wins 8-byte", 20, {3, 4}, {0, 2}, 1, 8);
+  testStridedScatter(t, "rank 0 1-byte", 9, {}, {}, 7, 1);
+  testStridedScatter(t, "64x129 step 2", 64 * 300, {64, 129}, {300, 2}, 5, 4);
+
+  for (bool intoBig : {true, false}) {
+    testCopyAxisBlock(t, "7x3 of 10 at 4, 20 bytes", 7, 3, 10, 4, 20, intoBig);
+    testCopyAxisBlock(t, "5x2 of 5 at 3, 3 bytes", 5, 2, 5, 3, 3, intoBig);
+    testCopyAxisBlock(t, "1x100 of 300 at 200, 64 bytes", 1, 100, 300, 200, 64,
+                      intoBig);
+    testCopyAxisBlock(t, "9x1 of 4 at 0, 8 bytes", 9, 1, 4, 0, 8, intoBig);
+  }
+
+  std::vector<unsigned char> bytes = t.randomBytes(1001);
+  DeviceBuffer src = t.upload(bytes), dst = t.alloc(1001);
+  gpu::copy(t.ctx, dst.get(), src.get(), 1001);
+  std::vector<unsigned char> got = t.download<unsigned char>(dst.get(), 1001);
+  t.check("copy 1001 bytes", compareBytes(got.data(), bytes.data(), 1001));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and accumulation
+//===----------------------------------------------------------------------===//
+
+void testReduce(Tester &t, cpu::ReduceKind kind,
+                const std::vector<int64_t> &shape,
+                const std::vector<bool> &reducedFlags, bool withNaN = false) {
+  const char *kindName = kind == cpu::ReduceKind::Sum    ? "sum"
+                         : kind == cpu::ReduceKind::Mean ? "mean"
+                                                         : "max";
+  std::string name = std::string("reduce ") + kindName + " [";
+  for (size_t d = 0; d < shape.size(); ++d)
+    name += (d ? "," : "") + std::to_string(shape[d]) +
+            (reducedFlags[d] ? "r" : "");
+  name += "]";
+  if (withNaN)
+    name += " with NaN";
+  const size_t count = static_cast<size_t>(product(shape));
+  std::vector<float> in = t.uniform(count, -2.0f, 2.0f);
+  if (withNaN)
+    in[count / 3] = std::numeric_limits<float>::quiet_NaN();
+  bool reduced[cpu::kMaxRank] = {};
+  int64_t outCount = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    reduced[d] = reducedFlags[d];
+    if (!reduced[d])
+      outCount *= shape[d];
+  }
+  const int rank = static_cast<int>(shape.size());
+  std::vector<float> want(static_cast<size_t>(outCount));
+  cpu::reduce(kind, in.data(), want.data(), rank, shape.data(), reduced);
+  DeviceBuffer inD = t.upload(in), outD = t.alloc(outCount * 4);
+  gpu::reduce(t.ctx, kind, reinterpret_cast<const float *>(inD.get()),
+              reinterpret_cast<float *>(outD.get()), rank, shape.data(),
+              reduced);
+  // The max is exact; sums accumulate in double on both sides.
+  t.check(name, compareFloats(t.download<float>(outD.get(), want.size()), want,
+                              kind == cpu::ReduceKind::Max ? 0.0 : kTol));
+}
+
+void testReductions(Tester &t) {
+  using K = cpu::ReduceKind;
+  testReduce(t, K::Sum, {37, 53}, {true, false});
+  testReduce(t, K::Mean, {37, 53}, {false, true});
+  testReduce(t, K::Max, {37, 53}, {true, false}, true);
+  testReduce(t, K::Max, {37, 53}, {false, true}, true);
+  for (K k : {K::Sum, K::Mean, K::Max})
+    testReduce(t, k, {100000, 3}, {true, false});
+  testReduce(t, K::Max, {100000, 3}, {true, false}, true);
+  testReduce(t, K::Sum, {100000, 5}, {false, true});
+  testReduce(t, K::Max, {100000, 5}, {false, true}, true);
+  testReduce(t, K::Max, {3, 100000}, {false, true});
+  testReduce(t, K::Mean, {3, 100000}, {false, true});
+  testReduce(t, K::Sum, {4, 5, 6}, {true, false, true});
+  testReduce(t, K::Mean, {4, 5, 6}, {false, true, false});
+  testReduce(t, K::Max, {4, 5, 6}, {false, true, false});
+  testReduce(t, K::Sum, {2, 1, 3, 1, 4}, {true, true, false, false, true});
+  testReduce(t, K::Mean, {6, 7}, {true, true});
+  testReduce(t, K::Sum, {1000003}, {true});
+  testReduce(t, K::Sum, {1, 1}, {true, false});
+  testReduce(t, K::Sum, {8, 4096}, {true, false});
+  testReduce(t, K::Sum, {2, 3, 4, 5, 6, 7, 2, 3},
+             {false, true, false, true, true, false, true, false});
+
+  const int64_t n = 1000003;
+  for (bool accumulate : {false, true}) {
+    std::vector<float> dst = t.uniform(n), src = t.uniform(n);
+    DeviceBuffer dstD = t.upload(dst), srcD = t.upload(src);
+    cpu::accumulateInto(dst.data(), src.data(), n, 0.37f, accumulate);
+    gpu::accumulateInto(t.ctx, reinterpret_cast<float *>(dstD.get()),
+                        reinterpret_cast<const float *>(srcD.get()), n, 0.37f,
+                        accumulate);
+    t.check(std::string("accumulateInto ") +
+                (accumulate ? "accumulate" : "overwrite"),
+            compareFloats(t.download<float>(dstD.get(), n), dst, 1e-6));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device: memory and optimizer
+//===----------------------------------------------------------------------===//
+
+/// Host and device copies of parameters, gradients and states.
+struct OptimizerState {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<float>> hostParam, hostGrad, hostS0, hostS1;
+  std::vector<DeviceBuffer> devParam, devGrad, devS0, devS1;
+  std::vector<ParamSlice> hostSlices, devSlices;
+};
+
+OptimizerState makeOptimizerState(Tester &t, int numStates) {
+  OptimizerState s;
+  s.sizes = {1000, 70001, 5, 0, 131072};
+  for (size_t k = 0; k < s.sizes.size(); ++k) {
+    const size_t n = static_cast<size_t>(s.sizes[k]);
+    s.hostParam.push_back(t.uniform(n));
+    s.hostGrad.push_back(t.uniform(n));
+    s.hostS0.push_back(t.uniform(n, 0.0f, 0.1f));
+    s.hostS1.push_back(t.uniform(n, 0.0f, 0.01f));
+  }
+  for (size_t k = 0; k < s.sizes.size(); ++k) {
+    s.devParam.push_back(t.upload(s.hostParam[k]));
+    s.devGrad.push_back(t.upload(s.hostGrad[k]));
+    s.devS0.push_back(t.upload(s.hostS0[k]));
+    s.devS1.push_back(t.upload(s.hostS1[k]));
+  }
+  for (size_t k = 0; k < s.sizes.size(); ++k) {
+    const bool decay = k % 2 == 0;
+    s.hostSlices.push_back({s.hostParam[k].data(), s.hostGrad[k].data(),
+                            numStates > 0 ? s.hostS0[k].data() : nullptr,
+                            numStates > 1 ? s.hostS1[k].data() : nullptr,
+                            s.sizes[k], decay});
+    auto f = [](DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); };
+    s.devSlices.push_back({f(s.devParam[k]), f(s.devGrad[k]),
+                           numStates > 0 ? f(s.devS0[k]) : nullptr,
+                           numStates > 1 ? f(s.devS1[k]) : nullptr, s.sizes[k],
+                           decay});
+  }
+  return s;
+}
+
+/// Empty when every device tensor equals its host copy bit for bit.
+std::string compareOptimizerState(Tester &t, OptimizerState &s, int numStates) {
+  for (size_t k = 0; k < s.sizes.size(); ++k) {
+    const size_t n = static_cast<size_t>(s.sizes[k]);
+    const size_t bytes = n * sizeof(float);
+    std::string e =
+        compareBytes(t.download<float>(s.devParam[k].get(), n).data(),
+                     s.hostParam[k].data(), bytes);
+    if (e.empty())
+      e = compareBytes(t.download<float>(s.devGrad[k].get(), n).data(),
+                       s.hostGrad[k].data(), bytes);
+    if (e.empty() && numStates > 0)
+      e = compareBytes(t.download<float>(s.devS0[k].get(), n).data(),
+                       s.hostS0[k].data(), bytes);
+    if (e.empty() && numStates > 1)
+      e = compareBytes(t.download<float>(s.devS1[k].get(), n).data(),
+                       s.hostS1[k].data(), bytes);
+    if (!e.empty())
+      return "tensor " + std::to_string(k) + ": " + e;
+  }
+  return "";
+}
+
+void testOptimizer(Tester &t, const std::string &name,
+                   const OptimizerConfig &config) {
+  const int numStates = numStateBuffers(config);
+  OptimizerState s = makeOptimizerState(t, numStates);
+  std::string error;
+  for (int64_t step = 1; step <= 3 && error.empty(); ++step) {
+    if (step > 1) {
+      // Fresh gradients on both sides.
+      for (size_t k = 0; k < s.sizes.size(); ++k) {
+        s.hostGrad[k] = t.uniform(s.hostGrad[k].size());
+        s.hostSlices[k].grad = s.hostGrad[k].data();
+        t.dev.upload(s.devGrad[k].get(), s.hostGrad[k].data(),
+                     static_cast<int64_t>(s.hostGrad[k].size() * 4));
+      }
+    }
+    const double lr = 1e-3 * static_cast<double>(step);
+    optimizerStep(config, s.hostSlices, step, lr);
+    t.dev.optimizerStep(config, s.devSlices, step, lr);
+    error = compareOptimizerState(t, s, numStates);
+    if (!error.empty())
+      error = "step " + std::to_string(step) + ": " + error;
+  }
+  t.check("optimizerStep " + name, error);
+}
+
+void testDevice(Tester &t) {
+  {
+    DeviceBuffer b = t.alloc(4099);
+    std::vector<unsigned char> got = t.download<unsigned char>(b.get(), 4099);
+    std::vector<unsigned char> zeros(4099, 0);
+    std::string e = compareBytes(got.data(), zeros.data(), 4099);
+    std::vector<unsigned char> junk = t.randomBytes(4099);
+    t.dev.upload(b.get(), junk.data(), 4099);
+    t.dev.zero(b.get() + 100, 3000);
+    std::memset(junk.data() + 100, 0, 3000);
+    got = t.download<unsigned char>(b.get(), 4099);
+    if (e.empty())
+      e = compareBytes(got.data(), junk.data(), 4099);
+    t.check("device allocate zeroes, upload, zero, download", e);
+  }
+
+  OptimizerConfig adamw;
+  adamw.kind = OptimizerKind::AdamW;
+  adamw.weightDecay = 0.1;
+  testOptimizer(t, "adamw", adamw);
+  OptimizerConfig adamwNoDecay = adamw;
+  adamwNoDecay.weightDecay = 0.0;
+  adamwNoDecay.beta1 = 0.8;
+  adamwNoDecay.eps = 1e-6;
+  testOptimizer(t, "adamw no weight decay", adamwNoDecay);
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::Sgd;
+  sgd.weightDecay = 0.01;
+  testOptimizer(t, "sgd", sgd);
+  OptimizerConfig momentum = sgd;
+  momentum.momentum = 0.9;
+  momentum.dampening = 0.1;
+  testOptimizer(t, "sgd momentum dampening", momentum);
+  OptimizerConfig nesterov = sgd;
+  nesterov.momentum = 0.9;
+  nesterov.nesterov = true;
+  testOptimizer(t, "sgd nesterov", nesterov);
+
+  // Norm and clipping.
+  OptimizerState s = makeOptimizerState(t, 0);
+  const double hostSum = gradSquaredSum(s.hostSlices);
+  const double devSum = t.dev.gradSquaredSum(s.devSlices);
+  t.check("gradSquaredSum",
+          std::fabs(devSum - hostSum) <= 1e-12 * std::fabs(hostSum)
+              ? ""
+              : format("got %.17g, want %.17g", devSum, hostSum));
+  OptimizerConfig clip;
+  clip.maxGradNorm = 0.5;
+  float coef = 0;
+  std::string e;
+  if (!clipCoefficient(clip, std::sqrt(hostSum), coef) || !(coef < 1.0f))
+    e = "bad test: no clipping";
+  scaleGrads(s.hostSlices, coef);
+  t.dev.scaleGrads(s.devSlices, coef);
+  if (e.empty())
+    e = compareOptimizerState(t, s, 0);
+  t.check("scaleGrads (clipping)", e);
+}
+
+} // namespace
+
+int main() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= 0) {
+    std::printf("cuda kernels: skipped (no CUDA device: %s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err)
+                                   : "cudaGetDeviceCount found 0 devices");
+    return 0;
+  }
+  cpu::initBlas();
+  std::unique_ptr<Device> device;
+  Status status = Device::create(0, 0, device);
+  if (!status) {
+    std::printf("FAIL Device::create: %s\n", status.message().c_str());
+    std::printf("cuda kernels: 0 passed, 1 failed\n");
+    return 1;
+  }
+  std::printf("device: %s\n", device->name().c_str());
+  Tester t(*device);
+  testGemms(t);
+  testNormalizations(t);
+  testDataMovement(t);
+  testReductions(t);
+  testDevice(t);
+  device->synchronize();
+  std::printf("cuda kernels: %d passed, %d failed\n", t.passed, t.failed);
+  return t.failed ? 1 : 0;
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Compiles the CUDA programs autopar emits, with every warning an error.
+
+For every ONNX fixture and every plan kind the CUDA target takes, runs
+`autopar compile --target cuda --no-build` and compiles the generated
+model.cu with nvcc (-Werror all-warnings, host -Wall -Werror) for one
+architecture; plans the CUDA target does not take yet must be refused with
+one line. Prints one line per program and a summary; exits 1 on any failure.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+import onnx
+
+# Plan kinds of the CUDA target (one device, fp32): AdamW defaults; SGD
+# with Nesterov momentum, clipping, a warmup + cosine schedule, no_decay;
+# AdamW with frozen tensors; micro-batches (fixtures with a dynamic batch,
+# fixed to 4 samples).
+PLANS = {
+    "adamw": {},
+    "sgd": {"optimizer": {"type": "sgd", "lr": 0.1, "momentum": 0.9,
+                          "nesterov": True, "weight_decay": 0.01,
+                          "max_grad_norm": 1.0, "no_decay": ["*.bias"]},
+            "lr_schedule": {"warmup_steps": 2, "decay": "cosine"}},
+    "frozen": {"optimizer": {"type": "adamw", "weight_decay": 0.1},
+               "frozen": ["*ln*"]},
+}
+DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
+# Plans refused on the CUDA target for now, and the key the line names.
+REFUSED = {
+    "dp2": ({"mesh": {"dp": 2}}, "mesh.dp"),
+    "zero1": ({"zero": {"stage": 1}}, "zero.stage"),
+}
+
+
+def input_shapes(model_path):
+    """--input-shape flags fixing the dynamic dims of a fixture (4 x 16)."""
+    model = onnx.load(model_path, load_external_data=False)
+    flags = []
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            fixed = [d.dim_value if d.HasField("dim_value") else (4 if i == 0 else 16)
+                     for i, d in enumerate(dims)]
+            flags += ["--input-shape",
+                      value.name + "=" + ",".join(map(str, fixed))]
+    return flags
+
+
+def run(cmd, cwd=None):
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    return p.returncode, p.stdout
+
+
+def compile_one(args, fixture, plan_name, plan):
+    name = os.path.splitext(os.path.basename(fixture))[0] + "." + plan_name
+    work = os.path.join(args.work, name)
+    plan_file = work + ".json"
+    with open(plan_file, "w") as f:
+        json.dump(plan, f)
+    rc, out = run([args.autopar, "compile", fixture, "--plan", plan_file,
+                   "--target", "cuda", "--no-build", "-o", work] +
+                  input_shapes(fixture))
+    if rc != 0:
+        return name, "autopar compile failed:\n" + out
+    rc, out = run([args.nvcc, "-std=c++17", "-O1", "-I.", "-arch=" + args.arch,
+                   "--expt-relaxed-constexpr", "-Werror", "all-warnings",
+                   "-Xcompiler=-Wall,-Werror", "-c", "model.cu", "-o",
+                   "model.o"], cwd=work)
+    if rc != 0:
+        return name, "nvcc failed:\n" + out
+    return name, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--autopar", required=True)
+    ap.add_argument("--nvcc", default="nvcc")
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--arch", default="sm_80")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    fixtures = sorted(os.path.join(args.fixtures, f)
+                      for f in os.listdir(args.fixtures) if f.endswith(".onnx"))
+    if not fixtures:
+        print("no fixtures in " + args.fixtures)
+        return 1
+    failed = 0
+    jobs = [(f, n, p) for f in fixtures for n, p in PLANS.items()]
+    jobs += [(f, n, p) for f in fixtures if input_shapes(f)
+             for n, p in DYNAMIC_PLANS.items()]
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        for name, error in pool.map(lambda j: compile_one(args, *j), jobs):
+            if error:
+                failed += 1
+                print("FAIL " + name + ": " + error)
+            else:
+                print("OK " + name)
+    for plan_name, (plan, key) in REFUSED.items():
+        work = os.path.join(args.work, "refused." + plan_name)
+        with open(work + ".json", "w") as f:
+            json.dump(plan, f)
+        rc, out = run([args.autopar, "compile", fixtures[0], "--plan",
+                       work + ".json", "--target", "cuda", "--no-build",
+                       "-o", work] + input_shapes(fixtures[0]))
+        lines = out.strip().splitlines()
+        if (rc == 0 or len(lines) != 1 or key not in lines[0] or
+                "not supported yet on the cuda target" not in lines[0] or
+                os.path.exists(work)):
+            failed += 1
+            print("FAIL refused." + plan_name + ": " + out)
+        else:
+            print("OK refused." + plan_name)
+    print("cuda programs: %d compiled, %d failed" % (len(jobs), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
