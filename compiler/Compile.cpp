@@ -57,17 +57,20 @@ namespace {
 const char *const kCommonFiles[] = {
     "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
     "Program.h", "Program.cpp", "Status.h",    "onnx/Wire.h",  "onnx/Wire.cpp",
-    "cpu/Kernels.h",
+    "cpu/Kernels.h", "cpu/Attention.h",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
     "cpu/Kernels.cpp",
     "cpu/Math.h",
+    "cpu/Attention.cpp",
 };
 const char *const kCudaFiles[] = {
     "cuda/Context.h",
     "cuda/Kernels.h",
     "cuda/Kernels.cu",
+    "cuda/Attention.h",
+    "cuda/Attention.cu",
 };
 const char *const kTrainFiles[] = {
     "TrainMain.cpp",
@@ -495,6 +498,15 @@ bool Compiler::lower() {
   ModuleOp module = *imported.module;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   FirstError diag(context);
+  // Attention first: autodiff then derives nn.attention_grad from it.
+  PassManager fm(&context);
+  fm.addPass(createCanonicalizerPass());
+  FuseAttentionPassOptions attention;
+  if (o.target == "cuda")
+    attention.maxHeadDim = 128; // runtime/cuda/Attention.h
+  fm.addNestedPass<func::FuncOp>(createFuseAttentionPass(attention));
+  if (failed(fm.run(module)))
+    return fail(o.model + ": lowering failed: " + diag.message);
   PassManager pm(&context);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -578,8 +590,10 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
      << "#include \"runtime/comm/Comm.h\"\n"
-     << (o.target == "cuda" ? "#include \"runtime/cuda/Kernels.h\"\n"
-                            : "#include \"runtime/cpu/Kernels.h\"\n"
+     << (o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
+                              "#include \"runtime/cuda/Kernels.h\"\n"
+                            : "#include \"runtime/cpu/Attention.h\"\n"
+                              "#include \"runtime/cpu/Kernels.h\"\n"
                               "#include \"runtime/cpu/Math.h\"\n")
      << "#include \"runtime/optim/Optimizer.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
@@ -695,6 +709,7 @@ bool Compiler::forwardSource(func::FuncOp forward, const std::string &code,
      << "; do not edit.\n"
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
+     << "#include \"runtime/cpu/Attention.h\"\n"
      << "#include \"runtime/cpu/Kernels.h\"\n"
      << "#include \"runtime/cpu/Math.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"

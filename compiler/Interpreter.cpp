@@ -311,6 +311,8 @@ private:
                                      const HostValue &labels,
                                      const HostValue &g);
   FailureOr<Values> matmul(MatMulOp op, const HostValue &a, const HostValue &b);
+  /// nn.attention (out, lse) and nn.attention_grad (dq, dk, dv).
+  FailureOr<Values> attention(Operation *op, ArrayRef<const HostValue *> in);
   FailureOr<Values> gemm(GemmOp op, ArrayRef<const HostValue *> in);
   FailureOr<Values> gather(Operation *op, const HostValue &indices,
                            const HostValue &source, int64_t axis, bool grad);
@@ -435,6 +437,8 @@ FailureOr<Values> Evaluator::eval(Operation *op,
       })
       // Linear algebra.
       .Case([&](MatMulOp o) { return matmul(o, *in[0], *in[1]); })
+      .Case<AttentionOp, AttentionGradOp>(
+          [&](Operation *o) { return attention(o, in); })
       .Case([&](GemmOp o) { return gemm(o, in); })
       // Indexing and data movement.
       .Case([&](GatherOp o) {
@@ -690,6 +694,89 @@ FailureOr<Values> Evaluator::layerNorm(LayerNormOp op,
           (row[j] - mean) * rstd * scale.data[j] + (bias ? bias->data[j] : 0.0);
   }
   return Values{std::move(y)};
+}
+
+FailureOr<Values> Evaluator::attention(Operation *op,
+                                       ArrayRef<const HostValue *> in) {
+  auto forward = dyn_cast<AttentionOp>(op);
+  auto backward = dyn_cast<AttentionGradOp>(op);
+  bool hasMask = forward ? static_cast<bool>(forward.getMask())
+                         : static_cast<bool>(backward.getMask());
+  double scale = forward ? forward.getScale().convertToDouble()
+                         : backward.getScale().convertToDouble();
+  bool causal = forward ? forward.getCausal() : backward.getCausal();
+  const HostValue &q = *in[0], &k = *in[1], &v = *in[2];
+  int64_t rank = q.shape.size();
+  int64_t t = q.shape[rank - 2], d = q.shape[rank - 1], s = k.shape[rank - 2];
+  int64_t batch = dimsProduct(q.shape, 0, rank - 2);
+  SmallVector<int64_t> scoresShape(ArrayRef<int64_t>(q.shape).drop_back(1));
+  scoresShape.push_back(s);
+  HostValue mask = hasMask ? broadcastTo(*in[3], scoresShape)
+                           : HostValue::filled(scoresShape, 1);
+  // p[b, i, j] = softmax_j(scale q_i . k_j) over the attended j.
+  std::vector<double> p(batch * t * s, 0.0), lse(batch * t, 0.0);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      double *row = &p[(b * t + i) * s];
+      double max = -std::numeric_limits<double>::infinity();
+      std::vector<bool> attended(s);
+      for (int64_t j = 0; j < s; ++j) {
+        attended[j] = (!causal || j <= i + s - t) &&
+                      mask.data[(b * t + i) * s + j] != 0;
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += q.data[(b * t + i) * d + c] * k.data[(b * s + j) * d + c];
+        row[j] = scale * dot;
+        if (attended[j])
+          max = std::max(max, row[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < s; ++j)
+        sum += attended[j] ? std::exp(row[j] - max) : 0.0;
+      lse[b * t + i] = max + std::log(sum);
+      for (int64_t j = 0; j < s; ++j)
+        row[j] = attended[j] ? std::exp(row[j] - lse[b * t + i])
+                             : (sum == 0 ? std::nan("") : 0.0);
+    }
+  if (forward) {
+    HostValue out = zeros(q.shape);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          for (int64_t c = 0; c < d; ++c)
+            out.data[(b * t + i) * d + c] +=
+                p[(b * t + i) * s + j] * v.data[(b * s + j) * d + c];
+    HostValue l(ArrayRef<int64_t>(q.shape).drop_back(1), lse);
+    return Values{out, l};
+  }
+  const HostValue &g = *in[hasMask ? 6 : 5];
+  HostValue dq = zeros(q.shape), dk = zeros(k.shape), dv = zeros(v.shape);
+  auto dpAt = [&](int64_t b, int64_t i, int64_t j) {
+    double dp = 0;
+    for (int64_t c = 0; c < d; ++c)
+      dp += g.data[(b * t + i) * d + c] * v.data[(b * s + j) * d + c];
+    return dp;
+  };
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      // ds = p (dp - Di) with Di = sum_j p_ij dp_ij.
+      double di = 0;
+      for (int64_t j = 0; j < s; ++j)
+        di += p[(b * t + i) * s + j] * dpAt(b, i, j);
+      for (int64_t j = 0; j < s; ++j) {
+        double pij = p[(b * t + i) * s + j];
+        for (int64_t c = 0; c < d; ++c)
+          dv.data[(b * s + j) * d + c] += pij * g.data[(b * t + i) * d + c];
+        double ds = pij * (dpAt(b, i, j) - di);
+        for (int64_t c = 0; c < d; ++c) {
+          dq.data[(b * t + i) * d + c] +=
+              scale * ds * k.data[(b * s + j) * d + c];
+          dk.data[(b * s + j) * d + c] +=
+              scale * ds * q.data[(b * t + i) * d + c];
+        }
+      }
+    }
+  return Values{dq, dk, dv};
 }
 
 FailureOr<Values> Evaluator::layerNormGrad(LayerNormGradOp op,

@@ -77,22 +77,25 @@ run() {
   local nvcc
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   # 1. The runtime's CUDA kernels against their CPU references.
-  local kt="$dir/kernels-test" blas=(-lopenblas) define=()
+  local kt="$dir/kernel-tests" blas=(-lopenblas) define=()
   mkdir -p "$kt"
   if ! echo 'int main(){}' | g++ -x c++ - -lopenblas -o "$kt/probe" 2> /dev/null ||
      ! echo '#include <cblas.h>' | g++ -x c++ -fsyntax-only -I/usr/include/x86_64-linux-gnu/openblas-pthread - 2> /dev/null; then
     blas=() define=(-DAUTOPAR_RT_NO_BLAS)
   fi
-  local kstatus="FAIL" kline="build failed"
-  if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
-        "${define[@]}" -Xcompiler=-fopenmp test/cuda/KernelsTest.cu runtime/cuda/Kernels.cu \
-        runtime/cuda/Device.cu runtime/optim/Optimizer.cpp runtime/cpu/Kernels.cpp \
-        -lcublasLt "${blas[@]}" -o "$kt/kernels-test") > "$kt/build.log" 2>&1; then
-    if "$kt/kernels-test" > "$kt/run.log" 2>&1; then kstatus="PASS"; fi
-    kline="$(tail -1 "$kt/run.log")"
-  fi
-  [ "$kstatus" = PASS ] || failed=1
-  rows+=("kernels|$kstatus|$kline")
+  for test in Kernels Attention; do
+    local status="FAIL" line="build failed ($kt/$test.build.log)"
+    if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+          "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/Attention.cu \
+          runtime/cuda/Kernels.cu runtime/cuda/Device.cu runtime/optim/Optimizer.cpp \
+          runtime/cpu/Kernels.cpp runtime/cpu/Attention.cpp -lcublasLt "${blas[@]}" \
+          -o "$kt/$test") > "$kt/$test.build.log" 2>&1; then
+      if "$kt/$test" > "$kt/$test.log" 2>&1; then status="PASS"; fi
+      line="$(tail -1 "$kt/$test.log")"
+    fi
+    [ "$status" = PASS ] || failed=1
+    rows+=("$test test|$status|$line")
+  done
   # 2. Each program: build, train, compare.
   for c in "${cases[@]}"; do
     IFS='|' read -r name _ <<< "$c"

@@ -200,6 +200,10 @@ private:
   LogicalResult emitScalar(Operation *op, DenseMap<Value, std::string> &scalars,
                            raw_ostream &body);
   LogicalResult emitMatmul(Operation *op);
+  LogicalResult emitAttention(Operation *op);
+  /// The element strides through which kernels read `v`, and the value
+  /// whose storage they read (a folded transpose's input, or `v`).
+  SmallVector<int64_t> elementStrides(Value v, Value &storage);
   LogicalResult emitConstant(nn::ConstantOp op);
   LogicalResult emitReturn(func::ReturnOp op);
   LogicalResult emitDist(Operation *op);
@@ -233,7 +237,7 @@ void Emitter::defineResults(Operation *op) {
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
     std::string name = "v" + std::to_string(counter++);
     int64_t offset = offsets ? offsets[i] : -1;
-    os << formatv("  {0} *{1} = ({0} *)(io.arena + {2});\n", type(r), name,
+    os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)(io.arena + {2});\n", type(r), name,
                   offset);
     names[r] = name;
   }
@@ -258,10 +262,10 @@ LogicalResult Emitter::emit(StringRef name) {
                               << " target does not support";
     std::string n = "a" + std::to_string(i);
     if (slots[i].kind == ArgSlot::Param)
-      body << formatv("  {0} *{1} = ({0} *)(io.params + {2});\n", t, n,
+      body << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)(io.params + {2});\n", t, n,
                       slots[i].offset);
     else
-      body << formatv("  {0} *{1} = ({0} *)io.inputs[{2}];\n", t, n,
+      body << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)io.inputs[{2}];\n", t, n,
                       slots[i].offset);
     inner.names[arg] = n;
   }
@@ -284,7 +288,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
   if (isViewOp(op) || isFoldedTranspose(op)) {
     std::string base = ptr(op->getOperand(0));
     std::string name = "v" + std::to_string(counter++);
-    os << formatv("  {0} *{1} = ({0} *){2};\n", type(op->getResult(0)), name,
+    os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *){2};\n", type(op->getResult(0)), name,
                   base);
     names[op->getResult(0)] = name;
     return success();
@@ -318,6 +322,8 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       .Case([&](nn::FusedOp o) { return emitFused(o); })
       .Case<nn::MatMulOp, nn::GemmOp>(
           [&](Operation *o) { return emitMatmul(o); })
+      .Case<nn::AttentionOp, nn::AttentionGradOp>(
+          [&](Operation *o) { return emitAttention(o); })
       .Case([&](nn::LayerNormOp o) {
         if (failed(requireF32(o)))
           return failure();
@@ -526,11 +532,12 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
   llvm::raw_string_ostream s(init);
   names[op.getResult()] = name;
   if (cuda()) {
-    // A __device__ array; a splat is filled by a kernel at every call.
+    // A __device__ array; a large splat is filled by a kernel at every
+    // call rather than spelled out.
     std::string data = name + "_data";
-    if (elements.isSplat()) {
-      s << formatv("static __device__ {0} {1}[{2}];\n", ct, data,
-                   std::max<int64_t>(n, 1));
+    bool fill = elements.isSplat() && n > 1024;
+    if (fill) {
+      s << formatv("static __device__ {0} {1}[{2}];\n", ct, data, n);
     } else {
       s << formatv("static __device__ {0} {1}[{2}] = {{", ct, data, n);
       int64_t i = 0;
@@ -542,7 +549,7 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
     os << formatv("  {0} *{1};\n  AUTOPAR_CUDA_CHECK_CTX(io.device, "
                   "cudaGetSymbolAddress((void **)&{1}, {2}));\n",
                   ct, name, data);
-    if (elements.isSplat())
+    if (fill)
       emitCudaLoop(name + "_fill", ct + " *" + name, n,
                    formatv("{0}[t] = {1};", name,
                            literal(elements.getSplatValue<Attribute>(), et))
@@ -589,6 +596,126 @@ void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
                 name, blocks, kThreads, args);
 }
 
+SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
+  storage = v;
+  Operation *def = v.getDefiningOp();
+  if (!def || !isFoldedTranspose(def))
+    return contiguousStrides(dims(v));
+  storage = def->getOperand(0);
+  SmallVector<int64_t> in = contiguousStrides(dims(storage)), strides;
+  for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
+    strides.push_back(in[p]);
+  return strides;
+}
+
+LogicalResult Emitter::emitAttention(Operation *op) {
+  if (failed(requireF32(op)))
+    return failure();
+  auto forward = dyn_cast<nn::AttentionOp>(op);
+  auto backward = dyn_cast<nn::AttentionGradOp>(op);
+  Value q = forward ? forward.getQuery() : backward.getQuery();
+  Value k = forward ? forward.getKey() : backward.getKey();
+  Value v = forward ? forward.getValue() : backward.getValue();
+  Value mask = forward ? forward.getMask() : backward.getMask();
+  ArrayRef<int64_t> qs = dims(q);
+  int64_t rank = qs.size(), t = qs[rank - 2], s = dims(k)[rank - 2];
+  // Every tensor of the op with its (storage, strides over the scores'
+  // leading dims + row): the kernels take two leading dims (batch, heads),
+  // so adjacent leading dims merge where every tensor allows it.
+  struct Tensor {
+    std::string field;
+    Value value, storage;
+    SmallVector<int64_t> strides;
+  };
+  SmallVector<Tensor> tensors;
+  auto add = [&](StringRef field, Value value) {
+    Tensor tensor{field.str(), value, Value(), {}};
+    tensor.strides = elementStrides(value, tensor.storage);
+    tensors.push_back(tensor);
+  };
+  add("q", q);
+  add("k", k);
+  add("v", v);
+  if (forward) {
+    add("out", forward.getOutput());
+  } else {
+    add("out", backward.getOutput());
+    add("dout", backward.getGrad());
+    add("dq", backward.getQueryGrad());
+    add("dk", backward.getKeyGrad());
+    add("dv", backward.getValueGrad());
+  }
+  // The mask's strides over [leading..., T, S] (0 along broadcast dims).
+  SmallVector<int64_t> maskStrides(rank, 0);
+  if (mask) {
+    ArrayRef<int64_t> ms = dims(mask);
+    SmallVector<int64_t> own = contiguousStrides(ms);
+    for (size_t d = 0; d < ms.size(); ++d)
+      if (ms[d] != 1)
+        maskStrides[d + rank - ms.size()] = own[d];
+  }
+  SmallVector<int64_t> lead(qs.drop_back(2));
+  SmallVector<SmallVector<int64_t>> leadStrides;
+  for (Tensor &tensor : tensors)
+    leadStrides.push_back(SmallVector<int64_t>(
+        ArrayRef<int64_t>(tensor.strides).take_front(rank - 2)));
+  leadStrides.push_back(
+      SmallVector<int64_t>(ArrayRef<int64_t>(maskStrides).take_front(rank - 2)));
+  // Merge dim i into i + 1 when every tensor steps over i as over i + 1
+  // repeated (dim i + 1 of extent 1 merges always).
+  for (int64_t i = static_cast<int64_t>(lead.size()) - 2;
+       i >= 0 && lead.size() > 2; --i) {
+    bool mergeable = llvm::all_of(leadStrides, [&](ArrayRef<int64_t> st) {
+      return st[i] == st[i + 1] * lead[i + 1] || lead[i] == 1;
+    });
+    if (!mergeable)
+      continue;
+    lead[i + 1] *= lead[i];
+    lead.erase(lead.begin() + i);
+    for (SmallVector<int64_t> &st : leadStrides)
+      st.erase(st.begin() + i);
+  }
+  if (lead.size() > 2)
+    return op->emitOpError() << "the " << targetName()
+                             << " target's attention kernels take at most two "
+                                "leading dims that do not merge";
+  while (lead.size() < 2) {
+    lead.insert(lead.begin(), 1);
+    for (SmallVector<int64_t> &st : leadStrides)
+      st.insert(st.begin(), 0);
+  }
+  double scale = forward ? forward.getScale().convertToDouble()
+                         : backward.getScale().convertToDouble();
+  bool causal = forward ? forward.getCausal() : backward.getCausal();
+  os << formatv("  {{ autopar::rt::AttentionDesc d;\n"
+                "    d.batch = {0}; d.heads = {1}; d.t = {2}; d.s = {3}; "
+                "d.d = {4};\n    d.scale = float({5}); d.causal = {6};\n",
+                lead[0], lead[1], t, s, qs[rank - 1], hexDouble(scale), causal);
+  for (auto [i, tensor] : llvm::enumerate(tensors)) {
+    int64_t row = tensor.strides[rank - 2];
+    os << formatv("    d.{0}Strides[0] = {1}; d.{0}Strides[1] = {2}; "
+                  "d.{0}Strides[2] = {3};\n",
+                  tensor.field, leadStrides[i][0], leadStrides[i][1], row);
+  }
+  if (mask)
+    os << formatv("    d.mask = {0};\n    d.maskStrides[0] = {1}; "
+                  "d.maskStrides[1] = {2}; d.maskStrides[2] = {3}; "
+                  "d.maskStrides[3] = {4};\n",
+                  ptr(mask), leadStrides.back()[0], leadStrides.back()[1],
+                  maskStrides[rank - 2], maskStrides[rank - 1]);
+  auto at = [&](unsigned i) { return ptr(tensors[i].storage); };
+  if (forward)
+    os << "    " << rt("attentionForward")
+       << formatv("d, {0}, {1}, {2}, {3}, {4}); }\n", at(0), at(1), at(2),
+                  at(3), ptr(forward.getLse()));
+  else
+    os << "    " << rt("attentionBackward")
+       << formatv("d, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}); }\n",
+                  at(0), at(1), at(2), at(3), ptr(backward.getLse()), at(4),
+                  at(5), at(6), at(7));
+  return success();
+}
+
 LogicalResult Emitter::emitMatmul(Operation *op) {
   if (failed(requireF32(op)))
     return failure();
@@ -605,14 +732,7 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
   };
   auto describe = [&](Value v, bool trans, bool isLhs) {
     Operand d{v, SmallVector<int64_t>(dims(v)), {}};
-    if (Operation *def = v.getDefiningOp(); def && isFoldedTranspose(def)) {
-      d.storage = def->getOperand(0);
-      SmallVector<int64_t> in = contiguousStrides(dims(d.storage));
-      for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
-        d.strides.push_back(in[p]);
-    } else {
-      d.strides = contiguousStrides(d.shape);
-    }
+    d.strides = elementStrides(v, d.storage);
     if (d.shape.size() == 1) {
       // [K] is a row [1, K] on the left, a column [K, 1] on the right.
       d.shape.insert(isLhs ? d.shape.begin() : d.shape.end(), 1);

@@ -10,6 +10,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace autopar::nn;
 
@@ -759,6 +761,94 @@ LogicalResult LayerNormGradOp::verify() {
   if (!(epsilon >= 0))
     return emitOpError() << "epsilon must be a non-negative number, got "
                          << epsilon;
+  return success();
+}
+
+/// The operand and result types of nn.attention / nn.attention_grad: q
+/// [..., T, D], k and v [..., S, D] of one float type with the same leading
+/// dims, a mask broadcastable to [..., T, S], out like q, lse [..., T].
+static LogicalResult verifyAttentionTypes(Operation *op, Value query,
+                                          Value key, Value value, Value mask,
+                                          double scale) {
+  RankedTensorType q = tensorType(query), k = tensorType(key),
+                   v = tensorType(value);
+  if (q.getRank() < 3)
+    return op->emitOpError() << "operand 'query' must have rank 3 or more "
+                                "([..., T, D]), got "
+                             << q;
+  if (k.getRank() != q.getRank() || v.getRank() != q.getRank())
+    return op->emitOpError()
+           << "operands 'key' and 'value' must have the rank of 'query' ("
+           << q.getRank() << ")";
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return op->emitOpError()
+           << "operands 'query', 'key' and 'value' must have one element type";
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  int64_t rank = q.getRank();
+  if (qs.drop_back(2) != ks.drop_back(2) || ks != vs)
+    return op->emitOpError()
+           << "operands 'key' and 'value' must be [..., S, D] with the leading "
+              "dims of 'query' "
+           << q << ", got " << k << " and " << v;
+  if (ks[rank - 1] != qs[rank - 1])
+    return op->emitOpError() << "operand 'key' has " << ks[rank - 1]
+                             << " features per position, 'query' "
+                             << qs[rank - 1];
+  if (mask) {
+    SmallVector<int64_t> scores(qs.drop_back(1));
+    scores.push_back(ks[rank - 2]);
+    FailureOr<SmallVector<int64_t>> b =
+        broadcastShapes(tensorType(mask).getShape(), scores);
+    if (failed(b) || ArrayRef<int64_t>(*b) != ArrayRef<int64_t>(scores))
+      return op->emitOpError()
+             << "operand 'mask' " << mask.getType()
+             << " does not broadcast to the scores' shape ["
+             << llvm::make_range(scores.begin(), scores.end()) << "]";
+  }
+  if (!(scale > 0) || !std::isfinite(scale))
+    return op->emitOpError() << "scale must be a positive number, got "
+                             << scale;
+  return success();
+}
+
+/// [..., T] of q [..., T, D].
+static RankedTensorType attentionLseType(Value query) {
+  RankedTensorType q = tensorType(query);
+  return RankedTensorType::get(q.getShape().drop_back(1), q.getElementType());
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionTypes(*this, getQuery(), getKey(), getValue(),
+                                  getMask(), getScale().convertToDouble())) ||
+      failed(verifyResultType(*this, getOutput().getType(),
+                              getQuery().getType())) ||
+      failed(verifyResultType(*this, getLse().getType(),
+                              attentionLseType(getQuery()))))
+    return failure();
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionTypes(*this, getQuery(), getKey(), getValue(),
+                                  getMask(), getScale().convertToDouble())))
+    return failure();
+  if (getOutput().getType() != getQuery().getType() ||
+      getGrad().getType() != getQuery().getType())
+    return emitOpError() << "operands 'output' and 'grad' must have the type "
+                            "of 'query' "
+                         << getQuery().getType();
+  if (getLse().getType() != attentionLseType(getQuery()))
+    return emitOpError() << "operand 'lse' must be "
+                         << attentionLseType(getQuery()) << ", got "
+                         << getLse().getType();
+  if (failed(verifyResultType(*this, getQueryGrad().getType(),
+                              getQuery().getType())) ||
+      failed(verifyResultType(*this, getKeyGrad().getType(),
+                              getKey().getType())) ||
+      failed(verifyResultType(*this, getValueGrad().getType(),
+                              getValue().getType())))
+    return failure();
   return success();
 }
 

@@ -267,6 +267,57 @@ def NN_SoftmaxOp : NN_Op<"softmax"> {
   let hasVerifier = 1;
 }
 
+def NN_AttentionOp : NN_Op<"attention"> {
+  let summary = "Fused scaled dot-product attention";
+  let description = [{
+    For q [..., T, D] and k, v [..., S, D] with the same leading (batch,
+    head) dims: out = softmax(scale * q k^T, masked) v, where position
+    (i, j) is masked when `causal` and j > i + S - T, or where the optional
+    bool `mask` (broadcastable to [..., T, S]) is false. `lse` [..., T] is
+    the log-sum-exp of each row's unmasked scores, which the backward uses.
+    A row with every position masked gives NaN. `autopar-fuse-attention`
+    forms it from the exported MatMul-scale-mask-Softmax-MatMul pattern;
+    the kernels never hold a T x S matrix for all heads at once.
+
+    ```mlir
+    %out, %lse = nn.attention %q, %k, %v {causal = true, scale = 0.125 : f64}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, Optional<NN_BoolTensor>:$mask,
+                   F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs NN_FloatTensor:$output, NN_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_AttentionGradOp : NN_Op<"attention_grad"> {
+  let summary = "Gradients of nn.attention with respect to query, key, value";
+  let description = [{
+    From the forward's operands, its `output` and `lse`, and the gradient of
+    the output: with p recomputed as exp(scale q k^T - lse) (masked
+    entries 0) and Di = sum(grad * output) per row,
+    dv = p^T grad, ds = p * (grad v^T - Di), dq = scale ds k,
+    dk = scale ds^T q.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                   NN_FloatTensor:$value, Optional<NN_BoolTensor>:$mask,
+                   NN_FloatTensor:$output, NN_FloatTensor:$lse,
+                   NN_FloatTensor:$grad, F64Attr:$scale, BoolAttr:$causal);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `,` $output `,` $lse `,` $grad
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy"> {
   let summary = "Softmax cross-entropy of scores against class labels";
   let description = [{

@@ -361,6 +361,24 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
           accumulate(o.getBias(), grad.getBiasGrad());
         return success();
       })
+      .Case([&](AttentionOp o) -> LogicalResult {
+        // Only the output is differentiable (lse is for the backward).
+        Value go = gradOf(o.getOutput());
+        if (!go)
+          return success();
+        auto grad = AttentionGradOp::create(
+            b, loc, o.getQuery().getType(), o.getKey().getType(),
+            o.getValue().getType(), o.getQuery(), o.getKey(), o.getValue(),
+            o.getMask(), o.getOutput(), o.getLse(), go, o.getScaleAttr(),
+            o.getCausalAttr());
+        if (isActive(o.getQuery()))
+          accumulate(o.getQuery(), grad.getQueryGrad());
+        if (isActive(o.getKey()))
+          accumulate(o.getKey(), grad.getKeyGrad());
+        if (isActive(o.getValue()))
+          accumulate(o.getValue(), grad.getValueGrad());
+        return success();
+      })
       .Case([&](SoftmaxOp o) {
         return unary(SoftmaxGradOp::create(b, loc, o.getType(), o.getResult(),
                                            g, o.getAxisAttr()));

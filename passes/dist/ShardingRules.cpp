@@ -283,6 +283,45 @@ FactorRule lossRule(Operation *op, nn::LossReduction reduction,
   return rule;
 }
 
+/// nn.attention / nn.attention_grad: the leading (batch, head) dims split
+/// freely; the query rows, key rows and features stay whole (a causal
+/// offset and the softmax span them).
+FactorRule attentionRule(Operation *op) {
+  auto forward = dyn_cast<nn::AttentionOp>(op);
+  auto backward = dyn_cast<nn::AttentionGradOp>(op);
+  Value q = forward ? forward.getQuery() : backward.getQuery();
+  Value mask = forward ? forward.getMask() : backward.getMask();
+  FactorRule rule;
+  int64_t rank = shapeOf(q).size();
+  SmallVector<int64_t> lead = identityFactors(rule, rank - 2);
+  int64_t t = rule.addFactor(false), s = rule.addFactor(false),
+          d = rule.addFactor(false);
+  auto with = [&](std::initializer_list<int64_t> last) {
+    SmallVector<int64_t> f(lead);
+    f.append(last);
+    return f;
+  };
+  SmallVector<int64_t> qf = with({t, d}), kf = with({s, d}), lse = with({t});
+  SmallVector<int64_t> maskFactors;
+  if (mask) {
+    // Aligned from the right with [lead..., T, S]; broadcast dims have none.
+    SmallVector<int64_t> scores = with({t, s});
+    ArrayRef<int64_t> m = shapeOf(mask);
+    for (auto [i, size] : llvm::enumerate(m))
+      maskFactors.push_back(size == 1 ? -1 : scores[rank - m.size() + i]);
+  }
+  rule.operandFactors = {qf, kf, kf};
+  if (mask)
+    rule.operandFactors.push_back(maskFactors);
+  if (forward) {
+    rule.resultFactors = {qf, lse};
+  } else {
+    rule.operandFactors.append({qf, lse, qf});
+    rule.resultFactors = {qf, kf, kf};
+  }
+  return rule;
+}
+
 FailureOr<FactorRule> ruleOf(Operation *op) {
   if (nn::isElementwise(op) || isa<nn::IdentityOp>(op)) {
     FactorRule rule = broadcastRule(op);
@@ -345,6 +384,8 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
         return reduceRule(o, o.getAxes(), o.getKeepdims(), Reduction::Sum,
                           false);
       })
+      .Case<nn::AttentionOp, nn::AttentionGradOp>(
+          [](Operation *o) { return attentionRule(o); })
       .Case<nn::SoftmaxOp, nn::SoftmaxGradOp>([](Operation *o) {
         FactorRule rule;
         int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();

@@ -23,8 +23,10 @@ bool isViewOp(mlir::Operation *op);
 
 /// True for a transpose whose every user is a matmul (or, for a swap of the
 /// two dims, a gemm) and that keeps the input's last dim as one of the two
-/// matrix dims: the users read its input through strides (row-major with a
-/// leading dimension, or transposed), so it is never materialized.
+/// matrix dims, or an attention op reading it as query, key, value or
+/// output gradient with the last dim kept last: the users read its input
+/// through strides (row-major with a leading dimension, or transposed), so
+/// it is never materialized.
 bool isFoldedTranspose(mlir::Operation *op);
 
 /// Bytes of a tensor's elements (i1 stored as one byte).

@@ -36,6 +36,42 @@ def FuseElementwisePass : Pass<"autopar-fuse-elementwise", "mlir::func::FuncOp">
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def FuseAttentionPass : Pass<"autopar-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Form nn.attention from the exported attention pattern";
+  let description = [{
+    torch.onnx.export writes scaled dot-product attention as
+    MatMul(q, k^T) -> Mul/Div by a scalar -> optional mask -> Softmax over
+    the last dim -> MatMul(., v). Each such chain whose intermediates have no
+    other use becomes one `nn.attention` (flash-attention kernels on CUDA,
+    tiled kernels on the CPU; its gradient is `nn.attention_grad`), so no
+    T x S score matrix is stored for the backward. Masks: `where(c, -inf,
+    s)` (c: masked) or `where(c, s, -inf)` (c: attended); a constant mask
+    that is exactly the causal one (j > i + S - T masked) becomes
+    `causal = true` with no mask operand, any other mask a bool operand.
+    Run it before autodiff. Chains it cannot prove equivalent are left as
+    they are.
+
+    ```mlir
+    %s = nn.matmul %q, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+    %c = nn.constant dense<0.353553385> : tensor<f32>
+    %y = nn.mul %s, %c : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+    %p = nn.softmax %y {axis = 3 : i64} : tensor<2x4x16x16xf32> -> tensor<2x4x16x16xf32>
+    %o = nn.matmul %p, %v : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+    ```
+    becomes
+    ```mlir
+    %k = nn.transpose %kt {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x8x16xf32> -> tensor<2x4x16x8xf32>
+    %o, %lse = nn.attention %q, %k, %v {causal = false, scale = 0.35355338454246521 : f64} : ...
+    ```
+  }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "Leave attention with more features per head than this unfused "
+           "(the largest the target's kernels take; 0: no limit)">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate tensor an offset in one arena";
   let description = [{

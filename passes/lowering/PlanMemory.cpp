@@ -47,6 +47,14 @@ bool autopar::isFoldedTranspose(Operation *op) {
     Operation *user = use.getOwner();
     if (isa<nn::MatMulOp>(user))
       return true;
+    // The attention kernels read q, k, v (and the backward's output
+    // gradient) through strides of every dim but the last.
+    if (perm[rank - 1] == rank - 1) {
+      if (isa<nn::AttentionOp>(user))
+        return true;
+      if (auto grad = dyn_cast<nn::AttentionGradOp>(user))
+        return use.get() != grad.getOutput() && use.get() != grad.getLse();
+    }
     // gemm operands are rank 2: only the plain swap.
     auto gemm = dyn_cast<nn::GemmOp>(user);
     return gemm && use.getOperandNumber() < 2 && lastTwoSwapped;

@@ -906,3 +906,29 @@ TEST_F(GradCheck, TinyMlpBlock) {
 }
 
 } // namespace
+
+// nn.attention's rule (nn.attention_grad) against finite differences of
+// the interpreter's forward, which the AttentionForward* tests below tie to
+// the unfused MatMul-scale-mask-Softmax-MatMul graph.
+TEST_F(GradCheck, AttentionCausal) {
+  param("q", {2, 2, 3, 4});
+  param("k", {2, 2, 3, 4});
+  param("v", {2, 2, 3, 4});
+  check("%out, %lse = nn.attention %q, %k, %v {causal = true, scale = 0.5 : "
+        "f64} : (tensor<2x2x3x4xf64>, tensor<2x2x3x4xf64>, "
+        "tensor<2x2x3x4xf64>) -> (tensor<2x2x3x4xf64>, tensor<2x2x3xf64>)",
+        {2, 2, 3, 4});
+}
+
+TEST_F(GradCheck, AttentionMaskedNonSquare) {
+  // T = 2 queries over S = 4 keys, a broadcast mask, rank 3 (one head).
+  input("m", {1, 4}, "i1", {1, 0, 1, 1});
+  param("q", {3, 2, 5});
+  param("k", {3, 4, 5});
+  param("v", {3, 4, 5});
+  check("%out, %lse = nn.attention %q, %k, %v mask %m {causal = false, scale "
+        "= 0.7 : f64} : (tensor<3x2x5xf64>, tensor<3x4x5xf64>, "
+        "tensor<3x4x5xf64>, tensor<1x4xi1>) -> (tensor<3x2x5xf64>, "
+        "tensor<3x2xf64>)",
+        {3, 2, 5});
+}

@@ -812,3 +812,77 @@ TEST_F(Interp, UnknownOpFails) {
 }
 
 } // namespace
+
+namespace {
+
+/// Values in [-1, 1) from a fixed sequence.
+std::vector<double> sequence(int64_t n, int seed) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i)
+    v.push_back(std::fmod(0.37 * (i + 1) * (seed + 3) + 0.11 * seed, 2.0) - 1.0);
+  return v;
+}
+
+} // namespace
+
+// nn.attention equals the graph autopar-fuse-attention replaces with it:
+// matmul(q, k^T) * scale, masked to -inf, softmax, matmul with v; and lse
+// is the log-sum-exp of the masked, scaled scores.
+TEST_F(Interp, AttentionForwardEqualsUnfusedGraph) {
+  const char *fused = R"(
+func.func @f(%q: tensor<2x3x4xf64>, %k: tensor<2x5x4xf64>, %v: tensor<2x5x4xf64>, %m: tensor<3x5xi1>) -> (tensor<2x3x4xf64>, tensor<2x3xf64>) {
+  %o, %l = nn.attention %q, %k, %v mask %m {causal = true, scale = 0.5 : f64} : (tensor<2x3x4xf64>, tensor<2x5x4xf64>, tensor<2x5x4xf64>, tensor<3x5xi1>) -> (tensor<2x3x4xf64>, tensor<2x3xf64>)
+  func.return %o, %l : tensor<2x3x4xf64>, tensor<2x3xf64>
+})";
+  // causal with T = 3, S = 5: row i attends j <= i + 2; the mask drops (0, 1).
+  const char *unfused = R"(
+func.func @f(%q: tensor<2x3x4xf64>, %k: tensor<2x5x4xf64>, %v: tensor<2x5x4xf64>, %m: tensor<3x5xi1>) -> tensor<2x3x4xf64> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 1>} : tensor<2x5x4xf64> -> tensor<2x4x5xf64>
+  %s = nn.matmul %q, %kt : (tensor<2x3x4xf64>, tensor<2x4x5xf64>) -> tensor<2x3x5xf64>
+  %c = nn.constant dense<0.5> : tensor<f64>
+  %y = nn.mul %s, %c : (tensor<2x3x5xf64>, tensor<f64>) -> tensor<2x3x5xf64>
+  %causal = nn.constant dense<[[true, true, true, false, false], [true, true, true, true, false], [true, true, true, true, true]]> : tensor<3x5xi1>
+  %keep = nn.where %causal, %m, %causal : (tensor<3x5xi1>, tensor<3x5xi1>, tensor<3x5xi1>) -> tensor<3x5xi1>
+  %ninf = nn.constant dense<0xFFF0000000000000> : tensor<f64>
+  %z = nn.where %keep, %y, %ninf : (tensor<3x5xi1>, tensor<2x3x5xf64>, tensor<f64>) -> tensor<2x3x5xf64>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x5xf64> -> tensor<2x3x5xf64>
+  %o = nn.matmul %p, %v : (tensor<2x3x5xf64>, tensor<2x5x4xf64>) -> tensor<2x3x4xf64>
+  func.return %o : tensor<2x3x4xf64>
+})";
+  std::vector<HostValue> args = {
+      hv({2, 3, 4}, sequence(24, 1)), hv({2, 5, 4}, sequence(40, 2)),
+      hv({2, 5, 4}, sequence(40, 3)),
+      hv({3, 5}, {1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})};
+  std::vector<HostValue> a = run(fused, args);
+  std::vector<HostValue> b = run(unfused, args);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(a[0].data.size(), b[0].data.size());
+  for (size_t i = 0; i < a[0].data.size(); ++i)
+    EXPECT_NEAR(a[0].data[i], b[0].data[i], 1e-12) << "element " << i;
+  // lse of row (batch 0, i = 0): scores 0.5 q0.k0 and 0.5 q0.k2 (k1 masked,
+  // k3, k4 causal).
+  auto dot = [&](int qi, int kj) {
+    double s = 0;
+    for (int c = 0; c < 4; ++c)
+      s += args[0].data[qi * 4 + c] * args[1].data[kj * 4 + c];
+    return 0.5 * s;
+  };
+  EXPECT_NEAR(a[1].data[0], std::log(std::exp(dot(0, 0)) + std::exp(dot(0, 2))),
+              1e-12);
+}
+
+TEST_F(Interp, AttentionFullyMaskedRowIsNaN) {
+  std::vector<HostValue> r = run(R"(
+func.func @f(%q: tensor<1x2x2xf64>, %k: tensor<1x2x2xf64>, %v: tensor<1x2x2xf64>, %m: tensor<2x2xi1>) -> tensor<1x2x2xf64> {
+  %o, %l = nn.attention %q, %k, %v mask %m {causal = false, scale = 1.0 : f64} : (tensor<1x2x2xf64>, tensor<1x2x2xf64>, tensor<1x2x2xf64>, tensor<2x2xi1>) -> (tensor<1x2x2xf64>, tensor<1x2xf64>)
+  func.return %o : tensor<1x2x2xf64>
+})",
+                                 {hv({1, 2, 2}, {1, 2, 3, 4}),
+                                  hv({1, 2, 2}, {1, 0, 0, 1}),
+                                  hv({1, 2, 2}, {5, 6, 7, 8}),
+                                  hv({2, 2}, {1, 1, 0, 0})});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(std::isnan(r[0].data[0]));
+  EXPECT_TRUE(std::isnan(r[0].data[2]));
+}

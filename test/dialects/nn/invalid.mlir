@@ -970,3 +970,83 @@ func.func @param_and_input(%a: tensor<4xf32> {nn.input = "x", nn.param = "w"}) {
 // A declaration's arguments are checked too.
 // expected-error @+1 {{argument #1 with 'nn.input' must be a statically shaped tensor, got 'tensor<*xi64>'}}
 func.func private @declaration(tensor<4xf32> {nn.param = "w"}, tensor<*xi64> {nn.input = "x"})
+
+// -----
+
+func.func @attention_rank(%q: tensor<16x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op operand 'query' must have rank 3 or more ([..., T, D]), got 'tensor<16x8xf32>'}}
+  %o, %l = nn.attention %q, %q, %q {causal = false, scale = 1.0 : f64} : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_key_rank(%q: tensor<2x16x8xf32>, %k: tensor<2x1x16x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op operands 'key' and 'value' must have the rank of 'query' (3)}}
+  %o, %l = nn.attention %q, %k, %k {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x1x16x8xf32>, tensor<2x1x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_element_types(%q: tensor<2x16x8xf32>, %k: tensor<2x16x8xf64>) {
+  // expected-error @+1 {{'nn.attention' op operands 'query', 'key' and 'value' must have one element type}}
+  %o, %l = nn.attention %q, %k, %k {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf64>, tensor<2x16x8xf64>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x16x8xf32>, %k: tensor<1x16x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op operands 'key' and 'value' must be [..., S, D] with the leading dims of 'query' 'tensor<2x16x8xf32>', got 'tensor<1x16x8xf32>' and 'tensor<1x16x8xf32>'}}
+  %o, %l = nn.attention %q, %k, %k {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<1x16x8xf32>, tensor<1x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_features(%q: tensor<2x16x8xf32>, %k: tensor<2x16x4xf32>) {
+  // expected-error @+1 {{'nn.attention' op operand 'key' has 4 features per position, 'query' 8}}
+  %o, %l = nn.attention %q, %k, %k {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x4xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<2x16x8xf32>, %m: tensor<16x15xi1>) {
+  // expected-error @+1 {{'nn.attention' op operand 'mask' 'tensor<16x15xi1>' does not broadcast to the scores' shape [2, 16, 16]}}
+  %o, %l = nn.attention %q, %q, %q mask %m {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<16x15xi1>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<2x16x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op scale must be a positive number, got 0}}
+  %o, %l = nn.attention %q, %q, %q {causal = false, scale = 0.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x16x8xf32>) {
+  // expected-error @+1 {{'nn.attention' op result type 'tensor<2x8xf32>' differs from the inferred type 'tensor<2x16xf32>'}}
+  %o, %l = nn.attention %q, %q, %q {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_operands(%q: tensor<2x16x8xf32>, %l: tensor<2x16xf32>, %g: tensor<2x16x4xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op operands 'output' and 'grad' must have the type of 'query' 'tensor<2x16x8xf32>'}}
+  %a, %b, %c = nn.attention_grad %q, %q, %q, %q, %l, %g {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16xf32>, tensor<2x16x4xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<2x16x8xf32>, %l: tensor<2x8xf32>) {
+  // expected-error @+1 {{'nn.attention_grad' op operand 'lse' must be 'tensor<2x16xf32>', got 'tensor<2x8xf32>'}}
+  %a, %b, %c = nn.attention_grad %q, %q, %q, %q, %l, %q {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x8xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>)
+  return
+}

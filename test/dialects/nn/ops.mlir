@@ -425,3 +425,16 @@ func.func @split(%x: tensor<2x8x48xf32>, %v: tensor<6xi64>) {
   %3 = nn.add %0#0, %0#2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   return
 }
+
+// CHECK-LABEL: func.func @attention(
+// CHECK: %[[O:.*]], %[[L:.*]] = nn.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CHECK: nn.attention %arg0, %arg1, %arg2 mask %arg3 {causal = false, scale = 1.000000e+00 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+// CHECK: nn.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[L]], %arg4 {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+// CHECK: nn.attention_grad %arg0, %arg1, %arg2 mask %arg3, %[[O]], %[[L]], %arg4 {causal = false
+func.func @attention(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x16x8xf32>, %m: tensor<1x1x16x16xi1>, %g: tensor<2x4x16x8xf32>) {
+  %o, %l = nn.attention %q, %k, %v {causal = true, scale = 0.125 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %o2, %l2 = nn.attention %q, %k, %v mask %m {causal = false, scale = 1.0 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %l, %g {causal = true, scale = 0.125 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  %dq2, %dk2, %dv2 = nn.attention_grad %q, %k, %v mask %m, %o, %l, %g {causal = false, scale = 1.0 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<1x1x16x16xi1>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  return
+}

@@ -1,0 +1,218 @@
+//===- FuseAttention.cpp - nn.attention from the exported pattern ---------===//
+//
+// Finds softmax(mask(scale * q k^T)) v chains, as torch.onnx.export writes
+// scaled dot-product attention, and replaces each with one nn.attention
+// (FlashAttention's rewrite: the T x S scores are never stored). A chain is
+// rewritten only when every intermediate has no other use and every piece
+// is proven: the softmax runs over the key dim, the scale is a scalar
+// constant, the mask selects -inf, and a constant mask is recognized as
+// causal only when it is exactly the causal pattern.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#define DEBUG_TYPE "autopar-fuse-attention"
+
+namespace autopar {
+#define GEN_PASS_DEF_FUSEATTENTIONPASS
+#include "passes/lowering/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// The value of a splat float constant with a single element per
+/// broadcast (every dim 1), or nothing.
+std::optional<double> scalarConstant(Value v) {
+  auto constant = v.getDefiningOp<nn::ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!elements || !elements.isSplat() ||
+      !isa<FloatType>(elements.getElementType()) ||
+      llvm::any_of(tensorType(v).getShape(), [](int64_t d) { return d != 1; }))
+    return std::nullopt;
+  return elements.getSplatValue<APFloat>().convertToDouble();
+}
+
+bool hasOneUse(Value v) { return v.hasOneUse(); }
+
+/// Whether the constant bool `mask` (true where `maskedWhenTrue`) masks
+/// exactly the positions j > i + (s - t) of every [t, s] matrix: its shape
+/// is [1, ..., 1, t, s].
+bool isCausalMask(Value mask, bool maskedWhenTrue, int64_t t, int64_t s) {
+  auto constant = mask.getDefiningOp<nn::ConstantOp>();
+  if (!constant)
+    return false;
+  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+  ArrayRef<int64_t> shape = tensorType(mask).getShape();
+  if (!elements || shape.size() < 2 || shape[shape.size() - 2] != t ||
+      shape.back() != s ||
+      llvm::any_of(shape.drop_back(2), [](int64_t d) { return d != 1; }))
+    return false;
+  auto values = elements.getValues<bool>();
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      if ((values[i * s + j] == maskedWhenTrue) != (j > i + s - t))
+        return false;
+  return true;
+}
+
+/// The pieces of one attention chain ending at `pv` = matmul(p, v).
+struct Chain {
+  nn::MatMulOp scores, pv;
+  nn::SoftmaxOp softmax;
+  Operation *scaleOp = nullptr, *maskOp = nullptr;
+  double scale = 1.0;
+  /// The mask condition and whether true means masked.
+  Value condition;
+  bool maskedWhenTrue = true;
+};
+
+/// Matches the chain whose softmax is `softmax`.
+std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
+  Chain c;
+  c.softmax = softmax;
+  RankedTensorType probs = tensorType(softmax.getResult());
+  int64_t rank = probs.getRank();
+  if (rank < 3 || static_cast<int64_t>(softmax.getAxis()) != rank - 1 ||
+      !hasOneUse(softmax.getResult()))
+    return std::nullopt;
+  c.pv = dyn_cast<nn::MatMulOp>(*softmax.getResult().getUsers().begin());
+  if (!c.pv || c.pv.getLhs() != softmax.getResult())
+    return std::nullopt;
+  Value x = softmax.getInput();
+  // Mask: where(c, -inf, s) or where(c, s, -inf).
+  if (auto where = x.getDefiningOp<nn::WhereOp>(); where && hasOneUse(x)) {
+    std::optional<double> lhs = scalarConstant(where.getLhs());
+    std::optional<double> rhs = scalarConstant(where.getRhs());
+    auto negInf = [](std::optional<double> v) {
+      return v && std::isinf(*v) && *v < 0;
+    };
+    if (negInf(lhs) && tensorType(where.getRhs()) == tensorType(x)) {
+      c.maskedWhenTrue = true;
+      x = where.getRhs();
+    } else if (negInf(rhs) && tensorType(where.getLhs()) == tensorType(x)) {
+      c.maskedWhenTrue = false;
+      x = where.getLhs();
+    } else {
+      return std::nullopt;
+    }
+    c.maskOp = where;
+    c.condition = where.getCondition();
+  }
+  // Scale: s * constant or s / constant.
+  if (Operation *def = x.getDefiningOp();
+      def && isa<nn::MulOp, nn::DivOp>(def) && hasOneUse(x)) {
+    Value lhs = def->getOperand(0), rhs = def->getOperand(1);
+    std::optional<double> k = scalarConstant(rhs);
+    Value other = lhs;
+    if (!k && isa<nn::MulOp>(def)) {
+      k = scalarConstant(lhs);
+      other = rhs;
+    }
+    if (!k || tensorType(other) != tensorType(x))
+      return std::nullopt;
+    c.scale = isa<nn::MulOp>(def) ? *k : 1.0 / *k;
+    c.scaleOp = def;
+    x = other;
+  }
+  c.scores = x.getDefiningOp<nn::MatMulOp>();
+  if (!c.scores || !hasOneUse(x))
+    return std::nullopt;
+  // Shapes: q [..., T, D], k^T [..., D, S], v [..., S, D], with equal
+  // leading dims (no broadcasting) and float elements throughout.
+  RankedTensorType q = tensorType(c.scores.getLhs());
+  RankedTensorType kt = tensorType(c.scores.getRhs());
+  RankedTensorType v = tensorType(c.pv.getRhs());
+  if (q.getRank() != rank || kt.getRank() != rank || v.getRank() != rank ||
+      !isa<FloatType>(q.getElementType()) ||
+      kt.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return std::nullopt;
+  ArrayRef<int64_t> qs = q.getShape(), ks = kt.getShape(), vs = v.getShape();
+  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2) ||
+      ks[rank - 2] != qs[rank - 1] || vs[rank - 2] != ks[rank - 1] ||
+      vs[rank - 1] != qs[rank - 1])
+    return std::nullopt;
+  if (!(c.scale > 0) || !std::isfinite(c.scale) ||
+      (maxHeadDim > 0 && qs[rank - 1] > maxHeadDim))
+    return std::nullopt;
+  return c;
+}
+
+void rewrite(Chain &c) {
+  OpBuilder b(c.pv);
+  Location loc = c.pv.getLoc();
+  Value q = c.scores.getLhs(), kt = c.scores.getRhs();
+  int64_t rank = tensorType(q).getRank();
+  SmallVector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  Value k = nn::TransposeOp::create(b, loc, kt, perm);
+  int64_t t = tensorType(q).getDimSize(rank - 2);
+  int64_t s = tensorType(k).getDimSize(rank - 2);
+  bool causal = false;
+  Value mask;
+  if (c.condition) {
+    causal = isCausalMask(c.condition, c.maskedWhenTrue, t, s);
+    if (!causal) {
+      mask = c.condition;
+      if (c.maskedWhenTrue) {
+        // The op's mask says where to attend: not(condition).
+        auto boolType = RankedTensorType::get({}, b.getI1Type());
+        auto constant = [&](bool value) {
+          return nn::ConstantOp::create(b,
+              loc, DenseElementsAttr::get(boolType, value));
+        };
+        mask = nn::WhereOp::create(b, loc, mask, constant(false), constant(true));
+      }
+    }
+  }
+  RankedTensorType out = tensorType(c.pv.getResult());
+  auto lse = RankedTensorType::get(out.getShape().drop_back(1),
+                                   out.getElementType());
+  auto attention = nn::AttentionOp::create(b, 
+      loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask,
+      b.getF64FloatAttr(c.scale), b.getBoolAttr(causal));
+  c.pv.getResult().replaceAllUsesWith(attention.getOutput());
+  c.pv.erase();
+  c.softmax.erase();
+  if (c.maskOp)
+    c.maskOp->erase();
+  if (c.scaleOp)
+    c.scaleOp->erase();
+  c.scores.erase();
+}
+
+struct FuseAttentionPass
+    : public autopar::impl::FuseAttentionPassBase<FuseAttentionPass> {
+  using FuseAttentionPassBase::FuseAttentionPassBase;
+  void runOnOperation() override {
+    SmallVector<Chain> chains;
+    getOperation().walk([&](nn::SoftmaxOp softmax) {
+      if (std::optional<Chain> c = match(softmax, maxHeadDim))
+        chains.push_back(*c);
+    });
+    for (Chain &c : chains)
+      rewrite(c);
+  }
+};
+
+} // namespace

@@ -1,0 +1,63 @@
+//===- Attention.h - fused scaled dot-product attention (CPU) ---*- C++ -*-===//
+//
+// The kernels behind nn.attention: for every batch index b and head h,
+//
+//   s[i, j]   = scale * q[b, h, i, :] . k[b, h, j, :]
+//   masked    : j > i + (S - T) when causal; mask[b, h, i, j] false
+//   p[i, :]   = softmax_j(s[i, :] with masked entries -inf)
+//   out[b, h, i, :] = sum_j p[i, j] v[b, h, j, :]
+//   lse[b, h, i]    = log sum_j exp(s[i, j]) over unmasked j (what the
+//                     backward needs to recompute p without storing it)
+//
+// for q [B, H, T, D], k and v [B, H, S, D]. No T x S matrix is kept for all
+// heads at once (flash-attention style). A row with every entry masked
+// gives NaN, as the exported MatMul-Where(-inf)-Softmax-MatMul graph does.
+//
+// Every tensor is addressed through element strides of its first three
+// dims (b, h, row); its last dim (D) is contiguous. So q, k, v read through
+// the head permutes of the exported graph, and out can be written straight
+// into [B, T, H, D] order, without materialized transposes. lse is dense
+// [B, H, T]. The mask (bool, may be null) has strides for all four dims,
+// 0 along broadcast dims.
+//
+// These are also the CPU references of the CUDA kernels
+// (runtime/cuda/Attention.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CPU_ATTENTION_H
+#define AUTOPAR_RUNTIME_CPU_ATTENTION_H
+
+#include <cstdint>
+
+namespace autopar::rt {
+
+struct AttentionDesc {
+  int64_t batch = 1, heads = 1, t = 1, s = 1, d = 1;
+  float scale = 1.0f;
+  bool causal = false;
+  /// Element strides of dims (b, h, row) of each tensor.
+  int64_t qStrides[3] = {}, kStrides[3] = {}, vStrides[3] = {},
+          outStrides[3] = {};
+  /// Backward only: of dout, dq, dk, dv.
+  int64_t doutStrides[3] = {}, dqStrides[3] = {}, dkStrides[3] = {},
+          dvStrides[3] = {};
+  /// Optional mask (true: attend) and its strides over (b, h, i, j).
+  const bool *mask = nullptr;
+  int64_t maskStrides[4] = {};
+};
+
+namespace cpu {
+
+void attentionForward(const AttentionDesc &desc, const float *q,
+                      const float *k, const float *v, float *out, float *lse);
+/// dq, dk, dv (overwritten) from dout, given the forward's out and lse.
+void attentionBackward(const AttentionDesc &desc, const float *q,
+                       const float *k, const float *v, const float *out,
+                       const float *lse, const float *dout, float *dq,
+                       float *dk, float *dv);
+
+} // namespace cpu
+} // namespace autopar::rt
+
+#endif // AUTOPAR_RUNTIME_CPU_ATTENTION_H

@@ -1,0 +1,40 @@
+//===- Attention.h - fused scaled dot-product attention (CUDA) --*- C++ -*-===//
+//
+// runtime/cpu/Attention.h on the GPU: the same AttentionDesc, semantics and
+// layouts (strided q, k, v, out, dout, dq, dk, dv with D contiguous; dense
+// lse [B, H, T]; the optional bool mask with broadcast strides; NaN out and
+// -inf lse for fully masked rows, which add nothing to the backward), with
+// a DeviceContext first. Every tensor pointer, desc.mask included, is
+// device memory; the kernels are issued on ctx.stream (asynchronous;
+// nothing synchronizes except a growing cuda::scratch in the backward).
+// D is at most 128.
+//
+// Numerics: float32 throughout, with fixed summation orders and no atomics
+// (results do not change from run to run); within a small relative
+// tolerance of the CPU kernels, which sum in other orders.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_CUDA_ATTENTION_H
+#define AUTOPAR_RUNTIME_CUDA_ATTENTION_H
+
+#include "runtime/cpu/Attention.h"
+#include "runtime/cuda/Context.h"
+
+namespace autopar::rt::cuda {
+
+/// The largest head dim (desc.d) the kernels take.
+constexpr int64_t kMaxAttentionHeadDim = 128;
+
+void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
+                      const float *q, const float *k, const float *v,
+                      float *out, float *lse);
+/// dq, dk, dv (overwritten) from dout, given the forward's out and lse.
+void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
+                       const float *q, const float *k, const float *v,
+                       const float *out, const float *lse, const float *dout,
+                       float *dq, float *dk, float *dv);
+
+} // namespace autopar::rt::cuda
+
+#endif // AUTOPAR_RUNTIME_CUDA_ATTENTION_H

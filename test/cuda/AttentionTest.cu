@@ -1,0 +1,316 @@
+//===- AttentionTest.cu - the CUDA attention kernels against the CPU ones -===//
+//
+// autopar-cuda-attention-test: runs runtime/cuda/Attention.h on random
+// inputs of many shapes (odd T, T != S under a causal mask, D from 1 to
+// 128, [B, T, H, D] layouts through strides, broadcast bool masks, fully
+// masked rows, a long causal sequence) and compares out, lse, dq, dk and
+// dv with the CPU kernels (runtime/cpu/Attention.h): each value within
+// 1e-4 of itself plus 1e-5 of the largest magnitude of its tensor, NaN
+// matching NaN and infinities equal. The backward runs on the GPU's own
+// out and lse, and runs twice: the two results must be bit-identical (no
+// atomics). Every output starts as a sentinel, so unwritten elements fail.
+//
+// Prints "PASS name" or "FAIL name: detail" per case, then
+// "cuda attention: N passed, M failed", and exits 1 when any failed.
+// Without a usable CUDA device it prints "cuda attention: skipped (no CUDA
+// device: REASON)" and exits 0.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Device.h"
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/Attention.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace autopar::rt;
+
+namespace {
+
+constexpr double kRtol = 1e-4;
+constexpr double kAtol = 1e-5;
+constexpr float kSentinel = -12345.0f;
+
+template <typename... Args> std::string format(const char *fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+/// Empty when every got[i] is within kRtol * |want[i]| + kAtol * max |want|
+/// of want[i], NaN matching NaN and infinities equal; otherwise how many
+/// differ and the first that does.
+std::string compareFloats(const std::vector<float> &got,
+                          const std::vector<float> &want, const char *what) {
+  if (got.size() != want.size())
+    return format("%s: %zu values, want %zu", what, got.size(), want.size());
+  double scale = 0;
+  for (float w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    bool ok;
+    if (std::isnan(g) || std::isnan(w))
+      ok = std::isnan(g) && std::isnan(w);
+    else if (std::isinf(g) || std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::fabs(g - w) <= kRtol * std::fabs(w) + kAtol * scale;
+    if (!ok && bad++ == 0)
+      first = i;
+  }
+  if (bad == 0)
+    return "";
+  return format("%s: %zu of %zu values differ; first at %zu: got %.9g, "
+                "want %.9g",
+                what, bad, got.size(), first, static_cast<double>(got[first]),
+                static_cast<double>(want[first]));
+}
+
+enum class MaskKind {
+  None,
+  /// [B, 1, 1, S]: random keys of each batch index masked (key 0 never).
+  KeyPadding,
+  /// [1, 1, T, S]: random entries, and every key of row T / 2.
+  Rows,
+};
+
+struct Case {
+  std::string name;
+  int64_t batch, heads, t, s, d;
+  bool causal;
+  MaskKind mask = MaskKind::None;
+  /// q, out, dout, dq in [B, T, H, D] memory; k, v, dk, dv in [B, S, H, D].
+  bool strided = false;
+};
+
+/// Inputs of one case in their memory layouts, and the CPU results.
+struct Problem {
+  AttentionDesc desc;
+  std::vector<float> q, k, v, dout;
+  std::vector<unsigned char> mask; // bool bytes
+  std::vector<float> out, lse, dq, dk, dv;
+
+  Problem(const Case &c, std::mt19937_64 &rng) {
+    AttentionDesc &d = desc;
+    d.batch = c.batch;
+    d.heads = c.heads;
+    d.t = c.t;
+    d.s = c.s;
+    d.d = c.d;
+    d.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    d.causal = c.causal;
+    auto setStrides = [&](int64_t *st, int64_t rows) {
+      if (c.strided) {
+        st[0] = rows * d.heads * d.d;
+        st[1] = d.d;
+        st[2] = d.heads * d.d;
+      } else {
+        st[0] = d.heads * rows * d.d;
+        st[1] = rows * d.d;
+        st[2] = d.d;
+      }
+    };
+    for (int64_t *st : {d.qStrides, d.outStrides, d.doutStrides, d.dqStrides})
+      setStrides(st, d.t);
+    for (int64_t *st : {d.kStrides, d.vStrides, d.dkStrides, d.dvStrides})
+      setStrides(st, d.s);
+    auto fill = [&](std::vector<float> &x, int64_t rows, float range) {
+      std::uniform_real_distribution<float> dist(-range, range);
+      x.resize(d.batch * d.heads * rows * d.d);
+      for (float &e : x)
+        e = dist(rng);
+    };
+    fill(q, d.t, 2.0f);
+    fill(k, d.s, 1.0f);
+    fill(v, d.s, 1.0f);
+    fill(dout, d.t, 1.0f);
+    if (c.mask == MaskKind::KeyPadding) {
+      mask.resize(d.batch * d.s);
+      for (size_t i = 0; i < mask.size(); ++i)
+        mask[i] = static_cast<int64_t>(i) % d.s == 0 || rng() % 4 != 0;
+      const int64_t strides[4] = {d.s, 0, 0, 1};
+      std::copy(strides, strides + 4, d.maskStrides);
+    } else if (c.mask == MaskKind::Rows) {
+      mask.resize(d.t * d.s);
+      for (size_t i = 0; i < mask.size(); ++i)
+        mask[i] = static_cast<int64_t>(i) / d.s != d.t / 2 && rng() % 3 != 0;
+      const int64_t strides[4] = {0, 0, d.s, 1};
+      std::copy(strides, strides + 4, d.maskStrides);
+    }
+    d.mask =
+        mask.empty() ? nullptr : reinterpret_cast<const bool *>(mask.data());
+    out.assign(q.size(), kSentinel);
+    lse.assign(d.batch * d.heads * d.t, kSentinel);
+    dq.assign(q.size(), kSentinel);
+    dk.assign(k.size(), kSentinel);
+    dv.assign(v.size(), kSentinel);
+    cpu::attentionForward(d, q.data(), k.data(), v.data(), out.data(),
+                          lse.data());
+    cpu::attentionBackward(d, q.data(), k.data(), v.data(), out.data(),
+                           lse.data(), dout.data(), dq.data(), dk.data(),
+                           dv.data());
+  }
+};
+
+class Tester {
+public:
+  explicit Tester(Device &device) : dev(device), ctx(*device.context()) {}
+
+  Device &dev;
+  DeviceContext &ctx;
+  std::mt19937_64 rng{20240612};
+  int passed = 0, failed = 0;
+
+  void check(const std::string &name, const std::string &error) {
+    if (error.empty()) {
+      ++passed;
+      std::printf("PASS %s\n", name.c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %s: %s\n", name.c_str(), error.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
+    const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(T));
+    DeviceBuffer b = dev.allocate(std::max<int64_t>(bytes, 1));
+    if (!b) {
+      std::fprintf(stderr,
+                   "autopar-cuda-attention-test: out of device memory\n");
+      std::exit(1);
+    }
+    if (bytes > 0)
+      dev.upload(b.get(), host.data(), bytes);
+    return b;
+  }
+  std::vector<float> download(const DeviceBuffer &b, size_t count) {
+    std::vector<float> host(count);
+    if (count > 0)
+      dev.download(host.data(), b.get(),
+                   static_cast<int64_t>(count * sizeof(float)));
+    return host;
+  }
+};
+
+float *ptr(const DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); }
+
+std::string firstError(std::initializer_list<std::string> errors) {
+  for (const std::string &e : errors)
+    if (!e.empty())
+      return e;
+  return "";
+}
+
+void runCase(Tester &t, const Case &c) {
+  Problem p(c, t.rng);
+  AttentionDesc d = p.desc;
+  const std::vector<float> sentinelQ(p.q.size(), kSentinel),
+      sentinelK(p.k.size(), kSentinel), sentinelLse(p.lse.size(), kSentinel);
+  DeviceBuffer q = t.upload(p.q), k = t.upload(p.k), v = t.upload(p.v),
+               dout = t.upload(p.dout);
+  DeviceBuffer mask;
+  if (!p.mask.empty()) {
+    mask = t.upload(p.mask);
+    d.mask = reinterpret_cast<const bool *>(mask.get());
+  }
+  DeviceBuffer out = t.upload(sentinelQ), lse = t.upload(sentinelLse);
+  cuda::attentionForward(t.ctx, d, ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse));
+  const std::vector<float> gotOut = t.download(out, p.out.size());
+  const std::vector<float> gotLse = t.download(lse, p.lse.size());
+
+  std::vector<float> grads[2][3];
+  for (auto &run : grads) {
+    DeviceBuffer dq = t.upload(sentinelQ), dk = t.upload(sentinelK),
+                 dv = t.upload(sentinelK);
+    cuda::attentionBackward(t.ctx, d, ptr(q), ptr(k), ptr(v), ptr(out),
+                            ptr(lse), ptr(dout), ptr(dq), ptr(dk), ptr(dv));
+    run[0] = t.download(dq, p.dq.size());
+    run[1] = t.download(dk, p.dk.size());
+    run[2] = t.download(dv, p.dv.size());
+  }
+  std::string repeat;
+  for (int i = 0; i < 3 && repeat.empty(); ++i)
+    if (std::memcmp(grads[0][i].data(), grads[1][i].data(),
+                    grads[0][i].size() * sizeof(float)) != 0)
+      repeat = format("backward run twice: %s differs", i == 0   ? "dq"
+                                                        : i == 1 ? "dk"
+                                                                 : "dv");
+  t.check(c.name, firstError({compareFloats(gotOut, p.out, "out"),
+                              compareFloats(gotLse, p.lse, "lse"),
+                              compareFloats(grads[0][0], p.dq, "dq"),
+                              compareFloats(grads[0][1], p.dk, "dk"),
+                              compareFloats(grads[0][2], p.dv, "dv"), repeat}));
+}
+
+void testAttention(Tester &t) {
+  const Case cases[] = {
+      {"odd T, D=8, causal", 2, 3, 13, 13, 8, true},
+      {"T<S causal, D=32", 1, 2, 5, 9, 32, true},
+      {"T>S causal: fully masked rows", 1, 2, 9, 5, 16, true},
+      {"single row and key, D=1", 1, 1, 1, 1, 1, false},
+      {"D=64 causal, partial tiles", 2, 4, 130, 130, 64, true},
+      {"D=64, T != S", 1, 3, 100, 70, 64, false},
+      {"T<S causal, D=33", 3, 3, 67, 150, 33, true},
+      {"T>S causal, D=48", 1, 2, 150, 67, 48, true},
+      {"key padding mask", 2, 2, 20, 33, 8, false, MaskKind::KeyPadding},
+      {"key padding mask, causal", 4, 3, 70, 70, 16, true,
+       MaskKind::KeyPadding},
+      {"fully masked row", 1, 2, 11, 17, 8, false, MaskKind::Rows},
+      {"fully masked row, causal", 2, 4, 80, 90, 32, true, MaskKind::Rows},
+      {"strided [B,T,H,D]", 2, 3, 19, 23, 32, false, MaskKind::None, true},
+      {"strided causal", 2, 5, 70, 70, 64, true, MaskKind::None, true},
+      {"strided, mask, causal", 1, 3, 66, 129, 16, true, MaskKind::KeyPadding,
+       true},
+      {"D=65 (128-wide tiles)", 1, 2, 40, 50, 65, false},
+      {"D=96 causal, T != S", 2, 2, 100, 77, 96, true},
+      {"D=128 causal", 1, 3, 129, 129, 128, true},
+      {"D=128 strided, mask", 2, 2, 33, 97, 128, false, MaskKind::Rows, true},
+      {"long: T=S=1024, D=64, causal, B*H=24", 2, 12, 1024, 1024, 64, true},
+      {"long: T=S=512, D=128, B*H=8", 2, 4, 512, 512, 128, false},
+  };
+  for (const Case &c : cases)
+    runCase(t, c);
+}
+
+} // namespace
+
+int main() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count <= 0) {
+    std::printf("cuda attention: skipped (no CUDA device: %s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err)
+                                   : "cudaGetDeviceCount found 0 devices");
+    return 0;
+  }
+  cpu::initBlas();
+  std::unique_ptr<Device> device;
+  Status status = Device::create(0, 0, device);
+  if (!status) {
+    std::printf("FAIL Device::create: %s\n", status.message().c_str());
+    std::printf("cuda attention: 0 passed, 1 failed\n");
+    return 1;
+  }
+  std::printf("device: %s\n", device->name().c_str());
+  Tester t(*device);
+  testAttention(t);
+  device->synchronize();
+  std::printf("cuda attention: %d passed, %d failed\n", t.passed, t.failed);
+  return t.failed ? 1 : 0;
+}

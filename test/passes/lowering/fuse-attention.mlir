@@ -1,0 +1,130 @@
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-fuse-attention))' --split-input-file | FileCheck %s
+
+// The GPT export: scores * scale, a constant causal mask selecting -inf
+// (true = masked), softmax, times v. One nn.attention, causal, no mask
+// operand; k is k^T transposed back.
+
+// CHECK-LABEL: func.func @causal
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xf32>, %[[KT:.*]]: tensor<2x4x16x8xf32>, %[[V:.*]]: tensor<2x4x8x16xf32>)
+// CHECK: %[[K:.*]] = nn.transpose %[[KT]] {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+// CHECK: %[[O:.*]], %{{.*}} = nn.attention %[[Q]], %[[K]], %[[V]] {causal = true, scale = 2.500000e-01 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+// CHECK-NOT: nn.softmax
+// CHECK-NOT: nn.matmul
+// CHECK: return %[[O]]
+func.func @causal(%q: tensor<2x4x8x16xf32>, %kt: tensor<2x4x16x8xf32>, %v: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %c = nn.constant dense<0.25> : tensor<f32>
+  %y = nn.mul %s, %c : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %m = nn.constant dense<[[false, true, true, true, true, true, true, true], [false, false, true, true, true, true, true, true], [false, false, false, true, true, true, true, true], [false, false, false, false, true, true, true, true], [false, false, false, false, false, true, true, true], [false, false, false, false, false, false, true, true], [false, false, false, false, false, false, false, true], [false, false, false, false, false, false, false, false]]> : tensor<8x8xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %m, %ninf, %y : (tensor<8x8xi1>, tensor<f32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = nn.softmax %z {axis = 3 : i64} : tensor<2x4x8x8xf32> -> tensor<2x4x8x8xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return %o : tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// No mask, the scale as a division (BERT), rank 3: scale = 1 / 4.
+
+// CHECK-LABEL: func.func @unmasked_div
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = false, scale = 2.500000e-01 : f64} : (tensor<3x5x8xf32>, tensor<3x6x8xf32>, tensor<3x6x8xf32>) -> (tensor<3x5x8xf32>, tensor<3x5xf32>)
+// CHECK-NOT: nn.softmax
+func.func @unmasked_div(%q: tensor<3x5x8xf32>, %kt: tensor<3x8x6xf32>, %v: tensor<3x6x8xf32>) -> tensor<3x5x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<3x5x8xf32>, tensor<3x8x6xf32>) -> tensor<3x5x6xf32>
+  %c = nn.constant dense<4.0> : tensor<f32>
+  %y = nn.div %s, %c : (tensor<3x5x6xf32>, tensor<f32>) -> tensor<3x5x6xf32>
+  %p = nn.softmax %y {axis = 2 : i64} : tensor<3x5x6xf32> -> tensor<3x5x6xf32>
+  %o = nn.matmul %p, %v : (tensor<3x5x6xf32>, tensor<3x6x8xf32>) -> tensor<3x5x8xf32>
+  return %o : tensor<3x5x8xf32>
+}
+
+// -----
+
+// A runtime mask where true means attend (where(c, s, -inf)): the mask is
+// the condition itself; no scale (1).
+
+// CHECK-LABEL: func.func @mask_attends
+// CHECK-SAME: %[[C:[^:]*]]: tensor<2x1x4xi1>
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[C]] {causal = false, scale = 1.000000e+00 : f64}
+func.func @mask_attends(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %c: tensor<2x1x4xi1>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %c, %s, %ninf : (tensor<2x1x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A constant mask that is not causal (row 0 attends only j = 1), true =
+// masked: the op gets not(mask) as a where of bool constants.
+
+// CHECK-LABEL: func.func @not_causal
+// CHECK: %[[M:.*]] = nn.constant dense<{{.*}}> : tensor<2x2xi1>
+// CHECK-DAG: %[[F:.*]] = nn.constant dense<false> : tensor<i1>
+// CHECK-DAG: %[[T:.*]] = nn.constant dense<true> : tensor<i1>
+// CHECK: %[[KEEP:.*]] = nn.where %[[M]], %[[F]], %[[T]] : (tensor<2x2xi1>, tensor<i1>, tensor<i1>) -> tensor<2x2xi1>
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[KEEP]] {causal = false
+func.func @not_causal(%q: tensor<1x2x4xf32>, %kt: tensor<1x4x2xf32>, %v: tensor<1x2x4xf32>) -> tensor<1x2x4xf32> {
+  %s = nn.matmul %q, %kt : (tensor<1x2x4xf32>, tensor<1x4x2xf32>) -> tensor<1x2x2xf32>
+  %m = nn.constant dense<[[true, false], [false, false]]> : tensor<2x2xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %m, %ninf, %s : (tensor<2x2xi1>, tensor<f32>, tensor<1x2x2xf32>) -> tensor<1x2x2xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<1x2x2xf32> -> tensor<1x2x2xf32>
+  %o = nn.matmul %p, %v : (tensor<1x2x2xf32>, tensor<1x2x4xf32>) -> tensor<1x2x4xf32>
+  return %o : tensor<1x2x4xf32>
+}
+
+// -----
+
+// Negative: the probabilities are also returned (another use), so the
+// chain stays as it is.
+
+// CHECK-LABEL: func.func @probs_used_twice
+// CHECK-NOT: nn.attention
+// CHECK: nn.softmax
+func.func @probs_used_twice(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x4xf32>) {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %s {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o, %p : tensor<2x4x8xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// Negative: softmax over the query dim, a scale that is not a constant, a
+// mask value that is not -inf, and broadcast batch dims: all left alone.
+
+// CHECK-LABEL: func.func @not_attention
+// CHECK-NOT: nn.attention
+// CHECK-COUNT-4: nn.softmax
+func.func @not_attention(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>, %scale: tensor<f32>, %c: tensor<4x4xi1>, %q1: tensor<1x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %s0 = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p0 = nn.softmax %s0 {axis = 1 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o0 = nn.matmul %p0, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s1 = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %y1 = nn.mul %s1, %scale : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p1 = nn.softmax %y1 {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o1 = nn.matmul %p1, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s2 = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %big = nn.constant dense<-1.0e4> : tensor<f32>
+  %z2 = nn.where %c, %big, %s2 : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = nn.softmax %z2 {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o2 = nn.matmul %p2, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s3 = nn.matmul %q1, %kt : (tensor<1x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %p3 = nn.softmax %s3 {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o3 = nn.matmul %p3, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o0, %o1, %o2, %o3 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-fuse-attention{max-head-dim=8}))' --split-input-file | FileCheck %s --check-prefix=LIMIT
+// With max-head-dim=8, 16 features per head stay unfused; 8 fuse.
+
+// LIMIT-LABEL: func.func @causal
+// LIMIT-NOT: nn.attention
+// LIMIT-LABEL: func.func @unmasked_div
+// LIMIT: nn.attention
