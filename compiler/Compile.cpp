@@ -1033,10 +1033,24 @@ bool Compiler::writeProgram(const std::string &dir) {
   std::vector<ArgSlot> fileSlots =
       layoutArguments(step, globalArgTypes, fileBytes);
   std::string weights(fileBytes, '\0');
+  // weights.json: where each tensor lies in weights.bin, for tools that
+  // write or read the blob without the ONNX file.
+  nlohmann::json manifest = {{"bytes", fileBytes},
+                             {"tensors", nlohmann::json::array()}};
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
+    auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
+    auto type = cast<RankedTensorType>(globalArgTypes[i]);
+    manifest["tensors"].push_back(
+        {{"name", name.getValue().str()},
+         {"init_from", (from ? from : name).getValue().str()},
+         {"onnx_type", static_cast<int>(onnx_import::mlirToDType(
+                           type.getElementType()))},
+         {"shape", type.getShape().vec()},
+         {"offset", fileSlots[i].offset},
+         {"bytes", tensorBytes(type)}});
     llvm::Expected<std::vector<char>> bytes =
         imported.weights->readBytes(name.getValue());
     if (!bytes)
@@ -1048,7 +1062,8 @@ bool Compiler::writeProgram(const std::string &dir) {
     std::copy(bytes->begin(), bytes->end(),
               weights.begin() + fileSlots[i].offset);
   }
-  if (!write("weights.bin", weights))
+  if (!write("weights.bin", weights) ||
+      !write("weights.json", manifest.dump(1) + "\n"))
     return false;
   std::string err;
   if (!copyFile(o.model, path("model.onnx"), err))

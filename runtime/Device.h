@@ -17,6 +17,7 @@
 #ifndef AUTOPAR_RUNTIME_DEVICE_H
 #define AUTOPAR_RUNTIME_DEVICE_H
 
+#include "runtime/Model.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
@@ -71,6 +72,16 @@ public:
   void zero(void *device, int64_t bytes);
   /// Waits for all issued work.
   void synchronize();
+
+  /// Runs the generated step function `fn` on the device's queue. The CUDA
+  /// target runs the first call of each (fn, io.accumulate) eagerly (so
+  /// that scratch buffers reach their size), records the second into a CUDA
+  /// graph and replays that graph from then on: one launch per step instead
+  /// of one per kernel. The graph holds the pointers and scalars of `io` and
+  /// of io.inputs / io.outputs (numInputs and numOutputs pointers) as they
+  /// were when it was recorded; a call with other ones records again.
+  void runStep(StepFunction fn, const StepIO &io, int numInputs,
+               int numOutputs);
 
   /// The optimizer over tensors in device memory (runtime/optim/Optimizer.h
   /// for the semantics): the sum of the squares of every gradient (in

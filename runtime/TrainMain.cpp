@@ -251,8 +251,10 @@ private:
   char *hostView(char *stored, int64_t storedElements,
                  const autopar::rt::TensorInfo &ti, std::vector<Buffer> &keep,
                  bool fill);
-  /// Runs the step function of `io` and returns its loss (result 0).
-  float runStep(autopar::rt::StepFunction fn, autopar::rt::StepIO io);
+  /// Runs the step function `fn` (with `numResults` results) on `io` and
+  /// returns its loss (result 0).
+  float runStep(autopar::rt::StepFunction fn, int numResults,
+                autopar::rt::StepIO io);
 
   const autopar::rt::ModelInfo &info;
   const Options &o;
@@ -528,10 +530,11 @@ void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
   }
 }
 
-float Trainer::runStep(autopar::rt::StepFunction fn, autopar::rt::StepIO io) {
+float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
+                       autopar::rt::StepIO io) {
   io.comm = &comm;
   io.device = device.context();
-  fn(io);
+  device.runStep(fn, io, info.numInputs, numResults);
   float loss = 0;
   device.download(&loss, lossBuffer.get(), sizeof(float));
   return loss;
@@ -543,7 +546,7 @@ double Trainer::evaluate() {
   for (int64_t step = 0; step < o.evalSteps; ++step)
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(evalTokens, step, micro);
-      sum += runStep(info.forward, {params.get(), inputPtrs.data(),
+      sum += runStep(info.forward, 1, {params.get(), inputPtrs.data(),
                                     arena.get(), outputs, 1.0f, false});
     }
   return sum / static_cast<double>(o.evalSteps * info.microBatches);
@@ -583,7 +586,7 @@ Status Trainer::run() {
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(tokens, step, micro);
-      lossSum += runStep(info.trainStep,
+      lossSum += runStep(info.trainStep, info.trainStepResults,
                          {params.get(), inputPtrs.data(), arena.get(),
                           outputs.data(),
                           1.0f / static_cast<float>(info.microBatches),

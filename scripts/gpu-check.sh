@@ -11,6 +11,12 @@
 #   scripts/gpu-check.sh --run DIR       # on the GPU machine: needs nvcc,
 #                                        # cmake, python3 (no MLIR, no MPI)
 #
+# The benchmark (bench/gpu_gpt2: GPT-2 124M, the compiled program against
+# PyTorch eager and torch.compile) is prepared only when GPU_CHECK_BENCH=1
+# is set for --prepare (exporting the model takes about a minute and 3.5 GB
+# of RAM); it goes into DIR/gpu_gpt2 (a few MiB), and --run runs it with
+# `python3 bench/gpu_gpt2/run.py --run DIR/gpu_gpt2` (PyTorch 2 with CUDA).
+#
 # GPU machines often lack LLVM/MLIR (autopar itself), so --prepare writes
 # self-contained program directories (sources, CMakeLists.txt, weights) and
 # the references, and --run only builds and compares.
@@ -53,6 +59,9 @@ prepare() {
       --data "$dir/tokens.bin" --steps $steps -o "$out/torch.jsonl"
     echo "prepared $name"
   done
+  if [ "${GPU_CHECK_BENCH:-0}" = 1 ]; then
+    "$py" "$root/bench/gpu_gpt2/run.py" --prepare "$dir/gpu_gpt2"
+  fi
 }
 
 # Prints "PASS" / "FAIL" and the worst relative difference of loss and
@@ -114,15 +123,19 @@ run() {
     [[ "$vs_cpu" == PASS* && "$vs_torch" == PASS* ]] || { status=FAIL; failed=1; }
     rows+=("$name|$status|vs cpu (loss, grad_norm): ${vs_cpu#* } vs torch: ${vs_torch#* } median ${ms} ms/step")
   done
-  # 3. The GPU benchmark (bench/gpu_gpt2), when the machine can run it.
-  if [ -f "$dir/gpu_gpt2/run.sh" ]; then
-    if bash "$dir/gpu_gpt2/run.sh" > "$dir/gpu_gpt2.log" 2>&1; then
-      rows+=("bench gpu_gpt2|DONE|$(tail -1 "$dir/gpu_gpt2.log")")
+  # 3. The GPU benchmark (bench/gpu_gpt2), when prepared (GPU_CHECK_BENCH=1).
+  if [ -f "$dir/gpu_gpt2/bench.json" ]; then
+    local bench_log="$dir/gpu_gpt2.log" summary
+    if python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" > "$bench_log" 2>&1; then
+      # "compiled/torch.compile R.RRx (...), MFU M.M% (...), program PRECISION"
+      summary=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"])' \
+                  "$dir/gpu_gpt2/gpu_gpt2.json" 2> /dev/null || tail -1 "$bench_log")
+      rows+=("bench gpu_gpt2|DONE|$summary")
     else
-      rows+=("bench gpu_gpt2|FAIL|$(tail -1 "$dir/gpu_gpt2.log")"); failed=1
+      rows+=("bench gpu_gpt2|FAIL|$(tail -1 "$bench_log") ($bench_log)"); failed=1
     fi
   else
-    rows+=("bench gpu_gpt2|SKIP|not prepared")
+    rows+=("bench gpu_gpt2|SKIP|not prepared (GPU_CHECK_BENCH=1 with --prepare)")
   fi
   echo
   printf '%-18s %-5s %s\n' "check" "" "result (rtol $rtol, $steps steps)"

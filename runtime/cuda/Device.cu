@@ -23,6 +23,7 @@
 #include "runtime/optim/OptimizerMath.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -159,9 +160,23 @@ void DeviceFree::operator()(char *p) const {
     static_cast<void>(cudaFree(p));
 }
 
+/// A step function recorded into a CUDA graph, with what it was recorded
+/// with.
+struct RecordedStep {
+  int calls = 0;
+  cudaGraphExec_t exec = nullptr;
+  StepIO io{};
+  /// ctx.scratch when recorded (it moves when a later eager call grows it).
+  void *scratch = nullptr;
+  std::vector<const void *> inputs;
+  std::vector<void *> outputs;
+};
+
 struct Device::Impl {
   DeviceContext ctx;
   std::string name;
+  /// By (step function, accumulate).
+  std::map<std::pair<StepFunction, bool>, RecordedStep> steps;
 };
 
 Device::Device() : impl(std::make_unique<Impl>()) {}
@@ -171,6 +186,9 @@ Device::~Device() {
   // Best effort: a destructor does not end the process.
   if (ctx.stream)
     static_cast<void>(cudaStreamSynchronize(ctx.stream));
+  for (auto &entry : impl->steps)
+    if (entry.second.exec)
+      static_cast<void>(cudaGraphExecDestroy(entry.second.exec));
   if (ctx.lt)
     static_cast<void>(cublasLtDestroy(ctx.lt));
   if (ctx.gemmWorkspace)
@@ -286,6 +304,58 @@ void Device::zero(void *device, int64_t bytes) {
 void Device::synchronize() {
   DeviceContext &ctx = impl->ctx;
   AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
+}
+
+void Device::runStep(StepFunction fn, const StepIO &io, int numInputs,
+                     int numOutputs) {
+  DeviceContext &ctx = impl->ctx;
+  RecordedStep &step = impl->steps[{fn, io.accumulate}];
+  // What the recorded launches captured: io's fields and the pointers in
+  // io.inputs / io.outputs (generated code reads them on the host while it
+  // issues its kernels).
+  auto snapshot = [&](RecordedStep &s) {
+    s.io = io;
+    s.scratch = ctx.scratch;
+    s.inputs.assign(io.inputs, io.inputs + numInputs);
+    s.outputs.assign(io.outputs, io.outputs + numOutputs);
+  };
+  auto same = [&](const RecordedStep &s) {
+    return s.scratch == ctx.scratch && s.io.params == io.params &&
+           s.io.arena == io.arena &&
+           s.io.gradScale == io.gradScale && s.io.comm == io.comm &&
+           s.io.device == io.device &&
+           s.inputs.size() == static_cast<size_t>(numInputs) &&
+           s.outputs.size() == static_cast<size_t>(numOutputs) &&
+           std::equal(s.inputs.begin(), s.inputs.end(), io.inputs) &&
+           std::equal(s.outputs.begin(), s.outputs.end(), io.outputs);
+  };
+  if (step.exec && !same(step)) {
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaGraphExecDestroy(step.exec));
+    step.exec = nullptr;
+    step.calls = 0;
+  }
+  ++step.calls;
+  if (step.calls == 1) {
+    // Eager: scratch buffers grow (which synchronizes) outside any graph.
+    fn(io);
+    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+    snapshot(step);
+    return;
+  }
+  if (!step.exec) {
+    // Relaxed: host-side calls of the step (cuBLASLt heuristics, symbol
+    // addresses) are allowed while its launches are recorded.
+    cudaGraph_t graph = nullptr;
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamBeginCapture(
+                                     ctx.stream, cudaStreamCaptureModeRelaxed));
+    fn(io);
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamEndCapture(ctx.stream, &graph));
+    AUTOPAR_CUDA_CHECK_CTX(&ctx,
+                           cudaGraphInstantiate(&step.exec, graph, 0));
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaGraphDestroy(graph));
+    snapshot(step);
+  }
+  AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaGraphLaunch(step.exec, ctx.stream));
 }
 
 /// Blocks for a grid-stride loop over `n` elements.
