@@ -807,6 +807,17 @@ int64_t matmulFlops(func::FuncOp func) {
       flops += 2 * gemm.getType().getNumElements() *
                cast<RankedTensorType>(gemm.getA().getType())
                    .getDimSize(gemm.getTransA() ? 0 : 1);
+    else if (isa<nn::AttentionOp, nn::AttentionGradOp>(op)) {
+      // The products of the graph it replaced, masked entries included:
+      // q k^T and p v forward (2 x 2 T S D per head), dv, dp, dq, dk
+      // backward (4 x); the backward's recomputation of q k^T is not
+      // model FLOPs.
+      auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+      int64_t perProduct =
+          2 * q.getNumElements() * k.getDimSize(k.getRank() - 2);
+      flops += (isa<nn::AttentionOp>(op) ? 2 : 4) * perProduct;
+    }
   });
   return flops;
 }

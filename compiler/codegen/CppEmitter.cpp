@@ -299,11 +299,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
     return emitConstant(constant);
   os << "  // " << op->getName().getStringRef() << "\n";
   defineResults(op);
-  if (isa<dist::DistDialect>(op->getDialect())) {
-    if (cuda())
-      return op->emitOpError() << "is not supported by the CUDA target yet";
+  if (isa<dist::DistDialect>(op->getDialect()))
     return emitDist(op);
-  }
   if (cuda())
     return emitKernel(op);
   std::string timer = "t" + std::to_string(counter++);
@@ -1126,8 +1123,13 @@ LogicalResult Emitter::emitDist(Operation *op) {
         if (failed(mask))
           return failure();
         int64_t n = tensorType(o.getResult()).getNumElements();
-        os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o.getResult()),
-                      ptr(o.getInput()), n * 4);
+        if (cuda())
+          os << "  " << rt("copy")
+             << formatv("{0}, {1}, {2});\n", ptr(o.getResult()),
+                        ptr(o.getInput()), n * 4);
+        else
+          os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o.getResult()),
+                        ptr(o.getInput()), n * 4);
         issue(o.getResult(),
               formatv("allReduceSum({0}, {1}, {2}u)", ptr(o.getResult()), n,
                       *mask));
@@ -1164,15 +1166,19 @@ LogicalResult Emitter::emitDist(Operation *op) {
         int64_t outer = product(in.take_front(d));
         int64_t inner = product(in.drop_front(d + 1)) * elementBytes(o.getInput());
         int64_t local = dims(o.getResult())[d];
-        os << formatv("  {{\n    const int64_t block = io.comm->groupIndex("
-                      "{0}u);\n    for (int64_t o = 0; o < {1}; ++o)\n"
-                      "      std::memcpy((char *){2} + o * {3}, (const char *)"
-                      "{4} + (o * {5} + block * {6}) * {7}, {3});\n  }\n",
-                      *mask, outer, ptr(o.getResult()), local * inner,
-                      ptr(o.getInput()), in[d], local, inner);
+        // copyAxisBlock with intoBig = false: out[o, j, :] =
+        // in[o, block * local + j, :].
+        os << "  " << rt("copyAxisBlock")
+           << formatv("{0}, {1}, {2}, {3}, {4}, io.comm->groupIndex({5}u) * "
+                      "{3}, {6}, false);\n",
+                      ptr(o.getInput()), ptr(o.getResult()), outer, local,
+                      in[d], *mask, inner);
         return success();
       })
-      .Case<dist::OffloadOp, dist::FetchOp>([&](Operation *o) {
+      .Case<dist::OffloadOp, dist::FetchOp>([&](Operation *o) -> LogicalResult {
+        if (cuda())
+          return o->emitOpError()
+                 << "is not supported by the CUDA target yet";
         // The CPU target's device memory is host memory: a copy.
         os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o->getResult(0)),
                       ptr(o->getOperand(0)),
