@@ -1,4 +1,5 @@
-//===- Device.h - memory and math of the target a program runs on -*- C++ -*-===//
+//===- Device.h - memory and math of the target a program runs on -*- C++
+//-*-===//
 //
 // The emitted program's main (runtime/TrainMain.cpp) is the same for every
 // target; what differs is where tensors live and who updates them. A Device

@@ -147,9 +147,9 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
       v.getElementType() != q.getElementType())
     return std::nullopt;
   ArrayRef<int64_t> qs = q.getShape(), ks = kt.getShape(), vs = v.getShape();
-  if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2) ||
-      ks[rank - 2] != qs[rank - 1] || vs[rank - 2] != ks[rank - 1] ||
-      vs[rank - 1] != qs[rank - 1])
+  if (qs.drop_back(2) != ks.drop_back(2) ||
+      qs.drop_back(2) != vs.drop_back(2) || ks[rank - 2] != qs[rank - 1] ||
+      vs[rank - 2] != ks[rank - 1] || vs[rank - 1] != qs[rank - 1])
     return std::nullopt;
   if (!(c.scale > 0) || !std::isfinite(c.scale) ||
       (maxHeadDim > 0 && qs[rank - 1] > maxHeadDim))
@@ -178,18 +178,19 @@ void rewrite(Chain &c) {
         // The op's mask says where to attend: not(condition).
         auto boolType = RankedTensorType::get({}, b.getI1Type());
         auto constant = [&](bool value) {
-          return nn::ConstantOp::create(b,
-              loc, DenseElementsAttr::get(boolType, value));
+          return nn::ConstantOp::create(
+              b, loc, DenseElementsAttr::get(boolType, value));
         };
-        mask = nn::WhereOp::create(b, loc, mask, constant(false), constant(true));
+        mask =
+            nn::WhereOp::create(b, loc, mask, constant(false), constant(true));
       }
     }
   }
   RankedTensorType out = tensorType(c.pv.getResult());
-  auto lse = RankedTensorType::get(out.getShape().drop_back(1),
-                                   out.getElementType());
-  auto attention = nn::AttentionOp::create(b, 
-      loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask,
+  auto lse =
+      RankedTensorType::get(out.getShape().drop_back(1), out.getElementType());
+  auto attention = nn::AttentionOp::create(
+      b, loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask,
       b.getF64FloatAttr(c.scale), b.getBoolAttr(causal));
   c.pv.getResult().replaceAllUsesWith(attention.getOutput());
   c.pv.erase();

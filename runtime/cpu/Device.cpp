@@ -44,7 +44,8 @@ DeviceContext *Device::context() { return &impl->context; }
 
 DeviceBuffer Device::allocate(int64_t bytes) {
   // aligned_alloc needs a multiple of the alignment, and never 0 bytes.
-  size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  size_t size =
+      static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
   char *p = static_cast<char *>(std::aligned_alloc(64, size));
   if (p)
     std::memset(p, 0, size);
@@ -68,9 +69,7 @@ void Device::zero(void *device, int64_t bytes) {
 
 void Device::synchronize() {}
 
-void Device::runStep(StepFunction fn, const StepIO &io, int, int) {
-  fn(io);
-}
+void Device::runStep(StepFunction fn, const StepIO &io, int, int) { fn(io); }
 
 double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
   return autopar::rt::gradSquaredSum(slices);
