@@ -72,16 +72,21 @@ const char *const kCudaFiles[] = {
     "cuda/Attention.h",
     "cuda/Attention.cu",
 };
+/// The Device interface (and the optimizer its implementations run).
+const char *const kDeviceFiles[] = {
+    "Device.h",
+    "optim/Optimizer.h",
+    "optim/OptimizerMath.h",
+    "optim/Optimizer.cpp",
+};
+const char *const kCpuDeviceFiles[] = {"cpu/Device.cpp"};
+const char *const kCudaDeviceFiles[] = {"cuda/Device.cu"};
 const char *const kTrainFiles[] = {
     "TrainMain.cpp",
-    "Device.h",
     "comm/Comm.h",
     "comm/Comm.cpp",
     "data/TokenFile.h",
     "data/TokenFile.cpp",
-    "optim/Optimizer.h",
-    "optim/OptimizerMath.h",
-    "optim/Optimizer.cpp",
     "log/Logger.h",
     "log/Logger.cpp",
     "checkpoint/Checkpoint.h",
@@ -89,10 +94,8 @@ const char *const kTrainFiles[] = {
     "onnx/OnnxExport.h",
     "onnx/OnnxExport.cpp",
 };
-const char *const kCpuTrainFiles[] = {"cpu/Device.cpp"};
-const char *const kCudaTrainFiles[] = {"cuda/Device.cu"};
 const char *const kRunFiles[] = {
-    "cpu/RunMain.cpp",
+    "RunMain.cpp",
     "onnx/TensorFile.h",
     "onnx/TensorFile.cpp",
 };
@@ -200,10 +203,21 @@ if(AUTOPAR_WERROR)
     $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall,-Werror>
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Werror>)
 endif()
+# The communicator works on device memory (runtime/comm/Comm.h): NCCL
+# between ranks, bootstrapped through MPI; device copies within one rank.
+target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_WITH_NCCL)
 if(@MPI@)
   find_package(MPI REQUIRED COMPONENTS CXX)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+    PATHS /usr/local/cuda/include /usr/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR}
+    PATHS /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "NCCL (nccl.h, libnccl) not found: set NCCL_INCLUDE_DIR and NCCL_LIBRARY")
+  endif()
   target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_WITH_MPI)
-  target_link_libraries(@PROGRAM@ PRIVATE MPI::MPI_CXX)
+  target_include_directories(@PROGRAM@ PRIVATE ${NCCL_INCLUDE_DIR})
+  target_link_libraries(@PROGRAM@ PRIVATE MPI::MPI_CXX ${NCCL_LIBRARY})
 endif()
 )";
 
@@ -320,6 +334,14 @@ private:
   bool forwardSource(func::FuncOp forward, const std::string &code,
                      std::string &source);
   nlohmann::json report(func::FuncOp step);
+  /// The #include lines of the target's kernels for the generated source.
+  std::string kernelIncludes() const {
+    return o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
+                                "#include \"runtime/cuda/Kernels.h\"\n"
+                              : "#include \"runtime/cpu/Attention.h\"\n"
+                                "#include \"runtime/cpu/Kernels.h\"\n"
+                                "#include \"runtime/cpu/Math.h\"\n";
+  }
   nlohmann::json forwardReport(func::FuncOp forward);
   bool build(const std::string &dir);
 
@@ -349,9 +371,6 @@ bool Compiler::checkPlan() {
   if (o.target != "cpu" && o.target != "cuda")
     return fail("--target: unknown target '" + o.target +
                 "' (expected cpu or cuda)");
-  if (o.target == "cuda" && o.forwardOnly)
-    return fail("--target cuda: forward-only programs are not supported yet "
-                "on the cuda target");
   if (o.forwardOnly) {
     if (!o.plan.empty())
       return fail("--plan: a forward-only program takes no plan (it has no "
@@ -362,10 +381,8 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.tp", "tensor parallelism");
   if (plan.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-  if (o.target == "cuda" && plan.meshDp > 1)
-    return unsupported("mesh.dp", "data parallelism");
-  if (o.target == "cuda" && plan.zeroStage > 0)
-    return unsupported("zero.stage", "ZeRO");
+  if (o.target == "cuda" && plan.zeroOffload != "none")
+    return unsupported("zero.offload", "'" + plan.zeroOffload + "'");
   if (plan.precision != "fp32")
     return unsupported("precision", "'" + plan.precision + "'");
   if (plan.recompute != "none")
@@ -590,11 +607,7 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
      << "#include \"runtime/comm/Comm.h\"\n"
-     << (o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
-                              "#include \"runtime/cuda/Kernels.h\"\n"
-                            : "#include \"runtime/cpu/Attention.h\"\n"
-                              "#include \"runtime/cpu/Kernels.h\"\n"
-                              "#include \"runtime/cpu/Math.h\"\n")
+     << kernelIncludes()
      << "#include \"runtime/optim/Optimizer.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
      << "#include <cstring>\n#include <limits>\n\n"
@@ -709,9 +722,7 @@ bool Compiler::forwardSource(func::FuncOp forward, const std::string &code,
      << "; do not edit.\n"
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
-     << "#include \"runtime/cpu/Attention.h\"\n"
-     << "#include \"runtime/cpu/Kernels.h\"\n"
-     << "#include \"runtime/cpu/Math.h\"\n\n"
+     << kernelIncludes()
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
      << "#include <cstring>\n#include <limits>\n\n"
      << "namespace forward_fn {\n"
@@ -991,12 +1002,9 @@ bool Compiler::writeProgram(const std::string &dir) {
   };
   bool cuda = o.target == "cuda";
   cuda ? add(kCudaFiles) : add(kCpuFiles);
-  if (o.forwardOnly) {
-    add(kRunFiles);
-  } else {
-    add(kTrainFiles);
-    cuda ? add(kCudaTrainFiles) : add(kCpuTrainFiles);
-  }
+  add(kDeviceFiles);
+  cuda ? add(kCudaDeviceFiles) : add(kCpuDeviceFiles);
+  o.forwardOnly ? add(kRunFiles) : add(kTrainFiles);
   std::string sources;
   for (const std::string &file : runtimeFiles)
     if (StringRef(file).ends_with(".cpp") || StringRef(file).ends_with(".cu"))

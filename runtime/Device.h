@@ -61,6 +61,10 @@ public:
   /// Whether device pointers are host pointers (the CPU target).
   bool hostMemory() const;
   DeviceContext *context();
+  /// The queue all work of the device is issued on: the CUDA stream (a
+  /// cudaStream_t), null on the CPU. The communicator orders its
+  /// collectives after it (Communicator::setComputeStream).
+  void *queue();
 
   /// `bytes` zeroed bytes of device memory, aligned for any element type
   /// (64 bytes at least); null when out of memory.

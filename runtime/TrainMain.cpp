@@ -294,13 +294,22 @@ void Trainer::storeFrom(char *to, int64_t stored,
 
 void Trainer::gatherFull(const char *from, int64_t stored,
                          const autopar::rt::TensorInfo &ti, char *full) {
+  const int64_t bytes = ti.numElements * ti.elementBytes;
   if (stored == ti.numElements) {
-    device.download(full, from, ti.numElements * ti.elementBytes);
+    device.download(full, from, bytes);
     return;
   }
+  // The communicator works in device memory: gather there, then copy.
+  DeviceBuffer gathered;
+  char *into = full;
+  if (!device.hostMemory()) {
+    gathered = device.allocate(bytes);
+    into = gathered.get();
+  }
   comm.wait(comm.allGatherFlat(reinterpret_cast<const float *>(from),
-                               ti.numElements, reinterpret_cast<float *>(full),
+                               ti.numElements, reinterpret_cast<float *>(into),
                                dpMask()));
+  device.download(full, into, bytes);
 }
 
 char *Trainer::hostView(char *stored, int64_t storedElements,
@@ -534,7 +543,11 @@ float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
                        autopar::rt::StepIO io) {
   io.comm = &comm;
   io.device = device.context();
-  device.runStep(fn, io, info.numInputs, numResults);
+  // A step with collectives in it runs without CUDA graphs for now.
+  if (comm.worldSize() > 1)
+    fn(io);
+  else
+    device.runStep(fn, io, info.numInputs, numResults);
   float loss = 0;
   device.download(&loss, lossBuffer.get(), sizeof(float));
   return loss;
@@ -621,6 +634,7 @@ Status Trainer::run() {
             dpMask());
       comm.waitAll();
     }
+    device.synchronize();
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
@@ -664,32 +678,41 @@ Status Trainer::run() {
 int main(int argc, char **argv) {
   Device::prepareProcess(argv);
   const autopar::rt::ModelInfo &info = autoparModelInfo();
-  std::vector<autopar::rt::MeshAxisInfo> axes;
-  for (int a = 0; a < info.numMeshAxes; ++a)
-    axes.push_back({info.meshAxisNames[a], info.meshAxisSizes[a]});
-  std::unique_ptr<Communicator> comm;
-  Status status = Communicator::create(&argc, &argv, axes.data(),
-                                       static_cast<int>(axes.size()), comm);
-  if (!status.isOk()) {
-    std::fprintf(stderr, "train: %s\n", status.message().c_str());
-    return 1;
-  }
   Options options;
   int exitCode = 0;
   if (!parseOptions(argc, argv, options, exitCode))
     return exitCode;
-  // Set-up errors (the device, inputs, checkpoints) are the same on every
-  // rank: each prints its line and all exit together. Later ones (rank 0's
-  // writes) end every rank at once so that none waits in a collective.
+  // The device first: the communicator's GPU streams and NCCL communicators
+  // live on it. Under mpirun the launcher's variables say which rank this
+  // is before MPI starts.
+  auto envRank = [](const char *name) {
+    const char *value = std::getenv(name);
+    return value ? std::atoi(value) : 0;
+  };
   std::unique_ptr<Device> device;
-  const char *localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  status = Device::create(localRank ? std::atoi(localRank) : comm->rank(),
-                          comm->rank(), device);
-  std::unique_ptr<Trainer> trainer;
-  if (status.isOk()) {
-    trainer = std::make_unique<Trainer>(info, options, *comm, *device);
-    status = trainer->setUp();
+  Status status =
+      Device::create(envRank("OMPI_COMM_WORLD_LOCAL_RANK"),
+                     envRank("OMPI_COMM_WORLD_RANK"), device);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    return 1;
   }
+  std::vector<autopar::rt::MeshAxisInfo> axes;
+  for (int a = 0; a < info.numMeshAxes; ++a)
+    axes.push_back({info.meshAxisNames[a], info.meshAxisSizes[a]});
+  std::unique_ptr<Communicator> comm;
+  status = Communicator::create(&argc, &argv, axes.data(),
+                                static_cast<int>(axes.size()), comm);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    return 1;
+  }
+  comm->setComputeStream(device->queue());
+  // Set-up errors (inputs, checkpoints) are the same on every rank: each
+  // prints its line and all exit together. Later ones (rank 0's writes) end
+  // every rank at once so that none waits in a collective.
+  auto trainer = std::make_unique<Trainer>(info, options, *comm, *device);
+  status = trainer->setUp();
   double failed = status.isOk() ? 0 : 1;
   comm->allReduceSumDouble(&failed, 1, (1u << info.numMeshAxes) - 1);
   if (status.isOk() && failed == 0)

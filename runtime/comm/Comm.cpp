@@ -1,4 +1,4 @@
-//===- Comm.cpp - the communicator of an emitted CPU program --------------===//
+//===- Comm.cpp - the communicator of an emitted program ------------------===//
 //
 // With AUTOPAR_WITH_MPI: one MPI sub-communicator per group of mesh axes
 // (split from MPI_COMM_WORLD, key = position in the group so that MPI ranks
@@ -6,12 +6,29 @@
 // the staging buffers and count arrays that MPI reads until they complete.
 // Without: one rank, every group of size 1, every collective local.
 //
+// With AUTOPAR_WITH_NCCL as well: the same MPI sub-communicators, plus one
+// NCCL communicator per group, made with ncclCommInitRank from an
+// ncclUniqueId that the group's first rank broadcasts over the group's MPI
+// sub-communicator (rather than ncclCommSplit of a world NCCL communicator:
+// no world communicator whose resources nobody uses, and the groups are
+// exactly the MPI ones). The float collectives are NCCL calls on device
+// buffers on the communicator's stream: an event recorded on the compute
+// stream orders them after the kernels, a completion event per request
+// orders the compute stream after them (wait). Staging buffers come from
+// the communicator's own memory pool: allocated on the compute stream,
+// freed on the communication stream right after their last use
+// (cudaFreeAsync), so requests own no memory and nothing queries events.
+// With AUTOPAR_WITH_NCCL but without AUTOPAR_WITH_MPI: one rank, and the
+// local copies are device-to-device copies on the compute stream (no NCCL
+// call: the program need not link NCCL).
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +46,20 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#endif
+
+// What the float collectives run on: NCCL on device buffers (NCCL with MPI),
+// local device copies (NCCL without MPI), MPI on host buffers (MPI alone),
+// local host copies (neither).
+#ifdef AUTOPAR_WITH_NCCL
+#define AUTOPAR_COMM_DEVICE 1
+#include <cuda_runtime.h>
+#ifdef AUTOPAR_WITH_MPI
+#define AUTOPAR_COMM_NCCL 1
+#include <nccl.h>
+#endif
+#elif defined(AUTOPAR_WITH_MPI)
+#define AUTOPAR_COMM_MPI_FLOATS 1
 #endif
 
 namespace autopar::rt {
@@ -62,6 +93,81 @@ static void checkMpi(int rc, const char *call, const char *file, int line,
   checkMpi(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
 #endif
 
+/// Ends every rank: MPI_Abort while MPI is up, then this process.
+[[noreturn]] static void endWorld(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+#ifdef AUTOPAR_WITH_MPI
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  std::_Exit(code);
+}
+
+#ifdef AUTOPAR_COMM_DEVICE
+/// Reports a failed CUDA or NCCL call in one line and ends every rank.
+[[noreturn]] static void failedCall(const char *call, const char *reason,
+                                    const char *file, int line, int rank) {
+  const char *base = std::strrchr(file, '/');
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s:%d: rank %d: %s failed: %s\n",
+               base ? base + 1 : file, line, rank, call, reason);
+  std::fflush(stderr);
+  endWorld(1);
+}
+
+static void checkCuda(cudaError_t rc, const char *call, const char *file,
+                      int line, int rank) {
+  if (rc != cudaSuccess)
+    failedCall(call, cudaGetErrorString(rc), file, line, rank);
+}
+
+#define AUTOPAR_COMM_CUDA_CALL(rank, fn, ...)                                  \
+  checkCuda(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
+
+/// Copies numElements floats from `src` to `dst` (device memory) on
+/// `stream`; overlapping ranges go through a temporary buffer, as memmove.
+static void deviceMove(float *dst, const float *src, int64_t numElements,
+                       cudaStream_t stream, int rank) {
+  if (dst == src || numElements <= 0)
+    return;
+  size_t bytes = size_t(numElements) * sizeof(float);
+  uintptr_t d = reinterpret_cast<uintptr_t>(dst);
+  uintptr_t s = reinterpret_cast<uintptr_t>(src);
+  if (d + bytes <= s || s + bytes <= d) {
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, dst, src, bytes,
+                           cudaMemcpyDeviceToDevice, stream);
+    return;
+  }
+  void *temp = nullptr;
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMallocAsync, &temp, bytes, stream);
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, temp, src, bytes,
+                         cudaMemcpyDeviceToDevice, stream);
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, dst, temp, bytes,
+                         cudaMemcpyDeviceToDevice, stream);
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaFreeAsync, temp, stream);
+}
+#endif
+
+#ifdef AUTOPAR_COMM_NCCL
+static void checkNccl(ncclResult_t rc, const char *call, const char *file,
+                      int line, int rank) {
+  if (rc == ncclSuccess)
+    return;
+  std::string reason = ncclGetErrorString(rc);
+  const char *last = ncclGetLastError(nullptr);
+  if (last && *last)
+    reason += std::string(" (") + last + ")";
+  failedCall(call, reason.c_str(), file, line, rank);
+}
+
+#define AUTOPAR_NCCL_CALL(rank, fn, ...)                                       \
+  checkNccl(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
+#endif
+
 struct Communicator::Impl {
   std::vector<std::string> names;
   std::vector<int64_t> sizes;
@@ -74,6 +180,8 @@ struct Communicator::Impl {
   bool ownsMpi = false;
   /// One communicator per non-empty subset of `nontrivial`.
   std::map<AxisMask, MPI_Comm> comms;
+#endif
+#ifdef AUTOPAR_COMM_MPI_FLOATS
   /// A collective in flight and what MPI reads until it completes.
   struct Pending {
     std::vector<MPI_Request> requests;
@@ -84,6 +192,69 @@ struct Communicator::Impl {
   /// holds pointers into, never move).
   std::map<int64_t, Pending> pending;
   int64_t nextId = 0;
+#endif
+#ifdef AUTOPAR_COMM_DEVICE
+  /// Where the program runs its kernels (setComputeStream).
+  cudaStream_t compute = nullptr;
+#endif
+#ifdef AUTOPAR_COMM_NCCL
+  /// The stream of every NCCL call (cudaStreamNonBlocking).
+  cudaStream_t commStream = nullptr;
+  /// Staging buffers: never released to the system until the destructor.
+  cudaMemPool_t pool = nullptr;
+  /// Recorded on the compute stream before each collective.
+  cudaEvent_t computeReady = nullptr;
+  /// Completion events of finished requests, for reuse.
+  std::vector<cudaEvent_t> freeEvents;
+  /// One NCCL communicator per key of `comms`.
+  std::map<AxisMask, ncclComm_t> ncclComms;
+  /// Outstanding requests: their completion events by id.
+  std::map<int64_t, cudaEvent_t> pending;
+  int64_t nextId = 0;
+
+  /// Makes the communication stream wait for the work issued on the
+  /// compute stream so far.
+  void follow(int rank) {
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaEventRecord, computeReady, compute);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamWaitEvent, commStream, computeReady,
+                           0);
+  }
+  /// numElements floats from the pool, usable in order on `stream` (and on
+  /// streams that wait for it) until a cudaFreeAsync.
+  float *allocate(int64_t numElements, cudaStream_t stream, int rank) {
+    void *p = nullptr;
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMallocFromPoolAsync, &p,
+                           size_t(numElements) * sizeof(float), pool, stream);
+    return static_cast<float *>(p);
+  }
+  /// Records the completion of what was issued on the communication stream
+  /// so far as a new request.
+  int64_t finish(int rank) {
+    cudaEvent_t done = nullptr;
+    if (freeEvents.empty()) {
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaEventCreateWithFlags, &done,
+                             cudaEventDisableTiming);
+    } else {
+      done = freeEvents.back();
+      freeEvents.pop_back();
+    }
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaEventRecord, done, commStream);
+    int64_t id = nextId++;
+    pending[id] = done;
+    return id;
+  }
+  /// Makes the compute stream wait for a request, which is then complete
+  /// (an event may be recorded again once a stream waits on it).
+  void complete(std::map<int64_t, cudaEvent_t>::iterator it, int rank) {
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamWaitEvent, compute, it->second, 0);
+    freeEvents.push_back(it->second);
+    pending.erase(it);
+  }
+  /// Creates the stream, the pool, the event and the NCCL communicators on
+  /// the current device (after the MPI sub-communicators).
+  void setUpDevice(const Communicator &comm, int rank);
+  /// Frees what setUpDevice made, after the communication stream's work.
+  void tearDownDevice(int rank);
 #endif
 };
 
@@ -220,9 +391,79 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
                            "mesh's");
   }
 #endif
+#ifdef AUTOPAR_COMM_NCCL
+  impl.setUpDevice(*comm, comm->worldRank);
+#endif
   out = std::move(comm);
   return Status::ok();
 }
+
+#ifdef AUTOPAR_COMM_NCCL
+void Communicator::Impl::setUpDevice(const Communicator &comm, int rank) {
+  int device = 0;
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaGetDevice, &device);
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamCreateWithFlags, &commStream,
+                         cudaStreamNonBlocking);
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaEventCreateWithFlags, &computeReady,
+                         cudaEventDisableTiming);
+  cudaMemPoolProps props = {};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMemPoolCreate, &pool, &props);
+  // Keep freed staging memory for the next collectives (the default
+  // threshold, 0, returns it to the system at every synchronization).
+  unsigned long long threshold = ~0ull;
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMemPoolSetAttribute, pool,
+                         cudaMemPoolAttrReleaseThreshold, &threshold);
+  // A buffer freed on the communication stream is reused on the compute
+  // stream only once its free is known complete: never by making the compute
+  // stream wait for the communication stream, which would undo the overlap.
+  int internal = 0;
+  AUTOPAR_COMM_CUDA_CALL(rank, cudaMemPoolSetAttribute, pool,
+                         cudaMemPoolReuseAllowInternalDependencies, &internal);
+  // The same groups in the same order on every rank (create() made `comms`
+  // alike): ncclCommInitRank blocks until the whole group has called it, and
+  // groups of one mask are disjoint, so no rank waits on one that waits
+  // elsewhere.
+  for (auto &[mask, sub] : comms) {
+    ncclUniqueId id = {};
+    if (comm.groupIndex(mask) == 0)
+      AUTOPAR_NCCL_CALL(rank, ncclGetUniqueId, &id);
+    AUTOPAR_MPI_CALL(rank, MPI_Bcast, &id, int(sizeof(id)), MPI_BYTE, 0, sub);
+    ncclComm_t nccl = nullptr;
+    AUTOPAR_NCCL_CALL(rank, ncclCommInitRank, &nccl, int(comm.groupSize(mask)),
+                      id, int(comm.groupIndex(mask)));
+    ncclComms[mask] = nccl;
+  }
+}
+
+void Communicator::Impl::tearDownDevice(int rank) {
+  // Outstanding requests are dropped, not waited on: the compute stream may
+  // be gone. Everything issued on the communication stream finishes first.
+  for (auto &[id, event] : pending)
+    freeEvents.push_back(event);
+  pending.clear();
+  if (commStream)
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamSynchronize, commStream);
+  for (auto &[mask, nccl] : ncclComms)
+    AUTOPAR_NCCL_CALL(rank, ncclCommDestroy, nccl);
+  ncclComms.clear();
+  for (cudaEvent_t event : freeEvents)
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaEventDestroy, event);
+  freeEvents.clear();
+  if (computeReady)
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaEventDestroy, computeReady);
+  computeReady = nullptr;
+  if (pool)
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMemPoolDestroy, pool);
+  pool = nullptr;
+  if (commStream)
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamDestroy, commStream);
+  commStream = nullptr;
+}
+#endif
 
 Communicator::~Communicator() {
 #ifdef AUTOPAR_WITH_MPI
@@ -230,7 +471,14 @@ Communicator::~Communicator() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+#endif
+#ifdef AUTOPAR_COMM_NCCL
+  impl->tearDownDevice(worldRank);
+#endif
+#ifdef AUTOPAR_COMM_MPI_FLOATS
   waitAll();
+#endif
+#ifdef AUTOPAR_WITH_MPI
   for (auto &[mask, sub] : impl->comms)
     AUTOPAR_MPI_CALL(worldRank, MPI_Comm_free, &sub);
   impl->comms.clear();
@@ -288,17 +536,19 @@ void Communicator::setMaxMessageElements(int64_t elements) {
   impl->maxElements = std::clamp<int64_t>(elements, 1, INT_MAX);
 }
 
-void Communicator::abort(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-#ifdef AUTOPAR_WITH_MPI
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized)
-    MPI_Abort(MPI_COMM_WORLD, code);
+void Communicator::abort(int code) { endWorld(code); }
+
+void Communicator::setComputeStream(void *stream) {
+#ifdef AUTOPAR_COMM_DEVICE
+  cudaStream_t compute = static_cast<cudaStream_t>(stream);
+#ifdef AUTOPAR_COMM_NCCL
+  if (compute != impl->compute && !impl->pending.empty())
+    fail("setComputeStream", "requests are outstanding on the old stream");
 #endif
-  std::_Exit(code);
+  impl->compute = compute;
+#else
+  (void)stream;
+#endif
 }
 
 CommRequest Communicator::allReduceSum(float *data, int64_t numElements,
@@ -311,7 +561,7 @@ CommRequest Communicator::allReduceSum(float *data, int64_t numElements,
     return {};
   sentBytes[int(CollectiveKind::AllReduce)] +=
       allReduceBytes(numElements, g, sizeof(float));
-#ifdef AUTOPAR_WITH_MPI
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   MPI_Comm sub = impl->comms.at(mask);
   int64_t id = impl->nextId++;
   Impl::Pending &p = impl->pending[id];
@@ -322,6 +572,12 @@ CommRequest Communicator::allReduceSum(float *data, int64_t numElements,
                      MPI_FLOAT, MPI_SUM, sub, &p.requests.back());
   }
   return {id};
+#elif defined(AUTOPAR_COMM_NCCL)
+  ncclComm_t nccl = impl->ncclComms.at(mask);
+  impl->follow(worldRank);
+  AUTOPAR_NCCL_CALL(worldRank, ncclAllReduce, data, data, size_t(numElements),
+                    ncclFloat, ncclSum, nccl, impl->commStream);
+  return {impl->finish(worldRank)};
 #else
   (void)data;
   return {};
@@ -336,8 +592,12 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
     fail("reduceScatterFlat", "negative element count");
   int64_t g = groupSize(mask);
   if (g == 1) {
+#ifdef AUTOPAR_COMM_DEVICE
+    deviceMove(piece, full, numElements, impl->compute, worldRank);
+#else
     if (piece != full && numElements > 0)
       std::memmove(piece, full, numElements * sizeof(float));
+#endif
     return {};
   }
   int64_t chunk = flatChunk(numElements, g);
@@ -345,7 +605,7 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
     return {};
   sentBytes[int(CollectiveKind::ReduceScatter)] +=
       reduceScatterFlatBytes(numElements, g, sizeof(float));
-#ifdef AUTOPAR_WITH_MPI
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   MPI_Comm sub = impl->comms.at(mask);
   int64_t id = impl->nextId++;
   Impl::Pending &p = impl->pending[id];
@@ -370,7 +630,27 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
                      MPI_SUM, sub, &p.requests.back());
   }
   return {id};
+#elif defined(AUTOPAR_COMM_NCCL)
+  // The padded copy is made on the compute stream, so that kernels issued
+  // after this call may overwrite `full`; the communication stream frees it
+  // after the reduction.
+  ncclComm_t nccl = impl->ncclComms.at(mask);
+  int64_t padded = g * chunk;
+  float *staging = impl->allocate(padded, impl->compute, worldRank);
+  AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, staging, full,
+                         size_t(numElements) * sizeof(float),
+                         cudaMemcpyDeviceToDevice, impl->compute);
+  if (padded > numElements)
+    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemsetAsync, staging + numElements, 0,
+                           size_t(padded - numElements) * sizeof(float),
+                           impl->compute);
+  impl->follow(worldRank);
+  AUTOPAR_NCCL_CALL(worldRank, ncclReduceScatter, staging, piece, size_t(chunk),
+                    ncclFloat, ncclSum, nccl, impl->commStream);
+  AUTOPAR_COMM_CUDA_CALL(worldRank, cudaFreeAsync, staging, impl->commStream);
+  return {impl->finish(worldRank)};
 #else
+  (void)piece;
   return {};
 #endif
 }
@@ -382,8 +662,12 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
     fail("allGatherFlat", "negative element count");
   int64_t g = groupSize(mask);
   if (g == 1) {
+#ifdef AUTOPAR_COMM_DEVICE
+    deviceMove(full, piece, numElements, impl->compute, worldRank);
+#else
     if (piece != full && numElements > 0)
       std::memmove(full, piece, numElements * sizeof(float));
+#endif
     return {};
   }
   int64_t chunk = flatChunk(numElements, g);
@@ -391,7 +675,7 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
     return {};
   sentBytes[int(CollectiveKind::AllGather)] +=
       allGatherFlatBytes(numElements, g, sizeof(float));
-#ifdef AUTOPAR_WITH_MPI
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   auto countOf = [&](int64_t j) {
     return std::clamp<int64_t>(numElements - j * chunk, 0, chunk);
   };
@@ -425,13 +709,49 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
     }
   }
   return {id};
+#elif defined(AUTOPAR_COMM_NCCL)
+  // This rank's piece is read on the compute stream (the caller may reuse
+  // it once this returns), into the slot that an in-place ncclAllGather
+  // sends from: `full` itself when g divides numElements, else a padded
+  // staging buffer whose first numElements elements go to `full` after.
+  ncclComm_t nccl = impl->ncclComms.at(mask);
+  int64_t i = groupIndex(mask);
+  if (numElements == g * chunk) {
+    float *own = full + i * chunk;
+    deviceMove(own, piece, chunk, impl->compute, worldRank);
+    impl->follow(worldRank);
+    AUTOPAR_NCCL_CALL(worldRank, ncclAllGather, own, full, size_t(chunk),
+                      ncclFloat, nccl, impl->commStream);
+    return {impl->finish(worldRank)};
+  }
+  int64_t count = std::clamp<int64_t>(numElements - i * chunk, 0, chunk);
+  float *staging = impl->allocate(g * chunk, impl->compute, worldRank);
+  float *slot = staging + i * chunk;
+  if (count > 0)
+    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, slot, piece,
+                           size_t(count) * sizeof(float),
+                           cudaMemcpyDeviceToDevice, impl->compute);
+  if (count < chunk)
+    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemsetAsync, slot + count, 0,
+                           size_t(chunk - count) * sizeof(float),
+                           impl->compute);
+  impl->follow(worldRank);
+  AUTOPAR_NCCL_CALL(worldRank, ncclAllGather, slot, staging, size_t(chunk),
+                    ncclFloat, nccl, impl->commStream);
+  AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, full, staging,
+                         size_t(numElements) * sizeof(float),
+                         cudaMemcpyDeviceToDevice, impl->commStream);
+  AUTOPAR_COMM_CUDA_CALL(worldRank, cudaFreeAsync, staging, impl->commStream);
+  return {impl->finish(worldRank)};
 #else
+  (void)piece;
+  (void)full;
   return {};
 #endif
 }
 
 void Communicator::wait(CommRequest request) {
-#ifdef AUTOPAR_WITH_MPI
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   auto it = impl->pending.find(request.id);
   if (it == impl->pending.end())
     return;
@@ -439,22 +759,30 @@ void Communicator::wait(CommRequest request) {
   AUTOPAR_MPI_CALL(worldRank, MPI_Waitall, int(requests.size()),
                    requests.data(), MPI_STATUSES_IGNORE);
   impl->pending.erase(it);
+#elif defined(AUTOPAR_COMM_NCCL)
+  auto it = impl->pending.find(request.id);
+  if (it != impl->pending.end())
+    impl->complete(it, worldRank);
 #else
   (void)request;
 #endif
 }
 
 void Communicator::waitAll() {
-#ifdef AUTOPAR_WITH_MPI
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   for (auto &[id, p] : impl->pending)
     AUTOPAR_MPI_CALL(worldRank, MPI_Waitall, int(p.requests.size()),
                      p.requests.data(), MPI_STATUSES_IGNORE);
   impl->pending.clear();
+#elif defined(AUTOPAR_COMM_NCCL)
+  while (!impl->pending.empty())
+    impl->complete(impl->pending.begin(), worldRank);
 #endif
 }
 
 void Communicator::progress() {
-#ifdef AUTOPAR_WITH_MPI
+  // NCCL collectives progress on the GPU: nothing to do.
+#if defined(AUTOPAR_COMM_MPI_FLOATS)
   for (auto it = impl->pending.begin(); it != impl->pending.end();) {
     int done = 0;
     std::vector<MPI_Request> &requests = it->second.requests;

@@ -1,4 +1,4 @@
-//===- Comm.h - the communicator of an emitted CPU program ------*- C++ -*-===//
+//===- Comm.h - the communicator of an emitted program ----------*- C++ -*-===//
 //
 // The ranks of a training program form the device mesh of its plan (a
 // `dist.mesh`, docs/dist-dialect.md): an n-dimensional array of ranks with
@@ -8,23 +8,34 @@
 // coordinates on every other axis. A rank's position in a group is its
 // coordinates on the group's axes, major to minor in mesh axis order.
 //
-// Two builds of the same source:
-//  - with AUTOPAR_WITH_MPI (linked with MPI): one MPI sub-communicator per
-//    group, non-blocking float collectives that the generated code overlaps
-//    with its kernels;
-//  - without (no MPI headers at all): a one-rank program where every group
-//    has one rank and every collective is a local copy or nothing.
+// Three builds of the same source:
+//  - with AUTOPAR_WITH_MPI (linked with MPI; the CPU target): one MPI
+//    sub-communicator per group, non-blocking float collectives on HOST
+//    memory that the generated code overlaps with its kernels;
+//  - with AUTOPAR_WITH_NCCL and AUTOPAR_WITH_MPI (linked with MPI, NCCL and
+//    the CUDA runtime; the CUDA target): MPI starts the world, checks the
+//    mesh, makes the same sub-communicators and runs the host collectives
+//    (allReduceSumDouble, broadcastBytes, barrier); the float collectives
+//    take DEVICE pointers and run as NCCL collectives on the communicator's
+//    own stream, ordered after the compute stream's work by CUDA events
+//    (setComputeStream), with one NCCL communicator per group;
+//  - without AUTOPAR_WITH_MPI (no MPI headers at all): a one-rank program
+//    where every group has one rank and every collective is a local copy or
+//    nothing; with AUTOPAR_WITH_NCCL the copies are device-to-device copies
+//    on the compute stream (and neither NCCL nor MPI need be linked).
 //
 // Errors of the launch (a world that is not the plan's mesh) come back as a
 // Status from create(), computed alike on every rank so that every rank
-// reports and stops: no hang. A failing MPI call is a bug or a broken
-// machine: it prints "FILE:LINE: rank R: MPI_Xxx failed: REASON" and ends
-// every rank with MPI_Abort. Only the thread that called create() may call
-// the communicator (MPI_THREAD_FUNNELED).
+// reports and stops: no hang. A failing MPI, CUDA or NCCL call is a bug or
+// a broken machine: it prints "FILE:LINE: rank R: CALL failed: REASON" and
+// ends every rank with MPI_Abort (exit status 1 without MPI). Only the
+// thread that called create() may call the communicator
+// (MPI_THREAD_FUNNELED).
 //
 // The byte closed forms at the end are pure and inline: the compiler's
-// report includes this header (without MPI) to predict what the counters of
-// the running program will say.
+// report includes this header (without MPI or CUDA) to predict what the
+// counters of the running program will say. The header never includes CUDA
+// headers (streams are passed as void *).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,10 +85,22 @@ public:
   /// which is the same error. Creates the sub-communicator of every group at
   /// once, so that no collective can wait on a rank that never creates its
   /// group.
+  ///
+  /// NCCL build: call it AFTER cudaSetDevice (the rank's GPU is the current
+  /// device): it creates, on the current device, the communication stream
+  /// (cudaStreamNonBlocking), a memory pool for staging buffers, and one
+  /// NCCL communicator per group (the group's first rank makes the
+  /// ncclUniqueId, an MPI_Bcast on the group's MPI sub-communicator gives it
+  /// to the others, then ncclCommInitRank with rank = group position). A
+  /// failing CUDA or NCCL call here ends every rank (it is not a Status).
   static Status create(int *argc, char ***argv, const MeshAxisInfo *axes,
                        int numAxes, std::unique_ptr<Communicator> &out);
   /// Waits for the outstanding requests, frees the sub-communicators and
-  /// calls MPI_Finalize (if create() started MPI).
+  /// calls MPI_Finalize (if create() started MPI). NCCL build: does not
+  /// touch the compute stream (it may be destroyed already): drops the
+  /// outstanding requests, synchronizes the communication stream, destroys
+  /// the NCCL communicators, the events, the pool and the stream (a failing
+  /// call ends every rank, as anywhere else), then the MPI part as above.
   ~Communicator();
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
@@ -93,12 +116,43 @@ public:
   /// This rank's position in the group over `axes`.
   int64_t groupIndex(AxisMask axes) const;
 
-  /// Non-blocking collectives over the group `axes` on float32 buffers. The
+  /// NCCL build: the cudaStream_t (passed as void *) on which the program
+  /// runs its kernels, the "compute stream"; nullptr (the default) is the
+  /// legacy default stream. Each float collective first makes the
+  /// communication stream wait for the work issued on the compute stream so
+  /// far (an event), so it sees what the kernels produced; what a
+  /// collective reads from a buffer the caller may reuse at once (the
+  /// staging copy of reduceScatterFlat, the piece of allGatherFlat) is read
+  /// by a copy on the compute stream, ordered before any later kernel; and
+  /// wait() / waitAll() make the compute stream wait for the collective's
+  /// completion. Set it before the first collective and change it only when
+  /// no request is outstanding. A no-op in the other builds.
+  void setComputeStream(void *stream);
+
+  /// Non-blocking collectives over the group `axes` on float32 buffers
+  /// (HOST memory in the MPI build, DEVICE memory in the NCCL build). The
   /// buffers must stay alive and untouched until the request completes
-  /// (wait / waitAll). Every rank of a group issues the same collectives on
-  /// it in the same order, with the same element counts.
+  /// (wait / waitAll; in the NCCL build: untouched by any GPU work but that
+  /// issued on the compute stream after wait / waitAll, the first that may
+  /// use them). Every rank of a group issues the same collectives on it in
+  /// the same order, with the same element counts.
   ///
-  /// In-place sum over the group.
+  /// NCCL build: a collective over a group of more than one rank is issued
+  /// on the communication stream after the compute stream's work so far
+  /// and returns a request whose completion is a CUDA event; a group of
+  /// one rank is the copy described below, on the compute stream, and no
+  /// request. Staging buffers come from the communicator's memory pool,
+  /// allocated on the compute stream and freed in stream order on the
+  /// communication stream right after their last use (cudaFreeAsync), so
+  /// nothing waits on the host. Under CUDA stream capture of the compute
+  /// stream the whole collective is captured (events, copies, pool
+  /// allocations, NCCL calls): every request issued in a capture must be
+  /// waited on in the same capture. All the collectives of a rank run one
+  /// after the other on the communication stream, in issue order, so ranks
+  /// must issue the collectives of different groups in the same relative
+  /// order too (an SPMD program does), or two groups can deadlock on the GPU.
+  ///
+  /// In-place sum over the group (NCCL build: ncclAllReduce, ncclSum).
   CommRequest allReduceSum(float *data, int64_t numElements, AxisMask axes);
   /// ZeRO flat shards: the tensor's numElements elements padded with zeros to
   /// g * chunk, chunk = flatChunk(numElements, g), g = groupSize(axes); the
@@ -108,6 +162,11 @@ public:
   /// staging copy that the request owns), so the caller may reuse it at
   /// once: generated code frees a gradient as soon as its reduce-scatter is
   /// issued, and `piece` may overlap `full` (ZeRO-1's in-place shard).
+  /// NCCL build: the staging copy (g * chunk elements, the padding zeroed
+  /// with cudaMemsetAsync) is made on the compute stream, so kernels issued
+  /// after this call may overwrite `full`; then ncclReduceScatter from the
+  /// staging buffer into `piece` on the communication stream. With g = 1,
+  /// `full` is copied to `piece` (device to device, overlap allowed).
   CommRequest reduceScatterFlat(const float *full, int64_t numElements,
                                 float *piece, AxisMask axes);
   /// Inverse: every rank contributes its piece (its first
@@ -116,27 +175,45 @@ public:
   /// padding dropped. `piece` may be `full + i*chunk` (in place: the
   /// optimizer updated its own range of the full parameter), or any other
   /// buffer (copied into place before this returns).
+  /// NCCL build: "before this returns" is "on the compute stream, before
+  /// any work issued after this call". Without padding (g divides
+  /// numElements) the piece is copied into `full + i*chunk` (unless it is
+  /// there) and an in-place ncclAllGather fills `full`; with padding, the
+  /// piece goes into a staging buffer of g * chunk elements, which
+  /// ncclAllGather fills in place, and its first numElements elements are
+  /// copied to `full` on the communication stream. With g = 1, `piece` is
+  /// copied to `full` (device to device, overlap allowed).
   CommRequest allGatherFlat(const float *piece, int64_t numElements,
                             float *full, AxisMask axes);
-  /// Completes one request (no-op for an invalid or completed id).
+  /// Completes one request (no-op for an invalid or completed id). NCCL
+  /// build: makes the compute stream wait for the request's completion
+  /// event (cudaStreamWaitEvent): the host does not block; work issued on
+  /// the compute stream afterwards sees the result.
   void wait(CommRequest request);
-  /// Completes every outstanding request.
+  /// Completes every outstanding request (NCCL build: the compute stream
+  /// waits for each of them, as wait()).
   void waitAll();
   /// Lets outstanding non-blocking collectives progress (MPI_Testall);
   /// called by generated code between kernels so that the reduction of
-  /// bucket k overlaps the rest of backward.
+  /// bucket k overlaps the rest of backward. A no-op in the NCCL build
+  /// (the GPU progresses NCCL collectives on its own).
   void progress();
-  /// Blocking in-place sum of doubles over the group (losses, squared norms).
+  /// Blocking in-place sum of doubles in HOST memory over the group
+  /// (losses, squared norms); MPI in the NCCL build too.
   void allReduceSumDouble(double *data, int64_t numElements, AxisMask axes);
-  /// Blocking broadcast of `bytes` bytes from world rank 0 to every rank.
+  /// Blocking broadcast of `bytes` bytes of HOST memory from world rank 0 to
+  /// every rank (MPI in the NCCL build too).
   void broadcastBytes(void *data, int64_t bytes);
+  /// Blocks until every rank has called it (MPI_Barrier in the NCCL build
+  /// too: it does not order any GPU work).
   void barrier();
 
   /// Logical bytes sent per rank by each collective kind since the last
   /// resetBytes(), by the ring formulas of REFERENCE.md (the closed forms
   /// below), counted when a collective is issued. A group of one rank moves
   /// 0 bytes. Only the float collectives above count: allReduceSumDouble,
-  /// broadcastBytes and barrier (scalars and metadata) do not.
+  /// broadcastBytes and barrier (scalars and metadata) do not. The same in
+  /// every build.
   double bytes(CollectiveKind kind) const {
     return sentBytes[static_cast<int>(kind)];
   }
@@ -148,7 +225,9 @@ public:
   /// For tests: split every MPI message into pieces of at most `elements`
   /// elements (bytes for broadcastBytes; default and maximum INT_MAX, MPI's
   /// counts being int), which is what counts past INT_MAX get. Every rank
-  /// must set the same value.
+  /// must set the same value. In the NCCL build it applies to the MPI
+  /// messages only (allReduceSumDouble, broadcastBytes): NCCL counts are
+  /// size_t and its collectives are never split.
   void setMaxMessageElements(int64_t elements);
 
 private:

@@ -41,6 +41,7 @@ Status Device::create(int, int, std::unique_ptr<Device> &out) {
 const std::string &Device::name() const { return impl->name; }
 bool Device::hostMemory() const { return true; }
 DeviceContext *Device::context() { return &impl->context; }
+void *Device::queue() { return nullptr; }
 
 DeviceBuffer Device::allocate(int64_t bytes) {
   // aligned_alloc needs a multiple of the alignment, and never 0 bytes.

@@ -253,6 +253,8 @@ bool Device::hostMemory() const { return false; }
 
 DeviceContext *Device::context() { return &impl->ctx; }
 
+void *Device::queue() { return impl->ctx.stream; }
+
 DeviceBuffer Device::allocate(int64_t bytes) {
   DeviceContext &ctx = impl->ctx;
   if (bytes < 0)

@@ -17,10 +17,11 @@ import sys
 
 import onnx
 
-# Plan kinds of the CUDA target (one device, fp32): AdamW defaults; SGD
-# with Nesterov momentum, clipping, a warmup + cosine schedule, no_decay;
-# AdamW with frozen tensors; micro-batches (fixtures with a dynamic batch,
-# fixed to 4 samples).
+# Plan kinds of the CUDA target (fp32): AdamW defaults; SGD with Nesterov
+# momentum, clipping, a warmup + cosine schedule, no_decay; AdamW with frozen
+# tensors; data parallelism with each ZeRO stage (the collectives through
+# the NCCL communicator); micro-batches (fixtures with a dynamic batch, fixed
+# to 4 samples).
 PLANS = {
     "adamw": {},
     "sgd": {"optimizer": {"type": "sgd", "lr": 0.1, "momentum": 0.9,
@@ -29,12 +30,20 @@ PLANS = {
             "lr_schedule": {"warmup_steps": 2, "decay": "cosine"}},
     "frozen": {"optimizer": {"type": "adamw", "weight_decay": 0.1},
                "frozen": ["*ln*"]},
+    "dp2": {"mesh": {"dp": 2}},
+    "dp2-zero1": {"mesh": {"dp": 2}, "zero": {"stage": 1}},
+    "dp2-zero2": {"mesh": {"dp": 2}, "zero": {"stage": 2},
+                  "comm": {"bucket_mb": 0.01}},
+    "dp2-zero3": {"mesh": {"dp": 2}, "zero": {"stage": 3}},
 }
 DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
+# None: a forward-only program instead of a training one.
+PLANS["forward-only"] = None
 # Plans refused on the CUDA target for now, and the key the line names.
 REFUSED = {
-    "dp2": ({"mesh": {"dp": 2}}, "mesh.dp"),
-    "zero1": ({"zero": {"stage": 1}}, "zero.stage"),
+    "offload": ({"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
+                "zero.offload"),
+    "bf16": ({"precision": "bf16-mixed"}, "precision"),
 }
 
 
@@ -61,11 +70,15 @@ def run(cmd, cwd=None):
 def compile_one(args, fixture, plan_name, plan):
     name = os.path.splitext(os.path.basename(fixture))[0] + "." + plan_name
     work = os.path.join(args.work, name)
-    plan_file = work + ".json"
-    with open(plan_file, "w") as f:
-        json.dump(plan, f)
-    rc, out = run([args.autopar, "compile", fixture, "--plan", plan_file,
-                   "--target", "cuda", "--no-build", "-o", work] +
+    if plan is None:
+        # The forward-only program of the fixture (OUTDIR/run).
+        flags = ["--forward-only"]
+    else:
+        flags = ["--plan", work + ".json"]
+        with open(work + ".json", "w") as f:
+            json.dump(plan, f)
+    rc, out = run([args.autopar, "compile", fixture] + flags +
+                  ["--target", "cuda", "--no-build", "-o", work] +
                   input_shapes(fixture))
     if rc != 0:
         return name, "autopar compile failed:\n" + out

@@ -10,16 +10,20 @@
 // found type and shape, and a non-zero exit; so is an input fixed at compile
 // time (`--input-value`) whose file holds another value.
 //
+// The same file serves every target: the weights, inputs, arena and
+// outputs live in the memory of the target's Device (runtime/Device.h).
+//
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Device.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
 #include "runtime/Status.h"
-#include "runtime/cpu/Kernels.h"
 #include "runtime/onnx/TensorFile.h"
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -68,14 +72,29 @@ Status run(const std::string &inputDir, const std::string &outputDir) {
   struct stat st;
   if (stat(outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::error(outputDir + ": not a directory");
-  autopar::rt::Buffer params = autopar::rt::allocate(info.paramBytes);
-  autopar::rt::Buffer arena = autopar::rt::allocate(info.arenaBytes);
+  std::unique_ptr<autopar::rt::Device> device;
+  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::Device::create(0, 0, device));
+  const std::string oom = "run: out of memory on " + device->name();
+  autopar::rt::DeviceBuffer params = device->allocate(info.paramBytes);
+  autopar::rt::DeviceBuffer arena = device->allocate(info.arenaBytes);
   if (!params || !arena)
-    return Status::error("run: out of memory");
-  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::readFileExactly(
-      autopar::rt::programDir() + "/weights.bin", params.get(),
-      info.paramBytes, "weights"));
+    return Status::error(oom);
+  {
+    autopar::rt::Buffer staging;
+    char *into = params.get();
+    if (!device->hostMemory()) {
+      staging = autopar::rt::allocate(info.paramBytes);
+      if (!staging)
+        return Status::error("run: out of memory");
+      into = staging.get();
+    }
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::readFileExactly(
+        autopar::rt::programDir() + "/weights.bin", into, info.paramBytes,
+        "weights"));
+    device->upload(params.get(), into, info.paramBytes);
+  }
   std::vector<autopar::rt::HostTensorData> inputs(info.numInputs);
+  std::vector<autopar::rt::DeviceBuffer> inputBuffers;
   std::vector<const void *> args;
   for (int32_t i = 0; i < info.numInputs; ++i) {
     const GraphTensorInfo &in = info.inputs[i];
@@ -83,31 +102,37 @@ Status run(const std::string &inputDir, const std::string &outputDir) {
     AUTOPAR_RT_RETURN_IF_ERROR(readInput(path, in, inputs[i]));
     if (in.argument < 0)
       continue;
+    int64_t bytes = static_cast<int64_t>(inputs[i].bytes.size());
+    inputBuffers.push_back(device->allocate(bytes));
+    if (!inputBuffers.back())
+      return Status::error(oom);
+    device->upload(inputBuffers.back().get(), inputs[i].bytes.data(), bytes);
     if (static_cast<size_t>(in.argument) >= args.size())
       args.resize(in.argument + 1);
-    args[in.argument] = inputs[i].bytes.data();
+    args[in.argument] = inputBuffers.back().get();
   }
-  std::vector<autopar::rt::Buffer> outputs;
+  std::vector<autopar::rt::DeviceBuffer> outputs;
   std::vector<void *> outputPtrs;
   for (int32_t i = 0; i < info.numOutputs; ++i) {
     const GraphTensorInfo &out = info.outputs[i];
-    outputs.push_back(
-        autopar::rt::allocate(out.numElements * out.elementBytes));
+    outputs.push_back(device->allocate(out.numElements * out.elementBytes));
     if (!outputs.back())
-      return Status::error("run: out of memory");
+      return Status::error(oom);
     outputPtrs.push_back(outputs.back().get());
   }
-  autopar::rt::cpu::initBlas();
-  info.forward({params.get(), args.data(), arena.get(), outputPtrs.data(),
-                1.0f, false});
+  autopar::rt::StepIO io{params.get(), args.data(), arena.get(),
+                         outputPtrs.data(), 1.0f, false};
+  io.device = device->context();
+  info.forward(io);
   for (int32_t i = 0; i < info.numOutputs; ++i) {
     const GraphTensorInfo &out = info.outputs[i];
     autopar::rt::HostTensorData t;
     t.name = out.name;
     t.onnxDataType = out.onnxType;
     t.dims.assign(out.shape, out.shape + out.rank);
-    const char *data = static_cast<const char *>(outputPtrs[i]);
-    t.bytes.assign(data, data + out.numElements * out.elementBytes);
+    t.bytes.resize(out.numElements * out.elementBytes);
+    device->download(t.bytes.data(), outputPtrs[i],
+                     static_cast<int64_t>(t.bytes.size()));
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::writeTensorFile(
         outputDir + "/output_" + std::to_string(i) + ".pb", t));
   }
@@ -117,7 +142,7 @@ Status run(const std::string &inputDir, const std::string &outputDir) {
 } // namespace
 
 int main(int argc, char **argv) {
-  autopar::rt::cpu::fixBlasCoreType(argv);
+  autopar::rt::Device::prepareProcess(argv);
   std::string inputDir, outputDir;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
