@@ -39,6 +39,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+
 
 using namespace mlir;
 using namespace autopar;
@@ -328,6 +330,7 @@ private:
   bool findDataInputs(func::FuncOp func, DataInputs &data);
   bool markParams(func::FuncOp func);
   bool lower();
+  bool markTrilMasks(func::FuncOp forward);
   bool writeProgram(const std::string &dir);
   std::string modelSource(func::FuncOp step, const std::string &stepCode,
                           const std::string &forwardCode);
@@ -511,11 +514,78 @@ bool Compiler::markParams(func::FuncOp func) {
   return true;
 }
 
+/// Whether every use of `v`, through views and slices, only decides
+/// something (a comparison, a cast to bool, a where's condition): such a
+/// value never gets a gradient, so a parameter like it is never trained.
+static bool onlyDecides(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<nn::SliceOp, nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp,
+            nn::ExpandOp, nn::IdentityOp>(user)) {
+      if (!onlyDecides(user->getResult(0)))
+        return false;
+      continue;
+    }
+    if (isa<nn::CompareOp>(user))
+      continue;
+    if (auto castOp = dyn_cast<nn::CastOp>(user);
+        castOp && castOp.getType().getElementType().isInteger(1))
+      continue;
+    if (isa<nn::WhereOp>(user) && use.getOperandNumber() == 0)
+      continue;
+    return false;
+  }
+  return true;
+}
+
+/// Marks `nn.tril` the parameters that are never trained and hold torch's
+/// causal-mask buffer (1 on and below the diagonal of their last two dims,
+/// 0 above; leading dims 1), from the initializers' bytes:
+/// autopar-fuse-attention then knows masks made from them are causal. Only
+/// small-rank-2+ float32 or bool tensors with leading dims of 1 are read.
+bool Compiler::markTrilMasks(func::FuncOp forward) {
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto name = forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
+    Type element = type.getElementType();
+    int64_t rank = type.getRank();
+    if (!name || rank < 2 ||
+        llvm::any_of(type.getShape().drop_back(2),
+                     [](int64_t d) { return d != 1; }) ||
+        !(element.isF32() || element.isInteger(1)))
+      continue;
+    if (!element.isInteger(1) && !onlyDecides(forward.getArgument(i)))
+      continue;
+    llvm::Expected<std::vector<char>> bytes =
+        imported.weights->readBytes(name.getValue());
+    if (!bytes)
+      return fail(o.model + ": " + llvm::toString(bytes.takeError()));
+    int64_t n = type.getDimSize(rank - 2), m = type.getDimSize(rank - 1);
+    bool tril = true;
+    for (int64_t r = 0; tril && r < n; ++r)
+      for (int64_t c = 0; tril && c < m; ++c) {
+        int64_t k = r * m + c;
+        float x = 0;
+        if (element.isF32())
+          std::memcpy(&x, bytes->data() + 4 * k, 4);
+        else
+          x = (*bytes)[k] != 0 ? 1.0f : 0.0f;
+        tril = x == (c <= r ? 1.0f : 0.0f);
+      }
+    if (tril)
+      forward.setArgAttr(i, nn::NNDialect::kTrilAttr,
+                         UnitAttr::get(&context));
+  }
+  return true;
+}
+
 bool Compiler::lower() {
   ModuleOp module = *imported.module;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   FirstError diag(context);
   // Attention first: autodiff then derives nn.attention_grad from it.
+  if (!markTrilMasks(forward))
+    return false;
   PassManager fm(&context);
   fm.addPass(createCanonicalizerPass());
   FuseAttentionPassOptions attention;

@@ -30,6 +30,11 @@ def NN_Dialect : Dialect {
       is large (a mask, position ids); never trained.
     - `nn.frozen`: a parameter that is not trained (the plan's `frozen`).
     - `nn.no_decay`: a parameter exempt from weight decay.
+    - `nn.tril`: a parameter that is never trained and whose value is a
+      lower-triangular mask: with shape [1, ..., 1, N, M], element (i, j)
+      is 1 (true) for j <= i and 0 (false) above (torch's
+      `tril(ones(N, M))` causal-mask buffer). Set by the compiler from the
+      initializer's bytes; `autopar-fuse-attention` reads it.
     - `nn.input = "<name>"`: a graph input; `nn.output = "<name>"` on a
       result: a graph output; `nn.grad = "<param>"` on a result: the
       gradient of the loss with respect to that parameter.
@@ -47,6 +52,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kOutputAttr = "nn.output";
     static constexpr llvm::StringLiteral kFrozenAttr = "nn.frozen";
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
+    static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
   }];
 }

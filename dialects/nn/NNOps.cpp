@@ -46,7 +46,8 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   static constexpr StringLiteral argStringAttrs[] = {
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
-      NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr};
+      NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr,
+      NNDialect::kTrilAttr};
   bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
   bool known = isResult ? (name == NNDialect::kOutputAttr ||
                            name == NNDialect::kGradAttr)

@@ -5,8 +5,9 @@
 // (FlashAttention's rewrite: the T x S scores are never stored). A chain is
 // rewritten only when every intermediate has no other use and every piece
 // is proven: the softmax runs over the key dim, the scale is a scalar
-// constant, the mask selects -inf, and a constant mask is recognized as
-// causal only when it is exactly the causal pattern.
+// constant, the mask selects -inf, and a mask is recognized as causal only
+// when its value is known at compile time to be exactly the causal pattern
+// (a constant, or a slice / comparison / negation of an `nn.tril` buffer).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 
 #include "dialects/nn/NNOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -53,25 +55,115 @@ std::optional<double> scalarConstant(Value v) {
 
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
-/// Whether the constant bool `mask` (true where `maskedWhenTrue`) masks
-/// exactly the positions j > i + (s - t) of every [t, s] matrix: its shape
-/// is [1, ..., 1, t, s].
+/// A tensor whose leading dims are all 1 and whose last two dims (i, j)
+/// hold, as booleans (non-zero: true), value(i, j) = trueAbove == (j > i +
+/// offset): a triangle of the [N, M] matrix.
+struct Triangle {
+  int64_t offset;
+  bool trueAbove;
+};
+
+bool leadingOnes(RankedTensorType type) {
+  return type.getRank() >= 2 &&
+         llvm::all_of(type.getShape().drop_back(2),
+                      [](int64_t d) { return d == 1; });
+}
+
+/// The triangle `v` is, where that is known at compile time: a constant
+/// with that pattern, a parameter marked `nn.tril` (j <= i is 1), and slices
+/// (unit strides), casts to bool, comparisons with 0 or 1, and logical nots
+/// (where(c, false, true)) of those.
+std::optional<Triangle> triangleOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!leadingOnes(type))
+    return std::nullopt;
+  int64_t n = type.getDimSize(type.getRank() - 2), m = type.getShape().back();
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    if (func && func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kTrilAttr))
+      return Triangle{0, false};
+    return std::nullopt;
+  }
+  Operation *def = v.getDefiningOp();
+  if (auto constant = dyn_cast<nn::ConstantOp>(def)) {
+    auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!elements || n * m == 0)
+      return std::nullopt;
+    SmallVector<bool> values;
+    if (elements.getElementType().isInteger(1))
+      llvm::append_range(values, elements.getValues<bool>());
+    else if (isa<FloatType>(elements.getElementType()))
+      for (const APFloat &x : elements.getValues<APFloat>())
+        values.push_back(!x.isZero());
+    else
+      return std::nullopt;
+    // Row 0 gives the diagonal: its first run of equal values ends at
+    // j = offset + 1.
+    int64_t run = 1;
+    while (run < m && values[run] == values[0])
+      ++run;
+    Triangle t{run - 1, !values[0]};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j)
+        if (values[i * m + j] != (t.trueAbove == (j > i + t.offset)))
+          return std::nullopt;
+    return t;
+  }
+  if (auto slice = dyn_cast<nn::SliceOp>(def)) {
+    ArrayRef<int64_t> offsets = slice.getOffsets(), strides = slice.getStrides();
+    int64_t r = offsets.size();
+    if (strides[r - 1] != 1 || strides[r - 2] != 1)
+      return std::nullopt;
+    std::optional<Triangle> t = triangleOf(slice.getInput());
+    if (t)
+      t->offset += offsets[r - 2] - offsets[r - 1];
+    return t;
+  }
+  if (auto castOp = dyn_cast<nn::CastOp>(def)) {
+    if (!type.getElementType().isInteger(1))
+      return std::nullopt;
+    return triangleOf(castOp.getInput());
+  }
+  if (auto cmp = dyn_cast<nn::CompareOp>(def)) {
+    bool eq = cmp.getPredicate() == nn::ComparePredicate::eq;
+    if (!eq && cmp.getPredicate() != nn::ComparePredicate::ne)
+      return std::nullopt;
+    std::optional<double> k = scalarConstant(cmp.getRhs());
+    if (!k || (*k != 0 && *k != 1))
+      return std::nullopt;
+    std::optional<Triangle> t = triangleOf(cmp.getLhs());
+    // x == 0 and x != 1 are not(x); x != 0 and x == 1 are x.
+    if (t && eq == (*k == 0))
+      t->trueAbove = !t->trueAbove;
+    return t;
+  }
+  if (auto where = dyn_cast<nn::WhereOp>(def)) {
+    auto isBool = [](Value x, bool value) {
+      auto constant = x.getDefiningOp<nn::ConstantOp>();
+      auto elements =
+          constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+      return elements && elements.isSplat() &&
+             elements.getElementType().isInteger(1) &&
+             elements.getSplatValue<bool>() == value;
+    };
+    if (!isBool(where.getLhs(), false) || !isBool(where.getRhs(), true))
+      return std::nullopt;
+    std::optional<Triangle> t = triangleOf(where.getCondition());
+    if (t)
+      t->trueAbove = !t->trueAbove;
+    return t;
+  }
+  return std::nullopt;
+}
+
+/// Whether the bool `mask` (true where `maskedWhenTrue`) masks exactly the
+/// positions j > i + (s - t) of every [t, s] matrix.
 bool isCausalMask(Value mask, bool maskedWhenTrue, int64_t t, int64_t s) {
-  auto constant = mask.getDefiningOp<nn::ConstantOp>();
-  if (!constant)
-    return false;
-  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
   ArrayRef<int64_t> shape = tensorType(mask).getShape();
-  if (!elements || shape.size() < 2 || shape[shape.size() - 2] != t ||
-      shape.back() != s ||
-      llvm::any_of(shape.drop_back(2), [](int64_t d) { return d != 1; }))
+  if (shape.size() < 2 || shape[shape.size() - 2] != t || shape.back() != s)
     return false;
-  auto values = elements.getValues<bool>();
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < s; ++j)
-      if ((values[i * s + j] == maskedWhenTrue) != (j > i + s - t))
-        return false;
-  return true;
+  std::optional<Triangle> tri = triangleOf(mask);
+  return tri && tri->offset == s - t && tri->trueAbove == maskedWhenTrue;
 }
 
 /// The pieces of one attention chain ending at `pv` = matmul(p, v).

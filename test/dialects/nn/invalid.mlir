@@ -1050,3 +1050,8 @@ func.func @attention_grad_lse(%q: tensor<2x16x8xf32>, %l: tensor<2x8xf32>) {
   %a, %b, %c = nn.attention_grad %q, %q, %q, %q, %l, %q {causal = false, scale = 1.0 : f64} : (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x8xf32>, tensor<2x16x8xf32>) -> (tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>)
   return
 }
+
+// -----
+
+// expected-error @+1 {{argument #0 has 'nn.tril' but no 'nn.param'}}
+func.func private @tril_without_param(tensor<4x4xi1> {nn.tril})

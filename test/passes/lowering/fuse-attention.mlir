@@ -79,6 +79,61 @@ func.func @not_causal(%q: tensor<1x2x4xf32>, %kt: tensor<1x4x2xf32>, %v: tensor<
 
 // -----
 
+// The no-constant-folding export: a float `nn.tril` buffer (torch's
+// tril(ones) causal mask, 8 x 8), sliced to T = S = 4 and compared with 0
+// (true: masked). Causal; the mask computation is left for DCE.
+
+// CHECK-LABEL: func.func @tril_buffer
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+func.func @tril_buffer(%bias: tensor<1x8x8xf32> {nn.param = "h.0.attn.bias", nn.tril}, %q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %b = nn.slice %bias {offsets = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : tensor<1x8x8xf32> -> tensor<1x4x4xf32>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %m = nn.compare eq, %b, %zero : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x4x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %m, %ninf, %s : (tensor<1x4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A slice off the diagonal (rows 1..4 of the 8 x 8 triangle over columns
+// 0..4, T = 3 queries, S = 4 keys): row i attends j <= i + 1 = i + S - T,
+// which is causal for a query block that ends the sequence.
+
+// CHECK-LABEL: func.func @tril_offset
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+func.func @tril_offset(%bias: tensor<8x8xi1> {nn.param = "mask", nn.buffer, nn.tril}, %q: tensor<2x3x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x4xf32>) -> tensor<2x3x4xf32>
+  %b = nn.slice %bias {offsets = array<i64: 1, 0>, strides = array<i64: 1, 1>} : tensor<8x8xi1> -> tensor<3x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %b, %s, %ninf : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x4xf32>, tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Negative for causality: the same buffer without `nn.tril` is a mask
+// operand (its value is not known at compile time).
+
+// CHECK-LABEL: func.func @unknown_buffer
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {causal = false
+func.func @unknown_buffer(%bias: tensor<8x8xi1> {nn.param = "mask", nn.buffer}, %q: tensor<2x3x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x4xf32>) -> tensor<2x3x4xf32>
+  %b = nn.slice %bias {offsets = array<i64: 1, 0>, strides = array<i64: 1, 1>} : tensor<8x8xi1> -> tensor<3x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %b, %s, %ninf : (tensor<3x4xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x4xf32>, tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
 // Negative: the probabilities are also returned (another use), so the
 // chain stays as it is.
 
