@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The CUDA target on a machine with a GPU: the runtime's kernel tests, the
 # e2e equivalence tests (per-step loss and grad norm of each CUDA program
-# against the CPU target's and PyTorch's within relative 1e-3), and the GPU
-# benchmark; one summary table at the end. Exit 0 when everything passed.
+# against the CPU target's and PyTorch's within relative 1e-3), ONNX's node
+# conformance tests as forward-only CUDA programs (test/conformance/run.py
+# --target cuda), and the GPU benchmark; one summary table at the end. Exit 0
+# when everything passed.
 #
 #   scripts/gpu-check.sh                 # autopar built here and a GPU here
 #   scripts/gpu-check.sh --prepare DIR   # where autopar is built (no GPU needed):
 #                                        # programs, token file, CPU and
-#                                        # PyTorch reference logs into DIR
+#                                        # PyTorch reference logs, the node
+#                                        # tests' model.cu and data into DIR
 #   scripts/gpu-check.sh --run DIR       # on the GPU machine: needs nvcc,
 #                                        # cmake, python3 (no MLIR, no MPI)
 #
@@ -17,6 +20,9 @@
 # of RAM); it goes into DIR/gpu_gpt2 (a few MiB), and --run runs it with
 # `python3 bench/gpu_gpt2/run.py --run DIR/gpu_gpt2` (PyTorch 2 with CUDA).
 #
+# GPU_CHECK_ONLY="kernels programs conformance bench" (any subset; default
+# all) limits --run to those parts, e.g. to fit a per-command time limit.
+#
 # GPU machines often lack LLVM/MLIR (autopar itself), so --prepare writes
 # self-contained program directories (sources, CMakeLists.txt, weights) and
 # the references, and --run only builds and compares.
@@ -25,6 +31,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 steps=20
+kernel_tests=(Kernels Attention)
 rtol=1e-3
 
 # name | fixture | extra compile flags | plan
@@ -59,6 +66,8 @@ prepare() {
       --data "$dir/tokens.bin" --steps $steps -o "$out/torch.jsonl"
     echo "prepared $name"
   done
+  "$py" "$root/test/conformance/run.py" --target cuda --prepare "$dir/conformance" \
+    --autopar "$autopar" --data "$root/build/test/onnx-node-data"
   if [ "${GPU_CHECK_BENCH:-0}" = 1 ]; then
     "$py" "$root/bench/gpu_gpt2/run.py" --prepare "$dir/gpu_gpt2"
   fi
@@ -85,14 +94,16 @@ run() {
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
   local nvcc
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  local only=" ${GPU_CHECK_ONLY:-kernels programs conformance bench} "
   # 1. The runtime's CUDA kernels against their CPU references.
   local kt="$dir/kernel-tests" blas=(-lopenblas) define=()
+  [[ "$only" == *" kernels "* ]] || kernel_tests=()
   mkdir -p "$kt"
   if ! echo 'int main(){}' | g++ -x c++ - -lopenblas -o "$kt/probe" 2> /dev/null ||
      ! echo '#include <cblas.h>' | g++ -x c++ -fsyntax-only -I/usr/include/x86_64-linux-gnu/openblas-pthread - 2> /dev/null; then
     blas=() define=(-DAUTOPAR_RT_NO_BLAS)
   fi
-  for test in Kernels Attention; do
+  for test in "${kernel_tests[@]}"; do
     local status="FAIL" line="build failed ($kt/$test.build.log)"
     if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
           "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/Attention.cu \
@@ -101,12 +112,16 @@ run() {
           -o "$kt/$test") > "$kt/$test.build.log" 2>&1; then
       if "$kt/$test" > "$kt/$test.log" 2>&1; then status="PASS"; fi
       line="$(tail -1 "$kt/$test.log")"
+      # No GPU: the test skips itself, and nothing was checked.
+      [[ "$line" == *"skipped"* ]] && status="SKIP"
     fi
     [ "$status" = PASS ] || failed=1
     rows+=("$test test|$status|$line")
   done
   # 2. Each program: build, train, compare.
-  for c in "${cases[@]}"; do
+  local program_cases=("${cases[@]}")
+  [[ "$only" == *" programs "* ]] || program_cases=()
+  for c in "${program_cases[@]}"; do
     IFS='|' read -r name _ <<< "$c"
     local out="$dir/$name" status vs_cpu vs_torch ms
     if ! cmake -S "$out/cuda" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
@@ -123,8 +138,29 @@ run() {
     [[ "$vs_cpu" == PASS* && "$vs_torch" == PASS* ]] || { status=FAIL; failed=1; }
     rows+=("$name|$status|vs cpu (loss, grad_norm): ${vs_cpu#* } vs torch: ${vs_torch#* } median ${ms} ms/step")
   done
-  # 3. The GPU benchmark (bench/gpu_gpt2), when prepared (GPU_CHECK_BENCH=1).
-  if [ -f "$dir/gpu_gpt2/bench.json" ]; then
+  # 3. ONNX's node tests as forward-only CUDA programs: the runtime built
+  # once, each model.cu compiled, linked, run and compared (rtol 1e-5).
+  if [[ "$only" != *" conformance "* ]]; then
+    :
+  elif [ -f "$dir/conformance/manifest.json" ]; then
+    local conf="$dir/conformance" status=PASS summary
+    python3 "$root/test/conformance/run.py" --target cuda --run "$conf" --nvcc "$nvcc" \
+      > "$conf.log" 2>&1 || { status=FAIL; failed=1; }
+    # "passed P of N (x%); rejected R; wrong: W; errors: E"
+    summary=$(sed -n -e 's/^  passed \([0-9]* of [0-9]* ([0-9.]*%)\).*/passed \1;/p' \
+      -e 's/^  rejected at compile: \([0-9]*\); \(wrong: [0-9]*; errors: [0-9]*\);.*/rejected \1; \2/p' \
+      "$conf.log" | tr '\n' ' ')
+    summary="${summary% }"
+    [ -n "$summary" ] || summary="$(tail -1 "$conf.log")"
+    [ "$status" = PASS ] || summary+=" ($conf.log)"
+    rows+=("conformance (cuda)|$status|$summary")
+  else
+    rows+=("conformance (cuda)|SKIP|not prepared")
+  fi
+  # 4. The GPU benchmark (bench/gpu_gpt2), when prepared (GPU_CHECK_BENCH=1).
+  if [[ "$only" != *" bench "* ]]; then
+    :
+  elif [ -f "$dir/gpu_gpt2/bench.json" ]; then
     local bench_log="$dir/gpu_gpt2.log" summary
     if python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" > "$bench_log" 2>&1; then
       # "compiled/torch.compile R.RRx (...), MFU M.M% (...), program PRECISION"
