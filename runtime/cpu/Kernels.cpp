@@ -556,22 +556,10 @@ void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
 
 void reduce(ReduceKind kind, const float *in, float *out, int rank,
             const int64_t *shape, const bool *reduced) {
-  // Collapse to alternating kept/reduced groups; the common cases are
-  // [reduced, kept] (bias gradients) and [kept, reduced] (row statistics).
-  int64_t groups[kMaxRank];
-  bool groupReduced[kMaxRank];
-  int ng = 0;
-  for (int d = 0; d < rank; ++d) {
-    if (shape[d] == 1)
-      continue;
-    if (ng > 0 && groupReduced[ng - 1] == reduced[d]) {
-      groups[ng - 1] *= shape[d];
-    } else {
-      groups[ng] = shape[d];
-      groupReduced[ng++] = reduced[d];
-    }
-  }
-  if (ng == 0) {
+  // Alternating kept/reduced groups; the common cases are [reduced, kept]
+  // (bias gradients) and [kept, reduced] (row statistics).
+  const ReduceGroups g = reduceGroups(rank, shape, reduced);
+  if (g.count == 0) {
     out[0] = in[0];
     return;
   }
@@ -585,9 +573,9 @@ void reduce(ReduceKind kind, const float *in, float *out, int rank,
     return std::isnan(v) || v > acc ? static_cast<double>(v) : acc;
   };
   double init = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  if (ng <= 2 && groupReduced[0] && (ng == 1 || !groupReduced[1])) {
+  if (g.count <= 2 && g.reduced[0] && (g.count == 1 || !g.reduced[1])) {
     // [rows reduced, cols kept]: column reductions.
-    int64_t rows = groups[0], cols = ng == 2 ? groups[1] : 1;
+    int64_t rows = g.extents[0], cols = g.count == 2 ? g.extents[1] : 1;
 #pragma omp parallel for if (rows * cols > 16384)
     for (int64_t j0 = 0; j0 < cols; j0 += 256) {
       int64_t j1 = std::min(cols, j0 + 256);
@@ -602,9 +590,9 @@ void reduce(ReduceKind kind, const float *in, float *out, int rank,
     }
     return;
   }
-  if (ng == 2 && !groupReduced[0] && groupReduced[1]) {
+  if (g.count == 2 && !g.reduced[0] && g.reduced[1]) {
     // [rows kept, cols reduced]: row reductions.
-    int64_t rows = groups[0], cols = groups[1];
+    int64_t rows = g.extents[0], cols = g.extents[1];
 #pragma omp parallel for if (rows * cols > 16384)
     for (int64_t r = 0; r < rows; ++r) {
       double acc = init;

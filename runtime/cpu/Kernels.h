@@ -114,6 +114,30 @@ void copyAxisBlock(const void *in, void *out, int64_t outer, int64_t n,
                    bool intoBig);
 
 enum class ReduceKind { Sum = 0, Mean = 1, Max = 2 };
+
+/// The dims of a reduction, collapsed: dims of extent 1 dropped, adjacent
+/// dims that are both reduced or both kept merged, in order (the shapes the
+/// CPU and CUDA reduce kernels dispatch on). Inline: both targets use it.
+struct ReduceGroups {
+  int count = 0;
+  int64_t extents[kMaxRank] = {};
+  bool reduced[kMaxRank] = {};
+};
+inline ReduceGroups reduceGroups(int rank, const int64_t *shape,
+                                 const bool *reduced) {
+  ReduceGroups g;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (g.count > 0 && g.reduced[g.count - 1] == reduced[d]) {
+      g.extents[g.count - 1] *= shape[d];
+    } else {
+      g.extents[g.count] = shape[d];
+      g.reduced[g.count++] = reduced[d];
+    }
+  }
+  return g;
+}
 /// Reduces the dims with reduced[d] of `in` (shape[0..rank)); out has the
 /// kept dims in order.
 void reduce(ReduceKind kind, const float *in, float *out, int rank,

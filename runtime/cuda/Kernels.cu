@@ -1451,20 +1451,8 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
   if (rank < 0 || rank > cpu::kMaxRank)
     failCall(ctx, __LINE__, "cuda::reduce", "rank out of range");
   // Alternating kept / reduced groups of dims, as cpu::reduce.
-  int64_t groups[cpu::kMaxRank];
-  bool groupReduced[cpu::kMaxRank];
-  int ng = 0;
-  for (int d = 0; d < rank; ++d) {
-    if (shape[d] == 1)
-      continue;
-    if (ng > 0 && groupReduced[ng - 1] == reduced[d]) {
-      groups[ng - 1] *= shape[d];
-    } else {
-      groups[ng] = shape[d];
-      groupReduced[ng++] = reduced[d];
-    }
-  }
-  if (ng == 0) {
+  const cpu::ReduceGroups g = cpu::reduceGroups(rank, shape, reduced);
+  if (g.count == 0) {
     AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaMemcpyAsync(out, in, sizeof(float),
                                                  cudaMemcpyDeviceToDevice,
                                                  ctx.stream));
@@ -1472,9 +1460,9 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
   }
   const bool isMax = kind == ReduceKind::Max;
   const bool isMean = kind == ReduceKind::Mean;
-  if (ng <= 2 && groupReduced[0] && (ng == 1 || !groupReduced[1])) {
+  if (g.count <= 2 && g.reduced[0] && (g.count == 1 || !g.reduced[1])) {
     // [rows reduced, cols kept]: column reductions.
-    const int64_t rows = groups[0], cols = ng == 2 ? groups[1] : 1;
+    const int64_t rows = g.extents[0], cols = g.count == 2 ? g.extents[1] : 1;
     if (cols == 0)
       return;
     int64_t numSegs = 1, segRows = rows;
@@ -1499,9 +1487,9 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
     }
     return;
   }
-  if (ng == 2 && !groupReduced[0] && groupReduced[1]) {
+  if (g.count == 2 && !g.reduced[0] && g.reduced[1]) {
     // [rows kept, cols reduced]: row reductions.
-    const int64_t rows = groups[0], cols = groups[1];
+    const int64_t rows = g.extents[0], cols = g.extents[1];
     if (rows == 0)
       return;
     if (cols <= kThreadRowMax)

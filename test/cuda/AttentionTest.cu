@@ -21,6 +21,8 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Attention.h"
+#include "test/cuda/CudaTest.h"
+#include "test/unit/AttentionProblem.h"
 
 #include <cuda_runtime.h>
 
@@ -41,7 +43,6 @@ namespace {
 
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-5;
-constexpr float kSentinel = -12345.0f;
 
 template <typename... Args> std::string format(const char *fmt, Args... args) {
   char buf[512];
@@ -81,145 +82,36 @@ std::string compareFloats(const std::vector<float> &got,
                 static_cast<double>(want[first]));
 }
 
-enum class MaskKind {
-  None,
-  /// [B, 1, 1, S]: random keys of each batch index masked (key 0 never).
-  KeyPadding,
-  /// [1, 1, T, S]: random entries, and every key of row T / 2.
-  Rows,
-};
+using test::AttentionCase;
+using test::MaskKind;
+using Case = AttentionCase;
 
-struct Case {
-  std::string name;
-  int64_t batch, heads, t, s, d;
-  bool causal;
-  MaskKind mask = MaskKind::None;
-  /// q, out, dout, dq in [B, T, H, D] memory; k, v, dk, dv in [B, S, H, D].
-  bool strided = false;
-};
-
-/// Inputs of one case in their memory layouts, and the CPU results.
-struct Problem {
-  AttentionDesc desc;
-  std::vector<float> q, k, v, dout;
-  std::vector<unsigned char> mask; // bool bytes
-  std::vector<float> out, lse, dq, dk, dv;
-
-  Problem(const Case &c, std::mt19937_64 &rng) {
-    AttentionDesc &d = desc;
-    d.batch = c.batch;
-    d.heads = c.heads;
-    d.t = c.t;
-    d.s = c.s;
-    d.d = c.d;
-    d.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
-    d.causal = c.causal;
-    auto setStrides = [&](int64_t *st, int64_t rows) {
-      if (c.strided) {
-        st[0] = rows * d.heads * d.d;
-        st[1] = d.d;
-        st[2] = d.heads * d.d;
-      } else {
-        st[0] = d.heads * rows * d.d;
-        st[1] = rows * d.d;
-        st[2] = d.d;
-      }
-    };
-    for (int64_t *st : {d.qStrides, d.outStrides, d.doutStrides, d.dqStrides})
-      setStrides(st, d.t);
-    for (int64_t *st : {d.kStrides, d.vStrides, d.dkStrides, d.dvStrides})
-      setStrides(st, d.s);
-    auto fill = [&](std::vector<float> &x, int64_t rows, float range) {
-      std::uniform_real_distribution<float> dist(-range, range);
-      x.resize(d.batch * d.heads * rows * d.d);
-      for (float &e : x)
-        e = dist(rng);
-    };
-    fill(q, d.t, 2.0f);
-    fill(k, d.s, 1.0f);
-    fill(v, d.s, 1.0f);
-    fill(dout, d.t, 1.0f);
-    if (c.mask == MaskKind::KeyPadding) {
-      mask.resize(d.batch * d.s);
-      for (size_t i = 0; i < mask.size(); ++i)
-        mask[i] = static_cast<int64_t>(i) % d.s == 0 || rng() % 4 != 0;
-      const int64_t strides[4] = {d.s, 0, 0, 1};
-      std::copy(strides, strides + 4, d.maskStrides);
-    } else if (c.mask == MaskKind::Rows) {
-      mask.resize(d.t * d.s);
-      for (size_t i = 0; i < mask.size(); ++i)
-        mask[i] = static_cast<int64_t>(i) / d.s != d.t / 2 && rng() % 3 != 0;
-      const int64_t strides[4] = {0, 0, d.s, 1};
-      std::copy(strides, strides + 4, d.maskStrides);
-    }
-    d.mask =
-        mask.empty() ? nullptr : reinterpret_cast<const bool *>(mask.data());
-    out.assign(q.size(), kSentinel);
-    lse.assign(d.batch * d.heads * d.t, kSentinel);
-    dq.assign(q.size(), kSentinel);
-    dk.assign(k.size(), kSentinel);
-    dv.assign(v.size(), kSentinel);
-    cpu::attentionForward(d, q.data(), k.data(), v.data(), out.data(),
-                          lse.data());
-    cpu::attentionBackward(d, q.data(), k.data(), v.data(), out.data(),
-                           lse.data(), dout.data(), dq.data(), dk.data(),
-                           dv.data());
+/// The inputs of a case and the CPU kernels' results.
+struct Problem : test::AttentionProblem {
+  Problem(const Case &c, std::mt19937_64 &rng) : AttentionProblem(c, rng) {
+    forward();
+    backward();
   }
 };
 
-class Tester {
+using test::firstError;
+
+class Tester : public test::CudaTester {
 public:
-  explicit Tester(Device &device) : dev(device), ctx(*device.context()) {}
-
-  Device &dev;
-  DeviceContext &ctx;
-  std::mt19937_64 rng{20240612};
-  int passed = 0, failed = 0;
-
-  void check(const std::string &name, const std::string &error) {
-    if (error.empty()) {
-      ++passed;
-      std::printf("PASS %s\n", name.c_str());
-    } else {
-      ++failed;
-      std::printf("FAIL %s: %s\n", name.c_str(), error.c_str());
-    }
-    std::fflush(stdout);
-  }
-
-  template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
-    const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(T));
-    DeviceBuffer b = dev.allocate(std::max<int64_t>(bytes, 1));
-    if (!b) {
-      std::fprintf(stderr,
-                   "autopar-cuda-attention-test: out of device memory\n");
-      std::exit(1);
-    }
-    if (bytes > 0)
-      dev.upload(b.get(), host.data(), bytes);
-    return b;
-  }
+  explicit Tester(Device &device)
+      : CudaTester(device, 20240612, "autopar-cuda-attention-test") {}
   std::vector<float> download(const DeviceBuffer &b, size_t count) {
-    std::vector<float> host(count);
-    if (count > 0)
-      dev.download(host.data(), b.get(),
-                   static_cast<int64_t>(count * sizeof(float)));
-    return host;
+    return CudaTester::download<float>(b.get(), count);
   }
 };
 
 float *ptr(const DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); }
 
-std::string firstError(std::initializer_list<std::string> errors) {
-  for (const std::string &e : errors)
-    if (!e.empty())
-      return e;
-  return "";
-}
 
 void runCase(Tester &t, const Case &c) {
   Problem p(c, t.rng);
   AttentionDesc d = p.desc;
+  const float kSentinel = Problem::kSentinel;
   const std::vector<float> sentinelQ(p.q.size(), kSentinel),
       sentinelK(p.k.size(), kSentinel), sentinelLse(p.lse.size(), kSentinel);
   DeviceBuffer q = t.upload(p.q), k = t.upload(p.k), v = t.upload(p.v),
@@ -290,27 +182,4 @@ void testAttention(Tester &t) {
 
 } // namespace
 
-int main() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= 0) {
-    std::printf("cuda attention: skipped (no CUDA device: %s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err)
-                                   : "cudaGetDeviceCount found 0 devices");
-    return 0;
-  }
-  cpu::initBlas();
-  std::unique_ptr<Device> device;
-  Status status = Device::create(0, 0, device);
-  if (!status) {
-    std::printf("FAIL Device::create: %s\n", status.message().c_str());
-    std::printf("cuda attention: 0 passed, 1 failed\n");
-    return 1;
-  }
-  std::printf("device: %s\n", device->name().c_str());
-  Tester t(*device);
-  testAttention(t);
-  device->synchronize();
-  std::printf("cuda attention: %d passed, %d failed\n", t.passed, t.failed);
-  return t.failed ? 1 : 0;
-}
+int main() { return test::runCudaTests("cuda attention", testAttention); }

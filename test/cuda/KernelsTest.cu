@@ -19,6 +19,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Kernels.h"
 #include "runtime/optim/Optimizer.h"
+#include "test/cuda/CudaTest.h"
 
 #include <cuda_runtime.h>
 
@@ -90,54 +91,12 @@ std::string compareBytes(const void *got, const void *want, size_t bytes) {
   return "";
 }
 
-/// The first non-empty result.
-std::string firstError(std::initializer_list<std::string> errors) {
-  for (const std::string &e : errors)
-    if (!e.empty())
-      return e;
-  return "";
-}
+using test::firstError;
 
-class Tester {
+class Tester : public test::CudaTester {
 public:
-  explicit Tester(Device &device) : dev(device), ctx(*device.context()) {}
-
-  Device &dev;
-  DeviceContext &ctx;
-  std::mt19937_64 rng{20240611};
-  int passed = 0, failed = 0;
-
-  void check(const std::string &name, const std::string &error) {
-    if (error.empty()) {
-      ++passed;
-      std::printf("PASS %s\n", name.c_str());
-    } else {
-      ++failed;
-      std::printf("FAIL %s: %s\n", name.c_str(), error.c_str());
-    }
-    std::fflush(stdout);
-  }
-
-  DeviceBuffer alloc(int64_t bytes) {
-    DeviceBuffer b = dev.allocate(std::max<int64_t>(bytes, 1));
-    if (!b) {
-      std::fprintf(stderr, "autopar-cuda-kernels-test: out of device memory\n");
-      std::exit(1);
-    }
-    return b;
-  }
-  template <typename T> DeviceBuffer upload(const std::vector<T> &host) {
-    const int64_t bytes = static_cast<int64_t>(host.size() * sizeof(T));
-    DeviceBuffer b = alloc(bytes);
-    dev.upload(b.get(), host.data(), bytes);
-    return b;
-  }
-  template <typename T>
-  std::vector<T> download(const void *device, size_t count) {
-    std::vector<T> host(count);
-    dev.download(host.data(), device, static_cast<int64_t>(count * sizeof(T)));
-    return host;
-  }
+  explicit Tester(Device &device)
+      : CudaTester(device, 20240611, "autopar-cuda-kernels-test") {}
 
   std::vector<float> uniform(size_t n, float lo = -1.0f, float hi = 1.0f) {
     std::uniform_real_distribution<float> dist(lo, hi);
@@ -1012,33 +971,14 @@ void testDevice(Tester &t) {
   t.check("scaleGrads (clipping)", e);
 }
 
-} // namespace
-
-int main() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count <= 0) {
-    std::printf("cuda kernels: skipped (no CUDA device: %s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err)
-                                   : "cudaGetDeviceCount found 0 devices");
-    return 0;
-  }
-  cpu::initBlas();
-  std::unique_ptr<Device> device;
-  Status status = Device::create(0, 0, device);
-  if (!status) {
-    std::printf("FAIL Device::create: %s\n", status.message().c_str());
-    std::printf("cuda kernels: 0 passed, 1 failed\n");
-    return 1;
-  }
-  std::printf("device: %s\n", device->name().c_str());
-  Tester t(*device);
+void runAll(Tester &t) {
   testGemms(t);
   testNormalizations(t);
   testDataMovement(t);
   testReductions(t);
   testDevice(t);
-  device->synchronize();
-  std::printf("cuda kernels: %d passed, %d failed\n", t.passed, t.failed);
-  return t.failed ? 1 : 0;
 }
+
+} // namespace
+
+int main() { return test::runCudaTests("cuda kernels", runAll); }

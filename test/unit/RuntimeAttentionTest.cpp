@@ -14,6 +14,7 @@
 
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Kernels.h"
+#include "test/unit/AttentionProblem.h"
 
 #include <gtest/gtest.h>
 
@@ -35,99 +36,10 @@ using namespace autopar::rt;
 
 namespace {
 
-enum class MaskKind {
-  None,
-  /// [B, 1, 1, S]: random keys of each batch index masked (key 0 never).
-  KeyPadding,
-  /// [1, 1, T, S]: random entries, and every key of row T / 2.
-  Rows,
-};
-
-struct Shape {
-  const char *name;
-  int64_t batch, heads, t, s, d;
-  bool causal;
-  MaskKind mask = MaskKind::None;
-  /// q, out, dout, dq in [B, T, H, D] memory; k, v, dk, dv in [B, S, H, D].
-  bool strided = false;
-};
-
-/// Inputs and outputs of one attention, in their memory layouts.
-struct Problem {
-  AttentionDesc desc;
-  std::vector<float> q, k, v, dout;
-  std::unique_ptr<bool[]> mask;
-  std::vector<float> out, lse, dq, dk, dv;
-
-  explicit Problem(const Shape &shape, uint32_t seed = 1) {
-    AttentionDesc &d = desc;
-    d.batch = shape.batch;
-    d.heads = shape.heads;
-    d.t = shape.t;
-    d.s = shape.s;
-    d.d = shape.d;
-    d.scale = 1.0f / std::sqrt(static_cast<float>(shape.d));
-    d.causal = shape.causal;
-    auto setStrides = [&](int64_t *st, int64_t rows) {
-      if (shape.strided) {
-        st[0] = rows * d.heads * d.d;
-        st[1] = d.d;
-        st[2] = d.heads * d.d;
-      } else {
-        st[0] = d.heads * rows * d.d;
-        st[1] = rows * d.d;
-        st[2] = d.d;
-      }
-    };
-    for (int64_t *st : {d.qStrides, d.outStrides, d.doutStrides, d.dqStrides})
-      setStrides(st, d.t);
-    for (int64_t *st : {d.kStrides, d.vStrides, d.dkStrides, d.dvStrides})
-      setStrides(st, d.s);
-
-    std::mt19937 gen(seed);
-    auto fill = [&](std::vector<float> &x, int64_t rows, float range) {
-      std::uniform_real_distribution<float> dist(-range, range);
-      x.resize(d.batch * d.heads * rows * d.d);
-      for (float &e : x)
-        e = dist(gen);
-    };
-    fill(q, d.t, 2.0f);
-    fill(k, d.s, 1.0f);
-    fill(v, d.s, 1.0f);
-    fill(dout, d.t, 1.0f);
-    const float kSentinel = -12345.0f; // outputs must be overwritten
-    out.assign(q.size(), kSentinel);
-    lse.assign(d.batch * d.heads * d.t, kSentinel);
-    dq.assign(q.size(), kSentinel);
-    dk.assign(k.size(), kSentinel);
-    dv.assign(v.size(), kSentinel);
-
-    if (shape.mask == MaskKind::KeyPadding) {
-      mask.reset(new bool[d.batch * d.s]);
-      for (int64_t i = 0; i < d.batch * d.s; ++i)
-        mask[i] = i % d.s == 0 || gen() % 4 != 0;
-      int64_t strides[4] = {d.s, 0, 0, 1};
-      std::copy(strides, strides + 4, d.maskStrides);
-    } else if (shape.mask == MaskKind::Rows) {
-      mask.reset(new bool[d.t * d.s]);
-      for (int64_t i = 0; i < d.t * d.s; ++i)
-        mask[i] = i / d.s != d.t / 2 && gen() % 3 != 0;
-      int64_t strides[4] = {0, 0, d.s, 1};
-      std::copy(strides, strides + 4, d.maskStrides);
-    }
-    d.mask = mask.get();
-  }
-
-  void forward() {
-    cpu::attentionForward(desc, q.data(), k.data(), v.data(), out.data(),
-                          lse.data());
-  }
-  void backward() {
-    cpu::attentionBackward(desc, q.data(), k.data(), v.data(), out.data(),
-                           lse.data(), dout.data(), dq.data(), dk.data(),
-                           dv.data());
-  }
-};
+using test::AttentionCase;
+using test::MaskKind;
+using Shape = AttentionCase;
+using Problem = test::AttentionProblem;
 
 /// Element (b, h, i, c) of a tensor in memory with the given strides.
 template <typename T>
