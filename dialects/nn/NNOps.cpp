@@ -814,9 +814,12 @@ static LogicalResult verifyAttentionTypes(Operation *op, Value query,
 }
 
 /// [..., T] of q [..., T, D].
+/// The log-sum-exp of each query row: f32 whatever the query's type (the
+/// backward recomputes probabilities from it).
 static RankedTensorType attentionLseType(Value query) {
   RankedTensorType q = tensorType(query);
-  return RankedTensorType::get(q.getShape().drop_back(1), q.getElementType());
+  return RankedTensorType::get(q.getShape().drop_back(1),
+                               Float32Type::get(query.getContext()));
 }
 
 LogicalResult AttentionOp::verify() {

@@ -94,4 +94,63 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def MixedPrecisionPass : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
+  let summary = "Store trainable parameters and their activations in a 16-bit type";
+  let description = [{
+    The plan's `precision: bf16-mixed` (fp32 master weights are the
+    runtime's). Run before autodiff, on the forward function: trainable f32
+    parameters become `dtype`; an op with a 16-bit float operand computes in
+    16 bits (its other float operands cast down, its results 16-bit), except
+    softmax_cross_entropy, which casts its operands to f32, and elementwise
+    ops whose other float operands are splat constants, which compute in
+    f32 (casting the 16-bit operands up) so that scalars are not rounded.
+    Ops without a 16-bit operand (masks from constants and frozen buffers)
+    stay f32; attention's log-sum-exp stays f32.
+
+    ```mlir
+    func.func @f(%w: tensor<4x4xf32> {nn.param = "w"}, %x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+      %y = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+      return %y : tensor<2x4xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @f(%w: tensor<4x4xbf16> {nn.param = "w"}, %x: tensor<2x4xf32>) -> tensor<2x4xbf16> {
+      %0 = nn.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
+      %y = nn.matmul %0, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+      return %y : tensor<2x4xbf16>
+    }
+    ```
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "The 16-bit type: bf16 or f16">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
+def LegalizePrecisionPass : Pass<"autopar-legalize-precision", "mlir::func::FuncOp"> {
+  let summary = "Compute ops whose kernels take f32 in f32 around 16-bit tensors";
+  let description = [{
+    matmul, gemm, attention, layer_norm, softmax, softmax_cross_entropy
+    (and their gradients), gather_grad and the reductions with a 16-bit
+    float operand or result get their 16-bit operands cast to f32 and their
+    results computed in f32 and cast back: one rounding per result, as
+    16-bit kernels with f32 accumulation. Run after autodiff, before
+    fusion (the casts fuse into elementwise kernels).
+
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+    ```
+    becomes
+    ```mlir
+    %0 = nn.cast %x : tensor<2x4xbf16> to tensor<2x4xf32>
+    %1 = nn.cast %w : tensor<4x4xbf16> to tensor<4x4xf32>
+    %2 = nn.matmul %0, %1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %y = nn.cast %2 : tensor<2x4xf32> to tensor<2x4xbf16>
+    ```
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 #endif // AUTOPAR_PASSES_LOWERING

@@ -1,0 +1,89 @@
+//===- LegalizePrecision.cpp - f32 computation around 16-bit tensors ------===//
+//
+// The runtime kernels of matmul, attention, layernorm, softmax,
+// cross-entropy, the embedding backward and the reductions compute on f32
+// tensors. Each of these ops with a 16-bit float operand or result computes
+// in f32 here: its 16-bit operands are cast up, its results computed as f32
+// and cast back to their 16-bit types. This is the arithmetic of 16-bit
+// kernels that accumulate in f32 (cuBLAS's bf16 GEMMs with f32 compute,
+// Megatron's fused layernorm and softmax): products of bfloat16 values are
+// exact in f32, sums are f32, and each result is rounded once. The casts
+// fuse into the neighbouring elementwise kernels. Elementwise ops (computed
+// in float and rounded per op by the code generators), copies, views and
+// gathers read and write 16-bit tensors directly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/lowering/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#define DEBUG_TYPE "autopar-legalize-precision"
+
+namespace autopar {
+#define GEN_PASS_DEF_LEGALIZEPRECISIONPASS
+#include "passes/lowering/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+bool isHalf(Type t) {
+  auto element = cast<RankedTensorType>(t).getElementType();
+  return isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16;
+}
+
+RankedTensorType asF32(Type t) {
+  return cast<RankedTensorType>(t).clone(Float32Type::get(t.getContext()));
+}
+
+/// Ops whose kernels take f32 tensors only.
+bool computesInF32(Operation *op) {
+  return isa<nn::MatMulOp, nn::GemmOp, nn::AttentionOp, nn::AttentionGradOp,
+             nn::LayerNormOp, nn::LayerNormGradOp, nn::SoftmaxOp,
+             nn::SoftmaxGradOp, nn::SoftmaxCrossEntropyOp,
+             nn::SoftmaxCrossEntropyGradOp, nn::GatherGradOp, nn::ReduceSumOp,
+             nn::ReduceMeanOp, nn::ReduceMaxOp>(op);
+}
+
+struct LegalizePrecisionPass
+    : public autopar::impl::LegalizePrecisionPassBase<LegalizePrecisionPass> {
+  void runOnOperation() override {
+    OpBuilder b(&getContext());
+    getOperation().walk([&](Operation *op) {
+      if (!computesInF32(op) ||
+          (llvm::none_of(op->getOperandTypes(), isHalf) &&
+           llvm::none_of(op->getResultTypes(), isHalf)))
+        return;
+      b.setInsertionPoint(op);
+      // One cast per value read twice (x * x, q = k = v).
+      llvm::SmallDenseMap<Value, Value> up;
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value v = operand.get();
+        if (!isHalf(v.getType()))
+          continue;
+        Value &cast = up[v];
+        if (!cast)
+          cast = nn::CastOp::create(b, op->getLoc(), asF32(v.getType()), v);
+        operand.set(cast);
+      }
+      b.setInsertionPointAfter(op);
+      for (OpResult r : op->getResults()) {
+        if (!isHalf(r.getType()))
+          continue;
+        Type half = r.getType();
+        r.setType(asF32(half));
+        auto back = nn::CastOp::create(b, op->getLoc(), half, r);
+        r.replaceAllUsesExcept(back, back);
+      }
+    });
+  }
+};
+
+} // namespace

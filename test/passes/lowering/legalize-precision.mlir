@@ -1,0 +1,52 @@
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-legalize-precision))' --split-input-file | FileCheck %s
+
+// A bf16 matmul and layernorm compute in f32 between casts; the
+// elementwise add, the gather and the transpose read bf16 directly.
+
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4xbf16>, %[[W:.*]]: tensor<4x4xbf16>, %[[G:.*]]: tensor<4xbf16>, %[[I:.*]]: tensor<2xi64>)
+// CHECK: %[[E:.*]] = nn.gather %[[W]], %[[I]] {{.*}} -> tensor<2x4xbf16>
+// CHECK: %[[T:.*]] = nn.transpose %[[W]] {{.*}} : tensor<4x4xbf16> -> tensor<4x4xbf16>
+// CHECK: %[[X32:.*]] = nn.cast %[[X]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// CHECK: %[[T32:.*]] = nn.cast %[[T]] : tensor<4x4xbf16> to tensor<4x4xf32>
+// CHECK: %[[Y32:.*]] = nn.matmul %[[X32]], %[[T32]] : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[Y:.*]] = nn.cast %[[Y32]] : tensor<2x4xf32> to tensor<2x4xbf16>
+// CHECK: %[[S:.*]] = nn.add %[[Y]], %[[E]] : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
+// CHECK: %[[S32:.*]] = nn.cast %[[S]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// CHECK: %[[G32:.*]] = nn.cast %[[G]] : tensor<4xbf16> to tensor<4xf32>
+// CHECK: %[[N32:.*]] = nn.layer_norm %[[S32]], %[[G32]] {{.*}} -> tensor<2x4xf32>
+// CHECK: %[[N:.*]] = nn.cast %[[N32]] : tensor<2x4xf32> to tensor<2x4xbf16>
+// CHECK: return %[[N]] : tensor<2x4xbf16>
+func.func @linear(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>, %g: tensor<4xbf16>, %i: tensor<2xi64>) -> tensor<2x4xbf16> {
+  %e = nn.gather %w, %i {axis = 0 : i64} : (tensor<4x4xbf16>, tensor<2xi64>) -> tensor<2x4xbf16>
+  %t = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<4x4xbf16> -> tensor<4x4xbf16>
+  %y = nn.matmul %x, %t : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+  %s = nn.add %y, %e : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
+  %n = nn.layer_norm %s, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+  return %n : tensor<2x4xbf16>
+}
+
+// -----
+
+// f32 ops are left alone, and the f32 log-sum-exp of a bf16 attention
+// needs no cast.
+
+// CHECK-LABEL: func.func @untouched
+// CHECK-NOT: nn.cast
+// CHECK: nn.matmul %{{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+func.func @untouched(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) -> tensor<2x4xf32> {
+  %y = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[Q:.*]] = nn.cast %arg0 : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// CHECK: %[[O:.*]], %[[LSE:.*]] = nn.attention %[[Q]], %[[Q]], %[[Q]] {{.*}} -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+// CHECK: %[[O16:.*]] = nn.cast %[[O]] : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+// CHECK: return %[[O16]], %[[LSE]]
+func.func @attention(%q: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>) {
+  %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 0.35 : f64} : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
+  return %o, %lse : tensor<2x4x8xbf16>, tensor<2x4xf32>
+}
