@@ -57,7 +57,7 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
+    "Bf16.h",    "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
     "Program.h", "Program.cpp", "Status.h",    "onnx/Wire.h",  "onnx/Wire.cpp",
     "cpu/Kernels.h", "cpu/Attention.h",
 };
@@ -386,7 +386,8 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.pp", "pipeline parallelism");
   if (o.target == "cuda" && plan.zeroOffload != "none")
     return unsupported("zero.offload", "'" + plan.zeroOffload + "'");
-  if (plan.precision != "fp32")
+  if (plan.precision == "fp16-mixed" ||
+      (o.target == "cuda" && plan.precision != "fp32"))
     return unsupported("precision", "'" + plan.precision + "'");
   if (plan.recompute != "none")
     return unsupported("recompute", "'" + plan.recompute + "'");
@@ -597,6 +598,7 @@ bool Compiler::lower() {
   PassManager pm(&context);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass());
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
   if (o.forwardOnly) {
@@ -608,6 +610,18 @@ bool Compiler::lower() {
   }
   if (!markParams(forward))
     return false;
+  // The full tensors' types as imported (f32 for parameters that mixed
+  // precision stores in 16 bits: weights.bin and checkpoints hold their
+  // f32 master values).
+  SmallVector<Type> importedTypes(forward.getArgumentTypes());
+  if (plan.precision == "bf16-mixed") {
+    PassManager mm(&context);
+    MixedPrecisionPassOptions mixed;
+    mixed.dtype = "bf16";
+    mm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(mixed));
+    if (failed(mm.run(module)))
+      return fail(o.model + ": precision: " + diag.message);
+  }
   if (failed(differentiate(module, "forward", "", "train_step")))
     return fail(o.model + ": cannot differentiate the model: " + diag.message);
   // The forward function (evaluation) returns the loss alone.
@@ -622,8 +636,10 @@ bool Compiler::lower() {
                                     loss.getType()));
   forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  globalArgTypes.assign(step.getArgumentTypes().begin(),
-                        step.getArgumentTypes().end());
+  if (importedTypes.size() != step.getNumArguments())
+    return fail(o.model + ": internal error: the training step's arguments "
+                "are not the forward function's");
+  globalArgTypes.assign(importedTypes.begin(), importedTypes.end());
   if (distributed()) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis.
     PassManager dm(&context);
@@ -698,23 +714,27 @@ std::string Compiler::modelSource(func::FuncOp step,
       continue;
     auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
     auto type = cast<RankedTensorType>(globalArgTypes[i]);
-    int64_t stored =
-        cast<RankedTensorType>(step.getArgument(i).getType()).getNumElements();
+    auto storedType = cast<RankedTensorType>(step.getArgument(i).getType());
+    int64_t stored = storedType.getNumElements();
+    // Mixed precision: a 16-bit copy of an f32 master.
+    bool master = storedType.getElementType() != type.getElementType();
     // Trainable: it has a gradient (the loss depends on it).
     bool trainable = gradResult.count(name.getValue()) > 0;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
     bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
     os << formatv("  {{\"{0}\", \"{1}\", {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                  "{9}, {11}, {10}, {12}, {13}},\n",
+                  "{9}, {11}, {10}, {12}, {13}, {14}},\n",
                   llvm::StringRef(name.getValue()),
                   from ? from.getValue() : name.getValue(),
-                  onnxTypeOf(type.getElementType()),
-                  tensorBytes(type) / std::max<int64_t>(type.getNumElements(), 1),
+                  onnxTypeOf(storedType.getElementType()),
+                  onnx_import::dtypeBytes(
+                      onnx_import::mlirToDType(storedType.getElementType())),
                   type.getRank(), "{" + dimList(type.getShape()) + "}",
                   type.getNumElements(), slots[i].offset,
                   trainable ? "true" : "false", decay ? "true" : "false",
                   trainable ? gradResult.lookup(name.getValue()) : -1,
-                  buffer ? "true" : "false", stored, fileSlots[i].offset);
+                  buffer ? "true" : "false", stored, fileSlots[i].offset,
+                  master ? "true" : "false");
     ++numTensors;
   }
   os << "};\n\nstatic const autopar::rt::InputInfo kInputs[] = {\n";
@@ -909,6 +929,9 @@ nlohmann::json Compiler::report(func::FuncOp step) {
   const int64_t dp = plan.meshDp, stage = plan.zeroStage;
   int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
   int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
+  // f32 master copies of 16-bit parameters (mixed precision), counted as
+  // optimizer state like the ZeRO paper's K = 12 (master, m, v).
+  int64_t masterElements = 0;
   double commBytes[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
   llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -918,19 +941,25 @@ nlohmann::json Compiler::report(func::FuncOp step) {
       continue;
     }
     paramBytes += tensorBytes(type);
-    int64_t n = cast<RankedTensorType>(globalArgTypes[i]).getNumElements();
+    auto full = cast<RankedTensorType>(globalArgTypes[i]);
+    int64_t n = full.getNumElements();
     if (gradOf.count(step.getArgAttrOfType<StringAttr>(
             i, nn::NNDialect::kParamAttr).getValue())) {
       paramCount += n;
       trainableCount += n;
       rt::ZeroLayout zero = rt::zeroLayout(stage, n, dp);
+      // Gradients have the stored parameter's type.
+      int64_t elementBytes = onnx_import::dtypeBytes(
+          onnx_import::mlirToDType(type.getElementType()));
       trainableBytes += tensorBytes(type);
-      gradBytes += 4 * zero.gradElements;
+      gradBytes += elementBytes * zero.gradElements;
       stateElements += zero.stateElements;
+      if (type.getElementType() != full.getElementType())
+        masterElements += zero.stateElements;
       if (stage == 1)
-        commBytes[1] += rt::reduceScatterFlatBytes(n, dp, 4);
+        commBytes[1] += rt::reduceScatterFlatBytes(n, dp, elementBytes);
       if (stage == 1 || stage == 2)
-        commBytes[2] += rt::allGatherFlatBytes(n, dp, 4);
+        commBytes[2] += rt::allGatherFlatBytes(n, dp, elementBytes);
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += n;
     }
@@ -940,17 +969,24 @@ nlohmann::json Compiler::report(func::FuncOp step) {
     auto numel = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getNumElements();
     };
+    auto elementBytes = [](Value v) {
+      return onnx_import::dtypeBytes(onnx_import::mlirToDType(
+          cast<RankedTensorType>(v.getType()).getElementType()));
+    };
     double bytes = 0;
     int kind = -1;
     if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
       kind = 0;
-      bytes = rt::allReduceBytes(numel(c.getInput()), dp, 4);
+      bytes = rt::allReduceBytes(numel(c.getInput()), dp,
+                                 elementBytes(c.getInput()));
     } else if (auto c = dyn_cast<dist::ZeroScatterOp>(op)) {
       kind = 1;
-      bytes = rt::reduceScatterFlatBytes(numel(c.getInput()), dp, 4);
+      bytes = rt::reduceScatterFlatBytes(numel(c.getInput()), dp,
+                                         elementBytes(c.getInput()));
     } else if (auto c = dyn_cast<dist::ZeroGatherOp>(op)) {
       kind = 2;
-      bytes = rt::allGatherFlatBytes(numel(c.getResult()), dp, 4);
+      bytes = rt::allGatherFlatBytes(numel(c.getResult()), dp,
+                                     elementBytes(c.getResult()));
     }
     if (kind >= 0)
       commBytes[kind] += bytes * plan.microBatches;
@@ -958,7 +994,7 @@ nlohmann::json Compiler::report(func::FuncOp step) {
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
-  int64_t optBytes = 4 * stateElements * states;
+  int64_t optBytes = 4 * (stateElements * states + masterElements);
   int64_t arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
   int64_t flops = matmulFlops(step) * plan.microBatches * dp;
   int64_t globalBatch = microBatch * plan.microBatches * dp;

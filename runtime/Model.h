@@ -64,6 +64,11 @@ struct TensorInfo {
   int64_t storedElements;
   /// Byte offset of the full tensor in weights.bin.
   int64_t fileOffset;
+  /// Mixed precision: the stored tensor (onnxType, elementBytes: bfloat16)
+  /// is the rounded copy of a float32 master that the optimizer keeps and
+  /// updates (sharded as its state). weights.bin, checkpoints and the ONNX
+  /// export hold the float32 master.
+  bool master;
 };
 
 /// A graph input of the model.

@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/Bf16.h"
 #include "runtime/Device.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
@@ -197,6 +198,31 @@ void storeIds(const std::vector<int64_t> &ids, const autopar::rt::InputInfo &inp
     out[i] = static_cast<int32_t>(ids[i]);
 }
 
+/// The float32 master of a mixed-precision tensor, described as a tensor.
+autopar::rt::TensorInfo masterInfo(const autopar::rt::TensorInfo &ti) {
+  autopar::rt::TensorInfo m = ti;
+  m.onnxType = 1;
+  m.elementBytes = 4;
+  return m;
+}
+
+/// The element type of a stored tensor for the communicator.
+autopar::rt::CommType commType(const autopar::rt::TensorInfo &ti) {
+  return ti.onnxType == 16 ? autopar::rt::CommType::BF16
+                           : autopar::rt::CommType::F32;
+}
+
+/// bfloat16 copies (rounded) of `numElements` floats.
+std::vector<uint16_t> toBf16(const char *floats, int64_t numElements) {
+  std::vector<uint16_t> out(static_cast<size_t>(numElements));
+  for (int64_t i = 0; i < numElements; ++i) {
+    float f;
+    std::memcpy(&f, floats + 4 * i, 4);
+    out[i] = autopar::rt::bf16Bits(f);
+  }
+  return out;
+}
+
 const char *optimizerName(const autopar::rt::OptimizerConfig &config) {
   return config.kind == autopar::rt::OptimizerKind::AdamW ? "adamw" : "sgd";
 }
@@ -245,6 +271,10 @@ private:
   /// of every rank's shard (collective).
   void gatherFull(const char *from, int64_t stored,
                   const autopar::rt::TensorInfo &ti, char *full);
+  /// Stores a tensor's full float32 values (host memory): into its master
+  /// and, rounded, into the parameter blob when it has a master, else into
+  /// the blob as they are.
+  void storeTensor(int t, const char *full);
   /// A host pointer to the full tensor stored at `stored` (device
   /// memory): the memory itself where it is host memory and not sharded,
   /// else a buffer kept in `keep`, filled when `fill`.
@@ -264,6 +294,12 @@ private:
   std::string dir = programDir();
   DeviceBuffer params, arena, lossBuffer;
   std::vector<DeviceBuffer> grads, state0, state1;
+  /// Mixed precision: the float32 master of each trainable tensor with
+  /// TensorInfo::master (sharded like its state), else empty.
+  std::vector<DeviceBuffer> masters;
+  /// Index among the trainable tensors (grads, shards, ...) of each tensor,
+  /// -1 for frozen ones.
+  std::vector<int> trainableIndex;
   std::vector<Shard> shards;
   /// Graph inputs: device buffers and their host staging.
   std::vector<DeviceBuffer> inputs;
@@ -306,10 +342,23 @@ void Trainer::gatherFull(const char *from, int64_t stored,
     gathered = device.allocate(bytes);
     into = gathered.get();
   }
-  comm.wait(comm.allGatherFlat(reinterpret_cast<const float *>(from),
-                               ti.numElements, reinterpret_cast<float *>(into),
-                               dpMask()));
+  comm.wait(
+      comm.allGatherFlat(from, ti.numElements, into, commType(ti), dpMask()));
   device.download(full, into, bytes);
+}
+
+void Trainer::storeTensor(int t, const char *full) {
+  const autopar::rt::TensorInfo &ti = info.tensors[t];
+  char *param = params.get() + ti.offset;
+  if (!ti.master) {
+    storeFrom(param, ti.storedElements, ti, full);
+    return;
+  }
+  const int k = trainableIndex[t];
+  storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full);
+  std::vector<uint16_t> low = toBf16(full, ti.numElements);
+  storeFrom(param, ti.storedElements, ti,
+            reinterpret_cast<const char *>(low.data()));
 }
 
 char *Trainer::hostView(char *stored, int64_t storedElements,
@@ -334,10 +383,65 @@ Status Trainer::setUp() {
   lossBuffer = device.allocate(sizeof(float));
   if (!params || !arena || !lossBuffer)
     return outOfMemory();
-  bool sharded = false;
+  const int states = autopar::rt::numStateBuffers(config);
+  const int64_t dp = dpSize();
+  const int64_t dpIndex = comm.groupIndex(dpMask());
+  trainableIndex.assign(info.numTensors, -1);
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (!ti.trainable)
+      continue;
+    trainableIndex[t] = static_cast<int>(grads.size());
+    // ZeRO 1-3: this rank updates (and keeps optimizer state for) its flat
+    // shard only; stage 0 updates the whole tensor on every rank.
+    autopar::rt::ZeroLayout zero =
+        autopar::rt::zeroLayout(info.zeroStage, ti.numElements, dp);
+    Shard sh{&ti, zero.stateElements, 0, ti.numElements};
+    if (info.zeroStage > 0) {
+      sh.begin = dpIndex * sh.chunk;
+      sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
+    }
+    // Gradients have the stored parameter's type.
+    grads.push_back(device.allocate(zero.gradElements * ti.elementBytes));
+    state0.push_back(states > 0 ? device.allocate(sh.chunk * 4)
+                                : DeviceBuffer());
+    state1.push_back(states > 1 ? device.allocate(sh.chunk * 4)
+                                : DeviceBuffer());
+    masters.push_back(ti.master ? device.allocate(sh.chunk * 4)
+                                : DeviceBuffer());
+    if (!grads.back() || (states > 0 && !state0.back()) ||
+        (states > 1 && !state1.back()) || (ti.master && !masters.back()))
+      return outOfMemory();
+    // Element offsets of this rank's shard in the gradient (ZeRO-1: full
+    // gradients, reduce-scattered in place) and in the stored parameter
+    // (ZeRO-1/2: full parameters, all-gathered after the update).
+    const int64_t gradBegin = info.zeroStage == 1 ? sh.begin : 0;
+    const int64_t paramBegin =
+        info.zeroStage == 1 || info.zeroStage == 2 ? sh.begin : 0;
+    char *grad = grads.back().get() + gradBegin * ti.elementBytes;
+    char *param = params.get() + ti.offset + paramBegin * ti.elementBytes;
+    autopar::rt::ParamSlice slice{
+        reinterpret_cast<float *>(param), reinterpret_cast<float *>(grad),
+        reinterpret_cast<float *>(state0.back().get()),
+        reinterpret_cast<float *>(state1.back().get()), sh.count, ti.decay};
+    if (ti.master) {
+      // The optimizer updates the float32 master (this rank's shard, like
+      // its state) and rounds it into the bfloat16 parameter.
+      slice.param = reinterpret_cast<float *>(masters.back().get());
+      slice.grad = nullptr;
+      slice.gradBf16 = reinterpret_cast<uint16_t *>(grad);
+      slice.paramBf16 = reinterpret_cast<uint16_t *>(param);
+    }
+    shards.push_back(sh);
+    slices.push_back(slice);
+  }
+  // Initial weights: weights.bin holds the full float32 tensors (masters
+  // included) at their fileOffset.
+  bool direct = device.hostMemory();
   for (int t = 0; t < info.numTensors; ++t)
-    sharded |= info.tensors[t].storedElements != info.tensors[t].numElements;
-  if (!sharded && device.hostMemory()) {
+    direct &= info.tensors[t].storedElements == info.tensors[t].numElements &&
+              !info.tensors[t].master;
+  if (direct) {
     // weights.bin has the parameter blob's layout.
     AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
                                                params.get(), info.paramBytes,
@@ -349,50 +453,8 @@ Status Trainer::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
-    if (!sharded) {
-      device.upload(params.get(), file.get(), info.paramBytes);
-    } else {
-      for (int t = 0; t < info.numTensors; ++t) {
-        const autopar::rt::TensorInfo &ti = info.tensors[t];
-        storeFrom(params.get() + ti.offset, ti.storedElements, ti,
-                  file.get() + ti.fileOffset);
-      }
-    }
-  }
-  const int states = autopar::rt::numStateBuffers(config);
-  const int64_t dp = dpSize();
-  const int64_t dpIndex = comm.groupIndex(dpMask());
-  for (int t = 0; t < info.numTensors; ++t) {
-    const autopar::rt::TensorInfo &ti = info.tensors[t];
-    if (!ti.trainable)
-      continue;
-    // ZeRO 1-3: this rank updates (and keeps optimizer state for) its flat
-    // shard only; stage 0 updates the whole tensor on every rank.
-    autopar::rt::ZeroLayout zero =
-        autopar::rt::zeroLayout(info.zeroStage, ti.numElements, dp);
-    Shard sh{&ti, zero.stateElements, 0, ti.numElements};
-    if (info.zeroStage > 0) {
-      sh.begin = dpIndex * sh.chunk;
-      sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
-    }
-    grads.push_back(device.allocate(zero.gradElements * 4));
-    state0.push_back(states > 0 ? device.allocate(sh.chunk * 4)
-                                : DeviceBuffer());
-    state1.push_back(states > 1 ? device.allocate(sh.chunk * 4)
-                                : DeviceBuffer());
-    if (!grads.back() || (states > 0 && !state0.back()) ||
-        (states > 1 && !state1.back()))
-      return outOfMemory();
-    float *grad = reinterpret_cast<float *>(grads.back().get());
-    float *param = reinterpret_cast<float *>(params.get() + ti.offset);
-    if (info.zeroStage == 1)
-      grad += sh.begin;
-    if (info.zeroStage == 1 || info.zeroStage == 2)
-      param += sh.begin;
-    shards.push_back(sh);
-    slices.push_back({param, grad, reinterpret_cast<float *>(state0.back().get()),
-                      reinterpret_cast<float *>(state1.back().get()), sh.count,
-                      ti.decay});
+    for (int t = 0; t < info.numTensors; ++t)
+      storeTensor(t, file.get() + info.tensors[t].fileOffset);
   }
   for (int i = 0; i < info.numInputs; ++i) {
     int64_t n = info.inputs[i].elementBytes;
@@ -426,14 +488,19 @@ std::vector<autopar::rt::TensorRef>
 Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
   std::vector<autopar::rt::TensorRef> refs;
   bool adamw = config.kind == autopar::rt::OptimizerKind::AdamW;
-  size_t k = 0;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
-    int64_t bytes = ti.numElements * ti.elementBytes;
+    const int k = trainableIndex[t];
+    // A mixed-precision parameter is saved as its float32 master.
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
+    int64_t bytes = ti.numElements * saved.elementBytes;
     char *data =
-        hostView(params.get() + ti.offset, ti.storedElements, ti, full, gather);
-    refs.push_back({ti.name, dtypeName(ti.onnxType), shape, data, bytes});
+        ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
+                             gather)
+                  : hostView(params.get() + ti.offset, ti.storedElements, ti,
+                             full, gather);
+    refs.push_back({ti.name, dtypeName(saved.onnxType), shape, data, bytes});
     if (!ti.trainable)
       continue;
     const Shard &sh = shards[k];
@@ -443,12 +510,11 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
     for (int s = 0; s < 2; ++s) {
       if (!*states[s])
         continue;
-      // Optimizer state is f32, like the tensors it belongs to.
-      char *state = hostView(states[s]->get(), sh.chunk, ti, full, gather);
+      // Optimizer state is f32, like the tensors (or masters) it belongs to.
+      char *state = hostView(states[s]->get(), sh.chunk, saved, full, gather);
       refs.push_back({std::string(ti.name) + suffixes[s], "f32", shape, state,
                       bytes});
     }
-    ++k;
   }
   return refs;
 }
@@ -475,26 +541,34 @@ Status Trainer::resume() {
       o.resume, refs, meta, info.fingerprint, optimizerName(config)));
   startStep = meta.step;
   // Tensors loaded into host buffers go to their device memory.
-  size_t r = 0, k = 0;
+  size_t r = 0;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
-    char *param = params.get() + ti.offset;
-    if (refs[r].data != param)
-      storeFrom(param, ti.storedElements, ti,
-                static_cast<const char *>(refs[r].data));
+    const int k = trainableIndex[t];
+    const char *data = static_cast<const char *>(refs[r].data);
+    if (ti.master) {
+      // The master (maybe loaded in place) and its rounded copy.
+      std::vector<uint16_t> low = toBf16(data, ti.numElements);
+      storeFrom(params.get() + ti.offset, ti.storedElements, ti,
+                reinterpret_cast<const char *>(low.data()));
+      if (data != masters[k].get())
+        storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), data);
+    } else if (data != params.get() + ti.offset) {
+      storeFrom(params.get() + ti.offset, ti.storedElements, ti, data);
+    }
     ++r;
     if (!ti.trainable)
       continue;
     const Shard &sh = shards[k];
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
     for (DeviceBuffer *state : {&state0[k], &state1[k]}) {
       if (!*state)
         continue;
       if (refs[r].data != state->get())
-        storeFrom(state->get(), sh.chunk, ti,
+        storeFrom(state->get(), sh.chunk, saved,
                   static_cast<const char *>(refs[r].data));
       ++r;
     }
-    ++k;
   }
   return Status::ok();
 }
@@ -508,11 +582,17 @@ Status Trainer::exportOnnx() {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     if (ti.buffer)
       continue;
-    const char *data = hostView(params.get() + ti.offset, ti.storedElements,
-                                ti, full, /*fill=*/true);
-    tensors.push_back({ti.name, ti.onnxType,
+    // A mixed-precision parameter is exported as its float32 master.
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
+    const int k = trainableIndex[t];
+    const char *data =
+        ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
+                             /*fill=*/true)
+                  : hostView(params.get() + ti.offset, ti.storedElements, ti,
+                             full, /*fill=*/true);
+    tensors.push_back({ti.name, saved.onnxType,
                        std::vector<int64_t>(ti.shape, ti.shape + ti.rank), data,
-                       ti.numElements * ti.elementBytes});
+                       ti.numElements * saved.elementBytes});
   }
   if (!leader())
     return Status::ok();
@@ -608,9 +688,11 @@ Status Trainer::run() {
     if (info.zeroStage == 1) {
       // ZeRO-1: the accumulated local gradients, reduce-scattered once.
       for (size_t k = 0; k < shards.size(); ++k) {
-        float *full = reinterpret_cast<float *>(grads[k].get());
-        comm.reduceScatterFlat(full, shards[k].tensor->numElements,
-                               full + shards[k].begin, dpMask());
+        const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+        char *full = grads[k].get();
+        comm.reduceScatterFlat(full, ti.numElements,
+                               full + shards[k].begin * ti.elementBytes,
+                               commType(ti), dpMask());
       }
       comm.waitAll();
     }
@@ -625,13 +707,12 @@ Status Trainer::run() {
     device.optimizerStep(config, slices, step + 1, lr);
     if (info.zeroStage == 1 || info.zeroStage == 2) {
       // Every rank updated its shard of the full parameters: all-gather.
-      for (const Shard &sh : shards)
-        comm.allGatherFlat(
-            reinterpret_cast<float *>(params.get() + sh.tensor->offset) +
-                sh.begin,
-            sh.tensor->numElements,
-            reinterpret_cast<float *>(params.get() + sh.tensor->offset),
-            dpMask());
+      for (const Shard &sh : shards) {
+        const autopar::rt::TensorInfo &ti = *sh.tensor;
+        char *full = params.get() + ti.offset;
+        comm.allGatherFlat(full + sh.begin * ti.elementBytes, ti.numElements,
+                           full, commType(ti), dpMask());
+      }
       comm.waitAll();
     }
     device.synchronize();

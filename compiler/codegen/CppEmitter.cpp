@@ -1106,13 +1106,17 @@ LogicalResult Emitter::emitDist(Operation *op) {
     pending[result] = req;
   };
   // The mask of a collective's axes, after checking what the runtime's
-  // communicator supports: f32 tensors, sums.
+  // communicator supports: f32 and bf16 tensors, sums.
+  Type element = tensorType(op->getOperand(0)).getElementType();
+  std::string commType = element.isBF16() ? "autopar::rt::CommType::BF16"
+                                          : "autopar::rt::CommType::F32";
   auto collective = [&](ArrayAttr axes,
                         std::optional<dist::ReductionKind> kind =
                             std::nullopt) -> FailureOr<uint32_t> {
-    if (!tensorType(op->getOperand(0)).getElementType().isF32())
-      return op->emitOpError()
-             << "the C++ target communicates f32 tensors only";
+    if (!element.isF32() && !element.isBF16())
+      return op->emitOpError() << "the " << targetName()
+                               << " target communicates f32 and bf16 tensors "
+                                  "only";
     if (kind && *kind != dist::ReductionKind::sum)
       return op->emitOpError() << "the C++ target reduces by sum only";
     return axisMask(op, axes);
@@ -1123,16 +1127,17 @@ LogicalResult Emitter::emitDist(Operation *op) {
         if (failed(mask))
           return failure();
         int64_t n = tensorType(o.getResult()).getNumElements();
+        int64_t bytes = tensorBytes(o.getResult().getType());
         if (cuda())
           os << "  " << rt("copy")
              << formatv("{0}, {1}, {2});\n", ptr(o.getResult()),
-                        ptr(o.getInput()), n * 4);
+                        ptr(o.getInput()), bytes);
         else
           os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o.getResult()),
-                        ptr(o.getInput()), n * 4);
+                        ptr(o.getInput()), bytes);
         issue(o.getResult(),
-              formatv("allReduceSum({0}, {1}, {2}u)", ptr(o.getResult()), n,
-                      *mask));
+              formatv("allReduceSum({0}, {1}, {2}, {3}u)", ptr(o.getResult()),
+                      n, commType, *mask));
         return success();
       })
       .Case([&](dist::ZeroScatterOp o) -> LogicalResult {
@@ -1140,10 +1145,10 @@ LogicalResult Emitter::emitDist(Operation *op) {
         if (failed(mask))
           return failure();
         issue(o.getResult(),
-              formatv("reduceScatterFlat({0}, {1}, {2}, {3}u)",
+              formatv("reduceScatterFlat({0}, {1}, {2}, {3}, {4}u)",
                       ptr(o.getInput()),
                       tensorType(o.getInput()).getNumElements(),
-                      ptr(o.getResult()), *mask));
+                      ptr(o.getResult()), commType, *mask));
         return success();
       })
       .Case([&](dist::ZeroGatherOp o) -> LogicalResult {
@@ -1151,9 +1156,10 @@ LogicalResult Emitter::emitDist(Operation *op) {
         if (failed(mask))
           return failure();
         issue(o.getResult(),
-              formatv("allGatherFlat({0}, {1}, {2}, {3}u)", ptr(o.getInput()),
+              formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)",
+                      ptr(o.getInput()),
                       tensorType(o.getResult()).getNumElements(),
-                      ptr(o.getResult()), *mask));
+                      ptr(o.getResult()), commType, *mask));
         return success();
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {
@@ -1197,12 +1203,14 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     RankedTensorType t = tensorType(v);
     if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {
-      if (!t.getElementType().isF32())
-        return op.emitOpError() << "gradient #" << i << " must be f32";
+      if (!t.getElementType().isF32() &&
+          !(t.getElementType().isBF16() && !cuda()))
+        return op.emitOpError() << "gradient #" << i << " must be f32"
+                                << (cuda() ? "" : " or bf16");
       os << "  " << rt("accumulateInto")
-         << formatv("(float *)io.outputs[{0}], {1}, {2}, io.gradScale, "
+         << formatv("({0} *)io.outputs[{1}], {2}, {3}, io.gradScale, "
                     "io.accumulate);\n",
-                    i, ptr(v), t.getNumElements());
+                    type(v), i, ptr(v), t.getNumElements());
     } else if (cuda()) {
       os << "  " << rt("copy")
          << formatv("io.outputs[{0}], {1}, {2});\n", i, ptr(v), tensorBytes(t));

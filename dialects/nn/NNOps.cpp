@@ -814,12 +814,10 @@ static LogicalResult verifyAttentionTypes(Operation *op, Value query,
 }
 
 /// [..., T] of q [..., T, D].
-/// The log-sum-exp of each query row: f32 whatever the query's type (the
-/// backward recomputes probabilities from it).
 static RankedTensorType attentionLseType(Value query) {
   RankedTensorType q = tensorType(query);
   return RankedTensorType::get(q.getShape().drop_back(1),
-                               Float32Type::get(query.getContext()));
+                               attentionLseElementType(q.getElementType()));
 }
 
 LogicalResult AttentionOp::verify() {
@@ -902,6 +900,12 @@ static bool isFusableElementwise(Operation *op) {
              SigmoidOp, IdentityOp, GeluOp, GeluGradOp, AddOp, SubOp, MulOp,
              DivOp, PowOp, CompareOp, WhereOp, CastOp, ExpandOp, ConstantOp>(
       op);
+}
+
+Type autopar::nn::attentionLseElementType(Type queryElement) {
+  if (queryElement.getIntOrFloatBitWidth() < 32)
+    return Float32Type::get(queryElement.getContext());
+  return queryElement;
 }
 
 bool autopar::nn::isElementwise(Operation *op) {

@@ -38,6 +38,11 @@ mlir::Type inferUnsqueezeType(mlir::Type input, llvm::ArrayRef<int64_t> axes);
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 matmulShape(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 
+/// The element type of nn.attention's log-sum-exp for queries of
+/// `queryElement`: that type, or f32 for 16-bit floats (the backward
+/// recomputes probabilities from it).
+mlir::Type attentionLseElementType(mlir::Type queryElement);
+
 /// True for the elementwise ops an nn.fused body may hold (unary, binary,
 /// compare, where, cast, expand, gelu, gelu_grad, constant).
 bool isElementwise(mlir::Operation *op);

@@ -273,8 +273,8 @@ def NN_AttentionOp : NN_Op<"attention"> {
     For q [..., T, D] and k, v [..., S, D] with the same leading (batch,
     head) dims: out = softmax(scale * q k^T, masked) v, where position
     (i, j) is masked when `causal` and j > i + S - T, or where the optional
-    bool `mask` (broadcastable to [..., T, S]) is false. `lse` [..., T] (f32
-    whatever the element type of q) is the log-sum-exp of each row's
+    bool `mask` (broadcastable to [..., T, S]) is false. `lse` [..., T] (the
+    type of q, f32 for 16-bit q) is the log-sum-exp of each row's
     unmasked scores, which the backward uses.
     A row with every position masked gives NaN. `autopar-fuse-attention`
     forms it from the exported MatMul-scale-mask-Softmax-MatMul pattern;

@@ -281,7 +281,7 @@ void rewrite(Chain &c) {
   RankedTensorType out = tensorType(c.pv.getResult());
   auto lse =
       RankedTensorType::get(out.getShape().drop_back(1),
-                            Float32Type::get(out.getContext()));
+                            nn::attentionLseElementType(out.getElementType()));
   auto attention = nn::AttentionOp::create(
       b, loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask,
       b.getF64FloatAttr(c.scale), b.getBoolAttr(causal));

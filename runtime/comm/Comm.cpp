@@ -3,7 +3,9 @@
 // With AUTOPAR_WITH_MPI: one MPI sub-communicator per group of mesh axes
 // (split from MPI_COMM_WORLD, key = position in the group so that MPI ranks
 // are group positions), non-blocking collectives tracked per request with
-// the staging buffers and count arrays that MPI reads until they complete.
+// the staging buffers and count arrays that MPI reads until they complete;
+// MPI has no bfloat16 type, so bfloat16 buffers travel as MPI_UINT16_T and
+// their sums use a user-defined MPI_Op (addBf16).
 // Without: one rank, every group of size 1, every collective local.
 //
 // With AUTOPAR_WITH_NCCL as well: the same MPI sub-communicators, plus one
@@ -11,11 +13,11 @@
 // ncclUniqueId that the group's first rank broadcasts over the group's MPI
 // sub-communicator (rather than ncclCommSplit of a world NCCL communicator:
 // no world communicator whose resources nobody uses, and the groups are
-// exactly the MPI ones). The float collectives are NCCL calls on device
-// buffers on the communicator's stream: an event recorded on the compute
-// stream orders them after the kernels, a completion event per request
-// orders the compute stream after them (wait). Staging buffers come from
-// the communicator's own memory pool: allocated on the compute stream,
+// exactly the MPI ones). The float32 and bfloat16 collectives are NCCL
+// calls on device buffers on the communicator's stream: an event recorded on
+// the compute stream orders them after the kernels, a completion event per
+// request orders the compute stream after them (wait). Staging buffers come
+// from the communicator's own memory pool: allocated on the compute stream,
 // freed on the communication stream right after their last use
 // (cudaFreeAsync), so requests own no memory and nothing queries events.
 // With AUTOPAR_WITH_NCCL but without AUTOPAR_WITH_MPI: one rank, and the
@@ -25,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
+#include "runtime/Bf16.h"
 
 #include <algorithm>
 #include <climits>
@@ -48,9 +51,10 @@
 #include <mpi.h>
 #endif
 
-// What the float collectives run on: NCCL on device buffers (NCCL with MPI),
-// local device copies (NCCL without MPI), MPI on host buffers (MPI alone),
-// local host copies (neither).
+// What the float32 and bfloat16 collectives (the "float collectives") run
+// on: NCCL on device buffers (NCCL with MPI), local device copies (NCCL
+// without MPI), MPI on host buffers (MPI alone), local host copies
+// (neither).
 #ifdef AUTOPAR_WITH_NCCL
 #define AUTOPAR_COMM_DEVICE 1
 #include <cuda_runtime.h>
@@ -128,13 +132,12 @@ static void checkCuda(cudaError_t rc, const char *call, const char *file,
 #define AUTOPAR_COMM_CUDA_CALL(rank, fn, ...)                                  \
   checkCuda(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
 
-/// Copies numElements floats from `src` to `dst` (device memory) on
-/// `stream`; overlapping ranges go through a temporary buffer, as memmove.
-static void deviceMove(float *dst, const float *src, int64_t numElements,
+/// Copies `bytes` bytes from `src` to `dst` (device memory) on `stream`;
+/// overlapping ranges go through a temporary buffer, as memmove.
+static void deviceMove(void *dst, const void *src, size_t bytes,
                        cudaStream_t stream, int rank) {
-  if (dst == src || numElements <= 0)
+  if (dst == src || bytes == 0)
     return;
-  size_t bytes = size_t(numElements) * sizeof(float);
   uintptr_t d = reinterpret_cast<uintptr_t>(dst);
   uintptr_t s = reinterpret_cast<uintptr_t>(src);
   if (d + bytes <= s || s + bytes <= d) {
@@ -166,6 +169,26 @@ static void checkNccl(ncclResult_t rc, const char *call, const char *file,
 
 #define AUTOPAR_NCCL_CALL(rank, fn, ...)                                       \
   checkNccl(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
+
+static ncclDataType_t ncclType(CommType type) {
+  return type == CommType::F32 ? ncclFloat : ncclBfloat16;
+}
+#endif
+
+#ifdef AUTOPAR_COMM_MPI_FLOATS
+static MPI_Datatype mpiType(CommType type) {
+  return type == CommType::F32 ? MPI_FLOAT : MPI_UINT16_T;
+}
+
+/// The MPI_Op of bfloat16 sums (MPI has no bfloat16 type): inout[i] =
+/// in[i] + inout[i], added in float and rounded, as NCCL's ncclBfloat16 sum
+/// does, so that the two builds round alike.
+static void addBf16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = bf16Bits(bf16Value(a[i]) + bf16Value(b[i]));
+}
 #endif
 
 struct Communicator::Impl {
@@ -185,9 +208,16 @@ struct Communicator::Impl {
   /// A collective in flight and what MPI reads until it completes.
   struct Pending {
     std::vector<MPI_Request> requests;
-    std::vector<float> staging;
+    /// The padded tensor of a reduce-scatter, in bytes.
+    std::vector<char> staging;
     std::vector<int> counts, displs;
   };
+  /// The bfloat16 sum (addBf16), created by create() and freed before
+  /// MPI_Finalize.
+  MPI_Op bf16Sum = MPI_OP_NULL;
+  MPI_Op sumOp(CommType type) const {
+    return type == CommType::F32 ? MPI_SUM : bf16Sum;
+  }
   /// Outstanding requests by id (std::map: nodes, and so the arrays MPI
   /// holds pointers into, never move).
   std::map<int64_t, Pending> pending;
@@ -219,13 +249,13 @@ struct Communicator::Impl {
     AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamWaitEvent, commStream, computeReady,
                            0);
   }
-  /// numElements floats from the pool, usable in order on `stream` (and on
+  /// `bytes` bytes from the pool, usable in order on `stream` (and on
   /// streams that wait for it) until a cudaFreeAsync.
-  float *allocate(int64_t numElements, cudaStream_t stream, int rank) {
+  char *allocate(size_t bytes, cudaStream_t stream, int rank) {
     void *p = nullptr;
-    AUTOPAR_COMM_CUDA_CALL(rank, cudaMallocFromPoolAsync, &p,
-                           size_t(numElements) * sizeof(float), pool, stream);
-    return static_cast<float *>(p);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMallocFromPoolAsync, &p, bytes, pool,
+                           stream);
+    return static_cast<char *>(p);
   }
   /// Records the completion of what was issued on the communication stream
   /// so far as a new request.
@@ -391,6 +421,9 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
                            "mesh's");
   }
 #endif
+#ifdef AUTOPAR_COMM_MPI_FLOATS
+  AUTOPAR_MPI_CALL(comm->worldRank, MPI_Op_create, addBf16, 1, &impl.bf16Sum);
+#endif
 #ifdef AUTOPAR_COMM_NCCL
   impl.setUpDevice(*comm, comm->worldRank);
 #endif
@@ -477,6 +510,8 @@ Communicator::~Communicator() {
 #endif
 #ifdef AUTOPAR_COMM_MPI_FLOATS
   waitAll();
+  if (impl->bf16Sum != MPI_OP_NULL)
+    AUTOPAR_MPI_CALL(worldRank, MPI_Op_free, &impl->bf16Sum);
 #endif
 #ifdef AUTOPAR_WITH_MPI
   for (auto &[mask, sub] : impl->comms)
@@ -551,32 +586,35 @@ void Communicator::setComputeStream(void *stream) {
 #endif
 }
 
-CommRequest Communicator::allReduceSum(float *data, int64_t numElements,
-                                       AxisMask axes) {
+CommRequest Communicator::allReduceSum(void *data, int64_t numElements,
+                                       CommType type, AxisMask axes) {
   AxisMask mask = canonical(axes, "allReduceSum");
   if (numElements < 0)
     fail("allReduceSum", "negative element count");
   int64_t g = groupSize(mask);
   if (g == 1 || numElements == 0)
     return {};
+  int64_t size = commTypeBytes(type);
   sentBytes[int(CollectiveKind::AllReduce)] +=
-      allReduceBytes(numElements, g, sizeof(float));
+      allReduceBytes(numElements, g, size);
 #if defined(AUTOPAR_COMM_MPI_FLOATS)
   MPI_Comm sub = impl->comms.at(mask);
+  char *bytes = static_cast<char *>(data);
   int64_t id = impl->nextId++;
   Impl::Pending &p = impl->pending[id];
   for (int64_t off = 0; off < numElements; off += impl->maxElements) {
     int count = int(std::min(impl->maxElements, numElements - off));
     p.requests.push_back(MPI_REQUEST_NULL);
-    AUTOPAR_MPI_CALL(worldRank, MPI_Iallreduce, MPI_IN_PLACE, data + off, count,
-                     MPI_FLOAT, MPI_SUM, sub, &p.requests.back());
+    AUTOPAR_MPI_CALL(worldRank, MPI_Iallreduce, MPI_IN_PLACE,
+                     bytes + off * size, count, mpiType(type),
+                     impl->sumOp(type), sub, &p.requests.back());
   }
   return {id};
 #elif defined(AUTOPAR_COMM_NCCL)
   ncclComm_t nccl = impl->ncclComms.at(mask);
   impl->follow(worldRank);
   AUTOPAR_NCCL_CALL(worldRank, ncclAllReduce, data, data, size_t(numElements),
-                    ncclFloat, ncclSum, nccl, impl->commStream);
+                    ncclType(type), ncclSum, nccl, impl->commStream);
   return {impl->finish(worldRank)};
 #else
   (void)data;
@@ -584,19 +622,21 @@ CommRequest Communicator::allReduceSum(float *data, int64_t numElements,
 #endif
 }
 
-CommRequest Communicator::reduceScatterFlat(const float *full,
-                                            int64_t numElements, float *piece,
-                                            AxisMask axes) {
+CommRequest Communicator::reduceScatterFlat(const void *full,
+                                            int64_t numElements, void *piece,
+                                            CommType type, AxisMask axes) {
   AxisMask mask = canonical(axes, "reduceScatterFlat");
   if (numElements < 0)
     fail("reduceScatterFlat", "negative element count");
   int64_t g = groupSize(mask);
+  int64_t size = commTypeBytes(type);
   if (g == 1) {
 #ifdef AUTOPAR_COMM_DEVICE
-    deviceMove(piece, full, numElements, impl->compute, worldRank);
+    deviceMove(piece, full, size_t(numElements * size), impl->compute,
+               worldRank);
 #else
     if (piece != full && numElements > 0)
-      std::memmove(piece, full, numElements * sizeof(float));
+      std::memmove(piece, full, numElements * size);
 #endif
     return {};
   }
@@ -604,30 +644,35 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
   if (chunk == 0)
     return {};
   sentBytes[int(CollectiveKind::ReduceScatter)] +=
-      reduceScatterFlatBytes(numElements, g, sizeof(float));
+      reduceScatterFlatBytes(numElements, g, size);
 #if defined(AUTOPAR_COMM_MPI_FLOATS)
+  const char *fullBytes = static_cast<const char *>(full);
+  char *pieceBytes = static_cast<char *>(piece);
   MPI_Comm sub = impl->comms.at(mask);
   int64_t id = impl->nextId++;
   Impl::Pending &p = impl->pending[id];
   // The padded tensor, one region per message: region k holds, for every
-  // group position j, elements [off, off + c) of block j.
-  p.staging.assign(g * chunk, 0.0f);
+  // group position j, elements [off, off + c) of block j. Zero bytes are
+  // 0.0 in both types.
+  p.staging.assign(g * chunk * size, 0);
   for (int64_t off = 0; off < chunk; off += impl->maxElements) {
     int64_t c = std::min(impl->maxElements, chunk - off);
-    float *region = p.staging.data() + g * off;
+    char *region = p.staging.data() + g * off * size;
     for (int64_t j = 0; j < g; ++j) {
       int64_t begin = j * chunk + off;
       int64_t valid = std::clamp<int64_t>(numElements - begin, 0, c);
       if (valid > 0)
-        std::memcpy(region + j * c, full + begin, valid * sizeof(float));
+        std::memcpy(region + j * c * size, fullBytes + begin * size,
+                    valid * size);
     }
   }
   for (int64_t off = 0; off < chunk; off += impl->maxElements) {
     int64_t c = std::min(impl->maxElements, chunk - off);
     p.requests.push_back(MPI_REQUEST_NULL);
     AUTOPAR_MPI_CALL(worldRank, MPI_Ireduce_scatter_block,
-                     p.staging.data() + g * off, piece + off, int(c), MPI_FLOAT,
-                     MPI_SUM, sub, &p.requests.back());
+                     p.staging.data() + g * off * size, pieceBytes + off * size,
+                     int(c), mpiType(type), impl->sumOp(type), sub,
+                     &p.requests.back());
   }
   return {id};
 #elif defined(AUTOPAR_COMM_NCCL)
@@ -636,17 +681,18 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
   // after the reduction.
   ncclComm_t nccl = impl->ncclComms.at(mask);
   int64_t padded = g * chunk;
-  float *staging = impl->allocate(padded, impl->compute, worldRank);
+  char *staging =
+      impl->allocate(size_t(padded * size), impl->compute, worldRank);
   AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, staging, full,
-                         size_t(numElements) * sizeof(float),
-                         cudaMemcpyDeviceToDevice, impl->compute);
+                         size_t(numElements * size), cudaMemcpyDeviceToDevice,
+                         impl->compute);
   if (padded > numElements)
-    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemsetAsync, staging + numElements, 0,
-                           size_t(padded - numElements) * sizeof(float),
-                           impl->compute);
+    AUTOPAR_COMM_CUDA_CALL(
+        worldRank, cudaMemsetAsync, staging + numElements * size, 0,
+        size_t((padded - numElements) * size), impl->compute);
   impl->follow(worldRank);
   AUTOPAR_NCCL_CALL(worldRank, ncclReduceScatter, staging, piece, size_t(chunk),
-                    ncclFloat, ncclSum, nccl, impl->commStream);
+                    ncclType(type), ncclSum, nccl, impl->commStream);
   AUTOPAR_COMM_CUDA_CALL(worldRank, cudaFreeAsync, staging, impl->commStream);
   return {impl->finish(worldRank)};
 #else
@@ -655,18 +701,21 @@ CommRequest Communicator::reduceScatterFlat(const float *full,
 #endif
 }
 
-CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
-                                        float *full, AxisMask axes) {
+CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
+                                        void *full, CommType type,
+                                        AxisMask axes) {
   AxisMask mask = canonical(axes, "allGatherFlat");
   if (numElements < 0)
     fail("allGatherFlat", "negative element count");
   int64_t g = groupSize(mask);
+  int64_t size = commTypeBytes(type);
   if (g == 1) {
 #ifdef AUTOPAR_COMM_DEVICE
-    deviceMove(full, piece, numElements, impl->compute, worldRank);
+    deviceMove(full, piece, size_t(numElements * size), impl->compute,
+               worldRank);
 #else
     if (piece != full && numElements > 0)
-      std::memmove(full, piece, numElements * sizeof(float));
+      std::memmove(full, piece, numElements * size);
 #endif
     return {};
   }
@@ -674,15 +723,16 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
   if (chunk == 0)
     return {};
   sentBytes[int(CollectiveKind::AllGather)] +=
-      allGatherFlatBytes(numElements, g, sizeof(float));
+      allGatherFlatBytes(numElements, g, size);
 #if defined(AUTOPAR_COMM_MPI_FLOATS)
+  char *fullBytes = static_cast<char *>(full);
   auto countOf = [&](int64_t j) {
     return std::clamp<int64_t>(numElements - j * chunk, 0, chunk);
   };
   int64_t i = groupIndex(mask);
-  float *own = full + std::min(i * chunk, numElements);
+  char *own = fullBytes + std::min(i * chunk, numElements) * size;
   if (piece != own && countOf(i) > 0)
-    std::memmove(own, piece, countOf(i) * sizeof(float));
+    std::memmove(own, piece, countOf(i) * size);
   MPI_Comm sub = impl->comms.at(mask);
   int64_t id = impl->nextId++;
   Impl::Pending &p = impl->pending[id];
@@ -694,7 +744,7 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
     p.requests.push_back(MPI_REQUEST_NULL);
     AUTOPAR_MPI_CALL(worldRank, MPI_Iallgatherv, MPI_IN_PLACE, 0,
                      MPI_DATATYPE_NULL, full, p.counts.data(), p.displs.data(),
-                     MPI_FLOAT, sub, &p.requests.back());
+                     mpiType(type), sub, &p.requests.back());
     return {id};
   }
   // Displacements past INT_MAX: every position broadcasts its block in
@@ -704,8 +754,9 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
     for (int64_t off = 0; off < count; off += impl->maxElements) {
       int c = int(std::min(impl->maxElements, count - off));
       p.requests.push_back(MPI_REQUEST_NULL);
-      AUTOPAR_MPI_CALL(worldRank, MPI_Ibcast, full + j * chunk + off, c,
-                       MPI_FLOAT, int(j), sub, &p.requests.back());
+      AUTOPAR_MPI_CALL(worldRank, MPI_Ibcast,
+                       fullBytes + (j * chunk + off) * size, c, mpiType(type),
+                       int(j), sub, &p.requests.back());
     }
   }
   return {id};
@@ -717,30 +768,30 @@ CommRequest Communicator::allGatherFlat(const float *piece, int64_t numElements,
   ncclComm_t nccl = impl->ncclComms.at(mask);
   int64_t i = groupIndex(mask);
   if (numElements == g * chunk) {
-    float *own = full + i * chunk;
-    deviceMove(own, piece, chunk, impl->compute, worldRank);
+    char *own = static_cast<char *>(full) + i * chunk * size;
+    deviceMove(own, piece, size_t(chunk * size), impl->compute, worldRank);
     impl->follow(worldRank);
     AUTOPAR_NCCL_CALL(worldRank, ncclAllGather, own, full, size_t(chunk),
-                      ncclFloat, nccl, impl->commStream);
+                      ncclType(type), nccl, impl->commStream);
     return {impl->finish(worldRank)};
   }
   int64_t count = std::clamp<int64_t>(numElements - i * chunk, 0, chunk);
-  float *staging = impl->allocate(g * chunk, impl->compute, worldRank);
-  float *slot = staging + i * chunk;
+  char *staging =
+      impl->allocate(size_t(g * chunk * size), impl->compute, worldRank);
+  char *slot = staging + i * chunk * size;
   if (count > 0)
     AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, slot, piece,
-                           size_t(count) * sizeof(float),
-                           cudaMemcpyDeviceToDevice, impl->compute);
-  if (count < chunk)
-    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemsetAsync, slot + count, 0,
-                           size_t(chunk - count) * sizeof(float),
+                           size_t(count * size), cudaMemcpyDeviceToDevice,
                            impl->compute);
+  if (count < chunk)
+    AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemsetAsync, slot + count * size, 0,
+                           size_t((chunk - count) * size), impl->compute);
   impl->follow(worldRank);
   AUTOPAR_NCCL_CALL(worldRank, ncclAllGather, slot, staging, size_t(chunk),
-                    ncclFloat, nccl, impl->commStream);
+                    ncclType(type), nccl, impl->commStream);
   AUTOPAR_COMM_CUDA_CALL(worldRank, cudaMemcpyAsync, full, staging,
-                         size_t(numElements) * sizeof(float),
-                         cudaMemcpyDeviceToDevice, impl->commStream);
+                         size_t(numElements * size), cudaMemcpyDeviceToDevice,
+                         impl->commStream);
   AUTOPAR_COMM_CUDA_CALL(worldRank, cudaFreeAsync, staging, impl->commStream);
   return {impl->finish(worldRank)};
 #else

@@ -10,15 +10,16 @@
 //
 // Three builds of the same source:
 //  - with AUTOPAR_WITH_MPI (linked with MPI; the CPU target): one MPI
-//    sub-communicator per group, non-blocking float collectives on HOST
-//    memory that the generated code overlaps with its kernels;
+//    sub-communicator per group, non-blocking collectives of float32 or
+//    bfloat16 buffers in HOST memory that the generated code overlaps with
+//    its kernels;
 //  - with AUTOPAR_WITH_NCCL and AUTOPAR_WITH_MPI (linked with MPI, NCCL and
 //    the CUDA runtime; the CUDA target): MPI starts the world, checks the
 //    mesh, makes the same sub-communicators and runs the host collectives
-//    (allReduceSumDouble, broadcastBytes, barrier); the float collectives
-//    take DEVICE pointers and run as NCCL collectives on the communicator's
-//    own stream, ordered after the compute stream's work by CUDA events
-//    (setComputeStream), with one NCCL communicator per group;
+//    (allReduceSumDouble, broadcastBytes, barrier); the float32 and
+//    bfloat16 collectives take DEVICE pointers and run as NCCL collectives on
+//    the communicator's own stream, ordered after the compute stream's work by
+//    CUDA events (setComputeStream), with one NCCL communicator per group;
 //  - without AUTOPAR_WITH_MPI (no MPI headers at all): a one-rank program
 //    where every group has one rank and every collective is a local copy or
 //    nothing; with AUTOPAR_WITH_NCCL the copies are device-to-device copies
@@ -63,6 +64,19 @@ using AxisMask = uint32_t;
 
 enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather };
 constexpr int kNumCollectiveKinds = 3;
+
+/// Element type of a collective's buffers.
+enum class CommType {
+  /// IEEE float32.
+  F32,
+  /// bfloat16: the upper 16 bits of an IEEE float32, stored as uint16_t.
+  BF16
+};
+
+/// Bytes per element of `type`.
+inline int commTypeBytes(CommType type) {
+  return type == CommType::F32 ? 4 : 2;
+}
 
 /// A non-blocking collective in flight; id -1 is no request (the collective
 /// was local and is already complete).
@@ -118,7 +132,7 @@ public:
 
   /// NCCL build: the cudaStream_t (passed as void *) on which the program
   /// runs its kernels, the "compute stream"; nullptr (the default) is the
-  /// legacy default stream. Each float collective first makes the
+  /// legacy default stream. Each float32 or bfloat16 collective first makes the
   /// communication stream wait for the work issued on the compute stream so
   /// far (an event), so it sees what the kernels produced; what a
   /// collective reads from a buffer the caller may reuse at once (the
@@ -129,13 +143,22 @@ public:
   /// no request is outstanding. A no-op in the other builds.
   void setComputeStream(void *stream);
 
-  /// Non-blocking collectives over the group `axes` on float32 buffers
-  /// (HOST memory in the MPI build, DEVICE memory in the NCCL build). The
-  /// buffers must stay alive and untouched until the request completes
-  /// (wait / waitAll; in the NCCL build: untouched by any GPU work but that
-  /// issued on the compute stream after wait / waitAll, the first that may
-  /// use them). Every rank of a group issues the same collectives on it in
-  /// the same order, with the same element counts.
+  /// Non-blocking collectives over the group `axes` on buffers of
+  /// numElements elements of `type`, float32 or bfloat16 (HOST memory in the
+  /// MPI build, DEVICE memory in the NCCL build). The buffers must stay
+  /// alive and untouched until the request completes (wait / waitAll; in
+  /// the NCCL build: untouched by any GPU work but that issued on the
+  /// compute stream after wait / waitAll, the first that may use them).
+  /// Every rank of a group issues the same collectives on it in the same
+  /// order, with the same element counts and types.
+  ///
+  /// A bfloat16 sum is computed in float and rounded to bfloat16 (to
+  /// nearest, ties to even; a NaN stays a NaN) after each addition: a
+  /// user-defined MPI_Op over MPI_UINT16_T in the MPI build, NCCL's
+  /// ncclBfloat16 sum in the NCCL build. The library picks the order of the
+  /// additions, so a sum over g ranks is within g - 1 roundings of the
+  /// exact sum, and exact when every partial sum is a bfloat16 (small
+  /// integers).
   ///
   /// NCCL build: a collective over a group of more than one rank is issued
   /// on the communication stream after the compute stream's work so far
@@ -153,7 +176,8 @@ public:
   /// order too (an SPMD program does), or two groups can deadlock on the GPU.
   ///
   /// In-place sum over the group (NCCL build: ncclAllReduce, ncclSum).
-  CommRequest allReduceSum(float *data, int64_t numElements, AxisMask axes);
+  CommRequest allReduceSum(void *data, int64_t numElements, CommType type,
+                           AxisMask axes);
   /// ZeRO flat shards: the tensor's numElements elements padded with zeros to
   /// g * chunk, chunk = flatChunk(numElements, g), g = groupSize(axes); the
   /// rank at group position i receives into `piece` (chunk elements) the sum
@@ -167,8 +191,8 @@ public:
   /// after this call may overwrite `full`; then ncclReduceScatter from the
   /// staging buffer into `piece` on the communication stream. With g = 1,
   /// `full` is copied to `piece` (device to device, overlap allowed).
-  CommRequest reduceScatterFlat(const float *full, int64_t numElements,
-                                float *piece, AxisMask axes);
+  CommRequest reduceScatterFlat(const void *full, int64_t numElements,
+                                void *piece, CommType type, AxisMask axes);
   /// Inverse: every rank contributes its piece (its first
   /// min(chunk, max(0, numElements - i*chunk)) elements are read); `full`
   /// (numElements elements, no padding) receives the concatenation with the
@@ -183,8 +207,20 @@ public:
   /// ncclAllGather fills in place, and its first numElements elements are
   /// copied to `full` on the communication stream. With g = 1, `piece` is
   /// copied to `full` (device to device, overlap allowed).
+  CommRequest allGatherFlat(const void *piece, int64_t numElements, void *full,
+                            CommType type, AxisMask axes);
+  /// The collectives above on float32 buffers.
+  CommRequest allReduceSum(float *data, int64_t numElements, AxisMask axes) {
+    return allReduceSum(data, numElements, CommType::F32, axes);
+  }
+  CommRequest reduceScatterFlat(const float *full, int64_t numElements,
+                                float *piece, AxisMask axes) {
+    return reduceScatterFlat(full, numElements, piece, CommType::F32, axes);
+  }
   CommRequest allGatherFlat(const float *piece, int64_t numElements,
-                            float *full, AxisMask axes);
+                            float *full, AxisMask axes) {
+    return allGatherFlat(piece, numElements, full, CommType::F32, axes);
+  }
   /// Completes one request (no-op for an invalid or completed id). NCCL
   /// build: makes the compute stream wait for the request's completion
   /// event (cudaStreamWaitEvent): the host does not block; work issued on
@@ -210,10 +246,11 @@ public:
 
   /// Logical bytes sent per rank by each collective kind since the last
   /// resetBytes(), by the ring formulas of REFERENCE.md (the closed forms
-  /// below), counted when a collective is issued. A group of one rank moves
-  /// 0 bytes. Only the float collectives above count: allReduceSumDouble,
-  /// broadcastBytes and barrier (scalars and metadata) do not. The same in
-  /// every build.
+  /// below, with the element size of the collective's type:
+  /// commTypeBytes), counted when a collective is issued. A group of one
+  /// rank moves 0 bytes. Only the float32 and bfloat16 collectives above
+  /// count: allReduceSumDouble, broadcastBytes and barrier (scalars and
+  /// metadata) do not. The same in every build.
   double bytes(CollectiveKind kind) const {
     return sentBytes[static_cast<int>(kind)];
   }

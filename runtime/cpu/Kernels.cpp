@@ -651,4 +651,11 @@ void accumulateInto(float *dst, const float *src, int64_t numElements,
     dst[i] = (accumulate ? dst[i] : 0.0f) + scale * src[i];
 }
 
+void accumulateInto(bf16 *dst, const bf16 *src, int64_t numElements,
+                    float scale, bool accumulate) {
+#pragma omp parallel for if (numElements > 65536)
+  for (int64_t i = 0; i < numElements; ++i)
+    dst[i] = (accumulate ? float(dst[i]) : 0.0f) + scale * float(src[i]);
+}
+
 } // namespace autopar::rt::cpu

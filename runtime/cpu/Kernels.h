@@ -13,6 +13,10 @@
 
 #include <cstdint>
 
+namespace autopar::rt {
+struct bf16;
+} // namespace autopar::rt
+
 namespace autopar::rt::cpu {
 
 /// Sets up the BLAS library for gemm(): single-threaded calls, which gemm()
@@ -145,6 +149,10 @@ void reduce(ReduceKind kind, const float *in, float *out, int rank,
 
 /// dst = (accumulate ? dst : 0) + scale * src over n elements.
 void accumulateInto(float *dst, const float *src, int64_t numElements,
+                    float scale, bool accumulate);
+/// The same on bfloat16 tensors (runtime/cpu/Math.h), computed in float and
+/// rounded once per element.
+void accumulateInto(bf16 *dst, const bf16 *src, int64_t numElements,
                     float scale, bool accumulate);
 
 } // namespace autopar::rt::cpu

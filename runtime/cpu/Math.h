@@ -16,31 +16,20 @@
 #ifndef AUTOPAR_RUNTIME_CPU_MATH_H
 #define AUTOPAR_RUNTIME_CPU_MATH_H
 
+#include "runtime/Bf16.h"
+
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace autopar::rt {
 
-/// bfloat16: the upper 16 bits of a float. Converting a float rounds to
-/// nearest even (NaN stays NaN); converting back is exact.
+/// bfloat16: the upper 16 bits of a float (runtime/Bf16.h). Converting a
+/// float rounds to nearest even (NaN stays NaN); converting back is exact.
 struct bf16 {
   uint16_t bits;
   bf16() = default;
-  bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-      bits = static_cast<uint16_t>((u >> 16) | 0x40u); // quiet NaN
-    else
-      bits = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-  operator float() const {
-    uint32_t u = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof(f));
-    return f;
-  }
+  bf16(float f) : bits(bf16Bits(f)) {}
+  operator float() const { return bf16Value(bits); }
 };
 
 } // namespace autopar::rt

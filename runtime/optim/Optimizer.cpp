@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/optim/Optimizer.h"
+#include "runtime/Bf16.h"
 #include "runtime/optim/OptimizerMath.h"
 
 #include <algorithm>
@@ -96,7 +97,7 @@ double gradSquaredSum(const std::vector<ParamSlice> &slices) {
       const int64_t end = std::min(s.numElements, begin + kNormChunk);
       double sum = 0.0;
       for (int64_t i = begin; i < end; ++i) {
-        const double gi = s.grad[i];
+        const double gi = s.gradBf16 ? bf16Value(s.gradBf16[i]) : s.grad[i];
         sum += gi * gi;
       }
       out[c] = sum;
@@ -131,8 +132,14 @@ bool clipCoefficient(const OptimizerConfig &config, double norm,
 
 void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
   for (const ParamSlice &s : slices) {
-    float *g = s.grad;
     const int64_t n = s.numElements;
+    if (uint16_t *g = s.gradBf16) {
+      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
+      for (int64_t i = 0; i < n; ++i)
+        g[i] = bf16Bits(bf16Value(g[i]) * coef);
+      continue;
+    }
+    float *g = s.grad;
     AUTOPAR_RT_OMP_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; ++i)
       g[i] = g[i] * coef;
@@ -183,20 +190,29 @@ void optimizerStep(const OptimizerConfig &config,
   for (const ParamSlice &s : slices) {
     float *p = s.param;
     const float *g = s.grad;
+    const uint16_t *g16 = s.gradBf16;
+    uint16_t *p16 = s.paramBf16;
     const int64_t n = s.numElements;
+    auto grad = [&](int64_t i) { return g16 ? bf16Value(g16[i]) : g[i]; };
     if (config.kind == OptimizerKind::AdamW) {
       const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
       float *m = s.state0, *v = s.state1;
       AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-      for (int64_t i = 0; i < n; ++i)
-        adamwElement(a, p[i], g[i], m[i], v[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        adamwElement(a, p[i], grad(i), m[i], v[i]);
+        if (p16)
+          p16[i] = bf16Bits(p[i]);
+      }
     } else {
       const SgdScalars a =
           sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
       float *buf = s.state0;
       AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-      for (int64_t i = 0; i < n; ++i)
-        sgdElement(a, p[i], g[i], buf ? buf + i : nullptr);
+      for (int64_t i = 0; i < n; ++i) {
+        sgdElement(a, p[i], grad(i), buf ? buf + i : nullptr);
+        if (p16)
+          p16[i] = bf16Bits(p[i]);
+      }
     }
   }
 }

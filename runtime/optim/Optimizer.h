@@ -42,13 +42,21 @@ struct OptimizerConfig {
 /// optimizer state. state0 = exp_avg (AdamW) or momentum_buffer (SGD with
 /// momentum > 0); state1 = exp_avg_sq (AdamW); unused ones may be null.
 struct ParamSlice {
+  /// The float32 values the optimizer updates: the parameter itself, or
+  /// under mixed precision its master copy.
   float *param;
+  /// The float32 gradient; null under mixed precision (gradBf16).
   float *grad;
   float *state0;
   float *state1;
   int64_t numElements;
   /// Whether weight decay applies (false for no_decay parameters).
   bool decay;
+  /// Mixed precision (runtime/Bf16.h): the bfloat16 gradient, read in
+  /// place of `grad`, and the bfloat16 parameter the step functions use,
+  /// rewritten from `param` (rounded) after each update. Null otherwise.
+  uint16_t *gradBf16 = nullptr;
+  uint16_t *paramBf16 = nullptr;
 };
 
 /// State buffers per parameter: AdamW 2; SGD 1 if momentum > 0 else 0.

@@ -3,9 +3,11 @@
 // comm_driver [--abort-rank R | --bad-mask | --mpi-error] AXIS=SIZE...
 //
 // Every rank runs every check of the communicator against values computed
-// here from the mesh alone (row-major rank numbering, groups of axes), on
-// integer-valued floats so that sums are exact: rank r contributes
-// (2^r) * 128 + k at element k, so a sum also says which ranks took part.
+// here from the mesh alone (row-major rank numbering, groups of axes). Each
+// collective is checked on float32 and bfloat16 buffers, both in flight
+// together, on integer values whose sums are exact (value()), so that the
+// results must be bit-exact; then bfloat16 sums that must round
+// (roundingValue()) against the exact sum.
 // A rank prints each mismatch on stderr; the failures of every rank are
 // summed, and rank 0 prints "OK <check>" or "FAIL <check>". Exits 1 on any
 // failure, on every rank.
@@ -20,10 +22,13 @@
 
 #include "runtime/comm/Comm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -67,7 +72,112 @@ struct Mesh {
   }
 };
 
-float value(int64_t rank, int64_t k) { return float((1 << rank) * 128 + k); }
+/// The element types of the collectives: every check issues the same cases
+/// on both, in flight together.
+const CommType kTypes[] = {CommType::F32, CommType::BF16};
+
+const char *typeName(CommType type) {
+  return type == CommType::F32 ? "f32" : "bf16";
+}
+
+/// Bytes per element, for the expected byte counters (not commTypeBytes,
+/// which checkBytes checks).
+int elementBytes(CommType type) {
+  return type == CommType::F32 ? int(sizeof(float)) : int(sizeof(uint16_t));
+}
+
+/// Rank `rank`'s element k. float32: (2^rank) * 128 + k, so that a sum says
+/// which ranks took part. bfloat16, whose 8 significant bits hold every
+/// integer up to 256: +-(rank + 1) + 3 (k mod 7), whose partial sums over
+/// at most 8 ranks stay within 36 + 8 * 18 = 180, so that every sum is
+/// exact whatever the order of the additions.
+double value(CommType type, int64_t rank, int64_t k) {
+  if (type == CommType::F32)
+    return double((1 << rank) * 128 + k);
+  return double((k & 1 ? -1 : 1) * (rank + 1) + 3 * (k % 7));
+}
+
+/// A host buffer of float32 or bfloat16 elements (a bfloat16 is the upper
+/// 16 bits of a float), read and written as doubles.
+class Buffer {
+public:
+  Buffer(CommType type, int64_t n, double fill)
+      : type(type), f32(type == CommType::F32 ? n : 0),
+        bf16(type == CommType::BF16 ? n : 0) {
+    for (int64_t k = 0; k < n; ++k)
+      set(k, fill);
+  }
+  CommType elementType() const { return type; }
+  /// Element k's address.
+  void *at(int64_t k) {
+    if (type == CommType::F32)
+      return f32.data() + k;
+    return bf16.data() + k;
+  }
+  double get(int64_t k) const {
+    if (type == CommType::F32)
+      return f32[k];
+    uint32_t bits = uint32_t(bf16[k]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  /// Stores `v`, which must be a value of the type: the expectations of the
+  /// checks assume inputs that no conversion rounded.
+  void set(int64_t k, double v) {
+    float f = float(v);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    if ((double(f) != v && !std::isnan(v)) ||
+        (type == CommType::BF16 && (bits & 0xffff) != 0)) {
+      std::fprintf(stderr, "comm_driver: %.17g is not a %s\n", v,
+                   typeName(type));
+      std::exit(2);
+    }
+    if (type == CommType::F32)
+      f32[k] = f;
+    else
+      bf16[k] = uint16_t(bits >> 16);
+  }
+
+private:
+  CommType type;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+};
+
+/// The spacing of the bfloat16 values around x (finite, nonzero): 8
+/// significant bits.
+double bf16Ulp(double x) {
+  int e = 0;
+  std::frexp(x, &e);
+  return std::ldexp(1.0, e - 8);
+}
+
+/// x rounded to the nearest bfloat16, ties to even (nearbyint in the default
+/// rounding mode).
+double roundToBf16(double x) {
+  double ulp = bf16Ulp(x);
+  return std::nearbyint(x / ulp) * ulp;
+}
+
+/// Elements of the bfloat16 rounding cases; the last is a NaN on one rank.
+constexpr int64_t kRoundingElements = 7;
+
+/// Element k of the bfloat16 rounding cases on world rank `rank` at
+/// position `position` of the group: +-2^e (1 + m / 128), m odd only at
+/// position 0, so that the exact sum over a group of g = 2, 4 or 8 ranks,
+/// +-2^e (g + odd / 128), is not a bfloat16 (those between g and 2g are
+/// multiples of g / 128); for g = 2 it lies halfway between two, a tie
+/// that only rounding to even resolves as the driver expects. The last
+/// element is a NaN at position 0, which the sum must keep.
+double roundingValue(int64_t rank, int64_t position, int64_t k) {
+  if (k == kRoundingElements - 1 && position == 0)
+    return std::nan("");
+  int64_t m = 2 * ((3 * rank + 5 * k) % 60) + (position == 0);
+  double sign = k % 3 == 2 ? -1 : 1;
+  return sign * std::ldexp(1 + m / 128.0, int(k % 4) - 1);
+}
 
 class Checker {
 public:
@@ -84,10 +194,10 @@ public:
     std::snprintf(line + used, sizeof(line) - used, format, args...);
     std::fprintf(stderr, "%s\n", line);
   }
-  void expectEq(double got, double want, const char *what, int64_t a, int64_t b,
-                int64_t c) {
+  void expectEq(double got, double want, const std::string &what, int64_t a,
+                int64_t b, int64_t c) {
     if (got != want)
-      mismatch("%s [%lld %lld %lld]: got %.17g, expected %.17g", what,
+      mismatch("%s [%lld %lld %lld]: got %.17g, expected %.17g", what.c_str(),
                (long long)a, (long long)b, (long long)c, got, want);
   }
   /// Sums the failures of every rank; rank 0 prints the verdict.
@@ -110,11 +220,54 @@ public:
   void checkAllReduce();
   void checkReduceScatter();
   void checkAllGather();
+  void checkRounding();
   void checkBytes();
 
   double allFailures = 0;
 
 private:
+  // The collectives on a buffer of either type: float32 through the float *
+  // overloads (which the rest of the runtime calls), bfloat16 through the
+  // typed ones. The expected byte counters follow.
+  CommRequest allReduce(Buffer &data, int64_t n, AxisMask mask) {
+    int64_t g = comm.groupSize(mask);
+    CommType type = data.elementType();
+    if (g > 1)
+      expectedBytes[int(CollectiveKind::AllReduce)] +=
+          2.0 * (g - 1) * n * elementBytes(type) / g;
+    if (type == CommType::F32)
+      return comm.allReduceSum(static_cast<float *>(data.at(0)), n, mask);
+    return comm.allReduceSum(data.at(0), n, type, mask);
+  }
+  CommRequest reduceScatter(CommType type, const void *full, int64_t n,
+                            void *piece, AxisMask mask) {
+    int64_t g = comm.groupSize(mask);
+    if (g > 1)
+      expectedBytes[int(CollectiveKind::ReduceScatter)] +=
+          (g - 1) / double(g) *
+          double(g * flatChunk(n, g) * elementBytes(type));
+    if (type == CommType::F32)
+      return comm.reduceScatterFlat(static_cast<const float *>(full), n,
+                                    static_cast<float *>(piece), mask);
+    return comm.reduceScatterFlat(full, n, piece, type, mask);
+  }
+  CommRequest allGather(CommType type, const void *piece, int64_t n, void *full,
+                        AxisMask mask) {
+    int64_t g = comm.groupSize(mask);
+    if (g > 1)
+      expectedBytes[int(CollectiveKind::AllGather)] +=
+          (g - 1) / double(g) *
+          double(g * flatChunk(n, g) * elementBytes(type));
+    if (type == CommType::F32)
+      return comm.allGatherFlat(static_cast<const float *>(piece), n,
+                                static_cast<float *>(full), mask);
+    return comm.allGatherFlat(piece, n, full, type, mask);
+  }
+  /// Checks a bfloat16 sum over the group `members` against the exact sum
+  /// of the roundingValue()s of element k.
+  void expectRoundedSum(double got, const std::vector<int64_t> &members,
+                        int64_t k, const char *what, AxisMask mask);
+
   Communicator &comm;
   const Mesh &mesh;
   int64_t failures = 0;
@@ -173,40 +326,39 @@ void Checker::checkAllReduce() {
   struct Case {
     AxisMask mask;
     int64_t n;
-    std::vector<float> data;
+    Buffer data;
     CommRequest request;
   };
   std::vector<Case> cases;
   for (int mask = 0; mask < numMasks(); ++mask)
-    for (int64_t n : kSizes) {
-      Case c{AxisMask(mask), n, std::vector<float>(n + 1), {}};
-      for (int64_t k = 0; k < n; ++k)
-        c.data[k] = value(r, k);
-      c.data[n] = -5; // must stay
-      cases.push_back(std::move(c));
-    }
+    for (int64_t n : kSizes)
+      for (CommType type : kTypes) {
+        // Element n must stay.
+        Case c{AxisMask(mask), n, Buffer(type, n + 1, -5), {}};
+        for (int64_t k = 0; k < n; ++k)
+          c.data.set(k, value(type, r, k));
+        cases.push_back(std::move(c));
+      }
   // All in flight at once, progress between issues, waited in reverse.
   for (Case &c : cases) {
-    c.request = comm.allReduceSum(c.data.data(), c.n, c.mask);
+    c.request = allReduce(c.data, c.n, c.mask);
     comm.progress();
-    int64_t g = comm.groupSize(c.mask);
-    if (g > 1)
-      expectedBytes[int(CollectiveKind::AllReduce)] +=
-          2.0 * (g - 1) * c.n * 4 / g;
   }
   for (size_t i = cases.size(); i-- > 0;)
     comm.wait(cases[i].request);
   comm.wait(cases[0].request); // already complete: a no-op
   comm.wait(CommRequest{});
   for (Case &c : cases) {
+    CommType type = c.data.elementType();
+    std::string what = std::string("allReduceSum ") + typeName(type);
     std::vector<int64_t> members = mesh.members(r, c.mask);
     for (int64_t k = 0; k < c.n; ++k) {
       double want = 0;
       for (int64_t m : members)
-        want += value(m, k);
-      expectEq(c.data[k], want, "allReduceSum", c.mask, c.n, k);
+        want += value(type, m, k);
+      expectEq(c.data.get(k), want, what, c.mask, c.n, k);
     }
-    expectEq(c.data[c.n], -5, "allReduceSum past the end", c.mask, c.n, 0);
+    expectEq(c.data.get(c.n), -5, what + " past the end", c.mask, c.n, 0);
   }
 }
 
@@ -215,56 +367,57 @@ void Checker::checkReduceScatter() {
   struct Case {
     AxisMask mask;
     int64_t n, chunk;
-    std::vector<float> full, piece;
+    Buffer full, piece;
   };
   std::vector<Case> cases;
   for (int mask = 0; mask < numMasks(); ++mask)
-    for (int64_t n : kSizes) {
-      int64_t g = comm.groupSize(mask);
-      int64_t chunk = flatChunk(n, g);
-      Case c{AxisMask(mask), n, chunk, std::vector<float>(n),
-             std::vector<float>(chunk + 1, -7)};
-      for (int64_t k = 0; k < n; ++k)
-        c.full[k] = value(r, k);
-      cases.push_back(std::move(c));
-      if (g > 1)
-        expectedBytes[int(CollectiveKind::ReduceScatter)] +=
-            (g - 1) / double(g) * double(g * chunk * 4);
-    }
+    for (int64_t n : kSizes)
+      for (CommType type : kTypes) {
+        int64_t chunk = flatChunk(n, comm.groupSize(mask));
+        Case c{AxisMask(mask), n, chunk, Buffer(type, n, 0),
+               Buffer(type, chunk + 1, -7)};
+        for (int64_t k = 0; k < n; ++k)
+          c.full.set(k, value(type, r, k));
+        cases.push_back(std::move(c));
+      }
   for (Case &c : cases) {
-    comm.reduceScatterFlat(c.full.data(), c.n, c.piece.data(), c.mask);
+    reduceScatter(c.full.elementType(), c.full.at(0), c.n, c.piece.at(0),
+                  c.mask);
     comm.progress();
   }
   // `piece` overlapping `full` (here: the same pointer) reads full first.
-  std::vector<std::vector<float>> aliased(numMasks());
-  for (int mask = 0; mask < numMasks(); ++mask) {
-    for (int64_t k = 0; k < 13; ++k)
-      aliased[mask].push_back(value(r, k));
-    comm.reduceScatterFlat(aliased[mask].data(), 13, aliased[mask].data(),
-                           mask);
-    int64_t g = comm.groupSize(mask);
-    if (g > 1)
-      expectedBytes[int(CollectiveKind::ReduceScatter)] +=
-          (g - 1) / double(g) * double(g * flatChunk(13, g) * 4);
-  }
-  comm.waitAll();
-  for (int mask = 0; mask < numMasks(); ++mask) {
-    std::vector<int64_t> members = mesh.members(r, mask);
-    int64_t chunk = flatChunk(13, comm.groupSize(mask));
-    int64_t i = comm.groupIndex(mask);
-    for (int64_t k = 0; k < 13; ++k) {
-      double want = value(r, k);
-      if (k < chunk) {
-        want = 0;
-        if (i * chunk + k < 13)
-          for (int64_t m : members)
-            want += value(m, i * chunk + k);
-      }
-      expectEq(aliased[mask][k], want, "reduceScatterFlat aliased", mask, 13,
-               k);
+  std::vector<Buffer> aliased;
+  for (int mask = 0; mask < numMasks(); ++mask)
+    for (CommType type : kTypes) {
+      aliased.emplace_back(type, 13, 0);
+      for (int64_t k = 0; k < 13; ++k)
+        aliased.back().set(k, value(type, r, k));
+      reduceScatter(type, aliased.back().at(0), 13, aliased.back().at(0), mask);
     }
-  }
+  comm.waitAll();
+  for (int mask = 0; mask < numMasks(); ++mask)
+    for (size_t t = 0; t < std::size(kTypes); ++t) {
+      CommType type = kTypes[t];
+      const Buffer &got = aliased[mask * std::size(kTypes) + t];
+      std::vector<int64_t> members = mesh.members(r, mask);
+      int64_t chunk = flatChunk(13, comm.groupSize(mask));
+      int64_t i = comm.groupIndex(mask);
+      for (int64_t k = 0; k < 13; ++k) {
+        double want = value(type, r, k);
+        if (k < chunk) {
+          want = 0;
+          if (i * chunk + k < 13)
+            for (int64_t m : members)
+              want += value(type, m, i * chunk + k);
+        }
+        expectEq(got.get(k), want,
+                 std::string("reduceScatterFlat aliased ") + typeName(type),
+                 mask, 13, k);
+      }
+    }
   for (Case &c : cases) {
+    CommType type = c.full.elementType();
+    std::string what = std::string("reduceScatterFlat ") + typeName(type);
     std::vector<int64_t> members = mesh.members(r, c.mask);
     int64_t i = comm.groupIndex(c.mask);
     for (int64_t t = 0; t < c.chunk; ++t) {
@@ -272,13 +425,13 @@ void Checker::checkReduceScatter() {
       double want = 0;
       if (k < c.n)
         for (int64_t m : members)
-          want += value(m, k);
-      expectEq(c.piece[t], want, "reduceScatterFlat", c.mask, c.n, t);
+          want += value(type, m, k);
+      expectEq(c.piece.get(t), want, what, c.mask, c.n, t);
     }
-    expectEq(c.piece[c.chunk], -7, "reduceScatterFlat past the chunk", c.mask,
-             c.n, 0);
+    expectEq(c.piece.get(c.chunk), -7, what + " past the chunk", c.mask, c.n,
+             0);
     for (int64_t k = 0; k < c.n; ++k)
-      expectEq(c.full[k], value(r, k), "reduceScatterFlat changed full", c.mask,
+      expectEq(c.full.get(k), value(type, r, k), what + " changed full", c.mask,
                c.n, k);
   }
 }
@@ -289,52 +442,125 @@ void Checker::checkAllGather() {
     AxisMask mask;
     int64_t n, chunk;
     bool inPlace;
-    std::vector<float> piece, full;
+    Buffer piece, full;
     CommRequest request;
   };
   std::vector<Case> cases;
   for (int mask = 0; mask < numMasks(); ++mask)
     for (int64_t n : kSizes)
-      for (bool inPlace : {false, true}) {
-        int64_t g = comm.groupSize(mask);
-        int64_t chunk = flatChunk(n, g);
-        int64_t i = comm.groupIndex(mask);
-        Case c{AxisMask(mask),
-               n,
-               chunk,
-               inPlace,
-               std::vector<float>(chunk),
-               std::vector<float>(n + 1, -9),
-               {}};
-        // Padding elements of the piece are garbage: they must be dropped.
-        for (int64_t t = 0; t < chunk; ++t)
-          c.piece[t] = i * chunk + t < n ? value(r, i * chunk + t) : -3;
-        if (inPlace)
-          for (int64_t t = 0; t < chunk && i * chunk + t < n; ++t)
-            c.full[i * chunk + t] = c.piece[t];
-        cases.push_back(std::move(c));
-        if (g > 1)
-          expectedBytes[int(CollectiveKind::AllGather)] +=
-              (g - 1) / double(g) * double(g * chunk * 4);
-      }
+      for (bool inPlace : {false, true})
+        for (CommType type : kTypes) {
+          int64_t chunk = flatChunk(n, comm.groupSize(mask));
+          int64_t i = comm.groupIndex(mask);
+          Case c{AxisMask(mask),
+                 n,
+                 chunk,
+                 inPlace,
+                 Buffer(type, chunk, 0),
+                 Buffer(type, n + 1, -9),
+                 {}};
+          // Padding elements of the piece are garbage: they must be dropped.
+          for (int64_t t = 0; t < chunk; ++t)
+            c.piece.set(t,
+                        i * chunk + t < n ? value(type, r, i * chunk + t) : -3);
+          if (inPlace)
+            for (int64_t t = 0; t < chunk && i * chunk + t < n; ++t)
+              c.full.set(i * chunk + t, c.piece.get(t));
+          cases.push_back(std::move(c));
+        }
   for (Case &c : cases) {
-    const float *piece =
-        c.inPlace
-            ? c.full.data() + std::min(comm.groupIndex(c.mask) * c.chunk, c.n)
-            : c.piece.data();
-    c.request = comm.allGatherFlat(piece, c.n, c.full.data(), c.mask);
+    void *piece =
+        c.inPlace ? c.full.at(std::min(comm.groupIndex(c.mask) * c.chunk, c.n))
+                  : c.piece.at(0);
+    c.request =
+        allGather(c.full.elementType(), piece, c.n, c.full.at(0), c.mask);
   }
   for (Case &c : cases) {
     comm.progress();
     comm.wait(c.request);
   }
   for (Case &c : cases) {
+    CommType type = c.full.elementType();
+    std::string what =
+        std::string(c.inPlace ? "allGatherFlat in place " : "allGatherFlat ") +
+        typeName(type);
     std::vector<int64_t> members = mesh.members(r, c.mask);
     for (int64_t k = 0; k < c.n; ++k)
-      expectEq(c.full[k], value(members[k / c.chunk], k),
-               c.inPlace ? "allGatherFlat in place" : "allGatherFlat", c.mask,
-               c.n, k);
-    expectEq(c.full[c.n], -9, "allGatherFlat past the end", c.mask, c.n, 0);
+      expectEq(c.full.get(k), value(type, members[k / c.chunk], k), what,
+               c.mask, c.n, k);
+    expectEq(c.full.get(c.n), -9, what + " past the end", c.mask, c.n, 0);
+  }
+}
+
+void Checker::expectRoundedSum(double got, const std::vector<int64_t> &members,
+                               int64_t k, const char *what, AxisMask mask) {
+  int64_t g = int64_t(members.size());
+  double exact = 0;
+  for (size_t position = 0; position < members.size(); ++position)
+    exact += roundingValue(members[position], int64_t(position), k);
+  if (std::isnan(exact)) {
+    if (!std::isnan(got))
+      mismatch("%s [%u %lld]: got %.17g, expected a NaN", what, mask,
+               (long long)k, got);
+    return;
+  }
+  if (g == 1) {
+    expectEq(got, exact, what, mask, g, k);
+    return;
+  }
+  // Exact in double: at most 8 terms of 8 significant bits, one binade.
+  if (roundToBf16(exact) == exact)
+    mismatch("%s [%u %lld]: the exact sum %.17g is a bfloat16: the case "
+             "checks no rounding",
+             what, mask, (long long)k, exact);
+  // One rounding per addition, each within half a spacing of the partial
+  // sums, which are no larger than the exact sum (one sign per element).
+  double bound = double(g - 1) * bf16Ulp(exact);
+  if (!(std::fabs(got - exact) <= bound))
+    mismatch("%s [%u %lld]: got %.17g, more than %.17g from the exact sum "
+             "%.17g",
+             what, mask, (long long)k, got, bound, exact);
+  // Two ranks: one addition, whose rounding is known.
+  if (g == 2)
+    expectEq(got, roundToBf16(exact), std::string(what) + " (ties to even)",
+             mask, g, k);
+}
+
+void Checker::checkRounding() {
+  int r = comm.rank();
+  const int64_t n = kRoundingElements;
+  std::vector<Buffer> sums, fulls, pieces;
+  for (int mask = 0; mask < numMasks(); ++mask) {
+    int64_t position = comm.groupIndex(mask);
+    int64_t chunk = flatChunk(n, comm.groupSize(mask));
+    sums.emplace_back(CommType::BF16, n, 0);
+    fulls.emplace_back(CommType::BF16, n, 0);
+    pieces.emplace_back(CommType::BF16, chunk, 0);
+    for (int64_t k = 0; k < n; ++k) {
+      sums.back().set(k, roundingValue(r, position, k));
+      fulls.back().set(k, roundingValue(r, position, k));
+    }
+    allReduce(sums.back(), n, mask);
+    reduceScatter(CommType::BF16, fulls.back().at(0), n, pieces.back().at(0),
+                  mask);
+    comm.progress();
+  }
+  comm.waitAll();
+  for (int mask = 0; mask < numMasks(); ++mask) {
+    std::vector<int64_t> members = mesh.members(r, mask);
+    int64_t i = comm.groupIndex(mask);
+    int64_t chunk = flatChunk(n, comm.groupSize(mask));
+    for (int64_t k = 0; k < n; ++k)
+      expectRoundedSum(sums[mask].get(k), members, k, "allReduceSum bf16",
+                       mask);
+    for (int64_t t = 0; t < chunk; ++t) {
+      if (i * chunk + t < n)
+        expectRoundedSum(pieces[mask].get(t), members, i * chunk + t,
+                         "reduceScatterFlat bf16", mask);
+      else
+        expectEq(pieces[mask].get(t), 0, "reduceScatterFlat bf16 padding", mask,
+                 n, t);
+    }
   }
 }
 
@@ -363,6 +589,8 @@ void Checker::checkBytes() {
            4, 4);
   expectEq(allGatherFlatBytes(7, 2, 2), 8, "allGatherFlatBytes", 7, 2, 2);
   expectEq(allGatherFlatBytes(7, 1, 4), 0, "allGatherFlatBytes", 7, 1, 4);
+  expectEq(commTypeBytes(CommType::F32), 4, "commTypeBytes f32", 0, 0, 0);
+  expectEq(commTypeBytes(CommType::BF16), 2, "commTypeBytes bf16", 0, 0, 0);
 }
 
 } // namespace
@@ -440,6 +668,8 @@ int main(int argc, char **argv) {
     checker.finish(std::string("reduceScatterFlat") + mode);
     checker.checkAllGather();
     checker.finish(std::string("allGatherFlat") + mode);
+    checker.checkRounding();
+    checker.finish(std::string("bf16 rounding") + mode);
     checker.checkBytes();
     checker.finish(std::string("bytes") + mode);
     comm->setMaxMessageElements(3);
