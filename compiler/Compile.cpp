@@ -363,6 +363,15 @@ private:
   std::vector<Type> globalArgTypes;
 };
 
+/// The train step's result index of each parameter's gradient, by name.
+llvm::StringMap<int> gradResults(func::FuncOp step) {
+  llvm::StringMap<int> results;
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+      results[p.getValue()] = r;
+  return results;
+}
+
 bool Compiler::checkPlan() {
   if (!o.plan.empty() && !loadPlanFile(o.plan, plan, error))
     return false;
@@ -639,6 +648,29 @@ bool Compiler::lower() {
   if (importedTypes.size() != step.getNumArguments())
     return fail(o.model + ": internal error: the training step's arguments "
                 "are not the forward function's");
+  // Mixed precision stores trained parameters in 16 bits, with f32 masters
+  // in the optimizer. A parameter without a gradient (a mask buffer the
+  // loss only compares against) has no master: it stays f32, cast where it
+  // is used.
+  llvm::StringMap<int> trained = gradResults(step);
+  for (func::FuncOp f : {forward, step}) {
+    Block &entry = f.getBody().front();
+    OpBuilder b(&context);
+    b.setInsertionPointToStart(&entry);
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+      BlockArgument arg = f.getArgument(i);
+      if (!name || trained.count(name.getValue()) ||
+          arg.getType() == importedTypes[i])
+        continue;
+      Type low = arg.getType();
+      arg.setType(importedTypes[i]);
+      auto down = nn::CastOp::create(b, f.getLoc(), low, arg);
+      arg.replaceAllUsesExcept(down, down);
+    }
+    f.setType(FunctionType::get(&context, entry.getArgumentTypes(),
+                                f.getResultTypes()));
+  }
   globalArgTypes.assign(importedTypes.begin(), importedTypes.end());
   if (distributed()) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis.
@@ -663,14 +695,6 @@ bool Compiler::lower() {
   return true;
 }
 
-/// The train step's result index of each parameter's gradient, by name.
-llvm::StringMap<int> gradResults(func::FuncOp step) {
-  llvm::StringMap<int> results;
-  for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
-      results[p.getValue()] = r;
-  return results;
-}
 
 std::string dimList(ArrayRef<int64_t> shape) {
   std::string s;

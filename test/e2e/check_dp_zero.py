@@ -18,7 +18,8 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
 
  (a) every step's loss equals the one-rank run's within relative 1e-5 and
      PyTorch's within 1e-4; its grad_norm the one-rank run's within 1e-5
-     (and PyTorch's within 1e-4); its lr the one-rank run's within 1e-9;
+     (and PyTorch's within 1e-4); its lr the one-rank run's within 1e-9
+     (bf16-mixed: the wider tolerances of TOLERANCES below);
  (b) report.json's parallel section describes the configuration (mesh.dp,
      ranks, zero_stage, offload) and its model_state_bytes are ZeRO's closed
      forms exactly, with psi = trainable_parameters, Nd = dp and o the
@@ -28,7 +29,10 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
         stage 1: params 4psi,    grads 4psi,    optimizer_state o*psi/Nd
         stage 2: params 4psi,    grads 4psi/Nd, optimizer_state o*psi/Nd
         stage 3: params 4psi/Nd, grads 4psi/Nd, optimizer_state o*psi/Nd
-     total their sum; host_bytes = optimizer_state with offload "cpu", else
+     total their sum (with "precision": "bf16-mixed" in the base plan:
+     params and grads 2psi, and o + 4 for the f32 master: 2 + 2 + 12 =
+     16 bytes per parameter under AdamW, as in the ZeRO paper); host_bytes =
+     optimizer_state with offload "cpu", else
      0 (shards are ceil(numel/Nd) elements per tensor, so the forms hold
      exactly when Nd divides every trained tensor, as for the fixtures);
  (c) every step's logged comm_bytes equal report.json's
@@ -62,10 +66,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import compare_losses  # noqa: E402
 
-LOSS_RTOL_RANK1 = 1e-5
-LOSS_RTOL_TORCH = 1e-4
-GRAD_RTOL_RANK1 = 1e-5
-GRAD_RTOL_TORCH = 1e-4
+# Relative tolerances by the base plan's precision. fp32: the one-rank
+# run's within 1e-5, PyTorch's (fp32) within 1e-4. bf16-mixed
+# (docs/training.md): gradients are reduced in bf16 over dp, so a sharded
+# run rounds differently from one rank; PyTorch runs in fp32.
+TOLERANCES = {
+    "fp32": {"loss_rank1": 1e-5, "loss_torch": 1e-4, "grad_rank1": 1e-5, "grad_torch": 1e-4},
+    "bf16-mixed": {"loss_rank1": 5e-3, "loss_torch": 1e-2, "grad_rank1": 2e-2,
+                   "grad_torch": 5e-2},
+}
 LR_RTOL = 1e-9
 COMM_RTOL = 1e-9
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
@@ -213,7 +222,7 @@ def opt_bytes_per_param(plan):
     raise Failure(f"unknown optimizer type {kind!r} in the base plan")
 
 
-def check_report(report, dp, stage, offload, obytes):
+def check_report(report, dp, stage, offload, obytes, wbytes):
     par = report.get("parallel")
     if not isinstance(par, dict):
         raise Failure("report.json has no \"parallel\" object")
@@ -236,8 +245,8 @@ def check_report(report, dp, stage, offload, obytes):
                           f"trainable tensors are not all divisible by dp={dp}")
         return nbytes // dp
 
-    want = {"params": shard(4 * psi, stage >= 3),
-            "grads": shard(4 * psi, stage >= 2),
+    want = {"params": shard(wbytes * psi, stage >= 3),
+            "grads": shard(wbytes * psi, stage >= 2),
             "optimizer_state": shard(obytes * psi, stage >= 1)}
     want["total"] = want["params"] + want["grads"] + want["optimizer_state"]
     got = par.get("model_state_bytes", {})
@@ -256,7 +265,7 @@ def close(a, b, rtol):
     return a == b or abs(a - b) <= rtol * abs(b)
 
 
-def check_comm(report, records, dp, stage, psi, stage2_all_gather):
+def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
     per_step = report["parallel"].get("comm_bytes_per_step")
     if not isinstance(per_step, dict) or any(
             not isinstance(per_step.get(k), (int, float)) for k in KINDS):
@@ -271,7 +280,7 @@ def check_comm(report, records, dp, stage, psi, stage2_all_gather):
                 raise Failure(f"step {r['step']}: logged comm_bytes.{k} {logged.get(k)!r} != "
                               f"report.json's comm_bytes_per_step.{k} {per_step[k]!r}")
     ar, rs, ag = (per_step[k] for k in KINDS)
-    ring = (dp - 1) / dp * 4 * psi  # one pass of a ring over the fp32 parameters
+    ring = (dp - 1) / dp * wbytes * psi  # one pass of a ring over the parameters
     desc = f"all_reduce {ar:g}, reduce_scatter {rs:g}, all_gather {ag:g}"
     if not (ar > 0 or rs > 0 or ag > 0):
         raise Failure(f"comm_bytes_per_step all zero with dp={dp}")
@@ -313,6 +322,13 @@ def main(argv=None):
                   file=sys.stderr)
             return 2
     obytes = opt_bytes_per_param(base)
+    # Bytes per parameter and gradient element; bf16-mixed adds the f32
+    # master to the optimizer state (ZeRO's K = 12 for Adam).
+    mixed = base.get("precision", "fp32") == "bf16-mixed"
+    wbytes = 2 if mixed else 4
+    if mixed:
+        obytes += 4
+    tol = TOLERANCES["bf16-mixed" if mixed else "fp32"]
     if os.path.exists(args.workdir):
         shutil.rmtree(args.workdir)
     os.makedirs(args.workdir)
@@ -322,7 +338,7 @@ def main(argv=None):
     try:
         cfg_dir = os.path.join(args.workdir, "dp1")
         out_dir, report = compile_plan(args, base, cfg_dir)
-        check_report(report, 1, 0, "none", obytes)
+        check_report(report, 1, 0, "none", obytes, wbytes)
         base_log, base_records = train(args, out_dir, cfg_dir, 1)
         ref_log = os.path.join(args.workdir, "torch.jsonl")
         cmd = [args.python, os.path.join(HERE, "torch_ref.py"), args.model, "--plan", args.plan,
@@ -333,8 +349,8 @@ def main(argv=None):
         rc = run(cmd, out, 20 * args.timeout)
         if rc != 0:
             raise Failure(f"torch_ref.py exited {rc} ({out}): {last_line(out)}")
-        rel = compare(base_log, ref_log, "loss", LOSS_RTOL_TORCH, "PyTorch's", args.steps)
-        compare(base_log, ref_log, "grad_norm", GRAD_RTOL_TORCH, "PyTorch's", args.steps)
+        rel = compare(base_log, ref_log, "loss", tol["loss_torch"], "PyTorch's", args.steps)
+        compare(base_log, ref_log, "grad_norm", tol["grad_torch"], "PyTorch's", args.steps)
         clip = base.get("optimizer", {}).get("max_grad_norm", 0)
         if clip > 0:
             low = [r["step"] for r in base_records if not r["grad_norm"] > clip]
@@ -362,17 +378,18 @@ def main(argv=None):
                 cfg_dir = os.path.join(args.workdir, f"dp{dp}-z{stage}-{offload}")
                 try:
                     out_dir, report = compile_plan(args, plan, cfg_dir)
-                    psi = check_report(report, dp, stage, offload, obytes)
+                    psi = check_report(report, dp, stage, offload, obytes, wbytes)
                     log, records = train(args, out_dir, cfg_dir, dp)
-                    rel = compare(log, base_log, "loss", LOSS_RTOL_RANK1, "the one-rank run's",
-                                  args.steps)
-                    compare(log, ref_log, "loss", LOSS_RTOL_TORCH, "PyTorch's", args.steps)
-                    grel = compare(log, base_log, "grad_norm", GRAD_RTOL_RANK1,
+                    rel = compare(log, base_log, "loss", tol["loss_rank1"],
+                                  "the one-rank run's", args.steps)
+                    compare(log, ref_log, "loss", tol["loss_torch"], "PyTorch's", args.steps)
+                    grel = compare(log, base_log, "grad_norm", tol["grad_rank1"],
                                    "the one-rank run's", args.steps)
-                    compare(log, ref_log, "grad_norm", GRAD_RTOL_TORCH, "PyTorch's", args.steps)
+                    compare(log, ref_log, "grad_norm", tol["grad_torch"], "PyTorch's",
+                            args.steps)
                     compare(log, base_log, "lr", LR_RTOL, "the one-rank run's", args.steps)
                     ag2 = stage2_all_gather.get(offload, stage2_all_gather.get("none"))
-                    check_comm(report, records, dp, stage, psi, ag2)
+                    check_comm(report, records, dp, stage, psi, wbytes, ag2)
                 except Failure as e:
                     print(f"FAIL {name}: {e}", flush=True)
                     return 1
@@ -383,7 +400,8 @@ def main(argv=None):
                 print(f"OK {name}: loss max rel diff {rel:.1e}, grad_norm {grel:.1e}",
                       flush=True)
     print(f"PASSED: {checked} configurations of {os.path.basename(args.model)}, "
-          f"{args.steps} steps each, equal to one rank and to PyTorch", flush=True)
+          f"{args.steps} steps each, equal to one rank and to PyTorch"
+          + (" within the bf16-mixed tolerances" if mixed else ""), flush=True)
     return 0
 
 
