@@ -332,6 +332,8 @@ private:
   bool lower();
   bool markTrilMasks(func::FuncOp forward);
   bool writeProgram(const std::string &dir);
+  /// plan.json (training programs) and report.json.
+  bool writeReport(const std::string &dir);
   std::string modelSource(func::FuncOp step, const std::string &stepCode,
                           const std::string &forwardCode);
   bool forwardSource(func::FuncOp forward, const std::string &code,
@@ -1217,12 +1219,28 @@ bool Compiler::writeProgram(const std::string &dir) {
   std::string err;
   if (!copyFile(o.model, path("model.onnx"), err))
     return fail(err);
+  return writeReport(dir);
+}
+
+bool Compiler::writeReport(const std::string &dir) {
+  ModuleOp module = *imported.module;
+  auto write = [&](StringRef name, StringRef contents) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, name);
+    std::string err;
+    if (!writeFileAtomically(std::string(p), contents, err))
+      return fail(err);
+    return true;
+  };
   if (o.forwardOnly)
-    return write("report.json", forwardReport(forward).dump(2) + "\n");
-  if (!write("plan.json", toJson(plan).dump(2) + "\n") ||
-      !write("report.json", report(step).dump(2) + "\n"))
-    return false;
-  return true;
+    return write("report.json",
+                 forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
+                         .dump(2) +
+                     "\n");
+  return write("plan.json", toJson(plan).dump(2) + "\n") &&
+         write("report.json",
+               report(module.lookupSymbol<func::FuncOp>("train_step")).dump(2) +
+                   "\n");
 }
 
 bool Compiler::build(const std::string &dir) {
@@ -1323,8 +1341,9 @@ int Compiler::run() {
     if (!tmpDir.empty())
       llvm::sys::fs::remove_directories(tmpDir);
   });
-  if (!writeProgram(std::string(tmpDir)) ||
-      (o.build && !build(std::string(tmpDir)))) {
+  if (o.reportOnly ? !writeReport(std::string(tmpDir))
+                   : !writeProgram(std::string(tmpDir)) ||
+                         (o.build && !build(std::string(tmpDir)))) {
     llvm::errs() << "autopar: " << error << "\n";
     return 1;
   }

@@ -17,6 +17,9 @@ struct CompileOptions {
   std::string cudaArch = "80;90a";
   std::string outDir;
   bool build = true;           // run cmake + build the program
+  /// Write plan.json and report.json only: no sources, weights or program,
+  /// and no initializer is read (shape-only models, planning).
+  bool reportOnly = false;
   /// Build OUTDIR/run, the graph's forward function alone (no autodiff, no
   /// optimizer), instead of the training program OUTDIR/train.
   bool forwardOnly = false;

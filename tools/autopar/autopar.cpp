@@ -100,6 +100,10 @@ Options:
                              time (as for `autopar import`); the program
                              checks that its input file holds that value.
   --no-build                 Write OUTDIR without building the program
+  --report-only              Write only plan.json and report.json (memory,
+                             communication and FLOPs per rank): no sources,
+                             no weights, no program; the initializers'
+                             bytes are not read (shape-only models)
   -h, --help                 Show this help
 )";
 
@@ -239,6 +243,8 @@ int compileMain(const std::vector<std::string> &args) {
       }
     } else if (a == "--no-build") {
       options.build = false;
+    } else if (a == "--report-only") {
+      options.reportOnly = true;
     } else if (a == "--forward-only") {
       options.forwardOnly = true;
     } else if (a.starts_with("-")) {
