@@ -397,8 +397,7 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.pp", "pipeline parallelism");
   if (o.target == "cuda" && plan.zeroOffload != "none")
     return unsupported("zero.offload", "'" + plan.zeroOffload + "'");
-  if (plan.precision == "fp16-mixed" ||
-      (o.target == "cuda" && plan.precision != "fp32"))
+  if (plan.precision == "fp16-mixed")
     return unsupported("precision", "'" + plan.precision + "'");
   if (plan.recompute != "none")
     return unsupported("recompute", "'" + plan.recompute + "'");

@@ -88,8 +88,9 @@ std::string autopar::cppElementType(Type t) {
 }
 
 std::string autopar::elementTypeFor(Type t, CodegenTarget target) {
-  if (target == CodegenTarget::Cuda && isa<FloatType>(t) &&
-      t.getIntOrFloatBitWidth() == 16)
+  if (target == CodegenTarget::Cuda && t.isBF16())
+    return "__nv_bfloat16"; // cuda_bf16.h, via runtime/cuda/Kernels.h
+  if (target == CodegenTarget::Cuda && t.isF16())
     return "";
   return cppElementType(t);
 }
@@ -135,10 +136,11 @@ static std::string list(ArrayRef<int64_t> values) {
 }
 
 /// A C++ literal of `value` as element type `type`, exact for floats.
-static std::string literal(Attribute value, Type type) {
+static std::string literal(Attribute value, Type type,
+                           CodegenTarget target = CodegenTarget::Cpu) {
   if (auto f = dyn_cast<FloatAttr>(value)) {
     double d = f.getValueAsDouble();
-    std::string ctype = cppElementType(type);
+    std::string ctype = elementTypeFor(type, target);
     // 16-bit floats convert from a float (numeric_limits lacks them).
     std::string limits = type.getIntOrFloatBitWidth() == 16 ? "float" : ctype;
     if (std::isnan(d))
@@ -533,13 +535,27 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
     // call rather than spelled out.
     std::string data = name + "_data";
     bool fill = elements.isSplat() && n > 1024;
+    ct = elementTypeFor(et, target);
+    // A __device__ array cannot be initialized by __nv_bfloat16's
+    // (non-constexpr) constructor: 16-bit floats are spelled as their bits.
+    bool bits = isa<FloatType>(et) && et.getIntOrFloatBitWidth() == 16;
     if (fill) {
       s << formatv("static __device__ {0} {1}[{2}];\n", ct, data, n);
     } else {
-      s << formatv("static __device__ {0} {1}[{2}] = {{", ct, data, n);
+      s << formatv("static __device__ {0} {1}[{2}] = {{",
+                   bits ? "unsigned short" : ct, data, n);
       int64_t i = 0;
-      for (Attribute v : elements.getValues<Attribute>())
-        s << (i++ % 8 == 0 ? "\n  " : " ") << literal(v, et) << ",";
+      for (Attribute v : elements.getValues<Attribute>()) {
+        s << (i++ % 8 == 0 ? "\n  " : " ");
+        if (bits)
+          s << formatv("{0:x}", cast<FloatAttr>(v)
+                                    .getValue()
+                                    .bitcastToAPInt()
+                                    .getZExtValue());
+        else
+          s << literal(v, et, target);
+        s << ",";
+      }
       s << "\n};\n";
     }
     globals += init;
@@ -549,7 +565,8 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
     if (fill)
       emitCudaLoop(name + "_fill", ct + " *" + name, n,
                    formatv("{0}[t] = {1};", name,
-                           literal(elements.getSplatValue<Attribute>(), et))
+                           literal(elements.getSplatValue<Attribute>(), et,
+                                   target))
                        .str(),
                    name);
     return success();
@@ -982,15 +999,18 @@ LogicalResult Emitter::emitScalar(Operation *op,
       return f32 ? name.str() + "f" : "::" + name.str();
     return f32 && name != "sqrt" ? name.str() + "f" : "std::" + name.str();
   };
+  // Constants of an op computed in float are float (not rounded to 16 bits).
+  const std::string computeType = half ? "float" : t;
   auto lit = [&](double v) {
-    return literal(FloatAttr::get(tensorType(result).getElementType(), v),
-                   tensorType(result).getElementType());
+    Type t = half ? Float32Type::get(op->getContext())
+                  : tensorType(result).getElementType();
+    return literal(FloatAttr::get(t, v), t, target);
   };
   std::string expr;
   if (auto constant = dyn_cast<nn::ConstantOp>(op)) {
     auto elements = cast<DenseElementsAttr>(constant.getValue());
     expr = literal(elements.getSplatValue<Attribute>(),
-                   elements.getElementType());
+                   elements.getElementType(), target);
   } else if (isa<nn::NegOp>(op)) {
     expr = "-" + arg(0);
   } else if (isa<nn::SqrtOp>(op)) {
@@ -1004,11 +1024,13 @@ LogicalResult Emitter::emitScalar(Operation *op,
   } else if (isa<nn::LogOp>(op)) {
     expr = fn("log") + "(" + arg(0) + ")";
   } else if (isa<nn::ReciprocalOp>(op)) {
-    expr = t + "(1) / " + arg(0);
+    expr = computeType + "(1) / " + arg(0);
   } else if (isa<nn::ReluOp>(op)) {
-    expr = formatv("({0} > {1}(0) || {0} != {0}) ? {0} : {1}(0)", arg(0), t);
+    expr = formatv("({0} > {1}(0) || {0} != {0}) ? {0} : {1}(0)", arg(0),
+                   computeType);
   } else if (isa<nn::SigmoidOp>(op)) {
-    expr = formatv("{0}(1) / ({0}(1) + {2}(-{1}))", t, arg(0), fn("exp"));
+    expr = formatv("{0}(1) / ({0}(1) + {2}(-{1}))", computeType, arg(0),
+                   fn("exp"));
   } else if (isa<nn::IdentityOp, nn::ExpandOp>(op)) {
     expr = arg(0);
   } else if (auto gelu = dyn_cast<nn::GeluOp>(op)) {
@@ -1203,10 +1225,8 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     RankedTensorType t = tensorType(v);
     if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {
-      if (!t.getElementType().isF32() &&
-          !(t.getElementType().isBF16() && !cuda()))
-        return op.emitOpError() << "gradient #" << i << " must be f32"
-                                << (cuda() ? "" : " or bf16");
+      if (!t.getElementType().isF32() && !t.getElementType().isBF16())
+        return op.emitOpError() << "gradient #" << i << " must be f32 or bf16";
       os << "  " << rt("accumulateInto")
          << formatv("({0} *)io.outputs[{1}], {2}, {3}, io.gradScale, "
                     "io.accumulate);\n",

@@ -1544,6 +1544,15 @@ __global__ void __launch_bounds__(kBlock)
     dst[i] = __fadd_rn(accumulate ? dst[i] : 0.0f, __fmul_rn(scale, src[i]));
 }
 
+__global__ void __launch_bounds__(kBlock)
+    accumulateBf16Kernel(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
+                         int64_t numElements, float scale, bool accumulate) {
+  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
+    dst[i] = __float2bfloat16_rn(
+        __fadd_rn(accumulate ? __bfloat162float(dst[i]) : 0.0f,
+                  __fmul_rn(scale, __bfloat162float(src[i]))));
+}
+
 } // namespace
 
 void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
@@ -1551,6 +1560,16 @@ void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
   if (numElements <= 0)
     return;
   accumulateKernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
+      dst, src, numElements, scale, accumulate);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
+                    const __nv_bfloat16 *src, int64_t numElements, float scale,
+                    bool accumulate) {
+  if (numElements <= 0)
+    return;
+  accumulateBf16Kernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
       dst, src, numElements, scale, accumulate);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }

@@ -21,6 +21,8 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Context.h"
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace autopar::rt::cuda {
@@ -87,6 +89,11 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
 
 void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
                     int64_t numElements, float scale, bool accumulate);
+/// The same on bfloat16 tensors (mixed-precision gradients): computed in
+/// float, rounded once per element.
+void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
+                    const __nv_bfloat16 *src, int64_t numElements, float scale,
+                    bool accumulate);
 
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);

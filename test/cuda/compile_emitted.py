@@ -17,7 +17,7 @@ import sys
 
 import onnx
 
-# Plan kinds of the CUDA target (fp32): AdamW defaults; SGD with Nesterov
+# Plan kinds of the CUDA target: AdamW defaults; SGD with Nesterov
 # momentum, clipping, a warmup + cosine schedule, no_decay; AdamW with frozen
 # tensors; data parallelism with each ZeRO stage (the collectives through
 # the NCCL communicator); micro-batches (fixtures with a dynamic batch, fixed
@@ -35,6 +35,10 @@ PLANS = {
     "dp2-zero2": {"mesh": {"dp": 2}, "zero": {"stage": 2},
                   "comm": {"bucket_mb": 0.01}},
     "dp2-zero3": {"mesh": {"dp": 2}, "zero": {"stage": 3}},
+    # bf16-mixed: bf16 fused kernels, constants and gradients, bf16
+    # collectives, f32 masters.
+    "bf16-dp2-zero2": {"precision": "bf16-mixed", "mesh": {"dp": 2},
+                       "zero": {"stage": 2}},
 }
 DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
 # None: a forward-only program instead of a training one.
@@ -43,7 +47,7 @@ PLANS["forward-only"] = None
 REFUSED = {
     "offload": ({"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
                 "zero.offload"),
-    "bf16": ({"precision": "bf16-mixed"}, "precision"),
+    "fp16": ({"precision": "fp16-mixed"}, "precision"),
 }
 
 
