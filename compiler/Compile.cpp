@@ -57,7 +57,7 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "Bf16.h",    "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
+    "Float16.h", "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
     "Program.h", "Program.cpp", "Status.h",    "onnx/Wire.h",  "onnx/Wire.cpp",
     "cpu/Kernels.h", "cpu/Attention.h",
 };
@@ -397,8 +397,6 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.pp", "pipeline parallelism");
   if (o.target == "cuda" && plan.zeroOffload != "none")
     return unsupported("zero.offload", "'" + plan.zeroOffload + "'");
-  if (plan.precision == "fp16-mixed")
-    return unsupported("precision", "'" + plan.precision + "'");
   if (plan.recompute != "none")
     return unsupported("recompute", "'" + plan.recompute + "'");
   return true;
@@ -624,15 +622,19 @@ bool Compiler::lower() {
   // precision stores in 16 bits: weights.bin and checkpoints hold their
   // f32 master values).
   SmallVector<Type> importedTypes(forward.getArgumentTypes());
-  if (plan.precision == "bf16-mixed") {
+  bool fp16 = plan.precision == "fp16-mixed";
+  if (plan.precision != "fp32") {
     PassManager mm(&context);
     MixedPrecisionPassOptions mixed;
-    mixed.dtype = "bf16";
+    mixed.dtype = fp16 ? "f16" : "bf16";
     mm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(mixed));
     if (failed(mm.run(module)))
       return fail(o.model + ": precision: " + diag.message);
   }
-  if (failed(differentiate(module, "forward", "", "train_step")))
+  // fp16: the backward is seeded with the dynamic loss scale (a last
+  // argument of the step, nn.loss_scale).
+  if (failed(differentiate(module, "forward", "", "train_step",
+                           /*lossScaleArgument=*/fp16)))
     return fail(o.model + ": cannot differentiate the model: " + diag.message);
   // The forward function (evaluation) returns the loss alone.
   FailureOr<unsigned> lossIndex = findLoss(forward, "");
@@ -646,6 +648,8 @@ bool Compiler::lower() {
                                     loss.getType()));
   forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
   auto step = module.lookupSymbol<func::FuncOp>("train_step");
+  if (fp16)
+    importedTypes.push_back(step.getArgumentTypes().back());
   if (importedTypes.size() != step.getNumArguments())
     return fail(o.model + ": internal error: the training step's arguments "
                 "are not the forward function's");
@@ -768,13 +772,19 @@ std::string Compiler::modelSource(func::FuncOp step,
     if (slots[i].kind != ArgSlot::Input)
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+    // Roles: 0 token ids, 1 targets, 2 the loss scale (fp16-mixed).
+    bool lossScale = step.getArgAttr(i, nn::NNDialect::kLossScaleAttr) != nullptr;
     os << formatv("  {{\"{0}\", {1}, {2}, {3}, {{{4}}, {5}},\n",
-                  step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr)
-                      .getValue(),
+                  lossScale ? StringRef("loss_scale")
+                            : step.getArgAttrOfType<StringAttr>(
+                                      i, nn::NNDialect::kInputAttr)
+                                  .getValue(),
                   onnxTypeOf(type.getElementType()),
                   tensorBytes(type) / type.getNumElements(), type.getRank(),
                   dimList(type.getShape()),
-                  static_cast<int>(i) == data.tokens ? 0 : 1);
+                  lossScale                           ? 2
+                  : static_cast<int>(i) == data.tokens ? 0
+                                                       : 1);
     ++numInputs;
   }
   os << "};\n\n";
@@ -806,6 +816,14 @@ std::string Compiler::modelSource(func::FuncOp step,
      << ";\n"
      << "  c.minLr = " << hex(lr.minLr) << ";\n"
      << "  c.decaySteps = " << lr.decaySteps << ";\n"
+     << "  return c;\n}\n\n";
+  const LossScalePlan &ls = plan.lossScale;
+  os << "autopar::rt::LossScaleConfig autoparLossScaleConfig() {\n"
+     << "  autopar::rt::LossScaleConfig c;\n"
+     << "  c.initScale = " << hex(ls.initScale) << ";\n"
+     << "  c.growthFactor = " << hex(ls.growthFactor) << ";\n"
+     << "  c.backoffFactor = " << hex(ls.backoffFactor) << ";\n"
+     << "  c.growthInterval = " << ls.growthInterval << ";\n"
      << "  return c;\n}\n\n";
   os << "static const char *const kMeshAxisNames[] = {\"dp\"};\n"
      << "static const int64_t kMeshAxisSizes[] = {" << plan.meshDp << "};\n\n";

@@ -247,6 +247,8 @@ const json *member(const json &object, const char *key) {
 bool positive(double v) { return v > 0; }
 bool nonNegative(double v) { return v >= 0; }
 bool unitInterval(double v) { return v >= 0 && v < 1; }
+bool aboveOne(double v) { return v > 1; }
+bool openUnitInterval(double v) { return v > 0 && v < 1; }
 
 class PlanParser {
 public:
@@ -374,8 +376,8 @@ private:
 bool PlanParser::parse(const json &root, Plan &plan) {
   static const std::vector<const char *> topKeys = {
       "mesh",      "batch",     "zero",        "comm",
-      "precision", "recompute", "pipeline",    "tensor_parallel",
-      "optimizer", "frozen",    "lr_schedule", "data"};
+      "precision", "loss_scale", "recompute",  "pipeline",
+      "tensor_parallel", "optimizer", "frozen", "lr_schedule", "data"};
   if (!root.is_object())
     return fail("", "expected a JSON object at the top level, got " +
                         describe(root));
@@ -435,6 +437,29 @@ bool PlanParser::parse(const json &root, Plan &plan) {
     if (!readEnum(*v, "precision", {"fp32", "bf16-mixed", "fp16-mixed"},
                   plan.precision))
       return false;
+
+  if (const json *scale = member(root, "loss_scale")) {
+    LossScalePlan &l = plan.lossScale;
+    if (!expectObject(*scale, "loss_scale",
+                      {"init_scale", "growth_factor", "backoff_factor",
+                       "growth_interval"}))
+      return false;
+    if (const json *v = member(*scale, "init_scale"))
+      if (!readNumber(*v, "loss_scale.init_scale", "a number > 0", positive,
+                      l.initScale))
+        return false;
+    if (const json *v = member(*scale, "growth_factor"))
+      if (!readNumber(*v, "loss_scale.growth_factor", "a number > 1",
+                      aboveOne, l.growthFactor))
+        return false;
+    if (const json *v = member(*scale, "backoff_factor"))
+      if (!readNumber(*v, "loss_scale.backoff_factor", "a number in (0, 1)",
+                      openUnitInterval, l.backoffFactor))
+        return false;
+    if (const json *v = member(*scale, "growth_interval"))
+      if (!readInt(*v, "loss_scale.growth_interval", 1, l.growthInterval))
+        return false;
+  }
 
   if (const json *v = member(root, "recompute"))
     if (!readEnum(*v, "recompute", {"none", "selective", "full"},
@@ -830,6 +855,10 @@ json toJson(const Plan &plan) {
   result["zero"] = {{"stage", plan.zeroStage}, {"offload", plan.zeroOffload}};
   result["comm"] = {{"bucket_mb", plan.bucketMb}};
   result["precision"] = plan.precision;
+  result["loss_scale"] = {{"init_scale", plan.lossScale.initScale},
+                          {"growth_factor", plan.lossScale.growthFactor},
+                          {"backoff_factor", plan.lossScale.backoffFactor},
+                          {"growth_interval", plan.lossScale.growthInterval}};
   result["recompute"] = plan.recompute;
   result["pipeline"] = {{"schedule", plan.pipelineSchedule},
                         {"stages", plan.pipelineStages == 0

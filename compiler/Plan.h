@@ -50,6 +50,15 @@ struct LrSchedulePlan {
   int64_t decaySteps = 0; // 0 = the run's total --steps
 };
 
+/// fp16-mixed's dynamic loss scaling (torch.cuda.amp.GradScaler's
+/// parameters and defaults).
+struct LossScalePlan {
+  double initScale = 65536;
+  double growthFactor = 2;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+};
+
 struct Plan {
   int64_t meshDp = 1, meshTp = 1, meshPp = 1;
   int64_t microBatches = 1;
@@ -57,6 +66,7 @@ struct Plan {
   std::string zeroOffload = "none"; // "none" | "cpu"
   double bucketMb = 25;
   std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
+  LossScalePlan lossScale;               // used by fp16-mixed
   std::string recompute = "none";        // "none" | "selective" | "full"
   std::string pipelineSchedule = "1f1b"; // "gpipe" | "1f1b"
   int64_t pipelineStages = 0;            // 0 = "auto"

@@ -91,12 +91,13 @@ public:
   /// The optimizer over tensors in device memory (runtime/optim/Optimizer.h
   /// for the semantics): the sum of the squares of every gradient (in
   /// double, in an order that does not depend on the thread count),
-  /// multiplying every gradient by `coef`, and one AdamW / SGD step.
+  /// multiplying every gradient by `coef`, and one AdamW / SGD step (its
+  /// gradients multiplied by `gradScale` first).
   double gradSquaredSum(const std::vector<ParamSlice> &slices);
   void scaleGrads(const std::vector<ParamSlice> &slices, float coef);
   void optimizerStep(const OptimizerConfig &config,
                      const std::vector<ParamSlice> &slices, int64_t stepCount,
-                     double lr);
+                     double lr, float gradScale = 1.0f);
 
 private:
   struct Impl;

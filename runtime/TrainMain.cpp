@@ -26,7 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Bf16.h"
+#include "runtime/Float16.h"
 #include "runtime/Device.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
@@ -51,6 +51,7 @@
 
 /// Defined by the generated model source: the plan's optimizer settings.
 autopar::rt::OptimizerConfig autoparOptimizerConfig();
+autopar::rt::LossScaleConfig autoparLossScaleConfig();
 
 namespace {
 
@@ -206,19 +207,28 @@ autopar::rt::TensorInfo masterInfo(const autopar::rt::TensorInfo &ti) {
   return m;
 }
 
-/// The element type of a stored tensor for the communicator.
+/// The element type of a stored tensor for the communicator (TensorProto
+/// types: 16 bfloat16, 10 float16).
 autopar::rt::CommType commType(const autopar::rt::TensorInfo &ti) {
-  return ti.onnxType == 16 ? autopar::rt::CommType::BF16
-                           : autopar::rt::CommType::F32;
+  return ti.onnxType == 16   ? autopar::rt::CommType::BF16
+         : ti.onnxType == 10 ? autopar::rt::CommType::F16
+                             : autopar::rt::CommType::F32;
 }
 
-/// bfloat16 copies (rounded) of `numElements` floats.
-std::vector<uint16_t> toBf16(const char *floats, int64_t numElements) {
+/// The 16-bit format of a mixed-precision tensor.
+autopar::rt::Float16Kind lowKind(const autopar::rt::TensorInfo &ti) {
+  return ti.onnxType == 10 ? autopar::rt::Float16Kind::Half
+                           : autopar::rt::Float16Kind::BF16;
+}
+
+/// The 16-bit copies (rounded) of a master's `numElements` floats.
+std::vector<uint16_t> toLow(const autopar::rt::TensorInfo &ti,
+                            const char *floats, int64_t numElements) {
   std::vector<uint16_t> out(static_cast<size_t>(numElements));
   for (int64_t i = 0; i < numElements; ++i) {
     float f;
     std::memcpy(&f, floats + 4 * i, 4);
-    out[i] = autopar::rt::bf16Bits(f);
+    out[i] = autopar::rt::float16Bits(lowKind(ti), f);
   }
   return out;
 }
@@ -309,6 +319,13 @@ private:
   std::vector<int64_t> sampleIds, sampleTargets;
   std::vector<const void *> inputPtrs;
   int tokensInput = -1, targetsInput = -1;
+  /// fp16-mixed: the input that takes the loss scale (role 2), the scale
+  /// (0: no loss scaling), the steps in a row without inf / NaN gradients,
+  /// and the steps skipped for them (AdamW's step count leaves them out).
+  int lossScaleInput = -1;
+  autopar::rt::LossScaleConfig lossConfig = autoparLossScaleConfig();
+  double lossScale = 0;
+  int64_t goodSteps = 0, skippedSteps = 0;
   autopar::rt::Logger logger;
   int64_t startStep = 0;
 };
@@ -356,7 +373,7 @@ void Trainer::storeTensor(int t, const char *full) {
   }
   const int k = trainableIndex[t];
   storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full);
-  std::vector<uint16_t> low = toBf16(full, ti.numElements);
+  std::vector<uint16_t> low = toLow(ti, full, ti.numElements);
   storeFrom(param, ti.storedElements, ti,
             reinterpret_cast<const char *>(low.data()));
 }
@@ -429,8 +446,9 @@ Status Trainer::setUp() {
       // its state) and rounds it into the bfloat16 parameter.
       slice.param = reinterpret_cast<float *>(masters.back().get());
       slice.grad = nullptr;
-      slice.gradBf16 = reinterpret_cast<uint16_t *>(grad);
-      slice.paramBf16 = reinterpret_cast<uint16_t *>(param);
+      slice.gradLow = reinterpret_cast<uint16_t *>(grad);
+      slice.paramLow = reinterpret_cast<uint16_t *>(param);
+      slice.lowKind = lowKind(ti);
     }
     shards.push_back(sh);
     slices.push_back(slice);
@@ -457,6 +475,10 @@ Status Trainer::setUp() {
       storeTensor(t, file.get() + info.tensors[t].fileOffset);
   }
   for (int i = 0; i < info.numInputs; ++i) {
+    if (info.inputs[i].role == 2) {
+      lossScaleInput = i;
+      lossScale = lossConfig.initScale;
+    }
     int64_t n = info.inputs[i].elementBytes;
     for (int d = 0; d < info.inputs[i].rank; ++d)
       n *= info.inputs[i].shape[d];
@@ -528,6 +550,9 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
   meta.step = stepsDone;
   meta.modelFingerprint = info.fingerprint;
   meta.optimizer = optimizerName(config);
+  meta.lossScale = lossScale;
+  meta.lossScaleGoodSteps = goodSteps;
+  meta.skippedSteps = skippedSteps;
   return autopar::rt::saveCheckpoint(path, refs, meta);
 }
 
@@ -540,6 +565,12 @@ Status Trainer::resume() {
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
       o.resume, refs, meta, info.fingerprint, optimizerName(config)));
   startStep = meta.step;
+  skippedSteps = meta.skippedSteps;
+  // A checkpoint of a run without loss scaling starts the scaler afresh.
+  if (lossScaleInput >= 0 && meta.lossScale > 0) {
+    lossScale = meta.lossScale;
+    goodSteps = meta.lossScaleGoodSteps;
+  }
   // Tensors loaded into host buffers go to their device memory.
   size_t r = 0;
   for (int t = 0; t < info.numTensors; ++t) {
@@ -548,7 +579,7 @@ Status Trainer::resume() {
     const char *data = static_cast<const char *>(refs[r].data);
     if (ti.master) {
       // The master (maybe loaded in place) and its rounded copy.
-      std::vector<uint16_t> low = toBf16(data, ti.numElements);
+      std::vector<uint16_t> low = toLow(ti, data, ti.numElements);
       storeFrom(params.get() + ti.offset, ti.storedElements, ti,
                 reinterpret_cast<const char *>(low.data()));
       if (data != masters[k].get())
@@ -668,14 +699,23 @@ Status Trainer::run() {
   }
   for (DeviceBuffer &b : inputs)
     inputPtrs.push_back(b.get());
-  for (int i = 0; i < info.numInputs; ++i)
-    (info.inputs[i].role == 0 ? tokensInput : targetsInput) = i;
+  for (int i = 0; i < info.numInputs; ++i) {
+    if (info.inputs[i].role == 0)
+      tokensInput = i;
+    else if (info.inputs[i].role == 1)
+      targetsInput = i;
+  }
   sampleIds.resize(info.microBatch * info.seqLen);
   sampleTargets.resize(sampleIds.size());
 
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     comm.resetBytes();
+    const double stepScale = lossScale;
+    if (lossScaleInput >= 0) {
+      float scale = static_cast<float>(lossScale);
+      device.upload(inputs[lossScaleInput].get(), &scale, sizeof(scale));
+    }
     double lossSum = 0;
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(tokens, step, micro);
@@ -700,12 +740,39 @@ Status Trainer::run() {
     if (info.zeroStage > 0)
       comm.allReduceSumDouble(&squares, 1, dpMask());
     double norm = std::sqrt(squares);
-    float coef;
-    if (autopar::rt::clipCoefficient(config, norm, coef))
-      device.scaleGrads(slices, coef);
     double lr = autopar::rt::scheduledLr(config, step, o.steps);
-    device.optimizerStep(config, slices, step + 1, lr);
-    if (info.zeroStage == 1 || info.zeroStage == 2) {
+    // fp16-mixed: gradients of the scaled loss. An inf or NaN among them
+    // (the same on every rank: the squares are summed over dp) skips the
+    // update; otherwise they are unscaled, with the clipping coefficient,
+    // inside the update (in float, as torch's GradScaler unscales before
+    // clip_grad_norm_).
+    const bool skipped = lossScale > 0 && !std::isfinite(squares);
+    if (lossScale > 0)
+      norm /= lossScale;
+    float coef;
+    if (skipped) {
+      ++skippedSteps;
+    } else if (lossScale > 0) {
+      float gradScale = static_cast<float>(1.0 / lossScale);
+      if (autopar::rt::clipCoefficient(config, norm, coef))
+        gradScale *= coef;
+      device.optimizerStep(config, slices, step + 1 - skippedSteps, lr,
+                           gradScale);
+    } else {
+      if (autopar::rt::clipCoefficient(config, norm, coef))
+        device.scaleGrads(slices, coef);
+      device.optimizerStep(config, slices, step + 1, lr);
+    }
+    if (lossScale > 0) {
+      if (skipped) {
+        lossScale *= lossConfig.backoffFactor;
+        goodSteps = 0;
+      } else if (++goodSteps == lossConfig.growthInterval) {
+        lossScale *= lossConfig.growthFactor;
+        goodSteps = 0;
+      }
+    }
+    if (!skipped && (info.zeroStage == 1 || info.zeroStage == 2)) {
       // Every rank updated its shard of the full parameters: all-gather.
       for (const Shard &sh : shards) {
         const autopar::rt::TensorInfo &ti = *sh.tensor;
@@ -725,6 +792,11 @@ Status Trainer::run() {
                                      norm, ms, stepTokens / (ms / 1000.0)};
       if (comm.worldSize() > 1)
         record.extra = "\"comm_bytes\":" + commBytesJson(comm);
+      if (stepScale > 0)
+        record.extra += (record.extra.empty() ? "" : ",") +
+                        std::string("\"loss_scale\":") +
+                        autopar::rt::jsonNumber(stepScale) +
+                        (skipped ? ",\"skipped\":true" : "");
       logger.logStep(record, o.steps);
       AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
     }

@@ -88,10 +88,11 @@ std::string autopar::cppElementType(Type t) {
 }
 
 std::string autopar::elementTypeFor(Type t, CodegenTarget target) {
+  // cuda_bf16.h and cuda_fp16.h, via runtime/cuda/Kernels.h.
   if (target == CodegenTarget::Cuda && t.isBF16())
-    return "__nv_bfloat16"; // cuda_bf16.h, via runtime/cuda/Kernels.h
+    return "__nv_bfloat16";
   if (target == CodegenTarget::Cuda && t.isF16())
-    return "";
+    return "__half";
   return cppElementType(t);
 }
 
@@ -1130,15 +1131,16 @@ LogicalResult Emitter::emitDist(Operation *op) {
   // The mask of a collective's axes, after checking what the runtime's
   // communicator supports: f32 and bf16 tensors, sums.
   Type element = tensorType(op->getOperand(0)).getElementType();
-  std::string commType = element.isBF16() ? "autopar::rt::CommType::BF16"
-                                          : "autopar::rt::CommType::F32";
+  std::string commType = element.isBF16()  ? "autopar::rt::CommType::BF16"
+                         : element.isF16() ? "autopar::rt::CommType::F16"
+                                           : "autopar::rt::CommType::F32";
   auto collective = [&](ArrayAttr axes,
                         std::optional<dist::ReductionKind> kind =
                             std::nullopt) -> FailureOr<uint32_t> {
-    if (!element.isF32() && !element.isBF16())
+    if (!element.isF32() && !element.isBF16() && !element.isF16())
       return op->emitOpError() << "the " << targetName()
-                               << " target communicates f32 and bf16 tensors "
-                                  "only";
+                               << " target communicates f32, bf16 and f16 "
+                                  "tensors only";
     if (kind && *kind != dist::ReductionKind::sum)
       return op->emitOpError() << "the C++ target reduces by sum only";
     return axisMask(op, axes);
@@ -1225,12 +1227,17 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     RankedTensorType t = tensorType(v);
     if (func.getResultAttr(i, nn::NNDialect::kGradAttr)) {
-      if (!t.getElementType().isF32() && !t.getElementType().isBF16())
-        return op.emitOpError() << "gradient #" << i << " must be f32 or bf16";
-      os << "  " << rt("accumulateInto")
-         << formatv("({0} *)io.outputs[{1}], {2}, {3}, io.gradScale, "
+      Type element = t.getElementType();
+      if (!element.isF32() && !element.isBF16() && !element.isF16())
+        return op.emitOpError()
+               << "gradient #" << i << " must be f32, bf16 or f16";
+      // The CPU runtime takes IEEE half as its bits (runtime/Float16.h).
+      bool halfBits = element.isF16() && !cuda();
+      os << "  " << rt(halfBits ? "accumulateIntoHalf" : "accumulateInto")
+         << formatv("({0} *)io.outputs[{1}], ({0} *){2}, {3}, io.gradScale, "
                     "io.accumulate);\n",
-                    type(v), i, ptr(v), t.getNumElements());
+                    halfBits ? "uint16_t" : type(v), i, ptr(v),
+                    t.getNumElements());
     } else if (cuda()) {
       os << "  " << rt("copy")
          << formatv("io.outputs[{0}], {1}, {2});\n", i, ptr(v), tensorBytes(t));

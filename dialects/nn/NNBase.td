@@ -35,6 +35,10 @@ def NN_Dialect : Dialect {
       is 1 (true) for j <= i and 0 (false) above (torch's
       `tril(ones(N, M))` causal-mask buffer). Set by the compiler from the
       initializer's bytes; `autopar-fuse-attention` reads it.
+    - `nn.loss_scale`: a scalar float argument of a training step that
+      seeds the backward pass (the gradient of the loss with respect to
+      itself): fp16 mixed precision's dynamic loss scale, which the runtime
+      sets every step. Not a parameter.
     - `nn.input = "<name>"`: a graph input; `nn.output = "<name>"` on a
       result: a graph output; `nn.grad = "<param>"` on a result: the
       gradient of the loss with respect to that parameter.
@@ -54,6 +58,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
+    static constexpr llvm::StringLiteral kLossScaleAttr = "nn.loss_scale";
   }];
 }
 

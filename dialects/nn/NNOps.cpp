@@ -47,7 +47,7 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
       NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr,
-      NNDialect::kTrilAttr};
+      NNDialect::kTrilAttr, NNDialect::kLossScaleAttr};
   bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
   bool known = isResult ? (name == NNDialect::kOutputAttr ||
                            name == NNDialect::kGradAttr)
@@ -77,6 +77,15 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
     return success();
   DictionaryAttr attrs = func.getArgAttrDict(index);
   bool param = attrs.contains(NNDialect::kParamAttr);
+  if (name == NNDialect::kLossScaleAttr) {
+    if (tensor.getRank() != 0 || !isa<FloatType>(tensor.getElementType()))
+      return op->emitError() << "argument #" << index << " with '" << name
+                             << "' must be a float scalar, got " << type;
+    if (param || attrs.contains(NNDialect::kInputAttr))
+      return op->emitError() << "argument #" << index << " with '" << name
+                             << "' cannot be a parameter or a graph input";
+    return success();
+  }
   if (!param && (name == NNDialect::kInitFromAttr || unit))
     return op->emitError() << "argument #" << index << " has '" << name
                            << "' but no 'nn.param'";

@@ -483,7 +483,8 @@ FailureOr<unsigned> autopar::findLoss(func::FuncOp func, StringRef lossName) {
 
 LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
                                      StringRef lossName,
-                                     StringRef trainStepName) {
+                                     StringRef trainStepName,
+                                     bool lossScaleArgument) {
   auto forward = module.lookupSymbol<func::FuncOp>(forwardName);
   if (!forward)
     return module.emitError() << "no function @" << forwardName
@@ -528,12 +529,24 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
   ReverseBuilder reverse(b);
   Location loc = step.getLoc();
   auto lossType = tensorType(loss);
+  Value seed;
+  if (lossScaleArgument) {
+    unsigned index = step.getNumArguments();
+    if (failed(step.insertArgument(
+            index, lossType,
+            b.getDictionaryAttr(
+                b.getNamedAttr(NNDialect::kLossScaleAttr, b.getUnitAttr())),
+            loc)))
+      return step.emitError() << "cannot add the loss-scale argument";
+    seed = step.getArgument(index);
+  } else {
+    seed = ConstantOp::create(
+        b, loc, lossType,
+        DenseElementsAttr::get(lossType,
+                               b.getFloatAttr(lossType.getElementType(), 1.0)));
+  }
   if (active.contains(loss))
-    reverse.accumulate(
-        loss, ConstantOp::create(
-                  b, loc, lossType,
-                  DenseElementsAttr::get(
-                      lossType, b.getFloatAttr(lossType.getElementType(), 1.0))));
+    reverse.accumulate(loss, seed);
 
   SmallVector<Operation *> forwardOps;
   for (Operation &op : body.without_terminator())
@@ -576,7 +589,8 @@ namespace {
 struct AutodiffPass : public autopar::impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
   void runOnOperation() override {
-    if (failed(differentiate(getOperation(), forward, loss, trainStep)))
+    if (failed(differentiate(getOperation(), forward, loss, trainStep,
+                             lossScaleArgument)))
       signalPassFailure();
   }
 };

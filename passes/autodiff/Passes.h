@@ -14,10 +14,14 @@ namespace autopar {
 /// Adds function `trainStep` to `module`: `forward` followed by the reverse
 /// pass, returning the loss (the result named `loss`, or the only scalar
 /// float result if `loss` is empty) and the gradient of every trainable
-/// parameter. Emits an error and fails on a model it cannot differentiate.
+/// parameter. With `lossScaleArgument`, the train step takes one more
+/// argument, last, `nn.loss_scale`: the scalar that seeds the backward pass
+/// (every gradient is multiplied by it). Emits an error and fails on a
+/// model it cannot differentiate.
 mlir::LogicalResult differentiate(mlir::ModuleOp module,
                                   llvm::StringRef forward, llvm::StringRef loss,
-                                  llvm::StringRef trainStep);
+                                  llvm::StringRef trainStep,
+                                  bool lossScaleArgument = false);
 
 /// The index of the loss among `func`'s results: the result whose nn.output
 /// is `loss`, or (if `loss` is empty) the only scalar floating-point result.

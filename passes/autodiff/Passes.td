@@ -41,8 +41,12 @@ def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
       return %1, %5 : tensor<f32>, tensor<4xf32>
     }
     ```
-    Ops without a gradient rule on the path from a trainable parameter to
-    the loss are errors naming the op.
+    With `loss-scale-argument`, `train_step` takes one more argument, last:
+    a scalar `%s {nn.loss_scale}` of the loss's type that seeds the
+    backward pass in place of the constant 1, so every gradient is
+    multiplied by it (fp16 mixed precision's loss scaling). Ops without a
+    gradient rule on the path from a trainable parameter to the loss are
+    errors naming the op.
   }];
   let options = [
     Option<"forward", "forward", "std::string", "\"forward\"",
@@ -51,6 +55,9 @@ def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
            "nn.output name of the loss (default: the only scalar float result)">,
     Option<"trainStep", "train-step", "std::string", "\"train_step\"",
            "Name of the function to create">,
+    Option<"lossScaleArgument", "loss-scale-argument", "bool", "false",
+           "Seed the backward pass with a new last argument of the train "
+           "step (nn.loss_scale, the loss's type) instead of 1">,
   ];
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }

@@ -495,6 +495,18 @@ Status decodeManifest(const JsonValue &root, const std::string &where,
     return bad("'model' is missing or not a string");
   if (!getString(root, "optimizer", out.meta.optimizer))
     return bad("'optimizer' is missing or not a string");
+  // Optional: a run with loss scaling.
+  if (const JsonValue *v = root.find("loss_scale")) {
+    if (v->kind != JsonValue::Kind::Number || !(v->number > 0))
+      return bad("'loss_scale' is not a positive number");
+    out.meta.lossScale = v->number;
+    if (!getInt(root, "loss_scale_good_steps", out.meta.lossScaleGoodSteps) ||
+        out.meta.lossScaleGoodSteps < 0)
+      return bad("'loss_scale_good_steps' is missing or not an integer >= 0");
+    if (!getInt(root, "skipped_steps", out.meta.skippedSteps) ||
+        out.meta.skippedSteps < 0 || out.meta.skippedSteps > out.meta.step)
+      return bad("'skipped_steps' is missing or not an integer in [0, step]");
+  }
   const JsonValue *list = root.find("tensors");
   if (!list || list->kind != JsonValue::Kind::Array)
     return bad("'tensors' is missing or not an array");
@@ -704,8 +716,16 @@ Status saveCheckpoint(const std::string &dirArg,
   {
     std::string json = "{\"format\":1,\"step\":" + std::to_string(meta.step) +
                        ",\"model\":" + jsonQuote(meta.modelFingerprint) +
-                       ",\"optimizer\":" + jsonQuote(meta.optimizer) +
-                       ",\"tensors\":[";
+                       ",\"optimizer\":" + jsonQuote(meta.optimizer);
+    if (meta.lossScale > 0) {
+      char scale[64];
+      std::snprintf(scale, sizeof(scale), "%.17g", meta.lossScale);
+      json += std::string(",\"loss_scale\":") + scale +
+              ",\"loss_scale_good_steps\":" +
+              std::to_string(meta.lossScaleGoodSteps) +
+              ",\"skipped_steps\":" + std::to_string(meta.skippedSteps);
+    }
+    json += ",\"tensors\":[";
     for (size_t i = 0; i < tensors.size(); ++i) {
       const TensorRef &t = tensors[i];
       json += i ? ",\n  " : "\n  ";

@@ -43,6 +43,12 @@ struct CheckpointMeta {
   int64_t step = 0;
   std::string modelFingerprint;
   std::string optimizer;
+  /// fp16-mixed's loss scaler (0: the run has none), the steps since its
+  /// last change, and the steps skipped for inf / NaN gradients (AdamW's
+  /// step count is step - skippedSteps).
+  double lossScale = 0;
+  int64_t lossScaleGoodSteps = 0;
+  int64_t skippedSteps = 0;
 };
 
 /// Writes every tensor and the manifest into DIR (replacing an older

@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
-#include "runtime/Bf16.h"
+#include "runtime/Float16.h"
 
 #include <algorithm>
 #include <climits>
@@ -171,7 +171,9 @@ static void checkNccl(ncclResult_t rc, const char *call, const char *file,
   checkNccl(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
 
 static ncclDataType_t ncclType(CommType type) {
-  return type == CommType::F32 ? ncclFloat : ncclBfloat16;
+  return type == CommType::F32    ? ncclFloat
+         : type == CommType::BF16 ? ncclBfloat16
+                                  : ncclHalf;
 }
 #endif
 
@@ -188,6 +190,14 @@ static void addBf16(void *in, void *inout, int *len, MPI_Datatype *) {
   uint16_t *b = static_cast<uint16_t *>(inout);
   for (int i = 0; i < *len; ++i)
     b[i] = bf16Bits(bf16Value(a[i]) + bf16Value(b[i]));
+}
+
+/// The same for IEEE half (MPI has no half type either), as ncclHalf.
+static void addHalf(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = halfBits(halfValue(a[i]) + halfValue(b[i]));
 }
 #endif
 
@@ -214,9 +224,11 @@ struct Communicator::Impl {
   };
   /// The bfloat16 sum (addBf16), created by create() and freed before
   /// MPI_Finalize.
-  MPI_Op bf16Sum = MPI_OP_NULL;
+  MPI_Op bf16Sum = MPI_OP_NULL, halfSum = MPI_OP_NULL;
   MPI_Op sumOp(CommType type) const {
-    return type == CommType::F32 ? MPI_SUM : bf16Sum;
+    return type == CommType::F32    ? MPI_SUM
+           : type == CommType::BF16 ? bf16Sum
+                                    : halfSum;
   }
   /// Outstanding requests by id (std::map: nodes, and so the arrays MPI
   /// holds pointers into, never move).
@@ -423,6 +435,7 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
 #endif
 #ifdef AUTOPAR_COMM_MPI_FLOATS
   AUTOPAR_MPI_CALL(comm->worldRank, MPI_Op_create, addBf16, 1, &impl.bf16Sum);
+  AUTOPAR_MPI_CALL(comm->worldRank, MPI_Op_create, addHalf, 1, &impl.halfSum);
 #endif
 #ifdef AUTOPAR_COMM_NCCL
   impl.setUpDevice(*comm, comm->worldRank);
@@ -512,6 +525,8 @@ Communicator::~Communicator() {
   waitAll();
   if (impl->bf16Sum != MPI_OP_NULL)
     AUTOPAR_MPI_CALL(worldRank, MPI_Op_free, &impl->bf16Sum);
+  if (impl->halfSum != MPI_OP_NULL)
+    AUTOPAR_MPI_CALL(worldRank, MPI_Op_free, &impl->halfSum);
 #endif
 #ifdef AUTOPAR_WITH_MPI
   for (auto &[mask, sub] : impl->comms)

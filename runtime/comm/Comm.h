@@ -70,7 +70,9 @@ enum class CommType {
   /// IEEE float32.
   F32,
   /// bfloat16: the upper 16 bits of an IEEE float32, stored as uint16_t.
-  BF16
+  BF16,
+  /// IEEE half (binary16), stored as uint16_t.
+  F16
 };
 
 /// Bytes per element of `type`.
@@ -152,10 +154,11 @@ public:
   /// Every rank of a group issues the same collectives on it in the same
   /// order, with the same element counts and types.
   ///
-  /// A bfloat16 sum is computed in float and rounded to bfloat16 (to
-  /// nearest, ties to even; a NaN stays a NaN) after each addition: a
-  /// user-defined MPI_Op over MPI_UINT16_T in the MPI build, NCCL's
-  /// ncclBfloat16 sum in the NCCL build. The library picks the order of the
+  /// A bfloat16 (IEEE half) sum is computed in float and rounded to
+  /// bfloat16 (half) (to nearest, ties to even; a NaN stays a NaN; half
+  /// overflows to infinity) after each addition: a user-defined MPI_Op over
+  /// MPI_UINT16_T in the MPI build, NCCL's ncclBfloat16 (ncclHalf) sum in
+  /// the NCCL build. The library picks the order of the
   /// additions, so a sum over g ranks is within g - 1 roundings of the
   /// exact sum, and exact when every partial sum is a bfloat16 (small
   /// integers).

@@ -82,8 +82,9 @@ void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
 
 void Device::optimizerStep(const OptimizerConfig &config,
                            const std::vector<ParamSlice> &slices,
-                           int64_t stepCount, double lr) {
-  autopar::rt::optimizerStep(config, slices, stepCount, lr);
+                           int64_t stepCount, double lr,
+                           float gradScale) {
+  autopar::rt::optimizerStep(config, slices, stepCount, lr, gradScale);
 }
 
 } // namespace autopar::rt

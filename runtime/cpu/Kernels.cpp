@@ -658,4 +658,12 @@ void accumulateInto(bf16 *dst, const bf16 *src, int64_t numElements,
     dst[i] = (accumulate ? float(dst[i]) : 0.0f) + scale * float(src[i]);
 }
 
+void accumulateIntoHalf(uint16_t *dst, const uint16_t *src,
+                        int64_t numElements, float scale, bool accumulate) {
+#pragma omp parallel for if (numElements > 65536)
+  for (int64_t i = 0; i < numElements; ++i)
+    dst[i] = halfBits((accumulate ? halfValue(dst[i]) : 0.0f) +
+                      scale * halfValue(src[i]));
+}
+
 } // namespace autopar::rt::cpu

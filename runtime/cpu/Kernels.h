@@ -154,6 +154,9 @@ void accumulateInto(float *dst, const float *src, int64_t numElements,
 /// rounded once per element.
 void accumulateInto(bf16 *dst, const bf16 *src, int64_t numElements,
                     float scale, bool accumulate);
+/// The same on IEEE half tensors given as their bits (runtime/Float16.h).
+void accumulateIntoHalf(uint16_t *dst, const uint16_t *src,
+                        int64_t numElements, float scale, bool accumulate);
 
 } // namespace autopar::rt::cpu
 

@@ -16,14 +16,14 @@
 #ifndef AUTOPAR_RUNTIME_CPU_MATH_H
 #define AUTOPAR_RUNTIME_CPU_MATH_H
 
-#include "runtime/Bf16.h"
+#include "runtime/Float16.h"
 
 #include <cmath>
 #include <cstdint>
 
 namespace autopar::rt {
 
-/// bfloat16: the upper 16 bits of a float (runtime/Bf16.h). Converting a
+/// bfloat16: the upper 16 bits of a float (runtime/Float16.h). Converting a
 /// float rounds to nearest even (NaN stays NaN); converting back is exact.
 struct bf16 {
   uint16_t bits;

@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Device.h"
-#include "runtime/Bf16.h"
+#include "runtime/Float16.h"
 #include "runtime/cuda/Context.h"
 #include "runtime/optim/Optimizer.h"
 #include "runtime/optim/OptimizerMath.h"
@@ -108,23 +108,24 @@ __device__ double blockSum(double v, double *shared) {
   return __shfl_sync(kFullMask, w, 0);
 }
 
-/// Element i of a gradient held as float32 (g) or bfloat16 (g16, when not
-/// null).
+/// Element i of a gradient held as float32 (g) or 16-bit of `kind` (g16,
+/// when not null).
 __device__ inline float gradAt(const float *g, const uint16_t *g16,
-                               int64_t i) {
-  return g16 ? bf16Value(g16[i]) : g[i];
+                               Float16Kind kind, int64_t i) {
+  return g16 ? float16Value(kind, g16[i]) : g[i];
 }
 
 /// out[b] = the sum of g[i]^2 (in double) over chunk b of the gradient.
 __global__ void __launch_bounds__(kBlock)
     squaredSumChunksKernel(const float *g, const uint16_t *g16,
-                           int64_t numElements, double *out) {
+                           Float16Kind kind, int64_t numElements,
+                           double *out) {
   __shared__ double shared[kWarp];
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kNormChunk;
   const int64_t end = min(numElements, begin + kNormChunk);
   double sum = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const double gi = gradAt(g, g16, i);
+    const double gi = gradAt(g, g16, kind, i);
     sum += gi * gi;
   }
   sum = blockSum(sum, shared);
@@ -133,10 +134,11 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 __global__ void __launch_bounds__(kBlock)
-    scaleKernel(float *g, uint16_t *g16, int64_t numElements, float coef) {
+    scaleKernel(float *g, uint16_t *g16, Float16Kind kind, int64_t numElements,
+                float coef) {
   for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
     if (g16)
-      g16[i] = bf16Bits(bf16Value(g16[i]) * coef);
+      g16[i] = float16Bits(kind, float16Value(kind, g16[i]) * coef);
     else
       g[i] = g[i] * coef;
   }
@@ -144,21 +146,25 @@ __global__ void __launch_bounds__(kBlock)
 
 __global__ void __launch_bounds__(kBlock)
     adamwKernel(AdamWScalars s, float *p, const float *g, const uint16_t *g16,
-                uint16_t *p16, float *m, float *v, int64_t numElements) {
+                uint16_t *p16, Float16Kind kind, float gradScale, float *m,
+                float *v, int64_t numElements) {
   for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
-    adamwElement(s, p[i], gradAt(g, g16, i), m[i], v[i]);
+    adamwElement(s, p[i], __fmul_rn(gradAt(g, g16, kind, i), gradScale), m[i],
+                 v[i]);
     if (p16)
-      p16[i] = bf16Bits(p[i]);
+      p16[i] = float16Bits(kind, p[i]);
   }
 }
 
 __global__ void __launch_bounds__(kBlock)
     sgdKernel(SgdScalars s, float *p, const float *g, const uint16_t *g16,
-              uint16_t *p16, float *buf, int64_t numElements) {
+              uint16_t *p16, Float16Kind kind, float gradScale, float *buf,
+              int64_t numElements) {
   for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
-    sgdElement(s, p[i], gradAt(g, g16, i), buf ? buf + i : nullptr);
+    sgdElement(s, p[i], __fmul_rn(gradAt(g, g16, kind, i), gradScale),
+               buf ? buf + i : nullptr);
     if (p16)
-      p16[i] = bf16Bits(p[i]);
+      p16[i] = float16Bits(kind, p[i]);
   }
 }
 
@@ -405,8 +411,8 @@ double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
       continue;
     squaredSumChunksKernel<<<static_cast<unsigned>(chunks), kBlock, 0,
                              ctx.stream>>>(
-        slices[k].grad, slices[k].gradBf16, slices[k].numElements,
-        partial + firstChunk[k]);
+        slices[k].grad, slices[k].gradLow, slices[k].lowKind,
+        slices[k].numElements, partial + firstChunk[k]);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   }
   std::vector<double> host(static_cast<size_t>(numChunks));
@@ -424,14 +430,14 @@ void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
     if (s.numElements <= 0)
       continue;
     scaleKernel<<<elementGrid(ctx, s.numElements), kBlock, 0, ctx.stream>>>(
-        s.grad, s.gradBf16, s.numElements, coef);
+        s.grad, s.gradLow, s.lowKind, s.numElements, coef);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   }
 }
 
 void Device::optimizerStep(const OptimizerConfig &config,
                            const std::vector<ParamSlice> &slices,
-                           int64_t stepCount, double lr) {
+                           int64_t stepCount, double lr, float gradScale) {
   DeviceContext &ctx = impl->ctx;
   for (const ParamSlice &s : slices) {
     if (s.numElements <= 0)
@@ -440,14 +446,14 @@ void Device::optimizerStep(const OptimizerConfig &config,
     if (config.kind == OptimizerKind::AdamW) {
       const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
       adamwKernel<<<grid, kBlock, 0, ctx.stream>>>(
-          a, s.param, s.grad, s.gradBf16, s.paramBf16, s.state0, s.state1,
-          s.numElements);
+          a, s.param, s.grad, s.gradLow, s.paramLow, s.lowKind, gradScale,
+          s.state0, s.state1, s.numElements);
     } else {
       const SgdScalars a =
           sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
-      sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(a, s.param, s.grad,
-                                                 s.gradBf16, s.paramBf16,
-                                                 s.state0, s.numElements);
+      sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(
+          a, s.param, s.grad, s.gradLow, s.paramLow, s.lowKind, gradScale,
+          s.state0, s.numElements);
     }
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   }

@@ -1553,6 +1553,15 @@ __global__ void __launch_bounds__(kBlock)
                   __fmul_rn(scale, __bfloat162float(src[i]))));
 }
 
+__global__ void __launch_bounds__(kBlock)
+    accumulateHalfKernel(__half *dst, const __half *src, int64_t numElements,
+                         float scale, bool accumulate) {
+  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
+    dst[i] = __float2half_rn(
+        __fadd_rn(accumulate ? __half2float(dst[i]) : 0.0f,
+                  __fmul_rn(scale, __half2float(src[i]))));
+}
+
 } // namespace
 
 void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
@@ -1570,6 +1579,15 @@ void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
   if (numElements <= 0)
     return;
   accumulateBf16Kernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
+      dst, src, numElements, scale, accumulate);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+void accumulateInto(DeviceContext &ctx, __half *dst, const __half *src,
+                    int64_t numElements, float scale, bool accumulate) {
+  if (numElements <= 0)
+    return;
+  accumulateHalfKernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
       dst, src, numElements, scale, accumulate);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }

@@ -22,6 +22,7 @@
 #include "runtime/cuda/Context.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -89,11 +90,14 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
 
 void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
                     int64_t numElements, float scale, bool accumulate);
-/// The same on bfloat16 tensors (mixed-precision gradients): computed in
-/// float, rounded once per element.
+/// The same on bfloat16 tensors (bf16-mixed gradients): computed in float,
+/// rounded once per element.
 void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
                     const __nv_bfloat16 *src, int64_t numElements, float scale,
                     bool accumulate);
+/// The same on IEEE half tensors (fp16-mixed gradients).
+void accumulateInto(DeviceContext &ctx, __half *dst, const __half *src,
+                    int64_t numElements, float scale, bool accumulate);
 
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);

@@ -17,7 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/optim/Optimizer.h"
-#include "runtime/Bf16.h"
+#include "runtime/Float16.h"
 #include "runtime/optim/OptimizerMath.h"
 
 #include <algorithm>
@@ -97,7 +97,8 @@ double gradSquaredSum(const std::vector<ParamSlice> &slices) {
       const int64_t end = std::min(s.numElements, begin + kNormChunk);
       double sum = 0.0;
       for (int64_t i = begin; i < end; ++i) {
-        const double gi = s.gradBf16 ? bf16Value(s.gradBf16[i]) : s.grad[i];
+        const double gi =
+            s.gradLow ? float16Value(s.lowKind, s.gradLow[i]) : s.grad[i];
         sum += gi * gi;
       }
       out[c] = sum;
@@ -133,10 +134,10 @@ bool clipCoefficient(const OptimizerConfig &config, double norm,
 void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
   for (const ParamSlice &s : slices) {
     const int64_t n = s.numElements;
-    if (uint16_t *g = s.gradBf16) {
+    if (uint16_t *g = s.gradLow) {
       AUTOPAR_RT_OMP_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i)
-        g[i] = bf16Bits(bf16Value(g[i]) * coef);
+        g[i] = float16Bits(s.lowKind, float16Value(s.lowKind, g[i]) * coef);
       continue;
     }
     float *g = s.grad;
@@ -186,14 +187,17 @@ SgdScalars sgdScalars(const OptimizerConfig &config, int64_t stepCount,
 
 void optimizerStep(const OptimizerConfig &config,
                    const std::vector<ParamSlice> &slices, int64_t stepCount,
-                   double lr) {
+                   double lr, float gradScale) {
   for (const ParamSlice &s : slices) {
     float *p = s.param;
     const float *g = s.grad;
-    const uint16_t *g16 = s.gradBf16;
-    uint16_t *p16 = s.paramBf16;
+    const uint16_t *g16 = s.gradLow;
+    uint16_t *p16 = s.paramLow;
+    const Float16Kind kind = s.lowKind;
     const int64_t n = s.numElements;
-    auto grad = [&](int64_t i) { return g16 ? bf16Value(g16[i]) : g[i]; };
+    auto grad = [&](int64_t i) {
+      return (g16 ? float16Value(kind, g16[i]) : g[i]) * gradScale;
+    };
     if (config.kind == OptimizerKind::AdamW) {
       const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
       float *m = s.state0, *v = s.state1;
@@ -201,7 +205,7 @@ void optimizerStep(const OptimizerConfig &config,
       for (int64_t i = 0; i < n; ++i) {
         adamwElement(a, p[i], grad(i), m[i], v[i]);
         if (p16)
-          p16[i] = bf16Bits(p[i]);
+          p16[i] = float16Bits(kind, p[i]);
       }
     } else {
       const SgdScalars a =
@@ -211,7 +215,7 @@ void optimizerStep(const OptimizerConfig &config,
       for (int64_t i = 0; i < n; ++i) {
         sgdElement(a, p[i], grad(i), buf ? buf + i : nullptr);
         if (p16)
-          p16[i] = bf16Bits(p[i]);
+          p16[i] = float16Bits(kind, p[i]);
       }
     }
   }

@@ -14,6 +14,7 @@
 #ifndef AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
 #define AUTOPAR_RUNTIME_OPTIM_OPTIMIZER_H
 
+#include "runtime/Float16.h"
 #include "runtime/optim/OptimizerMath.h"
 
 #include <cstdint>
@@ -45,18 +46,32 @@ struct ParamSlice {
   /// The float32 values the optimizer updates: the parameter itself, or
   /// under mixed precision its master copy.
   float *param;
-  /// The float32 gradient; null under mixed precision (gradBf16).
+  /// The float32 gradient; null under mixed precision (gradLow).
   float *grad;
   float *state0;
   float *state1;
   int64_t numElements;
   /// Whether weight decay applies (false for no_decay parameters).
   bool decay;
-  /// Mixed precision (runtime/Bf16.h): the bfloat16 gradient, read in
-  /// place of `grad`, and the bfloat16 parameter the step functions use,
-  /// rewritten from `param` (rounded) after each update. Null otherwise.
-  uint16_t *gradBf16 = nullptr;
-  uint16_t *paramBf16 = nullptr;
+  /// Mixed precision (runtime/Float16.h): the 16-bit gradient (format
+  /// lowKind), read in place of `grad`, and the 16-bit parameter the step
+  /// functions use, rewritten from `param` (rounded) after each update.
+  /// Null otherwise.
+  uint16_t *gradLow = nullptr;
+  uint16_t *paramLow = nullptr;
+  Float16Kind lowKind = Float16Kind::BF16;
+};
+
+/// fp16-mixed's dynamic loss scaling, as torch.cuda.amp.GradScaler: the
+/// loss (so every gradient) is multiplied by the scale; a step whose
+/// gradients hold an inf or NaN is skipped and the scale multiplied by
+/// backoffFactor; after growthInterval steps in a row without one, by
+/// growthFactor.
+struct LossScaleConfig {
+  double initScale = 65536;
+  double growthFactor = 2;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
 };
 
 /// State buffers per parameter: AdamW 2; SGD 1 if momentum > 0 else 0.
@@ -104,9 +119,11 @@ SgdScalars sgdScalars(const OptimizerConfig &config, int64_t stepCount,
                       double lr, bool decay, bool hasMomentumBuffer);
 
 /// One optimizer step. `stepCount` is t, 1-based (steps including this one).
+/// Each gradient is multiplied by `gradScale` (in float) first: a loss
+/// scale's inverse, times the clipping coefficient under mixed precision.
 void optimizerStep(const OptimizerConfig &config,
                    const std::vector<ParamSlice> &slices, int64_t stepCount,
-                   double lr);
+                   double lr, float gradScale = 1.0f);
 
 } // namespace autopar::rt
 

@@ -39,6 +39,8 @@ PLANS = {
     # collectives, f32 masters.
     "bf16-dp2-zero2": {"precision": "bf16-mixed", "mesh": {"dp": 2},
                        "zero": {"stage": 2}},
+    # fp16-mixed: __half kernels, the loss-scale argument.
+    "fp16": {"precision": "fp16-mixed"},
 }
 DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
 # None: a forward-only program instead of a training one.
@@ -47,7 +49,6 @@ PLANS["forward-only"] = None
 REFUSED = {
     "offload": ({"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
                 "zero.offload"),
-    "fp16": ({"precision": "fp16-mixed"}, "precision"),
 }
 
 

@@ -29,7 +29,7 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
         stage 1: params 4psi,    grads 4psi,    optimizer_state o*psi/Nd
         stage 2: params 4psi,    grads 4psi/Nd, optimizer_state o*psi/Nd
         stage 3: params 4psi/Nd, grads 4psi/Nd, optimizer_state o*psi/Nd
-     total their sum (with "precision": "bf16-mixed" in the base plan:
+     total their sum (with "precision": "bf16-mixed" or "fp16-mixed":
      params and grads 2psi, and o + 4 for the f32 master: 2 + 2 + 12 =
      16 bytes per parameter under AdamW, as in the ZeRO paper); host_bytes =
      optimizer_state with offload "cpu", else
@@ -74,6 +74,8 @@ TOLERANCES = {
     "fp32": {"loss_rank1": 1e-5, "loss_torch": 1e-4, "grad_rank1": 1e-5, "grad_torch": 1e-4},
     "bf16-mixed": {"loss_rank1": 5e-3, "loss_torch": 1e-2, "grad_rank1": 2e-2,
                    "grad_torch": 5e-2},
+    "fp16-mixed": {"loss_rank1": 1e-3, "loss_torch": 2e-3, "grad_rank1": 2e-3,
+                   "grad_torch": 5e-3},
 }
 LR_RTOL = 1e-9
 COMM_RTOL = 1e-9
@@ -324,11 +326,12 @@ def main(argv=None):
     obytes = opt_bytes_per_param(base)
     # Bytes per parameter and gradient element; bf16-mixed adds the f32
     # master to the optimizer state (ZeRO's K = 12 for Adam).
-    mixed = base.get("precision", "fp32") == "bf16-mixed"
+    precision = base.get("precision", "fp32")
+    mixed = precision != "fp32"
     wbytes = 2 if mixed else 4
     if mixed:
         obytes += 4
-    tol = TOLERANCES["bf16-mixed" if mixed else "fp32"]
+    tol = TOLERANCES[precision]
     if os.path.exists(args.workdir):
         shutil.rmtree(args.workdir)
     os.makedirs(args.workdir)
@@ -401,7 +404,7 @@ def main(argv=None):
                       flush=True)
     print(f"PASSED: {checked} configurations of {os.path.basename(args.model)}, "
           f"{args.steps} steps each, equal to one rank and to PyTorch"
-          + (" within the bf16-mixed tolerances" if mixed else ""), flush=True)
+          + (f" within the {precision} tolerances" if mixed else ""), flush=True)
     return 0
 
 

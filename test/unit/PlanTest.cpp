@@ -70,6 +70,10 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.zeroOffload, b.zeroOffload);
   EXPECT_EQ(a.bucketMb, b.bucketMb);
   EXPECT_EQ(a.precision, b.precision);
+  EXPECT_EQ(a.lossScale.initScale, b.lossScale.initScale);
+  EXPECT_EQ(a.lossScale.growthFactor, b.lossScale.growthFactor);
+  EXPECT_EQ(a.lossScale.backoffFactor, b.lossScale.backoffFactor);
+  EXPECT_EQ(a.lossScale.growthInterval, b.lossScale.growthInterval);
   EXPECT_EQ(a.recompute, b.recompute);
   EXPECT_EQ(a.pipelineSchedule, b.pipelineSchedule);
   EXPECT_EQ(a.pipelineStages, b.pipelineStages);
@@ -186,6 +190,8 @@ TEST(PlanTest, DefaultsResolved) {
     "zero": {"stage": 0, "offload": "none"},
     "comm": {"bucket_mb": 25.0},
     "precision": "fp32",
+    "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
+                   "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
     "pipeline": {"schedule": "1f1b", "stages": "auto"},
     "tensor_parallel": {"rules": "auto"},
@@ -340,8 +346,8 @@ TEST(PlanTest, ErrorTopLevelNotObject) {
 TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
-            "precision, recompute, pipeline, tensor_parallel, optimizer, "
-            "frozen, lr_schedule, data)");
+            "precision, loss_scale, recompute, pipeline, tensor_parallel, "
+            "optimizer, frozen, lr_schedule, data)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
@@ -363,6 +369,28 @@ TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
             "offload)");
+}
+
+TEST(PlanTest, LossScale) {
+  Plan plan = planOf(R"({"precision": "fp16-mixed", "loss_scale":
+      {"init_scale": 1024, "growth_factor": 4, "backoff_factor": 0.25,
+       "growth_interval": 3}})");
+  EXPECT_EQ(plan.lossScale.initScale, 1024);
+  EXPECT_EQ(plan.lossScale.growthFactor, 4);
+  EXPECT_EQ(plan.lossScale.backoffFactor, 0.25);
+  EXPECT_EQ(plan.lossScale.growthInterval, 3);
+  expectRoundTrip(plan);
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"init_scale": 0}})"),
+            "loss_scale.init_scale: expected a number > 0, got 0");
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"growth_factor": 1}})"),
+            "loss_scale.growth_factor: expected a number > 1, got 1");
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"backoff_factor": 1}})"),
+            "loss_scale.backoff_factor: expected a number in (0, 1), got 1");
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"growth_interval": 0}})"),
+            "loss_scale.growth_interval: expected an integer >= 1, got 0");
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"window": 5}})"),
+            "loss_scale.window: unknown key (expected one of: init_scale, "
+            "growth_factor, backoff_factor, growth_interval)");
 }
 
 TEST(PlanTest, ErrorOptionOfOtherOptimizer) {

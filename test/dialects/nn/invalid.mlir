@@ -1055,3 +1055,18 @@ func.func @attention_grad_lse(%q: tensor<2x16x8xf32>, %l: tensor<2x8xf32>) {
 
 // expected-error @+1 {{argument #0 has 'nn.tril' but no 'nn.param'}}
 func.func private @tril_without_param(tensor<4x4xi1> {nn.tril})
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.loss_scale' must be a float scalar, got 'tensor<2xf32>'}}
+func.func private @loss_scale_not_scalar(tensor<2xf32> {nn.loss_scale})
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.loss_scale' cannot be a parameter or a graph input}}
+func.func private @loss_scale_param(tensor<f32> {nn.loss_scale, nn.param = "s"})
+
+// -----
+
+// expected-error @+1 {{argument attribute 'nn.loss_scale' must be a unit attribute}}
+func.func private @loss_scale_not_unit(tensor<f32> {nn.loss_scale = 2.0 : f32})
