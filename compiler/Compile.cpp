@@ -360,6 +360,12 @@ private:
   int64_t microBatch = 0, seqLen = 0;
   /// Whether the program runs on a mesh (dp > 1 or a ZeRO stage).
   bool distributed() const { return plan.meshDp > 1 || plan.zeroStage > 0; }
+  /// Stage 0 under gradient accumulation: each rank sums its micro-batches'
+  /// gradients and the runtime all-reduces them once per step (DDP's
+  /// no_sync) rather than the step once per micro-batch.
+  bool deferReduction() const {
+    return plan.meshDp > 1 && plan.zeroStage == 0 && plan.microBatches > 1;
+  }
   /// The program function's argument types before spmdization (full
   /// tensors): the layout of weights.bin.
   std::vector<Type> globalArgTypes;
@@ -685,6 +691,7 @@ bool Compiler::lower() {
     annotate.zeroStage = plan.zeroStage;
     annotate.offload = plan.zeroOffload;
     annotate.bucketMb = plan.bucketMb;
+    annotate.deferReduction = deferReduction();
     dm.addPass(dist::createAnnotateShardingPass(annotate));
     dm.addPass(dist::createPropagateShardingPass());
     dm.addPass(dist::createSpmdizePass());
@@ -833,7 +840,7 @@ std::string Compiler::modelSource(func::FuncOp step,
       "  train_step_fn::train_step, {4}, {5},\n"
       "  forward_fn::forward, {11},\n"
       "  {6}, {7}, {8}, {9}, {10},\n"
-      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}};\n\n"
+      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}, {14}};\n\n"
       "const autopar::rt::ModelInfo &autoparModelInfo() {{ return kInfo; }\n",
       fingerprint(step, globalArgTypes), numTensors, numInputs, paramBytes,
       step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt(),
@@ -844,7 +851,7 @@ std::string Compiler::modelSource(func::FuncOp step,
           .lookupSymbol<func::FuncOp>("forward")
           ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
           .getInt(),
-      plan.zeroStage, fileBytes);
+      plan.zeroStage, fileBytes, deferReduction() ? "true" : "false");
   return s;
 }
 
@@ -1001,6 +1008,8 @@ nlohmann::json Compiler::report(func::FuncOp step) {
         masterElements += zero.stateElements;
       if (stage == 1)
         commBytes[1] += rt::reduceScatterFlatBytes(n, dp, elementBytes);
+      if (deferReduction())
+        commBytes[0] += rt::allReduceBytes(n, dp, elementBytes);
       if (stage == 1 || stage == 2)
         commBytes[2] += rt::allGatherFlatBytes(n, dp, elementBytes);
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {

@@ -112,11 +112,16 @@ struct ModelInfo {
   /// Index of the data-parallel axis in the mesh.
   int32_t dpAxis;
   /// ZeRO stage (0 to 3). Gradients of the train step are full at stages 0
-  /// and 1 (stage 1: not yet reduced over dp) and flat shards at 2 and 3.
+  /// and 1 (stage 1, and stage 0 with deferredReduction: not yet reduced
+  /// over dp) and flat shards at 2 and 3.
   int32_t zeroStage;
   /// Bytes of weights.bin: the full tensors at their fileOffset (equal to
   /// paramBytes, and the same layout, when no tensor is sharded).
   int64_t weightFileBytes;
+  /// Stage 0 with micro-batches: the train step returns this rank's
+  /// gradients (summed over its micro-batches) and the runtime all-reduces
+  /// them once per step (DDP's no_sync).
+  bool deferredReduction;
 };
 
 /// A graph input or output of a forward-only program.

@@ -725,6 +725,15 @@ Status Trainer::run() {
                           1.0f / static_cast<float>(info.microBatches),
                           micro > 0});
     }
+    if (info.deferredReduction) {
+      // Gradient accumulation at stage 0: the local sums, all-reduced once.
+      for (size_t k = 0; k < shards.size(); ++k) {
+        const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+        comm.allReduceSum(grads[k].get(), ti.numElements, commType(ti),
+                          dpMask());
+      }
+      comm.waitAll();
+    }
     if (info.zeroStage == 1) {
       // ZeRO-1: the accumulated local gradients, reduce-scattered once.
       for (size_t k = 0; k < shards.size(); ++k) {

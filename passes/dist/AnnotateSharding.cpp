@@ -63,6 +63,10 @@ struct AnnotateShardingPass
                               std::string(offload) + "'");
     if (offload == "cpu" && zeroStage == 0)
       return fail(module, "offload = cpu needs a ZeRO stage of 1 or more");
+    if (deferReduction && zeroStage != 0)
+      return fail(module, "defer-reduction is for ZeRO stage 0 (stage 1 "
+                          "always defers, stages 2 and 3 shard the "
+                          "gradients as they are reduced)");
     if (findMesh(module))
       return fail(module, "already has a dist.mesh");
 
@@ -132,8 +136,9 @@ struct AnnotateShardingPass
         continue;
       }
       Layout l = Layout::replicated(cast<RankedTensorType>(t).getRank());
-      // ZeRO-1 keeps full local gradients, reduce-scattered once per step.
-      if (zeroStage == 1)
+      // ZeRO-1 keeps full local gradients, reduce-scattered once per step;
+      // stage 0 with deferReduction too, all-reduced once per step.
+      if (zeroStage == 1 || deferReduction)
         l.partial.push_back("dp");
       func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, kMeshName));
     }

@@ -20,6 +20,9 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
     replicated; results are wanted replicated (the loss, and the gradients
     at ZeRO stage 0). ZeRO: at stage 1 the gradients stay partial sums (the
     runtime reduce-scatters them once per step, after the last
+    micro-batch), and so at stage 0 with `defer-reduction` (DDP's no_sync
+    under gradient accumulation: each rank sums its micro-batches' gradients
+    and the runtime all-reduces them once per step instead of once per
     micro-batch); at stages 2 and 3 they are wanted as flat shards
     (`dist.zero` on the result); at stage 3 trainable parameters are stored
     as flat shards (`dist.zero` on the argument). The module records the
@@ -49,6 +52,9 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
            "Where the optimizer state and its update live: none or cpu">,
     Option<"bucketMb", "bucket-mb", "double", "25.0",
            "Gradient bucket size in MiB (collectives issued per bucket)">,
+    Option<"deferReduction", "defer-reduction", "bool", "false",
+           "Stage 0: leave the gradients partial over dp, for the runtime "
+           "to all-reduce once per step (gradient accumulation)">,
   ];
   let dependentDialects = ["autopar::dist::DistDialect"];
 }

@@ -38,7 +38,8 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
  (c) every step's logged comm_bytes equal report.json's
      comm_bytes_per_step (relative 1e-9), and what moves is what the stage
      implies: stage 0 only all_reduce (the gradients: at least the ring
-     volume 2(Nd-1)/Nd * 4psi); stages 1 and 2 reduce_scatter (the
+     volume 2(Nd-1)/Nd * 4psi, and less than twice that: once per step,
+     also with micro-batches); stages 1 and 2 reduce_scatter (the
      gradients, at least (Nd-1)/Nd * 4psi), all_gather (the updated
      parameters, at least (Nd-1)/Nd * 4psi) and an all_reduce (the loss);
      stage 3 reduce_scatter as much, and more all_gather than stage 2 and
@@ -292,6 +293,10 @@ def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
         if ar < 2 * ring:
             raise Failure(f"stage 0 all_reduce {ar:g} < the gradients' ring volume "
                           f"{2 * ring:g}")
+        # Once per step, whatever the micro-batches (DDP's no_sync).
+        if ar >= 4 * ring:
+            raise Failure(f"stage 0 all_reduce {ar:g}: the gradients are reduced more "
+                          f"than once per step (ring volume {2 * ring:g})")
         return
     if ar <= 0:
         raise Failure(f"stage {stage} should all_reduce the loss, got {desc}")

@@ -1,6 +1,7 @@
 // RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=0" --split-input-file | FileCheck %s --check-prefix=Z0
 // RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=1 bucket-mb=1" --split-input-file | FileCheck %s --check-prefix=Z1
 // RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=3 offload=cpu" --split-input-file | FileCheck %s --check-prefix=Z3
+// RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=0 defer-reduction=true" --split-input-file | FileCheck %s --check-prefix=DEFER
 
 // Inputs split their batch dim over dp; parameters are replicated; the loss
 // is wanted replicated; gradients replicated (stage 0), partial (stage 1:
@@ -19,6 +20,11 @@
 // Z1: module attributes {dist.bucket_bytes = 1048576 : i64, dist.zero_stage = 1 : i64}
 // Z1-LABEL: func.func @train_step
 // Z1-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
+
+// Stage 0 with deferred reduction (gradient accumulation): partial, as Z1.
+// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
+// DEFER-LABEL: func.func @train_step
+// DEFER-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
 // Z3: module attributes {dist.bucket_bytes = 26214400 : i64, dist.offload = "cpu", dist.zero_stage = 3 : i64}
 // Z3-LABEL: func.func @train_step
