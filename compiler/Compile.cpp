@@ -612,7 +612,9 @@ bool Compiler::lower() {
   PassManager pm(&context);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass());
+  LegalizePrecisionPassOptions legalize;
+  legalize.target = o.target;
+  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
   if (o.forwardOnly) {

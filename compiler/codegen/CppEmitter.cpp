@@ -732,7 +732,12 @@ LogicalResult Emitter::emitAttention(Operation *op) {
 }
 
 LogicalResult Emitter::emitMatmul(Operation *op) {
-  if (failed(requireF32(op)))
+  // The CUDA target multiplies 16-bit matrices too (cuBLASLt), without the
+  // C operand of a gemm (autopar-legalize-precision keeps only such
+  // matmuls 16-bit).
+  Type element = tensorType(op->getResult(0)).getElementType();
+  bool half = isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16;
+  if (!(cuda() && half && isa<nn::MatMulOp>(op)) && failed(requireF32(op)))
     return failure();
   double alpha = 1.0;
   auto gemmOp = dyn_cast<nn::GemmOp>(op);

@@ -10,7 +10,8 @@
 // exact in f32, sums are f32, and each result is rounded once. The casts
 // fuse into the neighbouring elementwise kernels. Elementwise ops (computed
 // in float and rounded per op by the code generators), copies, views and
-// gathers read and write 16-bit tensors directly.
+// gathers read and write 16-bit tensors directly, and so do the CUDA
+// target's GEMMs (cuBLASLt, f32 accumulation).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,12 +53,29 @@ bool computesInF32(Operation *op) {
              nn::ReduceMeanOp, nn::ReduceMaxOp>(op);
 }
 
+/// Whether the target's kernels take `op` as it is: the CUDA target's
+/// GEMMs take 16-bit matmuls whose operands and result share one type.
+bool native(Operation *op, StringRef target) {
+  if (target != "cuda" || !isa<nn::MatMulOp>(op))
+    return false;
+  Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  return llvm::all_of(op->getOperandTypes(), [&](Type operand) {
+    return cast<RankedTensorType>(operand).getElementType() == t;
+  });
+}
+
 struct LegalizePrecisionPass
     : public autopar::impl::LegalizePrecisionPassBase<LegalizePrecisionPass> {
+  using LegalizePrecisionPassBase::LegalizePrecisionPassBase;
   void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError() << "autopar-legalize-precision: unknown target '"
+                                 << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
     OpBuilder b(&getContext());
     getOperation().walk([&](Operation *op) {
-      if (!computesInF32(op) ||
+      if (!computesInF32(op) || native(op, target) ||
           (llvm::none_of(op->getOperandTypes(), isHalf) &&
            llvm::none_of(op->getResultTypes(), isHalf)))
         return;

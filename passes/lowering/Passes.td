@@ -131,13 +131,20 @@ def MixedPrecisionPass : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
 
 def LegalizePrecisionPass : Pass<"autopar-legalize-precision", "mlir::func::FuncOp"> {
   let summary = "Compute ops whose kernels take f32 in f32 around 16-bit tensors";
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Whose kernels: cpu or cuda">,
+  ];
   let description = [{
     matmul, gemm, attention, layer_norm, softmax, softmax_cross_entropy
     (and their gradients), gather_grad and the reductions with a 16-bit
     float operand or result get their 16-bit operands cast to f32 and their
     results computed in f32 and cast back: one rounding per result, as
     16-bit kernels with f32 accumulation. Run after autodiff, before
-    fusion (the casts fuse into elementwise kernels).
+    fusion (the casts fuse into elementwise kernels). With `target=cuda`,
+    an nn.matmul whose operands and result all have one 16-bit type stays
+    as it is: cuBLASLt multiplies bf16 / f16 matrices with f32
+    accumulation on tensor cores.
 
     ```mlir
     %y = nn.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>

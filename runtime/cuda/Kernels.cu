@@ -209,8 +209,23 @@ constexpr int64_t kMaxBatchCount = 65535;
 
 } // namespace
 
-void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
-          float *c, Epilogue epilogue, const float *bias) {
+namespace {
+
+/// The element type of a GEMM's A, B and C.
+struct GemmType {
+  cudaDataType_t type;
+  int64_t bytes;
+};
+
+/// gemm() for A, B, C of element type `t` (32-bit compute); epilogues only
+/// for float (checked by the callers).
+void gemmImpl(DeviceContext &ctx, const GemmDesc &d, GemmType t,
+              const void *aData, const void *bData, void *cData,
+              Epilogue epilogue, const float *bias) {
+  const char *a = static_cast<const char *>(aData);
+  const char *b = static_cast<const char *>(bData);
+  char *c = static_cast<char *>(cData);
+  const int64_t eb = t.bytes;
   int64_t batch = 1;
   for (int i = 0; i < d.batchRank; ++i)
     batch *= d.batchShape[i];
@@ -224,10 +239,16 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
     failCall(ctx, __LINE__, "cuda::gemm", "bias epilogue without a bias");
   const int64_t mn = d.m * d.n;
   if (d.k <= 0) {
-    // An empty product: C = act(0 + bias).
+    // An empty product: C = act(0 + bias) (0 in every element type).
+    if (t.type != CUDA_R_32F) {
+      AUTOPAR_CUDA_CHECK_CTX(
+          &ctx, cudaMemsetAsync(c, 0, static_cast<size_t>(batch * mn * eb),
+                                ctx.stream));
+      return;
+    }
     epilogueKernel<<<gridFor(ctx, batch * mn), kBlock, 0, ctx.stream>>>(
-        c, hasBias ? bias : nullptr, batch * mn, mn, mn, d.n, gelu,
-        /*zero=*/true);
+        reinterpret_cast<float *>(c), hasBias ? bias : nullptr, batch * mn,
+        mn, mn, d.n, gelu, /*zero=*/true);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
     return;
   }
@@ -266,16 +287,16 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
   // Alignments over every matrix the calls touch.
   // (Leading dims count too: the algorithms load rows as vectors.)
   uint64_t aBits = reinterpret_cast<uintptr_t>(a) |
-                   static_cast<uint64_t>(d.lda) * sizeof(float);
+                   static_cast<uint64_t>(d.lda * eb);
   uint64_t bBits = reinterpret_cast<uintptr_t>(b) |
-                   static_cast<uint64_t>(d.ldb) * sizeof(float);
+                   static_cast<uint64_t>(d.ldb * eb);
   for (int i = 0; i < numDims; ++i) {
-    aBits |= static_cast<uint64_t>(std::abs(dims[i].aStride)) * sizeof(float);
-    bBits |= static_cast<uint64_t>(std::abs(dims[i].bStride)) * sizeof(float);
+    aBits |= static_cast<uint64_t>(std::abs(dims[i].aStride) * eb);
+    bBits |= static_cast<uint64_t>(std::abs(dims[i].bStride) * eb);
   }
   uint64_t cBits = reinterpret_cast<uintptr_t>(c);
   if (batch > 1)
-    cBits |= static_cast<uint64_t>(mn) * sizeof(float);
+    cBits |= static_cast<uint64_t>(mn * eb);
 
   // cuBLASLt computes D = op(A') op(B') column-major with A' = our B and
   // B' = our A: D [n, m] column-major with ld n is C [m, n] row-major.
@@ -344,7 +365,7 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
     auto layout = [&](cublasLtMatrixLayout_t &l, uint64_t rows, uint64_t cols,
                       int64_t ld, int64_t stride) {
       AUTOPAR_CUBLAS_CHECK_CTX(
-          &ctx, cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
+          &ctx, cublasLtMatrixLayoutCreate(&l, t.type, rows, cols, ld));
       if (count > 1) {
         const int32_t count32 = static_cast<int32_t>(count);
         AUTOPAR_CUBLAS_CHECK_CTX(&ctx, cublasLtMatrixLayoutSetAttribute(
@@ -397,9 +418,9 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
       const int64_t count = std::min(kMaxBatchCount, inner.extent - start);
       if (count != plan.count)
         makePlan(count);
-      const float *aPtr = a + aOff + start * inner.aStride;
-      const float *bPtr = b + bOff + start * inner.bStride;
-      float *cPtr = c + cOff + start * innerCStride;
+      const char *aPtr = a + (aOff + start * inner.aStride) * eb;
+      const char *bPtr = b + (bOff + start * inner.bStride) * eb;
+      char *cPtr = c + (cOff + start * innerCStride) * eb;
       AUTOPAR_CUBLAS_CHECK_CTX(
           &ctx, cublasLtMatmul(ctx.lt, plan.op, &alpha, bPtr, plan.aLayout,
                                aPtr, plan.bLayout, &beta, cPtr, plan.cLayout,
@@ -407,12 +428,29 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
                                ctx.gemmWorkspace, workspaceBytes, ctx.stream));
       if (epilogue != Epilogue::None && !plan.epilogue) {
         epilogueKernel<<<gridFor(ctx, count * mn), kBlock, 0, ctx.stream>>>(
-            cPtr, hasBias ? bias : nullptr, count * mn, mn, innerCStride, d.n,
-            gelu, /*zero=*/false);
+            reinterpret_cast<float *>(cPtr), hasBias ? bias : nullptr,
+            count * mn, mn, innerCStride, d.n, gelu, /*zero=*/false);
         AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
       }
     }
   }
+}
+
+} // namespace
+
+void gemm(DeviceContext &ctx, const GemmDesc &d, const float *a, const float *b,
+          float *c, Epilogue epilogue, const float *bias) {
+  gemmImpl(ctx, d, {CUDA_R_32F, 4}, a, b, c, epilogue, bias);
+}
+
+void gemm(DeviceContext &ctx, const GemmDesc &d, const __nv_bfloat16 *a,
+          const __nv_bfloat16 *b, __nv_bfloat16 *c) {
+  gemmImpl(ctx, d, {CUDA_R_16BF, 2}, a, b, c, Epilogue::None, nullptr);
+}
+
+void gemm(DeviceContext &ctx, const GemmDesc &d, const __half *a,
+          const __half *b, __half *c) {
+  gemmImpl(ctx, d, {CUDA_R_16F, 2}, a, b, c, Epilogue::None, nullptr);
 }
 
 //===----------------------------------------------------------------------===//

@@ -42,6 +42,12 @@ enum class Epilogue { None = 0, Bias = 1, Gelu = 2, BiasGelu = 3 };
 void gemm(DeviceContext &ctx, const GemmDesc &desc, const float *a,
           const float *b, float *c, Epilogue epilogue = Epilogue::None,
           const float *bias = nullptr);
+/// The same on bfloat16 (IEEE half) A, B and C with float accumulation
+/// (CUBLAS_COMPUTE_32F: tensor cores), C rounded once; no epilogue.
+void gemm(DeviceContext &ctx, const GemmDesc &desc, const __nv_bfloat16 *a,
+          const __nv_bfloat16 *b, __nv_bfloat16 *c);
+void gemm(DeviceContext &ctx, const GemmDesc &desc, const __half *a,
+          const __half *b, __half *c);
 
 void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
                       const float *bias, float *y, int64_t rows, int64_t cols,

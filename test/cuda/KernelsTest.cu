@@ -218,6 +218,75 @@ void testGemm(Tester &t, const GemmCase &gc) {
   t.check("gemm " + gc.name, compareFloats(got, want, gelu ? 2e-3 : kTol));
 }
 
+/// A 16-bit GEMM (bf16 or IEEE half A, B, C; f32 accumulation) against
+/// cpu::gemm on the same 16-bit values in float, its result rounded to the
+/// 16-bit type: equal within two roundings of that type (the products are
+/// exact in float, the sums' order differs).
+void testGemm16(Tester &t, Float16Kind kind, int64_t m, int64_t n, int64_t k,
+                bool transA, bool transB, int64_t batch) {
+  cpu::GemmDesc d;
+  d.batchRank = 1;
+  d.batchShape[0] = batch;
+  d.transA = transA;
+  d.transB = transB;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.lda = transA ? m : k;
+  d.ldb = transB ? k : n;
+  d.aBatchStrides[0] = m * k;
+  d.bBatchStrides[0] = k * n;
+  auto rounded = [&](size_t count, std::vector<uint16_t> &bits) {
+    std::vector<float> v = t.uniform(count);
+    bits.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      bits[i] = float16Bits(kind, v[i]);
+      v[i] = float16Value(kind, bits[i]);
+    }
+    return v;
+  };
+  std::vector<uint16_t> aBits, bBits;
+  std::vector<float> a = rounded(static_cast<size_t>(batch * m * k), aBits);
+  std::vector<float> b = rounded(static_cast<size_t>(batch * k * n), bBits);
+  const size_t cCount = static_cast<size_t>(batch * m * n);
+  std::vector<float> want(cCount, 0.0f);
+  if (k > 0)
+    cpu::gemm(d, a.data(), b.data(), want.data());
+  for (float &w : want)
+    w = float16Value(kind, float16Bits(kind, w));
+  DeviceBuffer aDev = t.upload(aBits), bDev = t.upload(bBits);
+  DeviceBuffer cDev = t.alloc(static_cast<int64_t>(cCount * 2));
+  if (kind == Float16Kind::BF16)
+    gpu::gemm(t.ctx, d, reinterpret_cast<const __nv_bfloat16 *>(aDev.get()),
+              reinterpret_cast<const __nv_bfloat16 *>(bDev.get()),
+              reinterpret_cast<__nv_bfloat16 *>(cDev.get()));
+  else
+    gpu::gemm(t.ctx, d, reinterpret_cast<const __half *>(aDev.get()),
+              reinterpret_cast<const __half *>(bDev.get()),
+              reinterpret_cast<__half *>(cDev.get()));
+  std::vector<uint16_t> gotBits = t.download<uint16_t>(cDev.get(), cCount);
+  std::vector<float> got(cCount);
+  for (size_t i = 0; i < cCount; ++i)
+    got[i] = float16Value(kind, gotBits[i]);
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  t.check(format("gemm %s %lldx%lldx%lld%s%s batch %lld",
+                 kind == Float16Kind::BF16 ? "bf16" : "f16",
+                 static_cast<long long>(m), static_cast<long long>(n),
+                 static_cast<long long>(k), transA ? " transA" : "",
+                 transB ? " transB" : "", static_cast<long long>(batch)),
+          compareFloats(got, want, 2 * ulp));
+}
+
+void testGemms16(Tester &t) {
+  for (Float16Kind kind : {Float16Kind::BF16, Float16Kind::Half}) {
+    testGemm16(t, kind, 64, 96, 32, false, false, 1);
+    testGemm16(t, kind, 37, 53, 29, false, true, 1);
+    testGemm16(t, kind, 16, 16, 64, true, false, 12);
+    testGemm16(t, kind, 128, 768, 256, false, true, 2);
+    testGemm16(t, kind, 5, 7, 0, false, false, 1);
+  }
+}
+
 void testGemms(Tester &t) {
   using E = gpu::Epilogue;
   const std::vector<GemmCase> cases = {
@@ -346,6 +415,7 @@ void testGemms(Tester &t) {
   };
   for (const GemmCase &gc : cases)
     testGemm(t, gc);
+  testGemms16(t);
 }
 
 //===----------------------------------------------------------------------===//

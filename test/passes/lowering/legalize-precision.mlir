@@ -1,4 +1,7 @@
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-legalize-precision))' --split-input-file | FileCheck %s
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-legalize-precision{target=cuda}))' --split-input-file | FileCheck %s --check-prefix=CUDA
+// RUN: not autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-legalize-precision{target=tpu}))' --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: error: autopar-legalize-precision: unknown target 'tpu' (expected cpu or cuda)
 
 // A bf16 matmul and layernorm compute in f32 between casts; the
 // elementwise add, the gather and the transpose read bf16 directly.
@@ -49,4 +52,24 @@ func.func @untouched(%x: tensor<2x4xf32>, %w: tensor<4x4xf32>) -> tensor<2x4xf32
 func.func @attention(%q: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>) {
   %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 0.35 : f64} : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
   return %o, %lse : tensor<2x4x8xbf16>, tensor<2x4xf32>
+}
+
+// -----
+
+// The CUDA target's GEMMs take a bf16 matmul as it is (cuBLASLt, f32
+// accumulation); layernorm is still computed in f32, and so is a matmul
+// whose operands have two types.
+
+// CUDA-LABEL: func.func @cuda
+// CUDA: %[[Y:.*]] = nn.matmul %arg0, %arg1 : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+// CUDA: nn.cast %[[Y]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA: nn.layer_norm {{.*}} -> tensor<2x4xf32>
+// CUDA: nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA: nn.matmul {{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+func.func @cuda(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>, %g: tensor<4xbf16>, %w32: tensor<4x4xf32>) -> (tensor<2x4xbf16>, tensor<2x4xf32>) {
+  %y = nn.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+  %n = nn.layer_norm %y, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+  %x32 = nn.cast %x : tensor<2x4xbf16> to tensor<2x4xf32>
+  %z = nn.matmul %x32, %w32 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  return %n, %z : tensor<2x4xbf16>, tensor<2x4xf32>
 }
