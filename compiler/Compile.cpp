@@ -401,8 +401,6 @@ bool Compiler::checkPlan() {
     return unsupported("mesh.tp", "tensor parallelism");
   if (plan.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-  if (o.target == "cuda" && plan.zeroOffload != "none")
-    return unsupported("zero.offload", "'" + plan.zeroOffload + "'");
   if (plan.recompute != "none")
     return unsupported("recompute", "'" + plan.recompute + "'");
   return true;
@@ -842,7 +840,7 @@ std::string Compiler::modelSource(func::FuncOp step,
       "  train_step_fn::train_step, {4}, {5},\n"
       "  forward_fn::forward, {11},\n"
       "  {6}, {7}, {8}, {9}, {10},\n"
-      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}, {14}};\n\n"
+      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}, {14}, {15}};\n\n"
       "const autopar::rt::ModelInfo &autoparModelInfo() {{ return kInfo; }\n",
       fingerprint(step, globalArgTypes), numTensors, numInputs, paramBytes,
       step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt(),
@@ -853,7 +851,8 @@ std::string Compiler::modelSource(func::FuncOp step,
           .lookupSymbol<func::FuncOp>("forward")
           ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
           .getInt(),
-      plan.zeroStage, fileBytes, deferReduction() ? "true" : "false");
+      plan.zeroStage, fileBytes, deferReduction() ? "true" : "false",
+      plan.zeroOffload == "cpu" ? "true" : "false");
   return s;
 }
 

@@ -122,6 +122,10 @@ struct ModelInfo {
   /// gradients (summed over its micro-batches) and the runtime all-reduces
   /// them once per step (DDP's no_sync).
   bool deferredReduction;
+  /// ZeRO-Offload (plan zero.offload = cpu): the optimizer state (and the
+  /// f32 masters of mixed precision) lives in host memory and the update
+  /// runs on the host, on each rank's shard of the reduced gradients.
+  bool offload;
 };
 
 /// A graph input or output of a forward-only program.

@@ -247,6 +247,15 @@ struct Shard {
   int64_t begin, count;
 };
 
+/// A buffer of device memory, or of host memory under ZeRO-Offload.
+struct Storage {
+  DeviceBuffer device;
+  Buffer host;
+  char *get() const { return host ? host.get() : device.get(); }
+  bool onHost() const { return host != nullptr; }
+  explicit operator bool() const { return get() != nullptr; }
+};
+
 class Trainer {
 public:
   Trainer(const autopar::rt::ModelInfo &info, const Options &options,
@@ -272,15 +281,17 @@ private:
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
   Status exportOnnx();
-  /// This rank's stored part of a tensor (device memory `to`, `stored`
-  /// elements of elementBytes) from the full tensor's host bytes.
+  /// This rank's stored part of a tensor (device memory `to`, or host
+  /// memory with `onHost`; `stored` elements of elementBytes) from the full
+  /// tensor's host bytes.
   void storeFrom(char *to, int64_t stored, const autopar::rt::TensorInfo &ti,
-                 const char *full);
+                 const char *full, bool onHost = false);
   /// The full tensor into host memory from this rank's stored part
-  /// (`stored` elements at device memory `from`): a copy, or a gather
-  /// of every rank's shard (collective).
+  /// (`stored` elements at device memory `from`, or host memory with
+  /// `onHost`): a copy, or a gather of every rank's shard (collective).
   void gatherFull(const char *from, int64_t stored,
-                  const autopar::rt::TensorInfo &ti, char *full);
+                  const autopar::rt::TensorInfo &ti, char *full,
+                  bool onHost = false);
   /// Stores a tensor's full float32 values (host memory): into its master
   /// and, rounded, into the parameter blob when it has a master, else into
   /// the blob as they are.
@@ -290,7 +301,12 @@ private:
   /// else a buffer kept in `keep`, filled when `fill`.
   char *hostView(char *stored, int64_t storedElements,
                  const autopar::rt::TensorInfo &ti, std::vector<Buffer> &keep,
-                 bool fill);
+                 bool fill, bool onHost = false);
+  /// Device or, under ZeRO-Offload, host memory for optimizer state.
+  Storage stateStorage(int64_t bytes);
+  /// ZeRO-Offload: the update of trainable tensor k on the host (its
+  /// gradient shard comes down, its parameter shard goes back up).
+  void hostUpdate(size_t k, int64_t stepCount, double lr, float gradScale);
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
   float runStep(autopar::rt::StepFunction fn, int numResults,
@@ -303,10 +319,15 @@ private:
   autopar::rt::OptimizerConfig config;
   std::string dir = programDir();
   DeviceBuffer params, arena, lossBuffer;
-  std::vector<DeviceBuffer> grads, state0, state1;
+  std::vector<DeviceBuffer> grads;
+  /// Optimizer state: device memory, or host memory under ZeRO-Offload
+  /// (ModelInfo::offload), with a gradient and a parameter staging buffer
+  /// of the largest shard for the host update.
+  std::vector<Storage> state0, state1;
+  Buffer stagingGrad, stagingParam;
   /// Mixed precision: the float32 master of each trainable tensor with
   /// TensorInfo::master (sharded like its state), else empty.
-  std::vector<DeviceBuffer> masters;
+  std::vector<Storage> masters;
   /// Index among the trainable tensors (grads, shards, ...) of each tensor,
   /// -1 for frozen ones.
   std::vector<int> trainableIndex;
@@ -331,10 +352,17 @@ private:
 };
 
 void Trainer::storeFrom(char *to, int64_t stored,
-                        const autopar::rt::TensorInfo &ti, const char *full) {
+                        const autopar::rt::TensorInfo &ti, const char *full,
+                        bool onHost) {
   const int64_t eb = ti.elementBytes;
+  auto put = [&](char *dst, const char *src, int64_t bytes) {
+    if (onHost)
+      std::memcpy(dst, src, bytes);
+    else
+      device.upload(dst, src, bytes);
+  };
   if (stored == ti.numElements) {
-    device.upload(to, full, ti.numElements * eb);
+    put(to, full, ti.numElements * eb);
     return;
   }
   // A ZeRO flat shard: this rank's piece, zero-padded.
@@ -342,22 +370,31 @@ void Trainer::storeFrom(char *to, int64_t stored,
   int64_t count = std::max<int64_t>(0, std::min(stored, ti.numElements - begin));
   Buffer piece = allocate(stored * eb);
   std::memcpy(piece.get(), full + begin * eb, count * eb);
-  device.upload(to, piece.get(), stored * eb);
+  put(to, piece.get(), stored * eb);
 }
 
 void Trainer::gatherFull(const char *from, int64_t stored,
-                         const autopar::rt::TensorInfo &ti, char *full) {
+                         const autopar::rt::TensorInfo &ti, char *full,
+                         bool onHost) {
   const int64_t bytes = ti.numElements * ti.elementBytes;
   if (stored == ti.numElements) {
-    device.download(full, from, bytes);
+    if (onHost)
+      std::memcpy(full, from, bytes);
+    else
+      device.download(full, from, bytes);
     return;
   }
   // The communicator works in device memory: gather there, then copy.
-  DeviceBuffer gathered;
+  DeviceBuffer gathered, piece;
   char *into = full;
   if (!device.hostMemory()) {
     gathered = device.allocate(bytes);
     into = gathered.get();
+    if (onHost) {
+      piece = device.allocate(stored * ti.elementBytes);
+      device.upload(piece.get(), from, stored * ti.elementBytes);
+      from = piece.get();
+    }
   }
   comm.wait(
       comm.allGatherFlat(from, ti.numElements, into, commType(ti), dpMask()));
@@ -372,7 +409,8 @@ void Trainer::storeTensor(int t, const char *full) {
     return;
   }
   const int k = trainableIndex[t];
-  storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full);
+  storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
+            masters[k].onHost());
   std::vector<uint16_t> low = toLow(ti, full, ti.numElements);
   storeFrom(param, ti.storedElements, ti,
             reinterpret_cast<const char *>(low.data()));
@@ -380,13 +418,54 @@ void Trainer::storeTensor(int t, const char *full) {
 
 char *Trainer::hostView(char *stored, int64_t storedElements,
                         const autopar::rt::TensorInfo &ti,
-                        std::vector<Buffer> &keep, bool fill) {
-  if (device.hostMemory() && storedElements == ti.numElements)
+                        std::vector<Buffer> &keep, bool fill, bool onHost) {
+  if ((device.hostMemory() || onHost) && storedElements == ti.numElements)
     return stored;
   keep.push_back(allocate(ti.numElements * ti.elementBytes));
   if (fill)
-    gatherFull(stored, storedElements, ti, keep.back().get());
+    gatherFull(stored, storedElements, ti, keep.back().get(), onHost);
   return keep.back().get();
+}
+
+Storage Trainer::stateStorage(int64_t bytes) {
+  Storage s;
+  if (info.offload)
+    s.host = allocate(bytes);
+  else
+    s.device = device.allocate(bytes);
+  return s;
+}
+
+void Trainer::hostUpdate(size_t k, int64_t stepCount, double lr,
+                         float gradScale) {
+  const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+  const autopar::rt::ParamSlice &d = slices[k];
+  const int64_t n = d.numElements, eb = ti.elementBytes;
+  if (n <= 0)
+    return;
+  // The reduced gradient shard comes down; the state is host memory.
+  autopar::rt::ParamSlice h = d;
+  h.state0 = reinterpret_cast<float *>(state0[k].get());
+  h.state1 = reinterpret_cast<float *>(state1[k].get());
+  if (d.gradLow) {
+    device.download(stagingGrad.get(), d.gradLow, n * eb);
+    h.gradLow = reinterpret_cast<uint16_t *>(stagingGrad.get());
+  } else {
+    device.download(stagingGrad.get(), d.grad, n * eb);
+    h.grad = reinterpret_cast<float *>(stagingGrad.get());
+  }
+  // Mixed precision updates the host master and rounds it into staging;
+  // fp32 updates a copy of the parameter shard.
+  char *result = stagingParam.get();
+  if (d.paramLow) {
+    h.paramLow = reinterpret_cast<uint16_t *>(result);
+  } else {
+    device.download(result, d.param, n * 4);
+    h.param = reinterpret_cast<float *>(result);
+  }
+  autopar::rt::optimizerStep(config, {h}, stepCount, lr, gradScale);
+  device.upload(d.paramLow ? static_cast<void *>(d.paramLow) : d.param, result,
+                n * eb);
 }
 
 Status Trainer::setUp() {
@@ -401,6 +480,7 @@ Status Trainer::setUp() {
   if (!params || !arena || !lossBuffer)
     return outOfMemory();
   const int states = autopar::rt::numStateBuffers(config);
+  int64_t largestShard = 0;
   const int64_t dp = dpSize();
   const int64_t dpIndex = comm.groupIndex(dpMask());
   trainableIndex.assign(info.numTensors, -1);
@@ -420,12 +500,10 @@ Status Trainer::setUp() {
     }
     // Gradients have the stored parameter's type.
     grads.push_back(device.allocate(zero.gradElements * ti.elementBytes));
-    state0.push_back(states > 0 ? device.allocate(sh.chunk * 4)
-                                : DeviceBuffer());
-    state1.push_back(states > 1 ? device.allocate(sh.chunk * 4)
-                                : DeviceBuffer());
-    masters.push_back(ti.master ? device.allocate(sh.chunk * 4)
-                                : DeviceBuffer());
+    state0.push_back(states > 0 ? stateStorage(sh.chunk * 4) : Storage());
+    state1.push_back(states > 1 ? stateStorage(sh.chunk * 4) : Storage());
+    masters.push_back(ti.master ? stateStorage(sh.chunk * 4) : Storage());
+    largestShard = std::max(largestShard, sh.count);
     if (!grads.back() || (states > 0 && !state0.back()) ||
         (states > 1 && !state1.back()) || (ti.master && !masters.back()))
       return outOfMemory();
@@ -452,6 +530,12 @@ Status Trainer::setUp() {
     }
     shards.push_back(sh);
     slices.push_back(slice);
+  }
+  if (info.offload) {
+    stagingGrad = allocate(largestShard * 4);
+    stagingParam = allocate(largestShard * 4);
+    if (!stagingGrad || !stagingParam)
+      return outOfMemory();
   }
   // Initial weights: weights.bin holds the full float32 tensors (masters
   // included) at their fileOffset.
@@ -519,21 +603,22 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
     int64_t bytes = ti.numElements * saved.elementBytes;
     char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
-                             gather)
+                             gather, masters[k].onHost())
                   : hostView(params.get() + ti.offset, ti.storedElements, ti,
                              full, gather);
     refs.push_back({ti.name, dtypeName(saved.onnxType), shape, data, bytes});
     if (!ti.trainable)
       continue;
     const Shard &sh = shards[k];
-    DeviceBuffer *states[] = {&state0[k], &state1[k]};
+    Storage *states[] = {&state0[k], &state1[k]};
     const char *suffixes[] = {adamw ? ".exp_avg" : ".momentum_buffer",
                               ".exp_avg_sq"};
     for (int s = 0; s < 2; ++s) {
       if (!*states[s])
         continue;
       // Optimizer state is f32, like the tensors (or masters) it belongs to.
-      char *state = hostView(states[s]->get(), sh.chunk, saved, full, gather);
+      char *state = hostView(states[s]->get(), sh.chunk, saved, full, gather,
+                             states[s]->onHost());
       refs.push_back({std::string(ti.name) + suffixes[s], "f32", shape, state,
                       bytes});
     }
@@ -583,7 +668,8 @@ Status Trainer::resume() {
       storeFrom(params.get() + ti.offset, ti.storedElements, ti,
                 reinterpret_cast<const char *>(low.data()));
       if (data != masters[k].get())
-        storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), data);
+        storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), data,
+                  masters[k].onHost());
     } else if (data != params.get() + ti.offset) {
       storeFrom(params.get() + ti.offset, ti.storedElements, ti, data);
     }
@@ -592,12 +678,12 @@ Status Trainer::resume() {
       continue;
     const Shard &sh = shards[k];
     const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
-    for (DeviceBuffer *state : {&state0[k], &state1[k]}) {
+    for (Storage *state : {&state0[k], &state1[k]}) {
       if (!*state)
         continue;
       if (refs[r].data != state->get())
         storeFrom(state->get(), sh.chunk, saved,
-                  static_cast<const char *>(refs[r].data));
+                  static_cast<const char *>(refs[r].data), state->onHost());
       ++r;
     }
   }
@@ -618,7 +704,7 @@ Status Trainer::exportOnnx() {
     const int k = trainableIndex[t];
     const char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
-                             /*fill=*/true)
+                             /*fill=*/true, masters[k].onHost())
                   : hostView(params.get() + ti.offset, ti.storedElements, ti,
                              full, /*fill=*/true);
     tensors.push_back({ti.name, saved.onnxType,
@@ -758,19 +844,29 @@ Status Trainer::run() {
     const bool skipped = lossScale > 0 && !std::isfinite(squares);
     if (lossScale > 0)
       norm /= lossScale;
-    float coef;
     if (skipped) {
       ++skippedSteps;
-    } else if (lossScale > 0) {
-      float gradScale = static_cast<float>(1.0 / lossScale);
-      if (autopar::rt::clipCoefficient(config, norm, coef))
-        gradScale *= coef;
-      device.optimizerStep(config, slices, step + 1 - skippedSteps, lr,
-                           gradScale);
     } else {
-      if (autopar::rt::clipCoefficient(config, norm, coef))
-        device.scaleGrads(slices, coef);
-      device.optimizerStep(config, slices, step + 1, lr);
+      // The update multiplies each gradient by the inverse loss scale and
+      // the clipping coefficient (in float: torch's grad.mul_(coef)), except
+      // that fp32 on the device clips the gradients in place.
+      float gradScale =
+          lossScale > 0 ? static_cast<float>(1.0 / lossScale) : 1.0f;
+      float coef;
+      if (autopar::rt::clipCoefficient(config, norm, coef)) {
+        if (lossScale > 0 || info.offload)
+          gradScale *= coef;
+        else
+          device.scaleGrads(slices, coef);
+      }
+      const int64_t stepCount = step + 1 - skippedSteps;
+      if (info.offload) {
+        // ZeRO-Offload: the optimizer state and its update on the host.
+        for (size_t k = 0; k < slices.size(); ++k)
+          hostUpdate(k, stepCount, lr, gradScale);
+      } else {
+        device.optimizerStep(config, slices, stepCount, lr, gradScale);
+      }
     }
     if (lossScale > 0) {
       if (skipped) {

@@ -1211,13 +1211,16 @@ LogicalResult Emitter::emitDist(Operation *op) {
         return success();
       })
       .Case<dist::OffloadOp, dist::FetchOp>([&](Operation *o) -> LogicalResult {
+        // The step's own copy; the runtime moves the final gradient shards
+        // to the host optimizer after the step (ModelInfo::offload).
+        int64_t bytes = tensorBytes(o->getResult(0).getType());
         if (cuda())
-          return o->emitOpError()
-                 << "is not supported by the CUDA target yet";
-        // The CPU target's device memory is host memory: a copy.
-        os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o->getResult(0)),
-                      ptr(o->getOperand(0)),
-                      tensorBytes(o->getResult(0).getType()));
+          os << "  " << rt("copy")
+             << formatv("{0}, {1}, {2});\n", ptr(o->getResult(0)),
+                        ptr(o->getOperand(0)), bytes);
+        else
+          os << formatv("  std::memcpy({0}, {1}, {2});\n",
+                        ptr(o->getResult(0)), ptr(o->getOperand(0)), bytes);
         return success();
       })
       .Default([&](Operation *o) {

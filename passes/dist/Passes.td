@@ -192,10 +192,12 @@ def OffloadPass : Pass<"autopar-dist-offload", "mlir::ModuleOp"> {
   let summary = "ZeRO-Offload: gradients to host memory for a host optimizer";
   let description = [{
     With the module's `dist.offload = "cpu"`, every gradient result of the
-    training step is moved to host memory (`dist.offload`) as soon as it
-    is reduced: the optimizer state and its update live on the host, as in
-    ZeRO-Offload; the device keeps parameters and activations. Without it
-    the pass does nothing.
+    training step passes through `dist.offload` as soon as it is reduced:
+    it leaves the step for the host, where the optimizer state and its
+    update live, as in ZeRO-Offload (the runtime copies each rank's shard
+    to host memory after the step and copies the updated parameter shard
+    back); the device keeps parameters and activations. Without it the
+    pass does nothing.
 
     ```mlir
     %s = dist.zero_scatter sum %g on @mesh axes = [dp] : tensor<4x4xf32> -> tensor<8xf32>

@@ -41,14 +41,15 @@ PLANS = {
                        "zero": {"stage": 2}},
     # fp16-mixed: __half kernels, the loss-scale argument.
     "fp16": {"precision": "fp16-mixed"},
+    # ZeRO-Offload: the optimizer on the host.
+    "dp2-zero2-offload": {"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
 }
 DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
 # None: a forward-only program instead of a training one.
 PLANS["forward-only"] = None
 # Plans refused on the CUDA target for now, and the key the line names.
 REFUSED = {
-    "offload": ({"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
-                "zero.offload"),
+    "tp": ({"mesh": {"tp": 2}}, "mesh.tp"),
 }
 
 
