@@ -57,9 +57,10 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "Float16.h", "File.h",    "File.cpp",    "Model.h",     "Profile.h",    "Profile.cpp",
-    "Program.h", "Program.cpp", "Status.h",    "onnx/Wire.h",  "onnx/Wire.cpp",
-    "cpu/Kernels.h", "cpu/Attention.h",
+    "File.h",        "File.cpp",        "Float16.h",   "Model.h",
+    "Profile.h",     "Profile.cpp",     "Program.h",   "Program.cpp",
+    "Status.h",      "onnx/Wire.h",     "onnx/Wire.cpp", "cpu/Kernels.h",
+    "cpu/Attention.h",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",

@@ -26,8 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Float16.h"
 #include "runtime/Device.h"
+#include "runtime/Float16.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
 #include "runtime/Status.h"

@@ -1134,7 +1134,7 @@ LogicalResult Emitter::emitDist(Operation *op) {
     pending[result] = req;
   };
   // The mask of a collective's axes, after checking what the runtime's
-  // communicator supports: f32 and bf16 tensors, sums.
+  // communicator supports: f32, bf16 and f16 tensors, sums.
   Type element = tensorType(op->getOperand(0)).getElementType();
   std::string commType = element.isBF16()  ? "autopar::rt::CommType::BF16"
                          : element.isF16() ? "autopar::rt::CommType::F16"
