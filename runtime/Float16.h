@@ -27,22 +27,17 @@
 
 namespace autopar::rt {
 
-/// The bfloat16 bits of `f`, rounded to nearest even.
-AUTOPAR_RT_HOST_DEVICE inline uint16_t bf16Bits(float f) {
-  uint32_t u;
+/// The IEEE bits of a float, and the float of IEEE bits.
+AUTOPAR_RT_HOST_DEVICE inline uint32_t floatBits(float f) {
 #if defined(__CUDA_ARCH__)
-  u = __float_as_uint(f);
+  return __float_as_uint(f);
 #else
+  uint32_t u;
   memcpy(&u, &f, sizeof(u));
+  return u;
 #endif
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((u >> 16) | 0x40u); // quiet NaN
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-
-/// The float value of bfloat16 bits.
-AUTOPAR_RT_HOST_DEVICE inline float bf16Value(uint16_t bits) {
-  uint32_t u = static_cast<uint32_t>(bits) << 16;
+AUTOPAR_RT_HOST_DEVICE inline float bitsFloat(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -52,14 +47,22 @@ AUTOPAR_RT_HOST_DEVICE inline float bf16Value(uint16_t bits) {
 #endif
 }
 
+/// The bfloat16 bits of `f`, rounded to nearest even.
+AUTOPAR_RT_HOST_DEVICE inline uint16_t bf16Bits(float f) {
+  const uint32_t u = floatBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x40u); // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/// The float value of bfloat16 bits.
+AUTOPAR_RT_HOST_DEVICE inline float bf16Value(uint16_t bits) {
+  return bitsFloat(static_cast<uint32_t>(bits) << 16);
+}
+
 /// The IEEE half bits of `f`, rounded to nearest even.
 AUTOPAR_RT_HOST_DEVICE inline uint16_t halfBits(float f) {
-  uint32_t u;
-#if defined(__CUDA_ARCH__)
-  u = __float_as_uint(f);
-#else
-  memcpy(&u, &f, sizeof(u));
-#endif
+  const uint32_t u = floatBits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) // NaN: quiet, payload's top bits kept
@@ -109,13 +112,7 @@ AUTOPAR_RT_HOST_DEVICE inline float halfValue(uint16_t bits) {
     }
     u = sign | (e << 23) | ((mant & 0x3ffu) << 13);
   }
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  memcpy(&f, &u, sizeof(f));
-  return f;
-#endif
+  return bitsFloat(u);
 }
 
 /// The 16-bit float formats of mixed precision.

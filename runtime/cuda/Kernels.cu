@@ -1582,22 +1582,15 @@ __global__ void __launch_bounds__(kBlock)
     dst[i] = __fadd_rn(accumulate ? dst[i] : 0.0f, __fmul_rn(scale, src[i]));
 }
 
+/// accumulateKernel on 16-bit floats (T: __nv_bfloat16 or __half, whose
+/// conversions from and to float round to nearest even).
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    accumulateBf16Kernel(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
-                         int64_t numElements, float scale, bool accumulate) {
+    accumulate16Kernel(T *dst, const T *src, int64_t numElements, float scale,
+                       bool accumulate) {
   for (int64_t i = threadIndex(); i < numElements; i += threadCount())
-    dst[i] = __float2bfloat16_rn(
-        __fadd_rn(accumulate ? __bfloat162float(dst[i]) : 0.0f,
-                  __fmul_rn(scale, __bfloat162float(src[i]))));
-}
-
-__global__ void __launch_bounds__(kBlock)
-    accumulateHalfKernel(__half *dst, const __half *src, int64_t numElements,
-                         float scale, bool accumulate) {
-  for (int64_t i = threadIndex(); i < numElements; i += threadCount())
-    dst[i] = __float2half_rn(
-        __fadd_rn(accumulate ? __half2float(dst[i]) : 0.0f,
-                  __fmul_rn(scale, __half2float(src[i]))));
+    dst[i] = T(__fadd_rn(accumulate ? static_cast<float>(dst[i]) : 0.0f,
+                         __fmul_rn(scale, static_cast<float>(src[i]))));
 }
 
 } // namespace
@@ -1611,23 +1604,25 @@ void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
-void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
-                    const __nv_bfloat16 *src, int64_t numElements, float scale,
-                    bool accumulate) {
+template <typename T>
+static void accumulate16(DeviceContext &ctx, T *dst, const T *src,
+                         int64_t numElements, float scale, bool accumulate) {
   if (numElements <= 0)
     return;
-  accumulateBf16Kernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
+  accumulate16Kernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
       dst, src, numElements, scale, accumulate);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
+void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
+                    const __nv_bfloat16 *src, int64_t numElements, float scale,
+                    bool accumulate) {
+  accumulate16(ctx, dst, src, numElements, scale, accumulate);
+}
+
 void accumulateInto(DeviceContext &ctx, __half *dst, const __half *src,
                     int64_t numElements, float scale, bool accumulate) {
-  if (numElements <= 0)
-    return;
-  accumulateHalfKernel<<<gridFor(ctx, numElements), kBlock, 0, ctx.stream>>>(
-      dst, src, numElements, scale, accumulate);
-  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  accumulate16(ctx, dst, src, numElements, scale, accumulate);
 }
 
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes) {
