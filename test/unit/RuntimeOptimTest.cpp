@@ -310,3 +310,53 @@ TEST(RuntimeOptimTest, ScheduledLrWarmupAndDecays) {
 }
 
 } // namespace
+
+// Mixed precision: a step on 16-bit gradients (gradLow) updates the f32
+// master exactly as a step on their f32 values does, and writes the master
+// rounded into the 16-bit parameter (paramLow); the gradient multiplier is
+// a float product before the update (as torch's grad.mul_). Both formats,
+// AdamW and SGD with momentum.
+TEST(RuntimeOptimTest, SixteenBitGradientsAndParameters) {
+  for (Float16Kind kind : {Float16Kind::BF16, Float16Kind::Half}) {
+    for (OptimizerKind type : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+      OptimizerConfig config;
+      config.kind = type;
+      config.momentum = 0.9;
+      config.weightDecay = 0.01;
+      const int64_t n = 1000;
+      std::vector<float> master(n), reference(n), ref16Grads(n);
+      std::vector<uint16_t> grads(n), params(n);
+      for (int64_t i = 0; i < n; ++i) {
+        master[i] = reference[i] = 0.5f - 0.001f * static_cast<float>(i);
+        grads[i] = float16Bits(kind, 0.01f * std::sin(static_cast<float>(i)));
+      }
+      std::vector<float> s0(n, 0.0f), s1(n, 0.0f), r0(n, 0.0f), r1(n, 0.0f);
+      const float gradScale = 0.375f;
+      for (int64_t step = 1; step <= 3; ++step) {
+        for (int64_t i = 0; i < n; ++i)
+          ref16Grads[i] = float16Value(kind, grads[i]) * gradScale;
+        ParamSlice low{master.data(), nullptr, s0.data(), s1.data(), n, true};
+        low.gradLow = grads.data();
+        low.paramLow = params.data();
+        low.lowKind = kind;
+        ParamSlice f32{reference.data(), ref16Grads.data(), r0.data(),
+                       r1.data(), n, true};
+        optimizerStep(config, {low}, step, 1e-3, gradScale);
+        optimizerStep(config, {f32}, step, 1e-3);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(master[i], reference[i]) << "step " << step << " i " << i;
+          ASSERT_EQ(params[i], float16Bits(kind, master[i]));
+        }
+      }
+      // The squared norm reads the 16-bit values.
+      ParamSlice low{master.data(), nullptr, nullptr, nullptr, n, true};
+      low.gradLow = grads.data();
+      low.lowKind = kind;
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i)
+        want += static_cast<double>(float16Value(kind, grads[i])) *
+                float16Value(kind, grads[i]);
+      EXPECT_DOUBLE_EQ(gradSquaredSum({low}), want);
+    }
+  }
+}
