@@ -982,6 +982,59 @@ void testOptimizer(Tester &t, const std::string &name,
   t.check("optimizerStep " + name, error);
 }
 
+/// Mixed precision on the device: 16-bit gradients (gradLow), an f32
+/// master, the rounded 16-bit parameter (paramLow) and a gradient
+/// multiplier, against the host optimizer bit for bit; and the squared norm
+/// of 16-bit gradients.
+void testOptimizer16(Tester &t, Float16Kind kind,
+                     const OptimizerConfig &config) {
+  const int64_t n = 70001;
+  const size_t count = static_cast<size_t>(n);
+  std::vector<float> master = t.uniform(count), s0(count, 0.0f),
+                     s1(count, 0.0f);
+  std::vector<uint16_t> grad(count), param(count, 0);
+  for (size_t i = 0; i < count; ++i)
+    grad[i] = float16Bits(kind, 0.01f * t.uniform(1)[0]);
+  DeviceBuffer dMaster = t.upload(master), dS0 = t.upload(s0),
+               dS1 = t.upload(s1), dGrad = t.upload(grad),
+               dParam = t.upload(param);
+  auto slice = [&](float *m, uint16_t *g, uint16_t *p, float *a, float *b) {
+    ParamSlice sl{m, nullptr, a, b, n, true};
+    sl.gradLow = g;
+    sl.paramLow = p;
+    sl.lowKind = kind;
+    return sl;
+  };
+  auto f = [](DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); };
+  auto u = [](DeviceBuffer &b) { return reinterpret_cast<uint16_t *>(b.get()); };
+  std::vector<ParamSlice> host = {
+      slice(master.data(), grad.data(), param.data(), s0.data(), s1.data())};
+  std::vector<ParamSlice> dev = {
+      slice(f(dMaster), u(dGrad), u(dParam), f(dS0), f(dS1))};
+  const char *name = kind == Float16Kind::BF16 ? "bf16" : "f16";
+  std::string e;
+  for (int64_t step = 1; step <= 3 && e.empty(); ++step) {
+    optimizerStep(config, host, step, 1e-3, 0.375f);
+    t.dev.optimizerStep(config, dev, step, 1e-3, 0.375f);
+    e = compareBytes(t.download<float>(dMaster.get(), count).data(),
+                     master.data(), count * 4);
+    if (e.empty())
+      e = compareBytes(t.download<uint16_t>(dParam.get(), count).data(),
+                       param.data(), count * 2);
+    if (e.empty())
+      e = compareBytes(t.download<float>(dS0.get(), count).data(), s0.data(),
+                       count * 4);
+  }
+  t.check(format("optimizerStep %s %s", name,
+                 config.kind == OptimizerKind::AdamW ? "adamw" : "sgd"),
+          e);
+  const double want = gradSquaredSum(host), got = t.dev.gradSquaredSum(dev);
+  t.check(format("gradSquaredSum %s", name),
+          std::fabs(got - want) <= 1e-12 * std::fabs(want)
+              ? ""
+              : format("got %.17g, want %.17g", got, want));
+}
+
 void testDevice(Tester &t) {
   {
     DeviceBuffer b = t.alloc(4099);
@@ -1019,6 +1072,10 @@ void testDevice(Tester &t) {
   nesterov.momentum = 0.9;
   nesterov.nesterov = true;
   testOptimizer(t, "sgd nesterov", nesterov);
+  for (Float16Kind kind : {Float16Kind::BF16, Float16Kind::Half}) {
+    testOptimizer16(t, kind, adamw);
+    testOptimizer16(t, kind, momentum);
+  }
 
   // Norm and clipping.
   OptimizerState s = makeOptimizerState(t, 0);
