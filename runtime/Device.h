@@ -90,11 +90,10 @@ public:
 
   /// The optimizer over tensors in device memory (runtime/optim/Optimizer.h
   /// for the semantics): the sum of the squares of every gradient (in
-  /// double, in an order that does not depend on the thread count),
-  /// multiplying every gradient by `coef`, and one AdamW / SGD step (its
-  /// gradients multiplied by `gradScale` first).
+  /// double, in an order that does not depend on the thread count), and
+  /// one AdamW / SGD step, its gradients multiplied by `gradScale` first
+  /// (the clipping coefficient, over the loss scale of fp16-mixed).
   double gradSquaredSum(const std::vector<ParamSlice> &slices);
-  void scaleGrads(const std::vector<ParamSlice> &slices, float coef);
   void optimizerStep(const OptimizerConfig &config,
                      const std::vector<ParamSlice> &slices, int64_t stepCount,
                      double lr, float gradScale = 1.0f);

@@ -848,17 +848,13 @@ Status Trainer::run() {
       ++skippedSteps;
     } else {
       // The update multiplies each gradient by the inverse loss scale and
-      // the clipping coefficient (in float: torch's grad.mul_(coef)), except
-      // that fp32 on the device clips the gradients in place.
+      // the clipping coefficient, in float: the value torch's
+      // grad.mul_(coef) stores.
       float gradScale =
           lossScale > 0 ? static_cast<float>(1.0 / lossScale) : 1.0f;
       float coef;
-      if (autopar::rt::clipCoefficient(config, norm, coef)) {
-        if (lossScale > 0 || info.offload)
-          gradScale *= coef;
-        else
-          device.scaleGrads(slices, coef);
-      }
+      if (autopar::rt::clipCoefficient(config, norm, coef))
+        gradScale *= coef;
       const int64_t stepCount = step + 1 - skippedSteps;
       if (info.offload) {
         // ZeRO-Offload: the optimizer state and its update on the host.

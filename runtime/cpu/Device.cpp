@@ -76,10 +76,6 @@ double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
   return autopar::rt::gradSquaredSum(slices);
 }
 
-void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
-  autopar::rt::scaleGrads(slices, coef);
-}
-
 void Device::optimizerStep(const OptimizerConfig &config,
                            const std::vector<ParamSlice> &slices,
                            int64_t stepCount, double lr,

@@ -134,17 +134,6 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 __global__ void __launch_bounds__(kBlock)
-    scaleKernel(float *g, uint16_t *g16, Float16Kind kind, int64_t numElements,
-                float coef) {
-  for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
-    if (g16)
-      g16[i] = float16Bits(kind, float16Value(kind, g16[i]) * coef);
-    else
-      g[i] = g[i] * coef;
-  }
-}
-
-__global__ void __launch_bounds__(kBlock)
     adamwKernel(AdamWScalars s, float *p, const float *g, const uint16_t *g16,
                 uint16_t *p16, Float16Kind kind, float gradScale, float *m,
                 float *v, int64_t numElements) {
@@ -422,17 +411,6 @@ double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
   for (double p : host)
     total += p;
   return total;
-}
-
-void Device::scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
-  DeviceContext &ctx = impl->ctx;
-  for (const ParamSlice &s : slices) {
-    if (s.numElements <= 0)
-      continue;
-    scaleKernel<<<elementGrid(ctx, s.numElements), kBlock, 0, ctx.stream>>>(
-        s.grad, s.gradLow, s.lowKind, s.numElements, coef);
-    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-  }
 }
 
 void Device::optimizerStep(const OptimizerConfig &config,

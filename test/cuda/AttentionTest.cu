@@ -44,42 +44,12 @@ namespace {
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-5;
 
-template <typename... Args> std::string format(const char *fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
+using test::format;
 
-/// Empty when every got[i] is within kRtol * |want[i]| + kAtol * max |want|
-/// of want[i], NaN matching NaN and infinities equal; otherwise how many
-/// differ and the first that does.
+/// test::compareFloats within kRtol * |want[i]| + kAtol * max |want|.
 std::string compareFloats(const std::vector<float> &got,
                           const std::vector<float> &want, const char *what) {
-  if (got.size() != want.size())
-    return format("%s: %zu values, want %zu", what, got.size(), want.size());
-  double scale = 0;
-  for (float w : want)
-    if (std::isfinite(w))
-      scale = std::max(scale, std::fabs(static_cast<double>(w)));
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = got[i], w = want[i];
-    bool ok;
-    if (std::isnan(g) || std::isnan(w))
-      ok = std::isnan(g) && std::isnan(w);
-    else if (std::isinf(g) || std::isinf(w))
-      ok = g == w;
-    else
-      ok = std::fabs(g - w) <= kRtol * std::fabs(w) + kAtol * scale;
-    if (!ok && bad++ == 0)
-      first = i;
-  }
-  if (bad == 0)
-    return "";
-  return format("%s: %zu of %zu values differ; first at %zu: got %.9g, "
-                "want %.9g",
-                what, bad, got.size(), first, static_cast<double>(got[first]),
-                static_cast<double>(want[first]));
+  return test::compareFloats(got, want, kRtol, kAtol, what);
 }
 
 using test::AttentionCase;
@@ -106,7 +76,6 @@ public:
 };
 
 float *ptr(const DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); }
-
 
 void runCase(Tester &t, const Case &c) {
   Problem p(c, t.rng);

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +80,49 @@ private:
 };
 
 /// The first non-empty result.
+/// printf into a string (up to 511 characters).
+template <typename... Args>
+std::string format(const char *fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+/// Empty when every got[i] is within rtol * |want[i]| + atol * max |want|
+/// of want[i] (both 0: equal), NaN matching NaN and infinities equal;
+/// otherwise how many differ and the first that does, after `what: ` when
+/// `what` is not empty.
+inline std::string compareFloats(const std::vector<float> &got,
+                                 const std::vector<float> &want, double rtol,
+                                 double atol, const char *what = "") {
+  const std::string prefix = *what ? std::string(what) + ": " : "";
+  if (got.size() != want.size())
+    return prefix + format("%zu values, want %zu", got.size(), want.size());
+  double scale = 0;
+  for (float w : want)
+    if (std::isfinite(w))
+      scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    bool ok;
+    if (std::isnan(g) || std::isnan(w))
+      ok = std::isnan(g) && std::isnan(w);
+    else if (std::isinf(g) || std::isinf(w))
+      ok = g == w;
+    else
+      ok = std::fabs(g - w) <= rtol * std::fabs(w) + atol * scale;
+    if (!ok && bad++ == 0)
+      first = i;
+  }
+  if (bad == 0)
+    return "";
+  return prefix +
+         format("%zu of %zu values differ; first at %zu: got %.9g, want %.9g",
+                bad, got.size(), first, static_cast<double>(got[first]),
+                static_cast<double>(want[first]));
+}
+
 inline std::string firstError(std::initializer_list<std::string> errors) {
   for (const std::string &e : errors)
     if (!e.empty())

@@ -43,41 +43,13 @@ namespace {
 /// Relative tolerance of float reductions.
 constexpr double kTol = 1e-5;
 
-template <typename... Args> std::string format(const char *fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
+using test::format;
 
-/// Empty when every got[i] is within rtol * (|want[i]| + max |want|) of
-/// want[i] (rtol 0: equal), NaN matching NaN and infinities equal;
-/// otherwise how many differ and the first that does.
+/// test::compareFloats within rtol * (|want[i]| + max |want|) (rtol 0:
+/// equal).
 std::string compareFloats(const std::vector<float> &got,
                           const std::vector<float> &want, double rtol) {
-  if (got.size() != want.size())
-    return format("%zu values, want %zu", got.size(), want.size());
-  double scale = 0;
-  for (float w : want)
-    if (std::isfinite(w))
-      scale = std::max(scale, std::fabs(static_cast<double>(w)));
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = got[i], w = want[i];
-    bool ok;
-    if (std::isnan(g) || std::isnan(w))
-      ok = std::isnan(g) && std::isnan(w);
-    else if (std::isinf(g) || std::isinf(w))
-      ok = g == w;
-    else
-      ok = std::fabs(g - w) <= rtol * (std::fabs(w) + scale);
-    if (!ok && bad++ == 0)
-      first = i;
-  }
-  if (bad == 0)
-    return "";
-  return format("%zu of %zu values differ; first at %zu: got %.9g, want %.9g",
-                bad, got.size(), first, static_cast<double>(got[first]),
-                static_cast<double>(want[first]));
+  return test::compareFloats(got, want, rtol, rtol);
 }
 
 /// Empty when the bytes are equal; otherwise the first that differs.
@@ -1085,17 +1057,19 @@ void testDevice(Tester &t) {
           std::fabs(devSum - hostSum) <= 1e-12 * std::fabs(hostSum)
               ? ""
               : format("got %.17g, want %.17g", devSum, hostSum));
+  // A clipped step: the coefficient is the update's gradient multiplier.
   OptimizerConfig clip;
+  clip.kind = OptimizerKind::Sgd;
   clip.maxGradNorm = 0.5;
   float coef = 0;
   std::string e;
   if (!clipCoefficient(clip, std::sqrt(hostSum), coef) || !(coef < 1.0f))
     e = "bad test: no clipping";
-  scaleGrads(s.hostSlices, coef);
-  t.dev.scaleGrads(s.devSlices, coef);
+  optimizerStep(clip, s.hostSlices, 1, 1e-2, coef);
+  t.dev.optimizerStep(clip, s.devSlices, 1, 1e-2, coef);
   if (e.empty())
     e = compareOptimizerState(t, s, 0);
-  t.check("scaleGrads (clipping)", e);
+  t.check("optimizerStep with the clipping coefficient", e);
 }
 
 void runAll(Tester &t) {

@@ -22,18 +22,6 @@ using namespace autopar::rt;
 
 namespace {
 
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 uint16_t bitsOf(_Float16 h) {
   uint16_t u;
   std::memcpy(&u, &h, 2);
@@ -50,9 +38,10 @@ std::vector<float> samples() {
                           std::numeric_limits<float>::denorm_min()};
   std::mt19937 rng(7);
   for (int i = 0; i < 200000; ++i)
-    v.push_back(floatOf((rng() & 0xffffe000u) | (rng() % 3 == 0 ? 0x1000u : 0)));
+    v.push_back(
+        bitsFloat((rng() & 0xffffe000u) | (rng() % 3 == 0 ? 0x1000u : 0)));
   for (int i = 0; i < 200000; ++i)
-    v.push_back(floatOf(rng()));
+    v.push_back(bitsFloat(rng()));
   return v;
 }
 
@@ -68,7 +57,7 @@ TEST(Float16, HalfEveryValueRoundTrips) {
       EXPECT_TRUE(std::isnan(v)) << b;
       continue;
     }
-    ASSERT_EQ(bitsOf(v), bitsOf(static_cast<float>(ref))) << b;
+    ASSERT_EQ(floatBits(v), floatBits(static_cast<float>(ref))) << b;
     ASSERT_EQ(halfBits(v), h) << b;
   }
 }
@@ -80,7 +69,7 @@ TEST(Float16, HalfRoundsAsFloat16) {
       continue;
     }
     ASSERT_EQ(halfBits(f), bitsOf(static_cast<_Float16>(f)))
-        << f << " (bits " << std::hex << bitsOf(f) << ")";
+        << f << " (bits " << std::hex << floatBits(f) << ")";
   }
 }
 
@@ -88,7 +77,7 @@ TEST(Float16, Bf16EveryValueRoundTrips) {
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const uint16_t h = static_cast<uint16_t>(b);
     const float v = bf16Value(h);
-    ASSERT_EQ(bitsOf(v), b << 16);
+    ASSERT_EQ(floatBits(v), b << 16);
     if (!std::isnan(v)) {
       ASSERT_EQ(bf16Bits(v), h) << b;
     }
@@ -106,7 +95,7 @@ TEST(Float16, Bf16RoundsToNearestEven) {
     // magnitude): the nearer, ties to the even mantissa. Past the largest
     // finite value the next one up is 2^128 for the distance (IEEE
     // rounding with an unbounded exponent), which rounds to infinity.
-    const uint16_t down = static_cast<uint16_t>(bitsOf(f) >> 16);
+    const uint16_t down = static_cast<uint16_t>(floatBits(f) >> 16);
     const uint16_t up = static_cast<uint16_t>(down + 1);
     const double upValue = (up & 0x7fffu) == 0x7f80u
                                ? std::copysign(std::ldexp(1.0, 128), f)
@@ -114,10 +103,10 @@ TEST(Float16, Bf16RoundsToNearestEven) {
     const double x = f, dd = std::fabs(x - bf16Value(down)),
                  du = std::fabs(x - upValue);
     const uint16_t want =
-        (bitsOf(f) & 0xffffu) == 0 ? down
+        (floatBits(f) & 0xffffu) == 0 ? down
         : dd < du                  ? down
         : du < dd                  ? up
                                    : ((down & 1) ? up : down);
-    ASSERT_EQ(b, want) << f << " (bits " << std::hex << bitsOf(f) << ")";
+    ASSERT_EQ(b, want) << f << " (bits " << std::hex << floatBits(f) << ")";
   }
 }
