@@ -134,12 +134,6 @@ bool clipCoefficient(const OptimizerConfig &config, double norm,
 void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
   for (const ParamSlice &s : slices) {
     const int64_t n = s.numElements;
-    if (uint16_t *g = s.gradLow) {
-      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-      for (int64_t i = 0; i < n; ++i)
-        g[i] = float16Bits(s.lowKind, float16Value(s.lowKind, g[i]) * coef);
-      continue;
-    }
     float *g = s.grad;
     AUTOPAR_RT_OMP_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; ++i)

@@ -96,7 +96,8 @@ double gradNorm(const std::vector<ParamSlice> &slices);
 /// computed in float as torch does.
 bool clipCoefficient(const OptimizerConfig &config, double norm, float &coef);
 
-/// Multiplies every gradient by `coef`.
+/// Multiplies every (float32) gradient by `coef`. The training programs
+/// clip through optimizerStep's gradScale instead, the same float product.
 void scaleGrads(const std::vector<ParamSlice> &slices, float coef);
 
 /// The clipping of clip_grad_norm_ for a known global `norm`: when
