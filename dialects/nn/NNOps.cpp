@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -260,6 +261,52 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
     return getResult();
   }
   return {};
+}
+
+namespace {
+/// transpose(op(a) op(b)) = op(b)^T op(a)^T: a rank-2 product whose only use
+/// is a transpose computes the transposed result directly, with its
+/// operands swapped and their transposes flipped (no copy; autodiff's
+/// weight gradients of x W^T take this form).
+struct TransposeOfProduct : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getPerm() != ArrayRef<int64_t>{1, 0} ||
+        !op.getInput().hasOneUse())
+      return failure();
+    Operation *def = op.getInput().getDefiningOp();
+    Value a, b;
+    bool transA = false, transB = false;
+    FloatAttr alpha = rewriter.getF64FloatAttr(1.0);
+    if (auto gemm = dyn_cast_or_null<GemmOp>(def)) {
+      if (gemm.getC())
+        return failure();
+      a = gemm.getA();
+      b = gemm.getB();
+      transA = gemm.getTransA();
+      transB = gemm.getTransB();
+      alpha = gemm.getAlphaAttr();
+    } else if (auto matmul = dyn_cast_or_null<MatMulOp>(def)) {
+      a = matmul.getLhs();
+      b = matmul.getRhs();
+      if (tensorType(a).getRank() != 2 || tensorType(b).getRank() != 2)
+        return failure();
+    } else {
+      return failure();
+    }
+    rewriter.replaceOpWithNewOp<GemmOp>(
+        op, op.getType(), b, a, Value(), alpha, rewriter.getF64FloatAttr(1.0),
+        rewriter.getBoolAttr(!transB), rewriter.getBoolAttr(!transA));
+    rewriter.eraseOp(def);
+    return success();
+  }
+};
+} // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<TransposeOfProduct>(context);
 }
 
 //===----------------------------------------------------------------------===//

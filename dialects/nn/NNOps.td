@@ -445,6 +445,7 @@ def NN_TransposeOp : NN_Op<"transpose"> {
                                  "::llvm::ArrayRef<int64_t>":$perm)>];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def NN_SliceOp : NN_Op<"slice"> {

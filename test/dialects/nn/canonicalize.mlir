@@ -36,3 +36,37 @@ func.func @transposes(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<4x2x3
   %2 = nn.transpose %0 {perm = array<i64: 2, 1, 0>} : tensor<3x2x4xf32> -> tensor<4x2x3xf32>
   return %1, %2 : tensor<2x3x4xf32>, tensor<4x2x3xf32>
 }
+
+// -----
+
+// The transpose of a rank-2 product is the product with its operands swapped
+// and their transposes flipped: no copy.
+// CHECK-LABEL: func.func @transposed_products
+// CHECK-SAME:  (%[[A:.+]]: tensor<8x4xf32>, %[[B:.+]]: tensor<8x6xf32>, %[[X:.+]]: tensor<3x5xf32>, %[[Y:.+]]: tensor<5x2xf32>)
+// CHECK-NEXT:  %[[G:.+]] = nn.gemm %[[B]], %[[A]] {alpha = 5.000000e-01 : f64, trans_a = true} : (tensor<8x6xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:  %[[M:.+]] = nn.gemm %[[Y]], %[[X]] {trans_a = true, trans_b = true} : (tensor<5x2xf32>, tensor<3x5xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:  return %[[G]], %[[M]]
+func.func @transposed_products(%a: tensor<8x4xf32>, %b: tensor<8x6xf32>, %x: tensor<3x5xf32>, %y: tensor<5x2xf32>) -> (tensor<6x4xf32>, tensor<2x3xf32>) {
+  %0 = nn.gemm %a, %b {alpha = 0.5 : f64, trans_a = true} : (tensor<8x4xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %1 = nn.transpose %0 {perm = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>
+  %2 = nn.matmul %x, %y : (tensor<3x5xf32>, tensor<5x2xf32>) -> tensor<3x2xf32>
+  %3 = nn.transpose %2 {perm = array<i64: 1, 0>} : tensor<3x2xf32> -> tensor<2x3xf32>
+  return %1, %3 : tensor<6x4xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Not rewritten: a gemm with a c operand, a product with another use, a
+// batched matmul.
+// CHECK-LABEL: func.func @kept_products
+// CHECK-COUNT-3: nn.transpose
+// CHECK-NOT:   nn.transpose
+func.func @kept_products(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %c: tensor<6xf32>, %x: tensor<2x3x5xf32>, %y: tensor<5x2xf32>) -> (tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<2x2x3xf32>) {
+  %0 = nn.gemm %a, %b, %c : (tensor<4x8xf32>, tensor<8x6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
+  %1 = nn.transpose %0 {perm = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>
+  %2 = nn.gemm %a, %b : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+  %3 = nn.transpose %2 {perm = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<6x4xf32>
+  %4 = nn.matmul %x, %y : (tensor<2x3x5xf32>, tensor<5x2xf32>) -> tensor<2x3x2xf32>
+  %5 = nn.transpose %4 {perm = array<i64: 0, 2, 1>} : tensor<2x3x2xf32> -> tensor<2x2x3xf32>
+  return %1, %3, %2, %5 : tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<2x2x3xf32>
+}
