@@ -69,10 +69,36 @@ void fixBlasCoreType(char **argv) {
   execv("/proc/self/exe", argv); // returns only on failure: run as is
 }
 
-void gemm(const GemmDesc &d, const float *a, const float *b, float *c) {
+/// True when every batch dim broadcasts B and A's matrices follow each other
+/// as rows of one taller matrix: then C (dense) is that matrix times B.
+static bool foldsBatchIntoRows(const GemmDesc &d) {
+  if (d.transA || d.batchRank == 0)
+    return false;
+  int64_t next = d.m * d.lda;
+  for (int i = d.batchRank - 1; i >= 0; --i) {
+    if (d.batchShape[i] == 1)
+      continue;
+    if (d.bBatchStrides[i] != 0 || d.aBatchStrides[i] != next)
+      return false;
+    next *= d.batchShape[i];
+  }
+  return true;
+}
+
+void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
   int64_t batch = 1;
-  for (int i = 0; i < d.batchRank; ++i)
-    batch *= d.batchShape[i];
+  for (int i = 0; i < desc.batchRank; ++i)
+    batch *= desc.batchShape[i];
+  // [batch..., m, k] x [k, n] (activations times a weight) is one product of
+  // batch * m rows: one packing of B, and larger blocks per thread.
+  GemmDesc folded;
+  if (batch > 1 && foldsBatchIntoRows(desc)) {
+    folded = desc;
+    folded.batchRank = 0;
+    folded.m = desc.m * batch;
+    batch = 1;
+  }
+  const GemmDesc &d = folded.m ? folded : desc;
   CBLAS_TRANSPOSE ta = d.transA ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = d.transB ? CblasTrans : CblasNoTrans;
   int threads = 1;
@@ -216,6 +242,34 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
   }
 }
 
+/// The largest element of a row of `n` floats.
+static inline float rowMax(const float *x, int64_t n) {
+  float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j < n; ++j)
+    max = std::max(max, x[j]);
+  return max;
+}
+
+/// sum_j exp(x[j] - max) in float (libmvec's expf, per-lane partial sums);
+/// the terms go to `e` unless it is null.
+static inline float rowExpSum(const float *x, int64_t n, float max, float *e) {
+  float sum = 0;
+  if (e) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = expf(x[j] - max);
+      e[j] = v;
+      sum += v;
+    }
+  } else {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += expf(x[j] - max);
+  }
+  return sum;
+}
+
 void softmaxForward(const float *x, float *y, int64_t outer, int64_t n,
                     int64_t inner) {
   if (inner == 1) {
@@ -224,17 +278,7 @@ void softmaxForward(const float *x, float *y, int64_t outer, int64_t n,
     for (int64_t o = 0; o < outer; ++o) {
       const float *xr = x + o * n;
       float *yr = y + o * n;
-      float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-      for (int64_t j = 0; j < n; ++j)
-        max = std::max(max, xr[j]);
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) {
-        float e = expf(xr[j] - max);
-        yr[j] = e;
-        sum += e;
-      }
+      const float sum = rowExpSum(xr, n, rowMax(xr, n), yr);
       float inv = 1.0f / sum;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j)
@@ -287,6 +331,22 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
   int64_t count = outer * inner;
   std::vector<double> perElement(count);
   int64_t valid = 0;
+  if (inner == 1) {
+    // Classes contiguous: vectorized max and exp (libmvec) per row.
+#pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t label = labelAt(labels, labels64, e);
+      if (hasIgnoreIndex && label == ignoreIndex) {
+        perElement[e] = 0;
+        continue;
+      }
+      ++valid;
+      const float *s = scores + e * classes;
+      const float max = rowMax(s, classes);
+      const float sum = rowExpSum(s, classes, max, nullptr);
+      perElement[e] = std::log(static_cast<double>(sum)) + max - s[label];
+    }
+  } else {
 #pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
   for (int64_t e = 0; e < count; ++e) {
     int64_t o = e / inner, i = e % inner;
@@ -304,6 +364,7 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
     for (int64_t c = 0; c < classes; ++c)
       sum += std::exp(static_cast<double>(s[c * inner]) - max);
     perElement[e] = std::log(sum) + max - s[label * inner];
+  }
   }
   if (reduction == Reduction::None) {
     for (int64_t e = 0; e < count; ++e)
@@ -344,6 +405,17 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
     double g = reduction == Reduction::None ? dloss[e] : dloss[0];
     if (reduction == Reduction::Mean)
       g /= static_cast<double>(valid);
+    if (inner == 1) {
+      // ds = (exp(s - max) / sum - onehot) * g, vectorized.
+      const float max = rowMax(s, classes);
+      const float sum = rowExpSum(s, classes, max, ds);
+      const float pg = static_cast<float>(g / sum), gf = static_cast<float>(g);
+#pragma omp simd
+      for (int64_t c = 0; c < classes; ++c)
+        ds[c] *= pg;
+      ds[label] -= gf;
+      continue;
+    }
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t c = 0; c < classes; ++c)
       max = std::max(max, s[c * inner]);
