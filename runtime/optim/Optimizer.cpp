@@ -28,8 +28,12 @@
 /// Parallel element loop; small tensors stay on the calling thread.
 #define AUTOPAR_RT_OMP_PARALLEL_FOR(n)                                         \
   AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if ((n) > 32768))
+/// The same, vectorized (float32 tensors).
+#define AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)                                    \
+  AUTOPAR_RT_PRAGMA(omp parallel for simd schedule(static) if ((n) > 32768))
 #else
 #define AUTOPAR_RT_OMP_PARALLEL_FOR(n)
+#define AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
 #endif
 
 namespace autopar::rt {
@@ -96,10 +100,16 @@ double gradSquaredSum(const std::vector<ParamSlice> &slices) {
       const int64_t begin = c * kNormChunk;
       const int64_t end = std::min(s.numElements, begin + kNormChunk);
       double sum = 0.0;
-      for (int64_t i = begin; i < end; ++i) {
-        const double gi =
-            s.gradLow ? float16Value(s.lowKind, s.gradLow[i]) : s.grad[i];
-        sum += gi * gi;
+      if (s.gradLow) {
+        for (int64_t i = begin; i < end; ++i) {
+          const double gi = float16Value(s.lowKind, s.gradLow[i]);
+          sum += gi * gi;
+        }
+      } else {
+        const float *g = s.grad;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = begin; i < end; ++i)
+          sum += static_cast<double>(g[i]) * g[i];
       }
       out[c] = sum;
     }
@@ -195,6 +205,12 @@ void optimizerStep(const OptimizerConfig &config,
     if (config.kind == OptimizerKind::AdamW) {
       const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
       float *m = s.state0, *v = s.state1;
+      if (!g16 && !p16) {
+        AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
+        for (int64_t i = 0; i < n; ++i)
+          adamwElement(a, p[i], g[i] * gradScale, m[i], v[i]);
+        continue;
+      }
       AUTOPAR_RT_OMP_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) {
         adamwElement(a, p[i], grad(i), m[i], v[i]);
@@ -205,6 +221,12 @@ void optimizerStep(const OptimizerConfig &config,
       const SgdScalars a =
           sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
       float *buf = s.state0;
+      if (!g16 && !p16) {
+        AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
+        for (int64_t i = 0; i < n; ++i)
+          sgdElement(a, p[i], g[i] * gradScale, buf ? buf + i : nullptr);
+        continue;
+      }
       AUTOPAR_RT_OMP_PARALLEL_FOR(n)
       for (int64_t i = 0; i < n; ++i) {
         sgdElement(a, p[i], grad(i), buf ? buf + i : nullptr);
