@@ -2,8 +2,12 @@
 //
 // XLA-style loop fusion: a chain of elementwise ops over one shape becomes a
 // single nn.fused op, so code generators emit one loop and the chain's
-// intermediates never reach memory. Producers are absorbed only when all of
-// their uses are inside the fused op, so nothing is computed twice.
+// intermediates never reach memory. Producers are absorbed (moved into the
+// fused op) when all of their uses are inside it or after it. A producer
+// needed elsewhere too is recomputed inside the fused op (rematerialized)
+// when that lets the fused op read fewer full-size tensors: the backward of
+// GELU reads x instead of x, x / sqrt(2) and 1 + erf(x / sqrt(2)), so the
+// forward no longer writes the last two.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +39,63 @@ static bool isSplatConstant(Operation *op) {
   return constant && constant.getValue().isSplat();
 }
 
+/// Whether `value` comes from an elementwise op of `root`'s block with one
+/// result of `shape`, which a fused op at `root` may contain.
+static bool fusibleProducer(Value value, Operation *root,
+                            ArrayRef<int64_t> shape) {
+  Operation *producer = value.getDefiningOp();
+  return producer && nn::isElementwise(producer) &&
+         !isa<nn::ConstantOp>(producer) &&
+         producer->getBlock() == root->getBlock() &&
+         producer->getNumResults() == 1 && shapeOf(value) == shape;
+}
+
+/// Most ops recomputed for one operand of a fused op.
+constexpr unsigned kMaxRematerializedOps = 8;
+
+/// The elementwise ops that recompute `value` (a full-size operand of the
+/// fused op of `cluster` and `copies`) from what that fused op reads anyway:
+/// its other operands, splat constants and smaller (broadcast) tensors.
+/// Empty when `value` needs another full-size tensor or too many ops.
+static SetVector<Operation *>
+rematerialization(Value value, Operation *root, ArrayRef<int64_t> shape,
+                  const SetVector<Operation *> &cluster,
+                  const SetVector<Operation *> &copies,
+                  const SetVector<Value> &reads) {
+  SetVector<Operation *> ops;
+  SmallVector<Value> worklist = {value};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if ((def && (cluster.contains(def) || copies.contains(def) ||
+                 ops.contains(def) || isSplatConstant(def))) ||
+        shapeOf(v) != shape || (v != value && reads.contains(v)))
+      continue;
+    if (!fusibleProducer(v, root, shape) || ops.size() == kMaxRematerializedOps)
+      return {};
+    ops.insert(def);
+    for (Value operand : def->getOperands())
+      worklist.push_back(operand);
+  }
+  return ops;
+}
+
+/// The full-size tensors the ops of `cluster` and `copies` read from outside.
+static SetVector<Value> fullSizeReads(const SetVector<Operation *> &cluster,
+                                      const SetVector<Operation *> &copies,
+                                      ArrayRef<int64_t> shape) {
+  SetVector<Value> reads;
+  for (const SetVector<Operation *> *group : {&cluster, &copies})
+    for (Operation *op : *group)
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (!(def && (cluster.contains(def) || copies.contains(def))) &&
+            !isSplatConstant(def) && shapeOf(operand) == shape)
+          reads.insert(operand);
+      }
+  return reads;
+}
+
 /// Wraps the elementwise op `root` and the producers it can absorb into an
 /// nn.fused op placed at `root`.
 static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
@@ -46,11 +107,8 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
     Operation *op = worklist.pop_back_val();
     for (Value operand : op->getOperands()) {
       Operation *producer = operand.getDefiningOp();
-      if (!producer || cluster.contains(producer) ||
-          fused.contains(producer) || !nn::isElementwise(producer) ||
-          isa<nn::ConstantOp>(producer) ||
-          producer->getBlock() != root->getBlock() ||
-          producer->getNumResults() != 1 || shapeOf(operand) != shape)
+      if (!fusibleProducer(operand, root, shape) ||
+          cluster.contains(producer) || fused.contains(producer))
         continue;
       // Uses outside the fused op must come after it (it is placed at the
       // root); the producer then becomes one more result of the fused op.
@@ -65,16 +123,35 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
       worklist.push_back(producer);
     }
   }
+  // Copies of producers that recompute a full-size operand from the other
+  // operands, one operand at a time, until none can go.
+  SetVector<Operation *> copies;
+  for (bool changed = true; changed;) {
+    changed = false;
+    SetVector<Value> reads = fullSizeReads(cluster, copies, shape);
+    for (Value read : reads) {
+      SetVector<Operation *> ops =
+          rematerialization(read, root, shape, cluster, copies, reads);
+      if (ops.empty())
+        continue;
+      copies.insert(ops.begin(), ops.end());
+      changed = true;
+      break;
+    }
+  }
+
   // Body ops in program order.
   SmallVector<Operation *> ops(cluster.begin(), cluster.end());
-  llvm::sort(ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  ops.append(copies.begin(), copies.end());
+  llvm::sort(ops,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 
   SetVector<Value> inputs;
   SetVector<Operation *> constants;
   for (Operation *op : ops)
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
-      if (def && cluster.contains(def))
+      if (def && (cluster.contains(def) || copies.contains(def)))
         continue;
       if (isSplatConstant(def))
         constants.insert(def);
@@ -85,17 +162,17 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
   // Results: the root, then every absorbed value still used after it.
   SmallVector<Value> results = {root->getResult(0)};
   for (Operation *op : ops)
-    if (op != root && llvm::any_of(op->getUsers(), [&](Operation *user) {
-          return !cluster.contains(user);
-        }))
+    if (op != root && cluster.contains(op) &&
+        llvm::any_of(op->getUsers(),
+                     [&](Operation *user) { return !cluster.contains(user); }))
       results.push_back(op->getResult(0));
   SmallVector<Type> resultTypes;
   for (Value r : results)
     resultTypes.push_back(r.getType());
 
   OpBuilder b(root);
-  auto fusedOp = nn::FusedOp::create(b, root->getLoc(), resultTypes,
-                                     inputs.getArrayRef());
+  auto fusedOp =
+      nn::FusedOp::create(b, root->getLoc(), resultTypes, inputs.getArrayRef());
   Block *body = new Block();
   fusedOp.getBody().push_back(body);
   IRMapping mapping;
@@ -115,6 +192,8 @@ static void fuseFrom(Operation *root, DenseSet<Operation *> &fused) {
       return !cluster.contains(use.getOwner());
     });
   for (Operation *op : llvm::reverse(ops)) {
+    if (!cluster.contains(op))
+      continue;
     fused.insert(op);
     op->erase();
   }

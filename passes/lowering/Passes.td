@@ -14,8 +14,12 @@ def FuseElementwisePass : Pass<"autopar-fuse-elementwise", "mlir::func::FuncOp">
     elementwise producer when the producer's result has the fused shape and
     every use of it lies inside the fused op or after it; a producer used
     after the fused op (a value the backward pass reads) becomes one more
-    result (multi-output fusion). No value is computed twice and only the
-    values read later are written to memory. Splat constants are copied
+    result (multi-output fusion). A producer that is also used elsewhere is
+    recomputed inside the fused op (rematerialized, at most 8 ops per
+    operand) when the fused op then reads fewer full-size tensors: the
+    backward of GELU recomputes erf(x / sqrt(2)) from x instead of reading
+    it, so the forward does not write it. Only the values read later are
+    written to memory. Splat constants are copied
     into the body; other operands (broadcast ones included) become operands
     of the fused op.
 

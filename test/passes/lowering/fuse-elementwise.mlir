@@ -77,17 +77,24 @@ func.func @mask(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
 
 // -----
 
-// Multi-output fusion: %0 and %1 are read after the chain (as a backward
-// pass reads forward values), so the one fused op also yields them.
+// Multi-output fusion: %0 is read after the chain (as a backward pass reads
+// forward values), so the one fused op also yields it. The later fused op
+// recomputes %1 = erf(%0) from %0, which it reads anyway, so %1 is not
+// yielded; %0 itself would need %x, another full-size tensor, so it is not
+// recomputed.
 
 // CHECK-LABEL: func.func @saved_values
-// CHECK: %[[F:.*]]:3 = nn.fused (%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: %[[F:.*]]:2 = nn.fused (%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
 // CHECK: %[[A:.*]] = nn.add
 // CHECK: %[[E:.*]] = nn.erf %[[A]]
 // CHECK: %[[M:.*]] = nn.mul %[[A]], %[[E]]
-// CHECK: nn.yield %[[M]], %[[A]], %[[E]]
+// CHECK: nn.yield %[[M]], %[[A]]
 // CHECK: %[[G:.*]] = nn.matmul %[[F]]#0, %{{.*}}
-// CHECK: nn.fused (%[[G]], %[[F]]#1, %[[F]]#2)
+// CHECK: nn.fused (%[[F]]#1, %[[G]])
+// CHECK: ^bb0(%[[S:.*]]: tensor<4x8xf32>, %[[D:.*]]: tensor<4x8xf32>):
+// CHECK: %[[R:.*]] = nn.erf %[[S]]
+// CHECK: %[[P:.*]] = nn.mul %[[D]], %[[S]]
+// CHECK: nn.mul %[[P]], %[[R]]
 func.func @saved_values(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %0 = nn.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %1 = nn.erf %0 : tensor<4x8xf32>
@@ -96,4 +103,25 @@ func.func @saved_values(%x: tensor<4x8xf32>, %b: tensor<8xf32>, %w: tensor<8x8xf
   %4 = nn.mul %3, %0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %5 = nn.mul %4, %1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %5 : tensor<4x8xf32>
+}
+
+// -----
+
+// Recomputing %e would need %y, a full-size tensor the later fused op does
+// not read: %e is yielded and read, not recomputed.
+
+// CHECK-LABEL: func.func @no_new_reads
+// CHECK: %[[F:.*]]:2 = nn.fused
+// CHECK: nn.yield
+// CHECK: %[[G:.*]] = nn.matmul %[[F]]#0
+// CHECK: nn.fused (%[[G]], %[[F]]#1)
+// CHECK-NOT: nn.exp
+// CHECK: return
+func.func @no_new_reads(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = nn.add %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = nn.exp %0 : tensor<4x8xf32>
+  %1 = nn.mul %e, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = nn.matmul %1, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %3 = nn.mul %2, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
 }
