@@ -348,23 +348,23 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
     }
   } else {
 #pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
-  for (int64_t e = 0; e < count; ++e) {
-    int64_t o = e / inner, i = e % inner;
-    int64_t label = labelAt(labels, labels64, e);
-    if (hasIgnoreIndex && label == ignoreIndex) {
-      perElement[e] = 0;
-      continue;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t o = e / inner, i = e % inner;
+      int64_t label = labelAt(labels, labels64, e);
+      if (hasIgnoreIndex && label == ignoreIndex) {
+        perElement[e] = 0;
+        continue;
+      }
+      ++valid;
+      const float *s = scores + o * classes * inner + i;
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < classes; ++c)
+        max = std::max(max, s[c * inner]);
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        sum += std::exp(static_cast<double>(s[c * inner]) - max);
+      perElement[e] = std::log(sum) + max - s[label * inner];
     }
-    ++valid;
-    const float *s = scores + o * classes * inner + i;
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 0; c < classes; ++c)
-      max = std::max(max, s[c * inner]);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(static_cast<double>(s[c * inner]) - max);
-    perElement[e] = std::log(sum) + max - s[label * inner];
-  }
   }
   if (reduction == Reduction::None) {
     for (int64_t e = 0; e < count; ++e)

@@ -23,17 +23,11 @@
 #include <algorithm>
 #include <cmath>
 
+// OpenMP is optional: CUDA programs build the host optimizer without it.
 #ifdef _OPENMP
 #define AUTOPAR_RT_PRAGMA(x) _Pragma(#x)
-/// Parallel element loop; small tensors stay on the calling thread.
-#define AUTOPAR_RT_OMP_PARALLEL_FOR(n)                                         \
-  AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if ((n) > 32768))
-/// The same, vectorized (float32 tensors).
-#define AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)                                    \
-  AUTOPAR_RT_PRAGMA(omp parallel for simd schedule(static) if ((n) > 32768))
 #else
-#define AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-#define AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
+#define AUTOPAR_RT_PRAGMA(x)
 #endif
 
 namespace autopar::rt {
@@ -43,6 +37,33 @@ namespace {
 /// Elements per partial sum in gradNorm: fixed so the sum's rounding does
 /// not depend on the thread count.
 constexpr int64_t kNormChunk = 1 << 16;
+
+/// Elements per task of the update.
+constexpr int64_t kUpdatePiece = 1 << 14;
+
+/// Below this many elements in all, the loops stay on the calling thread.
+constexpr int64_t kMinParallelElements = 1 << 15;
+
+/// Elements [begin, end) of slices[slice].
+struct Piece {
+  size_t slice;
+  int64_t begin, end;
+};
+
+/// Every slice cut into pieces of `size` elements (the last of each slice
+/// shorter), in order; `total` gets the element count.
+std::vector<Piece> cutSlices(const std::vector<ParamSlice> &slices,
+                             int64_t size, int64_t &total) {
+  std::vector<Piece> pieces;
+  total = 0;
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const int64_t n = slices[k].numElements;
+    for (int64_t begin = 0; begin < n; begin += size)
+      pieces.push_back({k, begin, std::min(n, begin + size)});
+    total += n;
+  }
+  return pieces;
+}
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -84,40 +105,33 @@ double gradNorm(const std::vector<ParamSlice> &slices) {
 }
 
 double gradSquaredSum(const std::vector<ParamSlice> &slices) {
-  // Partial sums over fixed chunks, added in order afterwards.
-  std::vector<int64_t> firstChunk(slices.size() + 1, 0);
-  for (size_t k = 0; k < slices.size(); ++k)
-    firstChunk[k + 1] =
-        firstChunk[k] + (slices[k].numElements + kNormChunk - 1) / kNormChunk;
-  const int64_t numChunks = firstChunk.back();
-  std::vector<double> partial(static_cast<size_t>(numChunks), 0.0);
-  for (size_t k = 0; k < slices.size(); ++k) {
-    const ParamSlice &s = slices[k];
-    const int64_t chunks = firstChunk[k + 1] - firstChunk[k];
-    double *out = partial.data() + firstChunk[k];
-    AUTOPAR_RT_OMP_PARALLEL_FOR(s.numElements)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kNormChunk;
-      const int64_t end = std::min(s.numElements, begin + kNormChunk);
-      double sum = 0.0;
-      if (s.gradLow) {
-        for (int64_t i = begin; i < end; ++i) {
-          const double gi = float16Value(s.lowKind, s.gradLow[i]);
-          sum += gi * gi;
-        }
-      } else {
-        const float *g = s.grad;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t i = begin; i < end; ++i)
-          sum += static_cast<double>(g[i]) * g[i];
-      }
-      out[c] = sum;
+  // Partial sums over fixed chunks of every slice, added in order afterwards;
+  // one parallel loop over all of them.
+  int64_t total = 0;
+  const std::vector<Piece> chunks = cutSlices(slices, kNormChunk, total);
+  const int64_t numChunks = static_cast<int64_t>(chunks.size());
+  std::vector<double> partial(chunks.size(), 0.0);
+AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
+for (int64_t c = 0; c < numChunks; ++c) {
+  const ParamSlice &s = slices[chunks[c].slice];
+  double sum = 0.0;
+  if (s.gradLow) {
+    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+      const double gi = float16Value(s.lowKind, s.gradLow[i]);
+      sum += gi * gi;
     }
+  } else {
+    const float *g = s.grad;
+    AUTOPAR_RT_PRAGMA(omp simd reduction(+ : sum))
+    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i)
+      sum += static_cast<double>(g[i]) * g[i];
   }
-  double total = 0.0;
-  for (double p : partial)
-    total += p;
-  return total;
+  partial[c] = sum;
+}
+double sum = 0.0;
+for (double p : partial)
+  sum += p;
+return sum;
 }
 
 double clipGradNorm(const OptimizerConfig &config,
@@ -127,8 +141,7 @@ double clipGradNorm(const OptimizerConfig &config,
   return norm;
 }
 
-bool clipCoefficient(const OptimizerConfig &config, double norm,
-                     float &coef) {
+bool clipCoefficient(const OptimizerConfig &config, double norm, float &coef) {
   if (!(config.maxGradNorm > 0))
     return false;
   // torch: total_norm is a float tensor; clip_coef = max_norm / (total + 1e-6)
@@ -142,13 +155,16 @@ bool clipCoefficient(const OptimizerConfig &config, double norm,
 }
 
 void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
-  for (const ParamSlice &s : slices) {
-    const int64_t n = s.numElements;
-    float *g = s.grad;
-    AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-    for (int64_t i = 0; i < n; ++i)
-      g[i] = g[i] * coef;
-  }
+  int64_t total = 0;
+  const std::vector<Piece> pieces = cutSlices(slices, kUpdatePiece, total);
+  const int64_t numPieces = static_cast<int64_t>(pieces.size());
+AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
+for (int64_t t = 0; t < numPieces; ++t) {
+  float *g = slices[pieces[t].slice].grad;
+  AUTOPAR_RT_PRAGMA(omp simd)
+  for (int64_t i = pieces[t].begin; i < pieces[t].end; ++i)
+    g[i] = g[i] * coef;
+}
 }
 
 void clipToNorm(const OptimizerConfig &config,
@@ -189,52 +205,74 @@ SgdScalars sgdScalars(const OptimizerConfig &config, int64_t stepCount,
           static_cast<float>(-lr)};
 }
 
+namespace {
+
+/// Updates elements [begin, end) of one slice.
+void updatePiece(const OptimizerConfig &config, const ParamSlice &s,
+                 const AdamWScalars &adamw, const SgdScalars &sgd,
+                 int64_t begin, int64_t end, float gradScale) {
+  float *p = s.param;
+  const float *g = s.grad;
+  const uint16_t *g16 = s.gradLow;
+  uint16_t *p16 = s.paramLow;
+  const Float16Kind kind = s.lowKind;
+  auto grad = [&](int64_t i) {
+    return (g16 ? float16Value(kind, g16[i]) : g[i]) * gradScale;
+  };
+  if (config.kind == OptimizerKind::AdamW) {
+    float *m = s.state0, *v = s.state1;
+    if (!g16 && !p16) {
+      AUTOPAR_RT_PRAGMA(omp simd)
+      for (int64_t i = begin; i < end; ++i)
+        adamwElement(adamw, p[i], g[i] * gradScale, m[i], v[i]);
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      adamwElement(adamw, p[i], grad(i), m[i], v[i]);
+      if (p16)
+        p16[i] = float16Bits(kind, p[i]);
+    }
+    return;
+  }
+  float *buf = s.state0;
+  if (!g16 && !p16) {
+    AUTOPAR_RT_PRAGMA(omp simd)
+    for (int64_t i = begin; i < end; ++i)
+      sgdElement(sgd, p[i], g[i] * gradScale, buf ? buf + i : nullptr);
+    return;
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    sgdElement(sgd, p[i], grad(i), buf ? buf + i : nullptr);
+    if (p16)
+      p16[i] = float16Bits(kind, p[i]);
+  }
+}
+
+} // namespace
+
 void optimizerStep(const OptimizerConfig &config,
                    const std::vector<ParamSlice> &slices, int64_t stepCount,
                    double lr, float gradScale) {
-  for (const ParamSlice &s : slices) {
-    float *p = s.param;
-    const float *g = s.grad;
-    const uint16_t *g16 = s.gradLow;
-    uint16_t *p16 = s.paramLow;
-    const Float16Kind kind = s.lowKind;
-    const int64_t n = s.numElements;
-    auto grad = [&](int64_t i) {
-      return (g16 ? float16Value(kind, g16[i]) : g[i]) * gradScale;
-    };
-    if (config.kind == OptimizerKind::AdamW) {
-      const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
-      float *m = s.state0, *v = s.state1;
-      if (!g16 && !p16) {
-        AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
-        for (int64_t i = 0; i < n; ++i)
-          adamwElement(a, p[i], g[i] * gradScale, m[i], v[i]);
-        continue;
-      }
-      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-      for (int64_t i = 0; i < n; ++i) {
-        adamwElement(a, p[i], grad(i), m[i], v[i]);
-        if (p16)
-          p16[i] = float16Bits(kind, p[i]);
-      }
-    } else {
-      const SgdScalars a =
-          sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
-      float *buf = s.state0;
-      if (!g16 && !p16) {
-        AUTOPAR_RT_OMP_PARALLEL_FOR_SIMD(n)
-        for (int64_t i = 0; i < n; ++i)
-          sgdElement(a, p[i], g[i] * gradScale, buf ? buf + i : nullptr);
-        continue;
-      }
-      AUTOPAR_RT_OMP_PARALLEL_FOR(n)
-      for (int64_t i = 0; i < n; ++i) {
-        sgdElement(a, p[i], grad(i), buf ? buf + i : nullptr);
-        if (p16)
-          p16[i] = float16Bits(kind, p[i]);
-      }
-    }
+  // The scalars of every slice, then one parallel loop over pieces of all
+  // slices (each element's update is independent of the others).
+  std::vector<AdamWScalars> adamw(slices.size());
+  std::vector<SgdScalars> sgd(slices.size());
+  for (size_t k = 0; k < slices.size(); ++k) {
+    if (config.kind == OptimizerKind::AdamW)
+      adamw[k] = adamwScalars(config, stepCount, lr, slices[k].decay);
+    else
+      sgd[k] = sgdScalars(config, stepCount, lr, slices[k].decay,
+                          slices[k].state0 != nullptr);
   }
+  int64_t total = 0;
+  const std::vector<Piece> pieces = cutSlices(slices, kUpdatePiece, total);
+  const int64_t numPieces = static_cast<int64_t>(pieces.size());
+AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
+for (int64_t t = 0; t < numPieces; ++t) {
+  const size_t k = pieces[t].slice;
+  updatePiece(config, slices[k], adamw[k], sgd[k], pieces[t].begin,
+              pieces[t].end, gradScale);
+}
 }
 
 } // namespace autopar::rt
