@@ -647,18 +647,30 @@ void reduce(ReduceKind kind, const float *in, float *out, int rank,
   double init = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
   if (g.count <= 2 && g.reduced[0] && (g.count == 1 || !g.reduced[1])) {
     // [rows reduced, cols kept]: column reductions.
+    // Blocks of kBlock columns are the tasks (a 256-wide bias gradient
+    // still has several); each column is summed over the rows in order.
+    constexpr int64_t kBlock = 64;
     int64_t rows = g.extents[0], cols = g.count == 2 ? g.extents[1] : 1;
+    int64_t blocks = (cols + kBlock - 1) / kBlock;
 #pragma omp parallel for if (rows * cols > 16384)
-    for (int64_t j0 = 0; j0 < cols; j0 += 256) {
-      int64_t j1 = std::min(cols, j0 + 256);
-      double acc[256];
-      for (int64_t j = j0; j < j1; ++j)
-        acc[j - j0] = init;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = j0; j < j1; ++j)
-          acc[j - j0] = combine(acc[j - j0], in[r * cols + j]);
-      for (int64_t j = j0; j < j1; ++j)
-        out[j] = finish(acc[j - j0], rows);
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t j0 = block * kBlock, width = std::min(cols - j0, kBlock);
+      double acc[kBlock];
+      std::fill(acc, acc + width, init);
+      if (isMax) {
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < width; ++j)
+            acc[j] = combine(acc[j], in[r * cols + j0 + j]);
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float *row = in + r * cols + j0;
+#pragma omp simd
+          for (int64_t j = 0; j < width; ++j)
+            acc[j] += row[j];
+        }
+      }
+      for (int64_t j = 0; j < width; ++j)
+        out[j0 + j] = finish(acc[j], rows);
     }
     return;
   }
