@@ -1,7 +1,9 @@
 //===- Device.cpp - the CPU target's Device: host memory, OpenMP loops ----===//
 //
-// Device memory is host memory (64-byte aligned, zeroed); copies are
-// memcpy; the optimizer is runtime/optim/Optimizer.cpp.
+// Device memory is host memory (64-byte aligned, zeroed; buffers of 2 MiB
+// and more are 2 MiB aligned and asked to be backed by transparent huge
+// pages, which cuts the TLB misses of kernels streaming through the arena);
+// copies are memcpy; the optimizer is runtime/optim/Optimizer.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+
+#include <sys/mman.h>
 
 namespace autopar::rt {
 
@@ -45,9 +49,15 @@ void *Device::queue() { return nullptr; }
 
 DeviceBuffer Device::allocate(int64_t bytes) {
   // aligned_alloc needs a multiple of the alignment, and never 0 bytes.
-  size_t size =
-      static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  char *p = static_cast<char *>(std::aligned_alloc(64, size));
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytesNeeded = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  const size_t alignment = bytesNeeded >= kHugePage ? kHugePage : 64;
+  const size_t size = (bytesNeeded + alignment - 1) / alignment * alignment;
+  char *p = static_cast<char *>(std::aligned_alloc(alignment, size));
+#ifdef MADV_HUGEPAGE
+  if (p && alignment == kHugePage)
+    madvise(p, size, MADV_HUGEPAGE); // advice only: failure changes nothing
+#endif
   if (p)
     std::memset(p, 0, size);
   return DeviceBuffer(p);
