@@ -323,6 +323,19 @@ void softmaxBackward(const float *y, const float *dy, float *dx, int64_t outer,
     }
 }
 
+/// sum_c exp(s[c * inner] - max) in double, with `max` the largest of the
+/// `classes` scores s[c * inner].
+static inline double stridedExpSum(const float *s, int64_t classes,
+                                   int64_t inner, float &max) {
+  max = -std::numeric_limits<float>::infinity();
+  for (int64_t c = 0; c < classes; ++c)
+    max = std::max(max, s[c * inner]);
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    sum += std::exp(static_cast<double>(s[c * inner]) - max);
+  return sum;
+}
+
 void softmaxCrossEntropyForward(const float *scores, const void *labels,
                                 bool labels64, float *loss, int64_t outer,
                                 int64_t classes, int64_t inner,
@@ -357,12 +370,8 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
       }
       ++valid;
       const float *s = scores + o * classes * inner + i;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t c = 0; c < classes; ++c)
-        max = std::max(max, s[c * inner]);
-      double sum = 0;
-      for (int64_t c = 0; c < classes; ++c)
-        sum += std::exp(static_cast<double>(s[c * inner]) - max);
+      float max;
+      const double sum = stridedExpSum(s, classes, inner, max);
       perElement[e] = std::log(sum) + max - s[label * inner];
     }
   }
@@ -416,12 +425,8 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
       ds[label] -= gf;
       continue;
     }
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 0; c < classes; ++c)
-      max = std::max(max, s[c * inner]);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(static_cast<double>(s[c * inner]) - max);
+    float max;
+    const double sum = stridedExpSum(s, classes, inner, max);
     for (int64_t c = 0; c < classes; ++c) {
       double p = std::exp(static_cast<double>(s[c * inner]) - max) / sum;
       ds[c * inner] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g);
