@@ -29,6 +29,13 @@
 #else
 #define AUTOPAR_RT_PRAGMA(x)
 #endif
+/// A parallel loop over pieces when there are enough elements in all.
+#define AUTOPAR_RT_PARALLEL_FOR(total)                                         \
+  AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if ((total) >           \
+                                                          kMinParallelElements))
+/// A vectorized loop (a sum reduction into `var`).
+#define AUTOPAR_RT_SIMD AUTOPAR_RT_PRAGMA(omp simd)
+#define AUTOPAR_RT_SIMD_SUM(var) AUTOPAR_RT_PRAGMA(omp simd reduction(+ : var))
 
 namespace autopar::rt {
 
@@ -111,27 +118,27 @@ double gradSquaredSum(const std::vector<ParamSlice> &slices) {
   const std::vector<Piece> chunks = cutSlices(slices, kNormChunk, total);
   const int64_t numChunks = static_cast<int64_t>(chunks.size());
   std::vector<double> partial(chunks.size(), 0.0);
-AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
-for (int64_t c = 0; c < numChunks; ++c) {
-  const ParamSlice &s = slices[chunks[c].slice];
-  double sum = 0.0;
-  if (s.gradLow) {
-    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
-      const double gi = float16Value(s.lowKind, s.gradLow[i]);
-      sum += gi * gi;
+  AUTOPAR_RT_PARALLEL_FOR(total)
+  for (int64_t c = 0; c < numChunks; ++c) {
+    const ParamSlice &s = slices[chunks[c].slice];
+    double sum = 0.0;
+    if (s.gradLow) {
+      for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+        const double gi = float16Value(s.lowKind, s.gradLow[i]);
+        sum += gi * gi;
+      }
+    } else {
+      const float *g = s.grad;
+      AUTOPAR_RT_SIMD_SUM(sum)
+      for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i)
+        sum += static_cast<double>(g[i]) * g[i];
     }
-  } else {
-    const float *g = s.grad;
-    AUTOPAR_RT_PRAGMA(omp simd reduction(+ : sum))
-    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i)
-      sum += static_cast<double>(g[i]) * g[i];
+    partial[c] = sum;
   }
-  partial[c] = sum;
-}
-double sum = 0.0;
-for (double p : partial)
-  sum += p;
-return sum;
+  double sum = 0.0;
+  for (double p : partial)
+    sum += p;
+  return sum;
 }
 
 double clipGradNorm(const OptimizerConfig &config,
@@ -141,7 +148,8 @@ double clipGradNorm(const OptimizerConfig &config,
   return norm;
 }
 
-bool clipCoefficient(const OptimizerConfig &config, double norm, float &coef) {
+bool clipCoefficient(const OptimizerConfig &config, double norm,
+                     float &coef) {
   if (!(config.maxGradNorm > 0))
     return false;
   // torch: total_norm is a float tensor; clip_coef = max_norm / (total + 1e-6)
@@ -158,13 +166,13 @@ void scaleGrads(const std::vector<ParamSlice> &slices, float coef) {
   int64_t total = 0;
   const std::vector<Piece> pieces = cutSlices(slices, kUpdatePiece, total);
   const int64_t numPieces = static_cast<int64_t>(pieces.size());
-AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
-for (int64_t t = 0; t < numPieces; ++t) {
-  float *g = slices[pieces[t].slice].grad;
-  AUTOPAR_RT_PRAGMA(omp simd)
-  for (int64_t i = pieces[t].begin; i < pieces[t].end; ++i)
-    g[i] = g[i] * coef;
-}
+  AUTOPAR_RT_PARALLEL_FOR(total)
+  for (int64_t t = 0; t < numPieces; ++t) {
+    float *g = slices[pieces[t].slice].grad;
+    AUTOPAR_RT_SIMD
+    for (int64_t i = pieces[t].begin; i < pieces[t].end; ++i)
+      g[i] = g[i] * coef;
+  }
 }
 
 void clipToNorm(const OptimizerConfig &config,
@@ -222,7 +230,7 @@ void updatePiece(const OptimizerConfig &config, const ParamSlice &s,
   if (config.kind == OptimizerKind::AdamW) {
     float *m = s.state0, *v = s.state1;
     if (!g16 && !p16) {
-      AUTOPAR_RT_PRAGMA(omp simd)
+      AUTOPAR_RT_SIMD
       for (int64_t i = begin; i < end; ++i)
         adamwElement(adamw, p[i], g[i] * gradScale, m[i], v[i]);
       return;
@@ -236,7 +244,7 @@ void updatePiece(const OptimizerConfig &config, const ParamSlice &s,
   }
   float *buf = s.state0;
   if (!g16 && !p16) {
-    AUTOPAR_RT_PRAGMA(omp simd)
+    AUTOPAR_RT_SIMD
     for (int64_t i = begin; i < end; ++i)
       sgdElement(sgd, p[i], g[i] * gradScale, buf ? buf + i : nullptr);
     return;
@@ -267,12 +275,12 @@ void optimizerStep(const OptimizerConfig &config,
   int64_t total = 0;
   const std::vector<Piece> pieces = cutSlices(slices, kUpdatePiece, total);
   const int64_t numPieces = static_cast<int64_t>(pieces.size());
-AUTOPAR_RT_PRAGMA(omp parallel for schedule(static) if (total > kMinParallelElements))
-for (int64_t t = 0; t < numPieces; ++t) {
-  const size_t k = pieces[t].slice;
-  updatePiece(config, slices[k], adamw[k], sgd[k], pieces[t].begin,
-              pieces[t].end, gradScale);
-}
+  AUTOPAR_RT_PARALLEL_FOR(total)
+  for (int64_t t = 0; t < numPieces; ++t) {
+    const size_t k = pieces[t].slice;
+    updatePiece(config, slices[k], adamw[k], sgd[k], pieces[t].begin,
+                pieces[t].end, gradScale);
+  }
 }
 
 } // namespace autopar::rt
