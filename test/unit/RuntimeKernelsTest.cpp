@@ -218,6 +218,21 @@ TEST(RuntimeKernelsTest, GemmBatchParallel) {
   });
 }
 
+TEST(RuntimeKernelsTest, GemmBatchFoldedIntoRows) {
+  initBlas();
+  forThreadCounts([](int) {
+    // B broadcast over both batch dims and A's matrices back to back: one
+    // product of 2 * 3 * 40 rows (with transA, a batch of products).
+    runGemmAllTrans({{2, 3}, {}, {0, 0}, false, false, 40, 30, 50, 1.5f}, 50);
+    // A batch dim of extent 1 between them.
+    runGemmAllTrans({{2, 1, 3}, {}, {0, 0, 0}, false, false, 17, 45, 33, 1.0f},
+                    51);
+    // A's matrices with a gap between them (every other one): not foldable.
+    runGemmAllTrans({{2, 3}, {6, 2}, {0, 0}, false, false, 40, 30, 50, -1.0f},
+                    52);
+  });
+}
+
 TEST(RuntimeKernelsTest, GemmRowSplit) {
   initBlas();
   forThreadCounts([](int) {
