@@ -1074,7 +1074,7 @@ void runReduceCase(const ReduceCase &rc, const std::vector<float> &in,
 
 std::vector<ReduceCase> reduceCases() {
   return {
-      // [reduced, kept]: column path (cols > 256 crosses a block).
+      // [reduced, kept]: column path (300 columns: blocks of 64 and a part).
       {"reduced-kept", {37, 300}, {true, false}},
       {"reduced-kept-big", {200, 300}, {true, false}}, // parallel
       {"reduced-reduced-kept", {3, 5, 7}, {true, true, false}},
