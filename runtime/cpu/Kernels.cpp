@@ -69,36 +69,14 @@ void fixBlasCoreType(char **argv) {
   execv("/proc/self/exe", argv); // returns only on failure: run as is
 }
 
-/// True when every batch dim broadcasts B and A's matrices follow each other
-/// as rows of one taller matrix: then C (dense) is that matrix times B.
-static bool foldsBatchIntoRows(const GemmDesc &d) {
-  if (d.transA || d.batchRank == 0)
-    return false;
-  int64_t next = d.m * d.lda;
-  for (int i = d.batchRank - 1; i >= 0; --i) {
-    if (d.batchShape[i] == 1)
-      continue;
-    if (d.bBatchStrides[i] != 0 || d.aBatchStrides[i] != next)
-      return false;
-    next *= d.batchShape[i];
-  }
-  return true;
-}
-
 void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
+  // [batch..., m, k] x [k, n] as one product: one packing of B, and larger
+  // blocks per thread.
+  GemmDesc d = desc;
+  foldBatchIntoRows(d);
   int64_t batch = 1;
-  for (int i = 0; i < desc.batchRank; ++i)
-    batch *= desc.batchShape[i];
-  // [batch..., m, k] x [k, n] (activations times a weight) is one product of
-  // batch * m rows: one packing of B, and larger blocks per thread.
-  GemmDesc folded;
-  if (batch > 1 && foldsBatchIntoRows(desc)) {
-    folded = desc;
-    folded.batchRank = 0;
-    folded.m = desc.m * batch;
-    batch = 1;
-  }
-  const GemmDesc &d = folded.m ? folded : desc;
+  for (int i = 0; i < d.batchRank; ++i)
+    batch *= d.batchShape[i];
   CBLAS_TRANSPOSE ta = d.transA ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = d.transB ? CblasTrans : CblasNoTrans;
   int threads = 1;

@@ -219,9 +219,13 @@ struct GemmType {
 
 /// gemm() for A, B, C of element type `t` (32-bit compute); epilogues only
 /// for float (checked by the callers).
-void gemmImpl(DeviceContext &ctx, const GemmDesc &d, GemmType t,
+void gemmImpl(DeviceContext &ctx, const GemmDesc &desc, GemmType t,
               const void *aData, const void *bData, void *cData,
               Epilogue epilogue, const float *bias) {
+  // Activations times a weight as one product of batch * m rows: larger
+  // tiles than a strided batch of m-row products.
+  GemmDesc d = desc;
+  foldBatchIntoRows(d);
   const char *a = static_cast<const char *>(aData);
   const char *b = static_cast<const char *>(bData);
   char *c = static_cast<char *>(cData);
