@@ -40,6 +40,7 @@
 
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Blas.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Math.h"
 
 #include <algorithm>
@@ -205,21 +206,6 @@ void scoreGrads(float *sr, float *dsr, int64_t cols, Span span,
     sr[c] = p;
     dsr[c] = p * (dsr[c] - dr);
   }
-}
-
-/// The maximum of x[0, n) (-inf when n is 0), in 16 lanes so that it
-/// vectorizes (a float max reduction is not reassociated otherwise).
-float rowMax(const float *x, int64_t n) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -kInf);
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      lanes[l] = std::max(lanes[l], x[c + l]);
-  for (; c < n; ++c)
-    lanes[0] = std::max(lanes[0], x[c]);
-  return *std::max_element(lanes, lanes + kLanes);
 }
 
 //===----------------------------------------------------------------------===//

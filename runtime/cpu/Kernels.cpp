@@ -220,15 +220,6 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
   }
 }
 
-/// The largest element of a row of `n` floats.
-static inline float rowMax(const float *x, int64_t n) {
-  float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-  for (int64_t j = 0; j < n; ++j)
-    max = std::max(max, x[j]);
-  return max;
-}
-
 /// sum_j exp(x[j] - max) in float (libmvec's expf, per-lane partial sums);
 /// the terms go to `e` unless it is null.
 static inline float rowExpSum(const float *x, int64_t n, float max, float *e) {
@@ -322,36 +313,26 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
   int64_t count = outer * inner;
   std::vector<double> perElement(count);
   int64_t valid = 0;
-  if (inner == 1) {
-    // Classes contiguous: vectorized max and exp (libmvec) per row.
 #pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
-    for (int64_t e = 0; e < count; ++e) {
-      int64_t label = labelAt(labels, labels64, e);
-      if (hasIgnoreIndex && label == ignoreIndex) {
-        perElement[e] = 0;
-        continue;
-      }
-      ++valid;
-      const float *s = scores + e * classes;
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t o = e / inner, i = e % inner;
+    int64_t label = labelAt(labels, labels64, e);
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      perElement[e] = 0;
+      continue;
+    }
+    ++valid;
+    const float *s = scores + o * classes * inner + i;
+    if (inner == 1) {
+      // Classes contiguous: vectorized max and exp (libmvec).
       const float max = rowMax(s, classes);
       const float sum = rowExpSum(s, classes, max, nullptr);
       perElement[e] = std::log(static_cast<double>(sum)) + max - s[label];
+      continue;
     }
-  } else {
-#pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
-    for (int64_t e = 0; e < count; ++e) {
-      int64_t o = e / inner, i = e % inner;
-      int64_t label = labelAt(labels, labels64, e);
-      if (hasIgnoreIndex && label == ignoreIndex) {
-        perElement[e] = 0;
-        continue;
-      }
-      ++valid;
-      const float *s = scores + o * classes * inner + i;
-      float max;
-      const double sum = stridedExpSum(s, classes, inner, max);
-      perElement[e] = std::log(sum) + max - s[label * inner];
-    }
+    float max;
+    const double sum = stridedExpSum(s, classes, inner, max);
+    perElement[e] = std::log(sum) + max - s[label * inner];
   }
   if (reduction == Reduction::None) {
     for (int64_t e = 0; e < count; ++e)

@@ -11,7 +11,9 @@
 #ifndef AUTOPAR_RUNTIME_CPU_KERNELS_H
 #define AUTOPAR_RUNTIME_CPU_KERNELS_H
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace autopar::rt {
 struct bf16;
@@ -53,23 +55,39 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c);
 /// Rewrites `d` as one product of batch * m rows when every batch dim
 /// broadcasts B and A's matrices follow each other as rows of one taller
 /// matrix ([batch..., m, k] activations times a [k, n] weight): C is dense,
-/// so it is that matrix times B. Returns whether it did. Inline: the CPU
-/// and CUDA gemm() both start with it.
-inline bool foldBatchIntoRows(GemmDesc &d) {
+/// so it is that matrix times B; otherwise leaves `d` as it is. Inline: the
+/// CPU and CUDA gemm() both start with it.
+inline void foldBatchIntoRows(GemmDesc &d) {
   if (d.transA || d.batchRank == 0)
-    return false;
+    return;
   int64_t next = d.m * d.lda, batch = 1;
   for (int i = d.batchRank - 1; i >= 0; --i) {
     batch *= d.batchShape[i];
     if (d.batchShape[i] == 1)
       continue;
     if (d.bBatchStrides[i] != 0 || d.aBatchStrides[i] != next)
-      return false;
+      return;
     next *= d.batchShape[i];
   }
   d.m *= batch;
   d.batchRank = 0;
-  return true;
+}
+
+/// The maximum of x[0, n) (-inf when n is 0), in 16 lanes so that it
+/// vectorizes with or without OpenMP (a float max reduction is not
+/// reassociated otherwise). Inline: softmax, cross-entropy and attention
+/// take it per row.
+inline float rowMax(const float *x, int64_t n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] = std::max(lanes[l], x[c + l]);
+  for (; c < n; ++c)
+    lanes[0] = std::max(lanes[0], x[c]);
+  return *std::max_element(lanes, lanes + kLanes);
 }
 
 /// y = (x - mean) * rstd * scale + bias over rows of `cols` elements
