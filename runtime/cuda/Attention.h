@@ -21,6 +21,9 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/cuda/Context.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace autopar::rt::cuda {
 
 /// The largest head dim (desc.d) the kernels take.
@@ -34,6 +37,28 @@ void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
                        const float *q, const float *k, const float *v,
                        const float *out, const float *lse, const float *dout,
                        float *dq, float *dk, float *dv);
+
+/// The same on bfloat16 or IEEE half q, k, v, out, dout, dq, dk, dv (lse
+/// stays f32): tensor-core products (sm_80 and later) of 16-bit operands
+/// with f32 accumulation; the probabilities and dS are rounded to the
+/// 16-bit type before their products, as FlashAttention-2 does, and every
+/// result is rounded once.
+void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
+                      const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                      const __nv_bfloat16 *v, __nv_bfloat16 *out, float *lse);
+void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
+                      const __half *q, const __half *k, const __half *v,
+                      __half *out, float *lse);
+void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
+                       const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                       const __nv_bfloat16 *v, const __nv_bfloat16 *out,
+                       const float *lse, const __nv_bfloat16 *dout,
+                       __nv_bfloat16 *dq, __nv_bfloat16 *dk,
+                       __nv_bfloat16 *dv);
+void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
+                       const __half *q, const __half *k, const __half *v,
+                       const __half *out, const float *lse, const __half *dout,
+                       __half *dq, __half *dk, __half *dv);
 
 } // namespace autopar::rt::cuda
 

@@ -10,6 +10,16 @@
 // out and lse, and runs twice: the two results must be bit-identical (no
 // atomics). Every output starts as a sentinel, so unwritten elements fail.
 //
+// The 16-bit kernels (bfloat16 and IEEE half q, k, v, out, dout, dq, dk,
+// dv; f32 lse) run the same cases on inputs rounded to the type, against
+// the CPU kernels on those rounded values: the backward reference takes the
+// GPU's (rounded) out and its lse, as the GPU backward does. They round p
+// and dS to the type before their products and every result once, so each
+// value must be within 2^-6 (bfloat16) or 2^-9 (half) of itself plus the
+// same fraction of its tensor's largest magnitude: about 8 and 4 times the
+// worst rounding of one element; a misplaced fragment or mask is off by
+// the value's magnitude. lse is f32 and held to the f32 tolerance.
+//
 // Prints "PASS name" or "FAIL name: detail" per case, then
 // "cuda attention: N passed, M failed", and exits 1 when any failed.
 // Without a usable CUDA device it prints "cuda attention: skipped (no CUDA
@@ -119,6 +129,105 @@ void runCase(Tester &t, const Case &c) {
                               compareFloats(grads[0][2], p.dv, "dv"), repeat}));
 }
 
+/// Host conversions of the 16-bit types.
+float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+float toFloat(__half x) { return __half2float(x); }
+template <typename T> T fromFloat(float x);
+template <> __nv_bfloat16 fromFloat(float x) { return __float2bfloat16(x); }
+template <> __half fromFloat(float x) { return __float2half(x); }
+
+template <typename T> struct Half16;
+template <> struct Half16<__nv_bfloat16> {
+  static constexpr const char *kName = "bf16";
+  static constexpr double kTolerance = 1.0 / 64;
+};
+template <> struct Half16<__half> {
+  static constexpr const char *kName = "fp16";
+  static constexpr double kTolerance = 1.0 / 512;
+};
+
+/// `x` rounded to T in place; returns the T values.
+template <typename T> std::vector<T> roundTo(std::vector<float> &x) {
+  std::vector<T> rounded(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    rounded[i] = fromFloat<T>(x[i]);
+    x[i] = toFloat(rounded[i]);
+  }
+  return rounded;
+}
+
+template <typename T>
+std::vector<float> downloadAsFloat(Tester &t, const DeviceBuffer &b,
+                                   size_t count) {
+  const std::vector<T> values = t.CudaTester::download<T>(b.get(), count);
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; ++i)
+    out[i] = toFloat(values[i]);
+  return out;
+}
+
+template <typename T> T *ptr16(const DeviceBuffer &b) {
+  return reinterpret_cast<T *>(b.get());
+}
+
+/// The 16-bit kernels on case `c` (see the file comment).
+template <typename T> void runCase16(Tester &t, const Case &c) {
+  test::AttentionProblem p(c, t.rng);
+  const std::vector<T> q16 = roundTo<T>(p.q), k16 = roundTo<T>(p.k),
+                       v16 = roundTo<T>(p.v), dout16 = roundTo<T>(p.dout);
+  AttentionDesc d = p.desc;
+  const T sentinel = fromFloat<T>(Problem::kSentinel);
+  const std::vector<T> sentinelQ(p.q.size(), sentinel),
+      sentinelK(p.k.size(), sentinel);
+  const std::vector<float> sentinelLse(p.lse.size(), Problem::kSentinel);
+  DeviceBuffer q = t.upload(q16), k = t.upload(k16), v = t.upload(v16),
+               dout = t.upload(dout16);
+  DeviceBuffer mask;
+  if (!p.mask.empty()) {
+    mask = t.upload(p.mask);
+    d.mask = reinterpret_cast<const bool *>(mask.get());
+  }
+  DeviceBuffer out = t.upload(sentinelQ), lse = t.upload(sentinelLse);
+  cuda::attentionForward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
+                         ptr16<T>(out), ptr(lse));
+  const std::vector<float> gotOut = downloadAsFloat<T>(t, out, p.out.size());
+  const std::vector<float> gotLse = t.download(lse, p.lse.size());
+  p.forward();
+  const double tol = Half16<T>::kTolerance;
+  std::string forwardError =
+      firstError({test::compareFloats(gotOut, p.out, tol, tol, "out"),
+                  compareFloats(gotLse, p.lse, "lse")});
+
+  // The reference backward from the GPU's forward.
+  p.out = gotOut;
+  p.lse = gotLse;
+  p.backward();
+  std::vector<float> grads[2][3];
+  for (auto &run : grads) {
+    DeviceBuffer dq = t.upload(sentinelQ), dk = t.upload(sentinelK),
+                 dv = t.upload(sentinelK);
+    cuda::attentionBackward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
+                            ptr16<T>(out), ptr(lse), ptr16<T>(dout),
+                            ptr16<T>(dq), ptr16<T>(dk), ptr16<T>(dv));
+    run[0] = downloadAsFloat<T>(t, dq, p.dq.size());
+    run[1] = downloadAsFloat<T>(t, dk, p.dk.size());
+    run[2] = downloadAsFloat<T>(t, dv, p.dv.size());
+  }
+  std::string repeat;
+  for (int i = 0; i < 3 && repeat.empty(); ++i)
+    if (std::memcmp(grads[0][i].data(), grads[1][i].data(),
+                    grads[0][i].size() * sizeof(float)) != 0)
+      repeat = format("backward run twice: %s differs", i == 0   ? "dq"
+                                                        : i == 1 ? "dk"
+                                                                 : "dv");
+  t.check(std::string(Half16<T>::kName) + " " + c.name,
+          firstError({forwardError,
+                      test::compareFloats(grads[0][0], p.dq, tol, tol, "dq"),
+                      test::compareFloats(grads[0][1], p.dk, tol, tol, "dk"),
+                      test::compareFloats(grads[0][2], p.dv, tol, tol, "dv"),
+                      repeat}));
+}
+
 void testAttention(Tester &t) {
   const Case cases[] = {
       {"odd T, D=8, causal", 2, 3, 13, 13, 8, true},
@@ -147,6 +256,10 @@ void testAttention(Tester &t) {
   };
   for (const Case &c : cases)
     runCase(t, c);
+  for (const Case &c : cases)
+    runCase16<__nv_bfloat16>(t, c);
+  for (const Case &c : cases)
+    runCase16<__half>(t, c);
 }
 
 } // namespace
