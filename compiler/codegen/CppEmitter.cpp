@@ -214,6 +214,27 @@ private:
   FailureOr<uint32_t> axisMask(Operation *op, ArrayAttr axes);
   /// Waits for the collectives still writing `op`'s operands.
   void waitOperands(Operation *op);
+  /// Whether the CUDA target's 16-bit kernels take `op`: every float
+  /// operand and result of one 16-bit type, except `f32` (if given), which
+  /// is f32 (attention's lse). autopar-legalize-precision keeps only such
+  /// ops 16-bit.
+  bool nativeHalf(Operation *op, Value f32 = {}) {
+    if (!cuda())
+      return false;
+    Type half;
+    auto ok = [&](Value v) {
+      Type t = tensorType(v).getElementType();
+      if (v == f32)
+        return t.isF32();
+      if (!isa<FloatType>(t))
+        return true;
+      if (!half)
+        half = t;
+      return t == half && t.getIntOrFloatBitWidth() == 16;
+    };
+    return llvm::all_of(op->getOperands(), ok) &&
+           llvm::all_of(op->getResults(), ok) && half;
+  }
   LogicalResult requireF32(Operation *op) {
     for (Value v : op->getOperands())
       if (isa<FloatType>(tensorType(v).getElementType()) &&
@@ -325,7 +346,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       .Case<nn::AttentionOp, nn::AttentionGradOp>(
           [&](Operation *o) { return emitAttention(o); })
       .Case([&](nn::LayerNormOp o) {
-        if (failed(requireF32(o)))
+        if (!nativeHalf(o) && failed(requireF32(o)))
           return failure();
         ArrayRef<int64_t> shape = dims(o.getInput());
         int64_t rows = product(shape.take_front(o.getAxis()));
@@ -338,7 +359,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         return success();
       })
       .Case([&](nn::LayerNormGradOp o) {
-        if (failed(requireF32(o)))
+        if (!nativeHalf(o) && failed(requireF32(o)))
           return failure();
         ArrayRef<int64_t> shape = dims(o.getInput());
         int64_t rows = product(shape.take_front(o.getAxis()));
@@ -624,10 +645,13 @@ SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
 }
 
 LogicalResult Emitter::emitAttention(Operation *op) {
-  if (failed(requireF32(op)))
-    return failure();
   auto forward = dyn_cast<nn::AttentionOp>(op);
   auto backward = dyn_cast<nn::AttentionGradOp>(op);
+  // The CUDA target's tensor-core kernels take 16-bit q, k, v, out, dout,
+  // dq, dk, dv with an f32 lse.
+  if (!nativeHalf(op, forward ? forward.getLse() : backward.getLse()) &&
+      failed(requireF32(op)))
+    return failure();
   Value q = forward ? forward.getQuery() : backward.getQuery();
   Value k = forward ? forward.getKey() : backward.getKey();
   Value v = forward ? forward.getValue() : backward.getValue();

@@ -11,7 +11,9 @@
 // fuse into the neighbouring elementwise kernels. Elementwise ops (computed
 // in float and rounded per op by the code generators), copies, views and
 // gathers read and write 16-bit tensors directly, and so do the CUDA
-// target's GEMMs (cuBLASLt, f32 accumulation).
+// target's GEMMs (cuBLASLt, f32 accumulation), attention kernels (tensor
+// cores, f32 accumulation and softmax statistics) and layernorms (f32
+// statistics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,14 +56,23 @@ bool computesInF32(Operation *op) {
 }
 
 /// Whether the target's kernels take `op` as it is: the CUDA target's
-/// GEMMs take 16-bit matmuls whose operands and result share one type.
+/// GEMMs and layernorms take 16-bit ops whose operands and results share
+/// one type, and its tensor-core attention kernels every 16-bit attention
+/// op (whose verifier gives q, k, v, out, dout, dq, dk, dv one type and lse
+/// f32).
 bool native(Operation *op, StringRef target) {
-  if (target != "cuda" || !isa<nn::MatMulOp>(op))
+  if (target != "cuda")
+    return false;
+  if (isa<nn::AttentionOp, nn::AttentionGradOp>(op))
+    return isHalf(op->getOperand(0).getType());
+  if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp>(op))
     return false;
   Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-  return llvm::all_of(op->getOperandTypes(), [&](Type operand) {
-    return cast<RankedTensorType>(operand).getElementType() == t;
-  });
+  auto same = [&](Type type) {
+    return cast<RankedTensorType>(type).getElementType() == t;
+  };
+  return llvm::all_of(op->getOperandTypes(), same) &&
+         llvm::all_of(op->getResultTypes(), same);
 }
 
 struct LegalizePrecisionPass

@@ -463,18 +463,31 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const __half *a,
 
 namespace {
 
+__device__ inline float toFloat(float x) { return x; }
+__device__ inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float toFloat(__half x) { return __half2float(x); }
+template <typename T> __device__ T fromFloat(float x);
+template <> __device__ inline float fromFloat(float x) { return x; }
+template <> __device__ inline __nv_bfloat16 fromFloat(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ inline __half fromFloat(float x) {
+  return __float2half_rn(x);
+}
+
 /// Mean and 1 / sqrt(biased variance + epsilon) of one row in double, as
 /// cpu::rowStatistics; every thread of the block gets them.
-__device__ void rowStatistics(const float *xr, int64_t cols, double epsilon,
+template <typename T>
+__device__ void rowStatistics(const T *xr, int64_t cols, double epsilon,
                               double *shared, double &mean, double &rstd) {
   double sum = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-    sum += xr[j];
+    sum += toFloat(xr[j]);
   sum = blockReduce(sum, SumOp(), 0.0, shared);
   const double m = sum / static_cast<double>(cols);
   double sq = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const double dv = xr[j] - m;
+    const double dv = toFloat(xr[j]) - m;
     sq += dv * dv;
   }
   sq = blockReduce(sq, SumOp(), 0.0, shared);
@@ -482,21 +495,21 @@ __device__ void rowStatistics(const float *xr, int64_t cols, double epsilon,
   rstd = 1.0 / sqrt(sq / static_cast<double>(cols) + epsilon);
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    layerNormForwardKernel(const float *x, const float *scale,
-                           const float *bias, float *y, int64_t rows,
-                           int64_t cols, double epsilon) {
+    layerNormForwardKernel(const T *x, const T *scale, const T *bias, T *y,
+                           int64_t rows, int64_t cols, double epsilon) {
   __shared__ double shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *xr = x + r * cols;
-    float *yr = y + r * cols;
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
     double meanD, rstdD;
     rowStatistics(xr, cols, epsilon, shared, meanD, rstdD);
     const float m = static_cast<float>(meanD);
     const float rstd = static_cast<float>(rstdD);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const float v = (xr[j] - m) * rstd * scale[j];
-      yr[j] = bias ? v + bias[j] : v;
+      const float v = (toFloat(xr[j]) - m) * rstd * toFloat(scale[j]);
+      yr[j] = fromFloat<T>(bias ? v + toFloat(bias[j]) : v);
     }
   }
 }
@@ -505,10 +518,11 @@ __global__ void __launch_bounds__(kBlock)
 /// [rows*b/G, rows*(b+1)/G) and, when `partial` is set, writes its sums
 /// of dy*xhat and dy per column to partial[b][0][:] and partial[b][1][:]
 /// (each thread owns its columns: no races).
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    layerNormBackwardKernel(const float *x, const float *scale, const float *dy,
-                            float *dx, double *partial, int64_t rows,
-                            int64_t cols, double epsilon) {
+    layerNormBackwardKernel(const T *x, const T *scale, const T *dy, T *dx,
+                            double *partial, int64_t rows, int64_t cols,
+                            double epsilon) {
   __shared__ double shared[kWarp];
   const int64_t numBlocks = gridDim.x;
   const int64_t r0 = rows * blockIdx.x / numBlocks;
@@ -522,38 +536,41 @@ __global__ void __launch_bounds__(kBlock)
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
-    const float *xr = x + r * cols, *gr = dy + r * cols;
-    float *dxr = dx + r * cols;
+    const T *xr = x + r * cols, *gr = dy + r * cols;
+    T *dxr = dx + r * cols;
     double mean, rstd;
     rowStatistics(xr, cols, epsilon, shared, mean, rstd);
     double sumGh = 0, sumGhXhat = 0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const double xhat = (xr[j] - mean) * rstd;
-      const double gh = static_cast<double>(gr[j]) * scale[j];
+      const double xhat = (toFloat(xr[j]) - mean) * rstd;
+      const double g = toFloat(gr[j]);
+      const double gh = g * toFloat(scale[j]);
       sumGh += gh;
       sumGhXhat += gh * xhat;
       if (partial) {
-        ps[j] += static_cast<double>(gr[j]) * xhat;
-        pb[j] += gr[j];
+        ps[j] += g * xhat;
+        pb[j] += g;
       }
     }
     sumGh = blockReduce(sumGh, SumOp(), 0.0, shared);
     sumGhXhat = blockReduce(sumGhXhat, SumOp(), 0.0, shared);
     const double n = static_cast<double>(cols);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      const double xhat = (xr[j] - mean) * rstd;
-      const double gh = static_cast<double>(gr[j]) * scale[j];
-      dxr[j] =
-          static_cast<float>(rstd / n * (n * gh - sumGh - xhat * sumGhXhat));
+      const double xhat = (toFloat(xr[j]) - mean) * rstd;
+      const double gh =
+          static_cast<double>(toFloat(gr[j])) * toFloat(scale[j]);
+      dxr[j] = fromFloat<T>(
+          static_cast<float>(rstd / n * (n * gh - sumGh - xhat * sumGhXhat)));
     }
   }
 }
 
 /// dscale[j] and dbias[j]: the partials of layerNormBackwardKernel added
 /// in block order.
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
     layerNormParamGradKernel(const double *partial, int64_t numPartials,
-                             int64_t cols, float *dscale, float *dbias) {
+                             int64_t cols, T *dscale, T *dbias) {
   for (int64_t j = threadIndex(); j < cols; j += threadCount()) {
     double s = 0, b = 0;
     for (int64_t p = 0; p < numPartials; ++p) {
@@ -561,9 +578,9 @@ __global__ void __launch_bounds__(kBlock)
       b += partial[2 * cols * p + cols + j];
     }
     if (dscale)
-      dscale[j] = static_cast<float>(s);
+      dscale[j] = fromFloat<T>(static_cast<float>(s));
     if (dbias)
-      dbias[j] = static_cast<float>(b);
+      dbias[j] = fromFloat<T>(static_cast<float>(b));
   }
 }
 
@@ -577,11 +594,10 @@ int64_t layerNormBackwardBlocks(int64_t rows, int64_t cols) {
   return std::max<int64_t>(1, std::min({rows, int64_t{256}, cap}));
 }
 
-} // namespace
-
-void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
-                      const float *bias, float *y, int64_t rows, int64_t cols,
-                      double epsilon) {
+template <typename T>
+void layerNormForwardT(DeviceContext &ctx, const T *x, const T *scale,
+                       const T *bias, T *y, int64_t rows, int64_t cols,
+                       double epsilon) {
   if (rows <= 0 || cols <= 0)
     return;
   layerNormForwardKernel<<<rowGrid(ctx, rows), kBlock, 0, ctx.stream>>>(
@@ -589,9 +605,10 @@ void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
-void layerNormBackward(DeviceContext &ctx, const float *x, const float *scale,
-                       const float *dy, float *dx, float *dscale, float *dbias,
-                       int64_t rows, int64_t cols, double epsilon) {
+template <typename T>
+void layerNormBackwardT(DeviceContext &ctx, const T *x, const T *scale,
+                        const T *dy, T *dx, T *dscale, T *dbias, int64_t rows,
+                        int64_t cols, double epsilon) {
   if (cols <= 0)
     return;
   const bool paramGrads = dscale || dbias;
@@ -609,6 +626,47 @@ void layerNormBackward(DeviceContext &ctx, const float *x, const float *scale,
   layerNormParamGradKernel<<<gridFor(ctx, cols), kBlock, 0, ctx.stream>>>(
       partial, numBlocks, cols, dscale, dbias);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+} // namespace
+
+void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
+                      const float *bias, float *y, int64_t rows, int64_t cols,
+                      double epsilon) {
+  layerNormForwardT(ctx, x, scale, bias, y, rows, cols, epsilon);
+}
+void layerNormForward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                      const __nv_bfloat16 *scale, const __nv_bfloat16 *bias,
+                      __nv_bfloat16 *y, int64_t rows, int64_t cols,
+                      double epsilon) {
+  layerNormForwardT(ctx, x, scale, bias, y, rows, cols, epsilon);
+}
+void layerNormForward(DeviceContext &ctx, const __half *x, const __half *scale,
+                      const __half *bias, __half *y, int64_t rows,
+                      int64_t cols, double epsilon) {
+  layerNormForwardT(ctx, x, scale, bias, y, rows, cols, epsilon);
+}
+
+void layerNormBackward(DeviceContext &ctx, const float *x, const float *scale,
+                       const float *dy, float *dx, float *dscale, float *dbias,
+                       int64_t rows, int64_t cols, double epsilon) {
+  layerNormBackwardT(ctx, x, scale, dy, dx, dscale, dbias, rows, cols,
+                     epsilon);
+}
+void layerNormBackward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                       const __nv_bfloat16 *scale, const __nv_bfloat16 *dy,
+                       __nv_bfloat16 *dx, __nv_bfloat16 *dscale,
+                       __nv_bfloat16 *dbias, int64_t rows, int64_t cols,
+                       double epsilon) {
+  layerNormBackwardT(ctx, x, scale, dy, dx, dscale, dbias, rows, cols,
+                     epsilon);
+}
+void layerNormBackward(DeviceContext &ctx, const __half *x, const __half *scale,
+                       const __half *dy, __half *dx, __half *dscale,
+                       __half *dbias, int64_t rows, int64_t cols,
+                       double epsilon) {
+  layerNormBackwardT(ctx, x, scale, dy, dx, dscale, dbias, rows, cols,
+                     epsilon);
 }
 
 //===----------------------------------------------------------------------===//

@@ -55,6 +55,24 @@ void layerNormForward(DeviceContext &ctx, const float *x, const float *scale,
 void layerNormBackward(DeviceContext &ctx, const float *x, const float *scale,
                        const float *dy, float *dx, float *dscale, float *dbias,
                        int64_t rows, int64_t cols, double epsilon);
+/// The same on bfloat16 or IEEE half tensors (every operand and result):
+/// statistics and sums as in f32 (in double), each result rounded once.
+void layerNormForward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                      const __nv_bfloat16 *scale, const __nv_bfloat16 *bias,
+                      __nv_bfloat16 *y, int64_t rows, int64_t cols,
+                      double epsilon);
+void layerNormForward(DeviceContext &ctx, const __half *x, const __half *scale,
+                      const __half *bias, __half *y, int64_t rows,
+                      int64_t cols, double epsilon);
+void layerNormBackward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                       const __nv_bfloat16 *scale, const __nv_bfloat16 *dy,
+                       __nv_bfloat16 *dx, __nv_bfloat16 *dscale,
+                       __nv_bfloat16 *dbias, int64_t rows, int64_t cols,
+                       double epsilon);
+void layerNormBackward(DeviceContext &ctx, const __half *x, const __half *scale,
+                       const __half *dy, __half *dx, __half *dscale,
+                       __half *dbias, int64_t rows, int64_t cols,
+                       double epsilon);
 
 void softmaxForward(DeviceContext &ctx, const float *x, float *y,
                     int64_t outer, int64_t n, int64_t inner);

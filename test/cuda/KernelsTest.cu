@@ -438,6 +438,72 @@ void testLayerNorm(Tester &t, int64_t rows, int64_t cols, bool withBias) {
            compareFloats(t.download<float>(dbD.get(), db.size()), db, kTol)}));
 }
 
+/// `count` uniform values in [lo, hi) rounded to `kind`: their bits and
+/// their values.
+std::vector<float> rounded16(Tester &t, Float16Kind kind, size_t count,
+                             float lo, float hi, std::vector<uint16_t> &bits) {
+  std::vector<float> v = t.uniform(count, lo, hi);
+  bits.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    bits[i] = float16Bits(kind, v[i]);
+    v[i] = float16Value(kind, bits[i]);
+  }
+  return v;
+}
+
+std::vector<float> download16(Tester &t, Float16Kind kind,
+                              const DeviceBuffer &b, size_t count) {
+  std::vector<uint16_t> bits = t.download<uint16_t>(b.get(), count);
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = float16Value(kind, bits[i]);
+  return values;
+}
+
+/// The 16-bit layernorm (every tensor bf16 or IEEE half) against the CPU
+/// kernels on the same 16-bit values in float: the statistics and sums are
+/// computed alike, so each result is within one rounding of the type (and
+/// the f32 tolerance) of the reference.
+template <typename T>
+void testLayerNorm16(Tester &t, Float16Kind kind, int64_t rows, int64_t cols) {
+  const double eps = 1e-5;
+  const size_t n = static_cast<size_t>(rows * cols);
+  const size_t c = static_cast<size_t>(cols);
+  std::vector<uint16_t> xBits, scaleBits, biasBits, dyBits;
+  std::vector<float> x = rounded16(t, kind, n, -2.0f, 3.0f, xBits);
+  std::vector<float> scale = rounded16(t, kind, c, 0.5f, 1.5f, scaleBits);
+  std::vector<float> bias = rounded16(t, kind, c, -1.0f, 1.0f, biasBits);
+  std::vector<float> dy = rounded16(t, kind, n, -1.0f, 1.0f, dyBits);
+  DeviceBuffer xD = t.upload(xBits), scaleD = t.upload(scaleBits),
+               biasD = t.upload(biasBits), dyD = t.upload(dyBits);
+  DeviceBuffer yD = t.alloc(n * 2), dxD = t.alloc(n * 2), dsD = t.alloc(c * 2),
+               dbD = t.alloc(c * 2);
+  auto in = [](const DeviceBuffer &b) {
+    return reinterpret_cast<const T *>(b.get());
+  };
+  auto out = [](const DeviceBuffer &b) { return reinterpret_cast<T *>(b.get()); };
+  std::vector<float> y(n), dx(n), ds(c), db(c);
+  cpu::layerNormForward(x.data(), scale.data(), bias.data(), y.data(), rows,
+                        cols, eps);
+  cpu::layerNormBackward(x.data(), scale.data(), dy.data(), dx.data(),
+                         ds.data(), db.data(), rows, cols, eps);
+  gpu::layerNormForward(t.ctx, in(xD), in(scaleD), in(biasD), out(yD), rows,
+                        cols, eps);
+  gpu::layerNormBackward(t.ctx, in(xD), in(scaleD), in(dyD), out(dxD),
+                         out(dsD), out(dbD), rows, cols, eps);
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  auto compare = [&](const DeviceBuffer &b, const std::vector<float> &want,
+                     const char *what) {
+    return test::compareFloats(download16(t, kind, b, want.size()), want,
+                               ulp + kTol, kTol, what);
+  };
+  t.check(format("layerNorm %s %lldx%lld",
+                 kind == Float16Kind::BF16 ? "bf16" : "f16",
+                 static_cast<long long>(rows), static_cast<long long>(cols)),
+          firstError({compare(yD, y, "y"), compare(dxD, dx, "dx"),
+                      compare(dsD, ds, "dscale"), compare(dbD, db, "dbias")}));
+}
+
 /// Softmax over contiguous rows in double (the CPU reference's float sum
 /// over tens of thousands of classes is itself off by up to ~5e-5).
 std::vector<float> softmaxRowsDouble(const std::vector<float> &x, int64_t rows,
@@ -565,6 +631,8 @@ void testNormalizations(Tester &t) {
     testLayerNorm(t, s[0], s[1], true);
     if (s[1] == 768 || s[1] == 33)
       testLayerNorm(t, s[0], s[1], false);
+    testLayerNorm16<__nv_bfloat16>(t, Float16Kind::BF16, s[0], s[1]);
+    testLayerNorm16<__half>(t, Float16Kind::Half, s[0], s[1]);
   }
   const int64_t smShapes[][3] = {{1, 1, 1},    {7, 50257, 1}, {64, 129, 1},
                                  {3, 1000, 1}, {4, 37, 5},    {3, 300, 17},

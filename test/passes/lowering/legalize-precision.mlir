@@ -57,19 +57,39 @@ func.func @attention(%q: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x
 // -----
 
 // The CUDA target's GEMMs take a bf16 matmul as it is (cuBLASLt, f32
-// accumulation); layernorm is still computed in f32, and so is a matmul
-// whose operands have two types.
+// accumulation), and its layernorm kernels a bf16 layernorm and its
+// gradient; a matmul whose operands have two types is computed in f32.
 
 // CUDA-LABEL: func.func @cuda
 // CUDA: %[[Y:.*]] = nn.matmul %arg0, %arg1 : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
-// CUDA: nn.cast %[[Y]] : tensor<2x4xbf16> to tensor<2x4xf32>
-// CUDA: nn.layer_norm {{.*}} -> tensor<2x4xf32>
-// CUDA: nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA-NEXT: %[[N:.*]] = nn.layer_norm %[[Y]], %arg2 {{.*}} -> tensor<2x4xbf16>
+// CUDA-NEXT: nn.layer_norm_grad %[[Y]], %arg2, %[[N]] {{.*}} -> (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
+// CUDA-NEXT: nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
 // CUDA: nn.matmul {{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
 func.func @cuda(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>, %g: tensor<4xbf16>, %w32: tensor<4x4xf32>) -> (tensor<2x4xbf16>, tensor<2x4xf32>) {
   %y = nn.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
   %n = nn.layer_norm %y, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+  %dx, %dg, %db = nn.layer_norm_grad %y, %g, %n {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
   %x32 = nn.cast %x : tensor<2x4xbf16> to tensor<2x4xf32>
   %z = nn.matmul %x32, %w32 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   return %n, %z : tensor<2x4xbf16>, tensor<2x4xf32>
+}
+
+// -----
+
+// The CUDA target's tensor-core attention takes 16-bit q, k, v, out, dout,
+// dq, dk, dv (one type) with an f32 log-sum-exp and a bool mask as they
+// are (the CPU target computes them in f32: @attention above).
+
+// CUDA-LABEL: func.func @cuda_attention
+// CUDA-NOT: nn.cast
+// CUDA: %[[O:.*]], %[[LSE:.*]] = nn.attention %arg0, %arg1, %arg1 mask %arg3 {{.*}} -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
+// CUDA-NEXT: nn.attention_grad %arg0, %arg1, %arg1 mask %arg3, %[[O]], %[[LSE]], %arg2 {{.*}} -> (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>)
+// CUDA-NEXT: nn.attention %arg4, %arg4, %arg4 {{.*}} -> (tensor<2x4x8xf16>, tensor<2x4xf32>)
+// CUDA-NOT: nn.cast
+func.func @cuda_attention(%q: tensor<2x4x8xbf16>, %k: tensor<2x4x8xbf16>, %g: tensor<2x4x8xbf16>, %m: tensor<4x4xi1>, %h: tensor<2x4x8xf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xf16>) {
+  %o, %lse = nn.attention %q, %k, %k mask %m {causal = false, scale = 0.35 : f64} : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<4x4xi1>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
+  %dq, %dk, %dv = nn.attention_grad %q, %k, %k mask %m, %o, %lse, %g {causal = false, scale = 0.35 : f64} : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<4x4xi1>, tensor<2x4x8xbf16>, tensor<2x4xf32>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>)
+  %o2, %lse2 = nn.attention %h, %h, %h {causal = true, scale = 0.35 : f64} : (tensor<2x4x8xf16>, tensor<2x4x8xf16>, tensor<2x4x8xf16>) -> (tensor<2x4x8xf16>, tensor<2x4xf32>)
+  return %dq, %dk, %dv, %o2 : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xf16>
 }
