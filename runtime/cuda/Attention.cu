@@ -1,6 +1,6 @@
 //===- Attention.cu - fused scaled dot-product attention (CUDA) -----------===//
 //
-// runtime/cuda/Attention.h as flash-attention-2 style fp32 kernels:
+// runtime/cuda/Attention.h as flash-attention-2 style kernels, f32 first:
 //
 //  - Forward: a block per (b*h, block of kBr query rows) keeps its q tile in
 //    shared memory and walks the key/value tiles of kBc rows (under a causal
@@ -28,12 +28,11 @@
 // into 16 different banks. kD (64 or 128) bounds D; dot products loop over
 // the actual D.
 //
-// Every product is a scalar fp32 FMA loop: tensor cores (mma.sync /
-// wgmma on tiles of bf16 or tf32, with the score and probability tiles
-// kept in registers between the two products) and bf16 inputs would go in
-// tileDots and tileAccumulate, and cp.async double-buffering of the K/V
-// tiles in loadTile, once fp32 parity with the CPU target is no longer
-// the goal.
+// In these f32 kernels every product is a scalar fp32 FMA loop (fp32
+// parity with the CPU target: no TF32). The bf16 and half kernels further
+// down run their products on tensor cores (mma.sync); what they still lack
+// against FlashAttention-2 is cp.async double-buffering of the K/V tiles,
+// ldmatrix fragment loads and, on sm_90, wgmma.
 //
 //===----------------------------------------------------------------------===//
 

@@ -9,9 +9,12 @@
 // nothing synchronizes except a growing cuda::scratch in the backward).
 // D is at most 128.
 //
-// Numerics: float32 throughout, with fixed summation orders and no atomics
-// (results do not change from run to run); within a small relative
-// tolerance of the CPU kernels, which sum in other orders.
+// Numerics: float32 kernels throughout, with fixed summation orders and no
+// atomics (results do not change from run to run); within a small relative
+// tolerance of the CPU kernels, which sum in other orders. The bfloat16 and
+// half kernels accumulate and keep their softmax statistics in f32 (same
+// orders, no atomics) and round p and dS to the 16-bit type before their
+// products.
 //
 //===----------------------------------------------------------------------===//
 
