@@ -392,7 +392,11 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       })
       .Case<nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp>(
           [&](Operation *o) {
-            if (failed(requireF32(o)))
+            // CUDA: 16-bit scores (and dscores) with an f32 loss and
+            // loss gradient.
+            Value loss = isa<nn::SoftmaxCrossEntropyOp>(o) ? o->getResult(0)
+                                                           : o->getOperand(2);
+            if (!nativeHalf(o, loss) && failed(requireF32(o)))
               return failure();
             Value scores = o->getOperand(0), labels = o->getOperand(1);
             ArrayRef<int64_t> shape = dims(scores);

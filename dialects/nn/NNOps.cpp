@@ -467,11 +467,24 @@ static FailureOr<RankedTensorType> lossType(Operation *op, Value scoresValue,
   return RankedTensorType::get(shape, scores.getElementType());
 }
 
+/// Whether `type` is the loss type `loss`, or its f32 version where the
+/// scores are 16-bit floats (mixed precision: the loss of bf16 logits is
+/// computed and kept in f32).
+static bool isLossType(Type type, RankedTensorType loss) {
+  if (type == loss)
+    return true;
+  Type scores = loss.getElementType();
+  return scores.getIntOrFloatBitWidth() == 16 &&
+         type == loss.clone(Float32Type::get(type.getContext()));
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
   FailureOr<RankedTensorType> loss =
       lossType(*this, getScores(), getLabels(), getReduction());
   if (failed(loss))
     return failure();
+  if (isLossType(getType(), *loss))
+    return success();
   return verifyResultType(*this, getType(), *loss);
 }
 
@@ -920,7 +933,7 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
       lossType(*this, getScores(), getLabels(), getReduction());
   if (failed(loss))
     return failure();
-  if (getGrad().getType() != *loss)
+  if (!isLossType(getGrad().getType(), *loss))
     return emitOpError() << "operand 'grad' type " << getGrad().getType()
                          << " must be the loss type " << *loss;
   return verifyResultType(*this, getType(), getScores().getType());

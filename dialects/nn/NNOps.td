@@ -326,7 +326,8 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy"> {
     The loss of an element is -log softmax(scores)[label] over C; elements
     whose label equals `ignore_index` contribute 0. `mean` divides the sum by
     the number of non-ignored elements (PyTorch and ONNX semantics), `sum`
-    does not divide, `none` returns the per-element losses.
+    does not divide, `none` returns the per-element losses. The loss has
+    the scores' element type, or f32 for 16-bit scores (mixed precision).
   }];
   let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
                    NN_LossReduction:$reduction,
@@ -546,7 +547,8 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad"> {
   let description = [{
     dscores = (softmax(scores) - onehot(label)) * dloss over C, zero where
     the label is `ignore_index`; `mean` also divides by the number of
-    non-ignored elements. `grad` has the forward result's shape.
+    non-ignored elements. `grad` has the forward result's type (f32 or
+    the scores' type for 16-bit scores); the result the scores' type.
   }];
   let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
                    NN_FloatTensor:$grad, NN_LossReduction:$reduction,

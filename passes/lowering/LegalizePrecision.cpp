@@ -12,8 +12,8 @@
 // in float and rounded per op by the code generators), copies, views and
 // gathers read and write 16-bit tensors directly, and so do the CUDA
 // target's GEMMs (cuBLASLt, f32 accumulation), attention kernels (tensor
-// cores, f32 accumulation and softmax statistics) and layernorms (f32
-// statistics).
+// cores, f32 accumulation and softmax statistics), layernorms (f32
+// statistics) and cross-entropy (16-bit logits, f32 loss).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,14 +57,23 @@ bool computesInF32(Operation *op) {
 
 /// Whether the target's kernels take `op` as it is: the CUDA target's
 /// GEMMs and layernorms take 16-bit ops whose operands and results share
-/// one type, and its tensor-core attention kernels every 16-bit attention
-/// op (whose verifier gives q, k, v, out, dout, dq, dk, dv one type and lse
-/// f32).
+/// one type, its tensor-core attention kernels every 16-bit attention op,
+/// and its cross-entropy kernels 16-bit scores.
 bool native(Operation *op, StringRef target) {
   if (target != "cuda")
     return false;
+  // The verifiers give attention's q, k, v, out, dout, dq, dk, dv one type
+  // and lse f32.
   if (isa<nn::AttentionOp, nn::AttentionGradOp>(op))
     return isHalf(op->getOperand(0).getType());
+  // Cross-entropy of 16-bit scores with an f32 loss (and loss gradient).
+  auto isF32 = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType().isF32();
+  };
+  if (auto ce = dyn_cast<nn::SoftmaxCrossEntropyOp>(op))
+    return isHalf(ce.getScores().getType()) && isF32(ce.getResult());
+  if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(op))
+    return isHalf(grad.getScores().getType()) && isF32(grad.getGrad());
   if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp>(op))
     return false;
   Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();

@@ -11,8 +11,10 @@
 // parameters become low; everything else starts high. Walking the ops in
 // order, an op with no low float operand is left alone (masks and tables
 // computed from constants and frozen buffers stay f32). An op with one:
-// - softmax_cross_entropy casts its low operands to f32 (Megatron computes
-//   the loss from fp32 logits);
+// - softmax_cross_entropy reads the low logits as they are and its loss
+//   stays f32 (Megatron computes the loss in fp32; its kernels read the
+//   16-bit logits, and autopar-legalize-precision casts them up where a
+//   target's kernel takes f32 only);
 // - an elementwise op whose other float operands are splat constants
 //   computes in f32 (its low operands cast up, its results f32), as
 //   PyTorch computes `x * 0.5` in float for a bfloat16 x and as a fused
@@ -107,16 +109,17 @@ struct MixedPrecisionPass
       });
       if (!anyLow)
         continue;
-      bool loss = isa<nn::SoftmaxCrossEntropyOp>(op);
-      bool high =
-          loss || (nn::isElementwise(&op) &&
-                   llvm::all_of(op.getOperands(), [&](Value v) {
-                     return !isFloat(v) || elementOf(v) == low ||
-                            isSplatConstant(v);
-                   }) &&
-                   llvm::any_of(op.getOperands(), [&](Value v) {
-                     return isFloat(v) && elementOf(v) != low;
-                   }));
+      if (isa<nn::SoftmaxCrossEntropyOp>(op))
+        continue; // Low logits, f32 loss.
+      bool high = nn::isElementwise(&op) &&
+                  llvm::all_of(op.getOperands(),
+                               [&](Value v) {
+                                 return !isFloat(v) || elementOf(v) == low ||
+                                        isSplatConstant(v);
+                               }) &&
+                  llvm::any_of(op.getOperands(), [&](Value v) {
+                    return isFloat(v) && elementOf(v) != low;
+                  });
       Type from = high ? low : f32, to = high ? f32 : low;
       for (OpOperand &operand : op.getOpOperands())
         if (elementOf(operand.get()) == from)

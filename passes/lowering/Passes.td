@@ -105,7 +105,8 @@ def MixedPrecisionPass : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
     runtime's). Run before autodiff, on the forward function: trainable f32
     parameters become `dtype`; an op with a 16-bit float operand computes in
     16 bits (its other float operands cast down, its results 16-bit), except
-    softmax_cross_entropy, which casts its operands to f32, and elementwise
+    softmax_cross_entropy, which reads the 16-bit logits and keeps an f32
+    loss, and elementwise
     ops whose other float operands are splat constants, which compute in
     f32 (casting the 16-bit operands up) so that scalars are not rounded.
     Ops without a 16-bit operand (masks from constants and frozen buffers)

@@ -791,17 +791,18 @@ namespace {
 
 /// max and sum of exp(s - max) over the classes of one row (class c at
 /// s[c * inner]); every thread of the block gets them.
-__device__ void rowLogSumExp(const float *s, int64_t classes, int64_t inner,
+template <typename S>
+__device__ void rowLogSumExp(const S *s, int64_t classes, int64_t inner,
                              float *sharedF, double *sharedD, float &max,
                              double &sum) {
   const float kNegInf = -INFINITY;
   float mx = kNegInf;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    mx = fmaxf(mx, s[c * inner]);
+    mx = fmaxf(mx, toFloat(s[c * inner]));
   mx = blockReduce(mx, MaxOp(), kNegInf, sharedF);
   double sm = 0;
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    sm += expf(s[c * inner] - mx);
+    sm += expf(toFloat(s[c * inner]) - mx);
   sum = blockReduce(sm, SumOp(), 0.0, sharedD);
   max = mx;
 }
@@ -809,9 +810,9 @@ __device__ void rowLogSumExp(const float *s, int64_t classes, int64_t inner,
 /// Per-element losses: one block per element e = (o, i). Ignored labels
 /// give 0, labels out of range NaN. Writes perElement[e] (double, for
 /// Sum / Mean) or lossNone[e].
-template <typename L>
+template <typename S, typename L>
 __global__ void __launch_bounds__(kBlock)
-    crossEntropyForwardKernel(const float *scores, const L *labels,
+    crossEntropyForwardKernel(const S *scores, const L *labels,
                               double *perElement, float *lossNone,
                               int64_t count, int64_t classes, int64_t inner,
                               bool hasIgnoreIndex, int64_t ignoreIndex) {
@@ -823,12 +824,13 @@ __global__ void __launch_bounds__(kBlock)
     // The branch depends on e only: the whole block takes it.
     if (!(hasIgnoreIndex && label == ignoreIndex)) {
       const int64_t o = e / inner, i = e % inner;
-      const float *s = scores + o * classes * inner + i;
+      const S *s = scores + o * classes * inner + i;
       float max;
       double sum;
       rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
-      value = label >= 0 && label < classes ? log(sum) + max - s[label * inner]
-                                            : static_cast<double>(NAN);
+      value = label >= 0 && label < classes
+                  ? log(sum) + max - toFloat(s[label * inner])
+                  : static_cast<double>(NAN);
     }
     if (threadIdx.x == 0) {
       if (perElement)
@@ -880,10 +882,10 @@ __global__ void __launch_bounds__(kFinalBlock)
 
 /// dscores, one block per element e = (o, i): 0 for ignored labels,
 /// (softmax - onehot) * g otherwise (NaN for labels out of range).
-template <typename L>
+template <typename S, typename L>
 __global__ void __launch_bounds__(kBlock)
-    crossEntropyBackwardKernel(const float *scores, const L *labels,
-                               const float *dloss, float *dscores,
+    crossEntropyBackwardKernel(const S *scores, const L *labels,
+                               const float *dloss, S *dscores,
                                int64_t count, int64_t classes, int64_t inner,
                                int reduction, bool hasIgnoreIndex,
                                int64_t ignoreIndex, const long long *valid) {
@@ -892,11 +894,11 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
     const int64_t label = loadIndex(labels, e);
     const int64_t o = e / inner, i = e % inner;
-    const float *s = scores + o * classes * inner + i;
-    float *ds = dscores + o * classes * inner + i;
+    const S *s = scores + o * classes * inner + i;
+    S *ds = dscores + o * classes * inner + i;
     if (hasIgnoreIndex && label == ignoreIndex) {
       for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        ds[c * inner] = 0.0f;
+        ds[c * inner] = fromFloat<S>(0.0f);
       continue;
     }
     double g =
@@ -909,21 +911,23 @@ __global__ void __launch_bounds__(kBlock)
     double sum;
     rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const double p = static_cast<double>(expf(s[c * inner] - max)) / sum;
-      ds[c * inner] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g);
+      const double p =
+          static_cast<double>(expf(toFloat(s[c * inner]) - max)) / sum;
+      ds[c * inner] = fromFloat<S>(
+          static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g));
     }
   }
 }
 
-template <typename L>
-void crossEntropyForwardT(DeviceContext &ctx, const float *scores,
+template <typename S, typename L>
+void crossEntropyForwardT(DeviceContext &ctx, const S *scores,
                           const L *labels, float *loss, int64_t count,
                           int64_t classes, int64_t inner, Reduction reduction,
                           bool hasIgnoreIndex, int64_t ignoreIndex) {
   if (reduction == Reduction::None) {
     if (count <= 0)
       return;
-    crossEntropyForwardKernel<L>
+    crossEntropyForwardKernel<S, L>
         <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
             scores, labels, nullptr, loss, count, classes, inner,
             hasIgnoreIndex, ignoreIndex);
@@ -933,7 +937,7 @@ void crossEntropyForwardT(DeviceContext &ctx, const float *scores,
   double *perElement = static_cast<double *>(scratch(
       ctx, std::max<int64_t>(count, 1) * static_cast<int64_t>(sizeof(double))));
   if (count > 0) {
-    crossEntropyForwardKernel<L>
+    crossEntropyForwardKernel<S, L>
         <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
             scores, labels, perElement, nullptr, count, classes, inner,
             hasIgnoreIndex, ignoreIndex);
@@ -945,9 +949,9 @@ void crossEntropyForwardT(DeviceContext &ctx, const float *scores,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
-template <typename L>
-void crossEntropyBackwardT(DeviceContext &ctx, const float *scores,
-                           const L *labels, const float *dloss, float *dscores,
+template <typename S, typename L>
+void crossEntropyBackwardT(DeviceContext &ctx, const S *scores,
+                           const L *labels, const float *dloss, S *dscores,
                            int64_t count, int64_t classes, int64_t inner,
                            Reduction reduction, bool hasIgnoreIndex,
                            int64_t ignoreIndex) {
@@ -960,19 +964,20 @@ void crossEntropyBackwardT(DeviceContext &ctx, const float *scores,
         labels, count, hasIgnoreIndex, ignoreIndex, valid);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   }
-  crossEntropyBackwardKernel<L><<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
+  crossEntropyBackwardKernel<S, L>
+      <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
       scores, labels, dloss, dscores, count, classes, inner,
       static_cast<int>(reduction), hasIgnoreIndex, ignoreIndex, valid);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
-} // namespace
-
-void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
-                                const void *labels, bool labels64, float *loss,
-                                int64_t outer, int64_t classes, int64_t inner,
-                                Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex) {
+/// The public entry points' label dispatch.
+template <typename S>
+void crossEntropyForwardS(DeviceContext &ctx, const S *scores,
+                          const void *labels, bool labels64, float *loss,
+                          int64_t outer, int64_t classes, int64_t inner,
+                          Reduction reduction, bool hasIgnoreIndex,
+                          int64_t ignoreIndex) {
   const int64_t count = outer * inner;
   if (labels64)
     crossEntropyForwardT(ctx, scores, static_cast<const int64_t *>(labels),
@@ -984,12 +989,12 @@ void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
                          ignoreIndex);
 }
 
-void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
-                                 const void *labels, bool labels64,
-                                 const float *dloss, float *dscores,
-                                 int64_t outer, int64_t classes, int64_t inner,
-                                 Reduction reduction, bool hasIgnoreIndex,
-                                 int64_t ignoreIndex) {
+template <typename S>
+void crossEntropyBackwardS(DeviceContext &ctx, const S *scores,
+                           const void *labels, bool labels64,
+                           const float *dloss, S *dscores, int64_t outer,
+                           int64_t classes, int64_t inner, Reduction reduction,
+                           bool hasIgnoreIndex, int64_t ignoreIndex) {
   const int64_t count = outer * inner;
   if (labels64)
     crossEntropyBackwardT(ctx, scores, static_cast<const int64_t *>(labels),
@@ -999,6 +1004,65 @@ void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
     crossEntropyBackwardT(ctx, scores, static_cast<const int32_t *>(labels),
                           dloss, dscores, count, classes, inner, reduction,
                           hasIgnoreIndex, ignoreIndex);
+}
+
+} // namespace
+
+void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
+                                const void *labels, bool labels64, float *loss,
+                                int64_t outer, int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex) {
+  crossEntropyForwardS(ctx, scores, labels, labels64, loss, outer, classes,
+                       inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void softmaxCrossEntropyForward(DeviceContext &ctx, const __nv_bfloat16 *scores,
+                                const void *labels, bool labels64, float *loss,
+                                int64_t outer, int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex) {
+  crossEntropyForwardS(ctx, scores, labels, labels64, loss, outer, classes,
+                       inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void softmaxCrossEntropyForward(DeviceContext &ctx, const __half *scores,
+                                const void *labels, bool labels64, float *loss,
+                                int64_t outer, int64_t classes, int64_t inner,
+                                Reduction reduction, bool hasIgnoreIndex,
+                                int64_t ignoreIndex) {
+  crossEntropyForwardS(ctx, scores, labels, labels64, loss, outer, classes,
+                       inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
+                                 const void *labels, bool labels64,
+                                 const float *dloss, float *dscores,
+                                 int64_t outer, int64_t classes, int64_t inner,
+                                 Reduction reduction, bool hasIgnoreIndex,
+                                 int64_t ignoreIndex) {
+  crossEntropyBackwardS(ctx, scores, labels, labels64, dloss, dscores, outer,
+                        classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void softmaxCrossEntropyBackward(DeviceContext &ctx, const __nv_bfloat16 *scores,
+                                 const void *labels, bool labels64,
+                                 const float *dloss, __nv_bfloat16 *dscores,
+                                 int64_t outer, int64_t classes, int64_t inner,
+                                 Reduction reduction, bool hasIgnoreIndex,
+                                 int64_t ignoreIndex) {
+  crossEntropyBackwardS(ctx, scores, labels, labels64, dloss, dscores, outer,
+                        classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void softmaxCrossEntropyBackward(DeviceContext &ctx, const __half *scores,
+                                 const void *labels, bool labels64,
+                                 const float *dloss, __half *dscores,
+                                 int64_t outer, int64_t classes, int64_t inner,
+                                 Reduction reduction, bool hasIgnoreIndex,
+                                 int64_t ignoreIndex) {
+  crossEntropyBackwardS(ctx, scores, labels, labels64, dloss, dscores, outer,
+                        classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
 }
 
 //===----------------------------------------------------------------------===//

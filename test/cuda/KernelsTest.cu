@@ -624,6 +624,56 @@ void testCrossEntropy(Tester &t, int64_t outer, int64_t classes, int64_t inner,
       compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
 }
 
+/// Cross-entropy on 16-bit scores (f32 loss and dloss) against the CPU
+/// kernels on the same 16-bit values in float: the loss within the f32
+/// tolerance, dscores within one rounding of the type.
+template <typename T>
+void testCrossEntropy16(Tester &t, Float16Kind kind, int64_t outer,
+                        int64_t classes, int64_t inner,
+                        cpu::Reduction reduction) {
+  const int64_t count = outer * inner;
+  const size_t numScores = static_cast<size_t>(outer * classes * inner);
+  std::vector<uint16_t> bits;
+  std::vector<float> scores =
+      rounded16(t, kind, numScores, -4.0f, 4.0f, bits);
+  std::vector<int64_t> labels(static_cast<size_t>(count));
+  for (int64_t &l : labels)
+    l = t.randomInt(0, 5) == 0 ? -100 : t.randomInt(0, classes - 1);
+  std::vector<unsigned char> labelBytes = t.indexBytes(labels, true);
+  const size_t numLoss =
+      reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
+  std::vector<float> loss(numLoss), dscores(numScores);
+  std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
+  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), true,
+                                  loss.data(), outer, classes, inner, reduction,
+                                  true, -100);
+  cpu::softmaxCrossEntropyBackward(scores.data(), labelBytes.data(), true,
+                                   dloss.data(), dscores.data(), outer, classes,
+                                   inner, reduction, true, -100);
+  DeviceBuffer sD = t.upload(bits), lD = t.upload(labelBytes),
+               dlD = t.upload(dloss), lossD = t.alloc(numLoss * 4),
+               dsD = t.alloc(numScores * 2);
+  gpu::softmaxCrossEntropyForward(
+      t.ctx, reinterpret_cast<const T *>(sD.get()), lD.get(), true,
+      reinterpret_cast<float *>(lossD.get()), outer, classes, inner, reduction,
+      true, -100);
+  gpu::softmaxCrossEntropyBackward(
+      t.ctx, reinterpret_cast<const T *>(sD.get()), lD.get(), true,
+      reinterpret_cast<const float *>(dlD.get()),
+      reinterpret_cast<T *>(dsD.get()), outer, classes, inner, reduction, true,
+      -100);
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  t.check(format("softmaxCrossEntropy %s %lldx%lldx%lld %s",
+                 kind == Float16Kind::BF16 ? "bf16" : "f16",
+                 static_cast<long long>(outer), static_cast<long long>(classes),
+                 static_cast<long long>(inner), reductionName(reduction)),
+          firstError({compareFloats(t.download<float>(lossD.get(), numLoss),
+                                    loss, kTol),
+                      test::compareFloats(download16(t, kind, dsD, numScores),
+                                          dscores, ulp + kTol, kTol,
+                                          "dscores")}));
+}
+
 void testNormalizations(Tester &t) {
   const int64_t lnShapes[][2] = {{1, 1},     {3, 7},     {64, 768}, {5, 1000},
                                  {300, 257}, {1030, 33}, {2, 5000}};
@@ -650,6 +700,10 @@ void testNormalizations(Tester &t) {
   testCrossEntropy(t, 5, 1, 1, true, R::Mean, false, 0, 0.0);
   testCrossEntropy(t, 4, 9, 1, true, R::Mean, true, -100, 1.0);
   testCrossEntropy(t, 3, 5, 2, false, R::Sum, true, -1, 1.0);
+  for (R r : {R::None, R::Mean}) {
+    testCrossEntropy16<__nv_bfloat16>(t, Float16Kind::BF16, 64, 50257, 1, r);
+    testCrossEntropy16<__half>(t, Float16Kind::Half, 6, 11, 7, r);
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -427,6 +427,22 @@ func.func @sce_result_none(%s: tensor<8x16xf32>, %l: tensor<8xi64>) {
 
 // -----
 
+func.func @sce_f32_scores_f16_loss(%s: tensor<8x16xf32>, %l: tensor<8xi64>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op result type 'tensor<f16>' differs from the inferred type 'tensor<f32>'}}
+  %0 = nn.softmax_cross_entropy %s, %l reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f16>
+  return
+}
+
+// -----
+
+func.func @sce_grad_f16_grad_of_bf16(%s: tensor<8x16xbf16>, %l: tensor<8xi64>, %g: tensor<f16>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy_grad' op operand 'grad' type 'tensor<f16>' must be the loss type 'tensor<bf16>'}}
+  %0 = nn.softmax_cross_entropy_grad %s, %l, %g reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f16>) -> tensor<8x16xbf16>
+  return
+}
+
+// -----
+
 func.func @sce_result_mean(%s: tensor<8x16xf32>, %l: tensor<8xi64>) {
   // expected-error @+1 {{'nn.softmax_cross_entropy' op result type 'tensor<8xf32>' differs from the inferred type 'tensor<f32>'}}
   %0 = nn.softmax_cross_entropy %s, %l reduction(sum) {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<8xf32>

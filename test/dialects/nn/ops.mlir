@@ -247,6 +247,19 @@ func.func @softmax_cross_entropy(%s: tensor<8x16xf32>, %l: tensor<8xi64>,
   return
 }
 
+// 16-bit scores: the loss has their type or f32 (mixed precision), and so
+// has the gradient's `grad`.
+// CHECK-LABEL: func.func @softmax_cross_entropy_16(
+// CHECK: nn.softmax_cross_entropy %arg0, %arg1 reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy %arg0, %arg1 reduction(none) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<8xbf16>
+// CHECK: nn.softmax_cross_entropy_grad %arg0, %arg1, %{{.*}} reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+func.func @softmax_cross_entropy_16(%s: tensor<8x16xbf16>, %l: tensor<8xi64>) {
+  %0 = nn.softmax_cross_entropy %s, %l reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<f32>
+  %1 = nn.softmax_cross_entropy %s, %l reduction(none) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<8xbf16>
+  %2 = nn.softmax_cross_entropy_grad %s, %l, %0 reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+  return
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//

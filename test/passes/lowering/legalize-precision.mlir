@@ -93,3 +93,25 @@ func.func @cuda_attention(%q: tensor<2x4x8xbf16>, %k: tensor<2x4x8xbf16>, %g: te
   %o2, %lse2 = nn.attention %h, %h, %h {causal = true, scale = 0.35 : f64} : (tensor<2x4x8xf16>, tensor<2x4x8xf16>, tensor<2x4x8xf16>) -> (tensor<2x4x8xf16>, tensor<2x4xf32>)
   return %dq, %dk, %dv, %o2 : tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xf16>
 }
+
+// -----
+
+// Cross-entropy of bf16 logits with an f32 loss (mixed precision): the CPU
+// kernels read the logits cast to f32, the CUDA kernels the bf16 logits;
+// the loss and its gradient stay f32 and dscores is bf16 either way.
+
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK: %[[S:.*]] = nn.cast %arg0 : tensor<8x16xbf16> to tensor<8x16xf32>
+// CHECK: %[[L:.*]] = nn.softmax_cross_entropy %[[S]], %arg1 {{.*}} -> tensor<f32>
+// CHECK: %[[D:.*]] = nn.softmax_cross_entropy_grad {{.*}}, %arg1, %[[L]] {{.*}} -> tensor<8x16xf32>
+// CHECK: nn.cast %[[D]] : tensor<8x16xf32> to tensor<8x16xbf16>
+// CUDA-LABEL: func.func @cross_entropy
+// CUDA-NOT: nn.cast
+// CUDA: %[[L:.*]] = nn.softmax_cross_entropy %arg0, %arg1 reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<f32>
+// CUDA-NEXT: nn.softmax_cross_entropy_grad %arg0, %arg1, %[[L]] reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+// CUDA-NOT: nn.cast
+func.func @cross_entropy(%s: tensor<8x16xbf16>, %l: tensor<8xi64>) -> (tensor<f32>, tensor<8x16xbf16>) {
+  %loss = nn.softmax_cross_entropy %s, %l reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>) -> tensor<f32>
+  %d = nn.softmax_cross_entropy_grad %s, %l, %loss reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
+  return %loss, %d : tensor<f32>, tensor<8x16xbf16>
+}
