@@ -518,9 +518,10 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       .Case<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
           [&](Operation *o) -> LogicalResult {
             Value in = o->getOperand(0);
-            if (!tensorType(in).getElementType().isF32())
-              return o->emitOpError() << "the " << targetName()
-                                      << " target reduces f32 tensors only";
+            if (!tensorType(in).getElementType().isF32() && !nativeHalf(o))
+              return o->emitOpError()
+                     << "the " << targetName() << " target reduces f32 "
+                     << (cuda() ? "and 16-bit " : "") << "tensors only";
             ArrayRef<int64_t> axes =
                 o->getAttrOfType<DenseI64ArrayAttr>("axes").asArrayRef();
             SmallVector<int64_t> reduced;

@@ -13,7 +13,8 @@
 // gathers read and write 16-bit tensors directly, and so do the CUDA
 // target's GEMMs (cuBLASLt, f32 accumulation), attention kernels (tensor
 // cores, f32 accumulation and softmax statistics), layernorms (f32
-// statistics) and cross-entropy (16-bit logits, f32 loss).
+// statistics), cross-entropy (16-bit logits, f32 loss) and reductions
+// (accumulated in double).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,9 +57,9 @@ bool computesInF32(Operation *op) {
 }
 
 /// Whether the target's kernels take `op` as it is: the CUDA target's
-/// GEMMs and layernorms take 16-bit ops whose operands and results share
-/// one type, its tensor-core attention kernels every 16-bit attention op,
-/// and its cross-entropy kernels 16-bit scores.
+/// GEMMs, layernorms and reductions take 16-bit ops whose operands and
+/// results share one type, its tensor-core attention kernels every 16-bit
+/// attention op, and its cross-entropy kernels 16-bit scores.
 bool native(Operation *op, StringRef target) {
   if (target != "cuda")
     return false;
@@ -74,7 +75,8 @@ bool native(Operation *op, StringRef target) {
     return isHalf(ce.getScores().getType()) && isF32(ce.getResult());
   if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(op))
     return isHalf(grad.getScores().getType()) && isF32(grad.getGrad());
-  if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp>(op))
+  if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp,
+           nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op))
     return false;
   Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
   auto same = [&](Type type) {

@@ -147,10 +147,11 @@ def LegalizePrecisionPass : Pass<"autopar-legalize-precision", "mlir::func::Func
     results computed in f32 and cast back: one rounding per result, as
     16-bit kernels with f32 accumulation. Run after autodiff, before
     fusion (the casts fuse into elementwise kernels). With `target=cuda`,
-    an nn.matmul or a layer_norm(_grad) whose operands and results all
-    have one 16-bit type, and a 16-bit attention(_grad), stay as they are:
-    cuBLASLt multiplies bf16 / f16 matrices with f32 accumulation on tensor
-    cores, and the attention and layernorm kernels read 16-bit tensors and
+    an nn.matmul, layer_norm(_grad) or reduction whose operands and
+    results all have one 16-bit type, a 16-bit attention(_grad), and a
+    softmax_cross_entropy(_grad) of 16-bit scores with an f32 loss stay as
+    they are: cuBLASLt multiplies bf16 / f16 matrices with f32 accumulation
+    on tensor cores, and the other kernels read 16-bit tensors and
     accumulate in f32.
 
     ```mlir

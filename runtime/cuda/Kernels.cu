@@ -1509,62 +1509,66 @@ __device__ inline float finish(bool isMean, double acc, int64_t n) {
 /// [rows, cols] reduced over rows, in segments of `segRows` rows: the
 /// thread of (segment s, column j) combines its rows in order. With one
 /// segment it writes out[j] (finished); otherwise partial[s * cols + j].
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    reduceColumnsKernel(const float *in, int64_t rows, int64_t cols,
+    reduceColumnsKernel(const T *in, int64_t rows, int64_t cols,
                         int64_t numSegs, int64_t segRows, bool isMax,
-                        bool isMean, float *out, double *partial) {
+                        bool isMean, T *out, double *partial) {
   const int64_t total = numSegs * cols;
   for (int64_t t = threadIndex(); t < total; t += threadCount()) {
     const int64_t s = t / cols, j = t % cols;
     const int64_t r0 = s * segRows, r1 = min(rows, r0 + segRows);
     double acc = reduceInit(isMax);
     for (int64_t r = r0; r < r1; ++r)
-      acc = combine(isMax, acc, in[r * cols + j]);
+      acc = combine(isMax, acc, toFloat(in[r * cols + j]));
     if (partial)
       partial[t] = acc;
     else
-      out[j] = finish(isMean, acc, rows);
+      out[j] = fromFloat<T>(finish(isMean, acc, rows));
   }
 }
 
 /// out[j] = the partials of reduceColumnsKernel combined in segment order.
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
     reduceColumnPartialsKernel(const double *partial, int64_t numSegs,
                                int64_t rows, int64_t cols, bool isMax,
-                               bool isMean, float *out) {
+                               bool isMean, T *out) {
   for (int64_t j = threadIndex(); j < cols; j += threadCount()) {
     double acc = reduceInit(isMax);
     for (int64_t s = 0; s < numSegs; ++s)
       acc = combinePartial(isMax, acc, partial[s * cols + j]);
-    out[j] = finish(isMean, acc, rows);
+    out[j] = fromFloat<T>(finish(isMean, acc, rows));
   }
 }
 
 /// [rows, cols] reduced over cols, one thread per row (short rows).
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    reduceRowsThreadKernel(const float *in, int64_t rows, int64_t cols,
-                           bool isMax, bool isMean, float *out) {
+    reduceRowsThreadKernel(const T *in, int64_t rows, int64_t cols,
+                           bool isMax, bool isMean, T *out) {
   for (int64_t r = threadIndex(); r < rows; r += threadCount()) {
     double acc = reduceInit(isMax);
     for (int64_t j = 0; j < cols; ++j)
-      acc = combine(isMax, acc, in[r * cols + j]);
-    out[r] = finish(isMean, acc, cols);
+      acc = combine(isMax, acc, toFloat(in[r * cols + j]));
+    out[r] = fromFloat<T>(finish(isMean, acc, cols));
   }
 }
 
 /// [rows, cols] reduced over cols, one block per row.
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    reduceRowsBlockKernel(const float *in, int64_t rows, int64_t cols,
-                          bool isMax, bool isMean, float *out) {
+    reduceRowsBlockKernel(const T *in, int64_t rows, int64_t cols,
+                          bool isMax, bool isMean, T *out) {
   __shared__ double shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     double acc = reduceInit(isMax);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      acc = combine(isMax, acc, in[r * cols + j]);
+      acc = combine(isMax, acc, toFloat(in[r * cols + j]));
     acc = isMax ? blockReduce(acc, MaxNaNOp(), reduceInit(true), shared)
                 : blockReduce(acc, SumOp(), 0.0, shared);
     if (threadIdx.x == 0)
-      out[r] = finish(isMean, acc, cols);
+      out[r] = fromFloat<T>(finish(isMean, acc, cols));
   }
 }
 
@@ -1577,9 +1581,10 @@ struct ReducePattern {
   int64_t outCount = 1, redCount = 1;
 };
 
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    reduceGeneralKernel(const float *in, ReducePattern p, bool isMax,
-                        bool isMean, float *out) {
+    reduceGeneralKernel(const T *in, ReducePattern p, bool isMax,
+                        bool isMean, T *out) {
   for (int64_t o = threadIndex(); o < p.outCount; o += threadCount()) {
     int64_t base = 0, rem = o;
     for (int d = p.numKept - 1; d >= 0; --d) {
@@ -1593,9 +1598,9 @@ __global__ void __launch_bounds__(kBlock)
         offset += (rr % p.redShape[d]) * p.redStrides[d];
         rr /= p.redShape[d];
       }
-      acc = combine(isMax, acc, in[offset]);
+      acc = combine(isMax, acc, toFloat(in[offset]));
     }
-    out[o] = finish(isMean, acc, p.redCount);
+    out[o] = fromFloat<T>(finish(isMean, acc, p.redCount));
   }
 }
 
@@ -1610,14 +1615,17 @@ constexpr int64_t kThreadRowMax = 32;
 
 } // namespace
 
-void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
-            int rank, const int64_t *shape, const bool *reduced) {
+namespace {
+
+template <typename T>
+void reduceT(DeviceContext &ctx, ReduceKind kind, const T *in, T *out,
+             int rank, const int64_t *shape, const bool *reduced) {
   if (rank < 0 || rank > cpu::kMaxRank)
     failCall(ctx, __LINE__, "cuda::reduce", "rank out of range");
   // Alternating kept / reduced groups of dims, as cpu::reduce.
   const cpu::ReduceGroups g = cpu::reduceGroups(rank, shape, reduced);
   if (g.count == 0) {
-    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaMemcpyAsync(out, in, sizeof(float),
+    AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaMemcpyAsync(out, in, sizeof(T),
                                                  cudaMemcpyDeviceToDevice,
                                                  ctx.stream));
     return;
@@ -1691,6 +1699,22 @@ void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
   reduceGeneralKernel<<<gridFor(ctx, p.outCount), kBlock, 0, ctx.stream>>>(
       in, p, isMax, isMean, out);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+} // namespace
+
+void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
+            int rank, const int64_t *shape, const bool *reduced) {
+  reduceT(ctx, kind, in, out, rank, shape, reduced);
+}
+void reduce(DeviceContext &ctx, ReduceKind kind, const __nv_bfloat16 *in,
+            __nv_bfloat16 *out, int rank, const int64_t *shape,
+            const bool *reduced) {
+  reduceT(ctx, kind, in, out, rank, shape, reduced);
+}
+void reduce(DeviceContext &ctx, ReduceKind kind, const __half *in, __half *out,
+            int rank, const int64_t *shape, const bool *reduced) {
+  reduceT(ctx, kind, in, out, rank, shape, reduced);
 }
 
 //===----------------------------------------------------------------------===//

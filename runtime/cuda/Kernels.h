@@ -138,6 +138,13 @@ void copyAxisBlock(DeviceContext &ctx, const void *in, void *out,
 
 void reduce(DeviceContext &ctx, ReduceKind kind, const float *in, float *out,
             int rank, const int64_t *shape, const bool *reduced);
+/// The same on bfloat16 or IEEE half tensors: accumulated in double as in
+/// f32, each result rounded once.
+void reduce(DeviceContext &ctx, ReduceKind kind, const __nv_bfloat16 *in,
+            __nv_bfloat16 *out, int rank, const int64_t *shape,
+            const bool *reduced);
+void reduce(DeviceContext &ctx, ReduceKind kind, const __half *in, __half *out,
+            int rank, const int64_t *shape, const bool *reduced);
 
 void accumulateInto(DeviceContext &ctx, float *dst, const float *src,
                     int64_t numElements, float scale, bool accumulate);

@@ -947,8 +947,48 @@ void testReduce(Tester &t, cpu::ReduceKind kind,
                               kind == cpu::ReduceKind::Max ? 0.0 : kTol));
 }
 
+/// A 16-bit reduction (bf16 or IEEE half in and out) against cpu::reduce
+/// on the same 16-bit values in float, its result rounded to the type:
+/// equal, or one rounding apart where the f32 reference rounded first.
+template <typename T>
+void testReduce16(Tester &t, Float16Kind kind, cpu::ReduceKind reduceKind,
+                  const std::vector<int64_t> &shape,
+                  const std::vector<bool> &reducedFlags) {
+  const size_t count = static_cast<size_t>(product(shape));
+  std::vector<uint16_t> bits;
+  std::vector<float> in = rounded16(t, kind, count, -2.0f, 2.0f, bits);
+  bool reduced[cpu::kMaxRank] = {};
+  int64_t outCount = 1;
+  std::string name = format("reduce %s %d [", kind == Float16Kind::BF16 ? "bf16" : "f16",
+                            static_cast<int>(reduceKind));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    reduced[d] = reducedFlags[d];
+    if (!reduced[d])
+      outCount *= shape[d];
+    name += (d ? "," : "") + std::to_string(shape[d]) + (reduced[d] ? "r" : "");
+  }
+  const int rank = static_cast<int>(shape.size());
+  std::vector<float> want(static_cast<size_t>(outCount));
+  cpu::reduce(reduceKind, in.data(), want.data(), rank, shape.data(), reduced);
+  for (float &w : want)
+    w = float16Value(kind, float16Bits(kind, w));
+  DeviceBuffer inD = t.upload(bits), outD = t.alloc(outCount * 2);
+  gpu::reduce(t.ctx, reduceKind, reinterpret_cast<const T *>(inD.get()),
+              reinterpret_cast<T *>(outD.get()), rank, shape.data(), reduced);
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  t.check(name + "]", compareFloats(download16(t, kind, outD, want.size()),
+                                    want, ulp));
+}
+
 void testReductions(Tester &t) {
   using K = cpu::ReduceKind;
+  for (K k : {K::Sum, K::Mean, K::Max}) {
+    testReduce16<__nv_bfloat16>(t, Float16Kind::BF16, k, {4096, 768},
+                                {true, false});
+    testReduce16<__half>(t, Float16Kind::Half, k, {37, 53}, {false, true});
+    testReduce16<__nv_bfloat16>(t, Float16Kind::BF16, k, {4, 5, 6},
+                                {true, false, true});
+  }
   testReduce(t, K::Sum, {37, 53}, {true, false});
   testReduce(t, K::Mean, {37, 53}, {false, true});
   testReduce(t, K::Max, {37, 53}, {true, false}, true);

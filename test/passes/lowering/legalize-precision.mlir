@@ -115,3 +115,20 @@ func.func @cross_entropy(%s: tensor<8x16xbf16>, %l: tensor<8xi64>) -> (tensor<f3
   %d = nn.softmax_cross_entropy_grad %s, %l, %loss reduction(mean) : (tensor<8x16xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xbf16>
   return %loss, %d : tensor<f32>, tensor<8x16xbf16>
 }
+
+// -----
+
+// The CUDA target reduces bf16 tensors (accumulating in double, as in f32);
+// the CPU target computes the reduction in f32 between casts.
+
+// CHECK-LABEL: func.func @reduce
+// CHECK: nn.cast %arg0 : tensor<8x16xbf16> to tensor<8x16xf32>
+// CHECK: nn.reduce_sum {{.*}} -> tensor<16xf32>
+// CHECK: nn.cast {{.*}} : tensor<16xf32> to tensor<16xbf16>
+// CUDA-LABEL: func.func @reduce
+// CUDA-NOT: nn.cast
+// CUDA: nn.reduce_sum %arg0 {{.*}} : tensor<8x16xbf16> -> tensor<16xbf16>
+func.func @reduce(%x: tensor<8x16xbf16>) -> tensor<16xbf16> {
+  %r = nn.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<8x16xbf16> -> tensor<16xbf16>
+  return %r : tensor<16xbf16>
+}
