@@ -669,12 +669,37 @@ __device__ void accumulateProducts(float (&acc)[kN][4],
 
 /// Copies rows [row0, row0 + kRows) of a head (`rows` valid, `d` contiguous
 /// elements each, `stride` apart) into the shared tile [kRows][kD + kPad]
-/// and/or transposed into [kD][kRows + kPad] (each when not null);
-/// zeros past the valid rows and past d. All kThreads16 threads call it.
+/// and/or transposed into [kD][kRows + kPad] (each when not null); zeros
+/// past the valid rows and past d. All kThreads16 threads call it. Rows of
+/// whole 16-byte words (d and stride multiples of 8, aligned) are read
+/// and written a word at a time.
 template <int kRows, int kD, typename T>
 __device__ void stageTile(T *tile, T *transposed, const T *head,
                           int64_t stride, int64_t row0, int rows, int d) {
+  constexpr int kVec = 16 / sizeof(T);
+  static_assert((kD + kPad) % kVec == 0, "shared rows of whole words");
   const T zero = fromFloat<T>(0.0f);
+  const bool words =
+      d % kVec == 0 && stride % kVec == 0 &&
+      reinterpret_cast<uintptr_t>(head + row0 * stride) % 16 == 0;
+  if (words) {
+    for (int idx = threadIdx.x; idx < kRows * (kD / kVec); idx += kThreads16) {
+      const int r = idx / (kD / kVec), c = idx % (kD / kVec) * kVec;
+      uint4 word = make_uint4(0, 0, 0, 0); // +0.0 in both 16-bit types
+      if (r < rows && c < d)
+        word = *reinterpret_cast<const uint4 *>(head + (row0 + r) * stride + c);
+      if (tile)
+        *reinterpret_cast<uint4 *>(tile + r * (kD + kPad) + c) = word;
+      if (transposed) {
+        T x[kVec];
+        memcpy(x, &word, sizeof(word));
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          transposed[(c + e) * (kRows + kPad) + r] = x[e];
+      }
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < kRows * kD; idx += kThreads16) {
     const int r = idx / kD, c = idx % kD;
     const T x = r < rows && c < d ? head[(row0 + r) * stride + c] : zero;
