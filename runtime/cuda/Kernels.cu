@@ -37,6 +37,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace autopar::rt::cuda {
 
@@ -197,6 +200,54 @@ struct LtPlan {
       cublasLtMatmulPreferenceDestroy(pref);
   }
 };
+
+/// What cuBLASLt's algorithm choice depends on: the handle, element type,
+/// operations, matrix shapes, leading dims and batch strides, batch count,
+/// alignments, epilogue and workspace.
+struct LtKey {
+  std::tuple<cublasLtHandle_t, int, int, int, uint64_t, uint64_t, int64_t,
+             int64_t, uint64_t, uint64_t, int64_t, int64_t, int64_t, int64_t,
+             int64_t, int64_t>
+      shape;
+  std::tuple<uint32_t, uint32_t, uint32_t, int, uint64_t> config;
+  bool operator<(const LtKey &o) const {
+    return std::tie(shape, config) < std::tie(o.shape, o.config);
+  }
+};
+/// The heuristic's pick for a key, and whether it includes the epilogue.
+struct LtChoice {
+  cublasLtMatmulHeuristicResult_t algo;
+  bool epilogue;
+};
+
+/// Algorithm choices made so far: cublasLtMatmulAlgoGetHeuristic costs
+/// tens of microseconds, a step without a CUDA graph (one with
+/// collectives, the first steps) calls gemm() hundreds of times on a few
+/// distinct shapes.
+class LtCache {
+public:
+  bool find(const LtKey &key, LtChoice &choice) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = choices.find(key);
+    if (it == choices.end())
+      return false;
+    choice = it->second;
+    return true;
+  }
+  void insert(const LtKey &key, const LtChoice &choice) {
+    std::lock_guard<std::mutex> lock(mutex);
+    choices.emplace(key, choice);
+  }
+
+private:
+  std::mutex mutex;
+  std::map<LtKey, LtChoice> choices;
+};
+
+LtCache &ltCache() {
+  static LtCache cache;
+  return cache;
+}
 
 /// One batch dim after collapsing: extent and the element strides of A
 /// and B.
@@ -385,14 +436,28 @@ void gemmImpl(DeviceContext &ctx, const GemmDesc &desc, GemmType t,
     layout(plan.bLayout, bRows, bCols, d.lda, inner.aStride);
     layout(plan.cLayout, d.n, d.m, d.n, innerCStride);
     plan.count = count;
+    const LtKey key{{ctx.lt, static_cast<int>(t.type), static_cast<int>(opA),
+                     static_cast<int>(opB), aRows, aCols, d.ldb,
+                     inner.bStride, bRows, bCols, d.lda, inner.aStride, d.n,
+                     d.m, innerCStride, count},
+                    {alignA, alignB, alignC, static_cast<int>(epilogue),
+                     workspaceBytes}};
+    LtChoice cached;
+    if (ltCache().find(key, cached)) {
+      setEpilogue(cached.epilogue);
+      plan.algo = cached.algo;
+      return;
+    }
     for (bool on : {epilogue != Epilogue::None, false}) {
       setEpilogue(on);
       int returned = 0;
       const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
           ctx.lt, plan.op, plan.aLayout, plan.bLayout, plan.cLayout,
           plan.cLayout, plan.pref, 1, &plan.algo, &returned);
-      if (st == CUBLAS_STATUS_SUCCESS && returned > 0)
+      if (st == CUBLAS_STATUS_SUCCESS && returned > 0) {
+        ltCache().insert(key, {plan.algo, on});
         return;
+      }
       if (!on) {
         char reason[256];
         std::snprintf(reason, sizeof(reason),

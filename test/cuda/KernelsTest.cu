@@ -186,8 +186,16 @@ void testGemm(Tester &t, const GemmCase &gc) {
   float *cPtr = reinterpret_cast<float *>(cDev.get()) + off;
   gpu::gemm(t.ctx, d, aPtr, bPtr, cPtr, gc.epilogue, biasPtr);
   std::vector<float> got = t.download<float>(cPtr, static_cast<size_t>(cCount));
+  // The same call again takes cuBLASLt's algorithm from the cache: the
+  // same algorithm, so the same bits.
+  gpu::gemm(t.ctx, d, aPtr, bPtr, cPtr, gc.epilogue, biasPtr);
+  std::vector<float> again =
+      t.download<float>(cPtr, static_cast<size_t>(cCount));
   // cuBLASLt's GELU may use a fast tanh: a looser bound for it.
-  t.check("gemm " + gc.name, compareFloats(got, want, gelu ? 2e-3 : kTol));
+  t.check("gemm " + gc.name,
+          firstError({compareFloats(got, want, gelu ? 2e-3 : kTol),
+                      got == again ? "" : "a second call (cached algorithm) "
+                                          "gives other values"}));
 }
 
 /// A 16-bit GEMM (bf16 or IEEE half A, B, C; f32 accumulation) against
