@@ -200,6 +200,10 @@ target_compile_options(@PROGRAM@ PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
 target_link_libraries(@PROGRAM@ PRIVATE CUDA::cudart CUDA::cublasLt)
 set_target_properties(@PROGRAM@ PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_SOURCE_DIR})
+option(AUTOPAR_PROFILE "Time every generated op (synchronizing after each, no CUDA graphs); totals printed at exit" OFF)
+if(AUTOPAR_PROFILE)
+  target_compile_definitions(@PROGRAM@ PRIVATE AUTOPAR_PROFILE)
+endif()
 option(AUTOPAR_WERROR "Fail the build on any warning" OFF)
 if(AUTOPAR_WERROR)
   target_compile_options(@PROGRAM@ PRIVATE

@@ -2,7 +2,8 @@
 //
 // Building an emitted program with -DAUTOPAR_PROFILE=ON (CMake option) times
 // every op of the generated step functions; the totals per op kind are
-// printed to stderr at exit. Without it the macros expand to nothing.
+// printed to stderr at exit. Without it the macros expand to nothing. CUDA
+// programs then synchronize after every op and run without CUDA graphs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,9 +24,14 @@ void profileRecord(const char *name, double seconds);
       name, std::chrono::duration<double>(std::chrono::steady_clock::now() -   \
                                           var)                                 \
                 .count())
+/// CUDA: waits for the kernels issued on the context's stream, so that the
+/// time between BEGIN and END is the op's.
+#define AUTOPAR_PROFILE_CUDA_SYNC(ctx)                                         \
+  AUTOPAR_CUDA_CHECK_CTX(ctx, cudaStreamSynchronize((ctx)->stream))
 #else
 #define AUTOPAR_PROFILE_BEGIN(var)
 #define AUTOPAR_PROFILE_END(var, name)
+#define AUTOPAR_PROFILE_CUDA_SYNC(ctx)
 #endif
 
 #endif // AUTOPAR_RUNTIME_PROFILE_H

@@ -18,7 +18,9 @@
 # PyTorch eager and torch.compile) is prepared only when GPU_CHECK_BENCH=1
 # is set for --prepare (exporting the model takes about a minute and 3.5 GB
 # of RAM); it goes into DIR/gpu_gpt2 (a few MiB), and --run runs it with
-# `python3 bench/gpu_gpt2/run.py --run DIR/gpu_gpt2` (PyTorch 2 with CUDA).
+# `python3 bench/gpu_gpt2/run.py --run DIR/gpu_gpt2` (PyTorch 2 with CUDA),
+# adding the options in GPU_CHECK_BENCH_ARGS (e.g. "--profile 10" for the
+# program's time per op kind, "--skip-torch").
 #
 # GPU_CHECK_ONLY="kernels programs conformance bench" (any subset; default
 # all) limits --run to those parts, e.g. to fit a per-command time limit.
@@ -166,7 +168,9 @@ run() {
     :
   elif [ -f "$dir/gpu_gpt2/bench.json" ]; then
     local bench_log="$dir/gpu_gpt2.log" summary
-    if python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" > "$bench_log" 2>&1; then
+    # shellcheck disable=SC2086 # GPU_CHECK_BENCH_ARGS: options, split on spaces
+    if python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" ${GPU_CHECK_BENCH_ARGS:-} \
+         > "$bench_log" 2>&1; then
       # "compiled/torch.compile R.RRx (...), MFU M.M% (...), program PRECISION"
       summary=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"])' \
                   "$dir/gpu_gpt2/gpu_gpt2.json" 2> /dev/null || tail -1 "$bench_log")

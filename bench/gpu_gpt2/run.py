@@ -32,6 +32,11 @@ GPU's dense bf16 peak, both from ../shared/REFERENCE.md), the compiled
 program's tokens/s over torch.compile's, and the targets: >= 1.00x
 torch.compile and MFU >= 40%. Writes the same as JSON to DIR/gpu_gpt2.json.
 
+--run --profile STEPS then rebuilds the measured program with AUTOPAR_PROFILE
+(every generated op timed after a stream synchronization, no CUDA graphs) and
+prints its time per op kind (nn.matmul, nn.attention_grad, nn.fused, ...)
+over STEPS steps: where the step's time goes.
+
 Exit status: 0 when measured (targets met or not); 1 when a phase fails
 (export, compile, or the compiled program at every batch); 2 for usage.
 """
@@ -392,19 +397,19 @@ def median_ms(values):
     return statistics.median(timed)
 
 
-def build_program(out, arch):
+def build_program(out, arch, build_name="build", extra=()):
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    build = os.path.join(out, "build")
+    build = os.path.join(out, build_name)
     cache = os.path.join(build, "CMakeCache.txt")
     if os.path.exists(cache):  # a build tree of another copy of DIR: start again
         with open(cache, errors="replace") as f:
             if f"CMAKE_HOME_DIRECTORY:INTERNAL={out}\n" not in f.read():
                 shutil.rmtree(build)
     cfg = ["cmake", "-G", "Ninja", "-S", out, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-           f"-DCMAKE_CUDA_COMPILER={nvcc}"]
+           f"-DCMAKE_CUDA_COMPILER={nvcc}", *extra]
     if arch:
         cfg.append(f"-DCMAKE_CUDA_ARCHITECTURES={arch}")
-    with open(os.path.join(out, "build.log"), "w") as logf:
+    with open(os.path.join(out, f"{build_name}.log"), "w") as logf:
         for cmd in (cfg, ["cmake", "--build", build, "-j"]):
             logf.write(f"$ {shlex.join(cmd)}\n")
             logf.flush()
@@ -471,6 +476,31 @@ def run_compiled(d, bench, steps, gpu_mem):
         return row
     row["error"] = "no batch fits" if row["attempts"] else "nothing prepared"
     return row
+
+
+def profile_compiled(d, bench, batch, steps):
+    """--profile: the program of `batch` rebuilt with AUTOPAR_PROFILE (every op
+    timed after a stream synchronization, no CUDA graphs; it replaces
+    OUTDIR/train) and run `steps` steps; returns the per-op-kind lines it
+    prints at exit, or an error line."""
+    out = os.path.join(d, bench["programs"][str(batch)]["dir"])
+    weights = os.path.join(out, "weights.bin")
+    pack_weights(os.path.join(out, "weights.json"), weights)
+    try:
+        if not build_program(out, cuda_architectures(), "build-profile",
+                             ["-DAUTOPAR_PROFILE=ON"]):
+            return [f"profile build failed ({os.path.join(out, 'build-profile.log')})"]
+        r = subprocess.run([os.path.join(out, "train"), "--data",
+                            os.path.join(d, bench["tokens"]), "--steps", str(steps)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.unlink(weights)
+    lines = r.stderr.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("profile:")), None)
+    if r.returncode != 0 or start is None:
+        return [f"profile run failed (exit {r.returncode}): "
+                + (lines[-1] if lines else "no output")]
+    return lines[start:]
 
 
 # ---------------------------------------------------------------------------
@@ -678,6 +708,16 @@ def run(args):
     with open(os.path.join(d, "gpu_gpt2.json"), "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
+    if args.profile and "batch" in ours:
+        log()
+        log(f"per-op profile of the compiled program, batch {ours['batch']}, "
+            f"{args.profile} steps (synchronized after every op, no CUDA graphs):")
+        result["profile"] = profile_compiled(d, bench, ours["batch"], args.profile)
+        for line in result["profile"]:
+            log(line)
+        with open(os.path.join(d, "gpu_gpt2.json"), "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
     log(f"gpu_gpt2: {summary}")
     return 0 if "tokens_per_s" in ours else 1
 
@@ -716,6 +756,9 @@ def main(argv=None):
                     help=f"steps per measurement; the first {WARMUP} are not timed "
                          "(default: %(default)s)")
     ap.add_argument("--skip-torch", action="store_true", help="--run: only the compiled program")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="--run: afterwards rebuild the measured program with AUTOPAR_PROFILE "
+                         "and print its time per op kind over STEPS steps (default: off)")
     ap.add_argument("--autopar", default=DEFAULT_AUTOPAR, help="default: %(default)s")
     ap.add_argument("--model", default=MODEL, help="the ONNX file, exported there if missing "
                     "(default: %(default)s)")

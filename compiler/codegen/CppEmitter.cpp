@@ -325,13 +325,17 @@ LogicalResult Emitter::emitOp(Operation *op) {
   defineResults(op);
   if (isa<dist::DistDialect>(op->getDialect()))
     return emitDist(op);
-  if (cuda())
-    return emitKernel(op);
   std::string timer = "t" + std::to_string(counter++);
   os << "  AUTOPAR_PROFILE_BEGIN(" << timer << ");\n";
   if (failed(emitKernel(op)))
     return failure();
+  // CUDA: the op's kernels have run when the stream is idle (profile
+  // builds run the steps eagerly, without CUDA graphs).
+  if (cuda())
+    os << "  AUTOPAR_PROFILE_CUDA_SYNC(io.device);\n";
   os << "  AUTOPAR_PROFILE_END(" << timer << ", \"" << op->getName() << "\");\n";
+  if (cuda())
+    return success();
   // Let the collectives in flight (gradient buckets) progress.
   if (!pending.empty())
     os << "  io.comm->progress();\n";
