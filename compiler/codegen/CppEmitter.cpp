@@ -309,7 +309,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
                                << " is not supported by the " << targetName()
                                << " target";
   waitOperands(op);
-  if (isViewOp(op) || isFoldedTranspose(op)) {
+  // A producer-layout transpose's input was written in its layout, at its
+  // storage: the transpose is a view too.
+  if (isViewOp(op) || isFoldedTranspose(op) || isProducerLayoutTranspose(op)) {
     std::string base = ptr(op->getOperand(0));
     std::string name = "v" + std::to_string(counter++);
     os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *){2};\n", type(op->getResult(0)), name,
@@ -643,6 +645,17 @@ void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
 
 SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
   storage = v;
+  // Written in the layout of its producer-layout transpose: v's dim perm[i]
+  // steps as the transpose result's (contiguous) dim i.
+  for (Operation *user : v.getUsers())
+    if (isProducerLayoutTranspose(user)) {
+      auto transpose = cast<nn::TransposeOp>(user);
+      SmallVector<int64_t> out = contiguousStrides(dims(transpose.getResult()));
+      SmallVector<int64_t> strides(out.size());
+      for (auto [i, p] : llvm::enumerate(transpose.getPerm()))
+        strides[p] = out[i];
+      return strides;
+    }
   Operation *def = v.getDefiningOp();
   if (!def || !isFoldedTranspose(def))
     return contiguousStrides(dims(v));

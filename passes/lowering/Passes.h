@@ -29,6 +29,14 @@ bool isViewOp(mlir::Operation *op);
 /// it is never materialized.
 bool isFoldedTranspose(mlir::Operation *op);
 
+/// True for a transpose (not folded) that keeps the last dim last, of an
+/// attention output or an attention_grad's dq / dk / dv of rank 3 or 4,
+/// whose only other users read it as an attention_grad's `output`: the
+/// attention kernels write the value through strides straight into the
+/// transpose's layout (the transpose's result owns the storage, the value
+/// is a strided view of it), so the transpose is never materialized.
+bool isProducerLayoutTranspose(mlir::Operation *op);
+
 /// Bytes of a tensor's elements (i1 stored as one byte).
 int64_t tensorBytes(mlir::Type type);
 

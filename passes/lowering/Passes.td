@@ -86,7 +86,12 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
     a view's uses counting as uses of its base. Buffers are placed, largest
     first, at the lowest 64-byte-aligned offset that does not overlap a
     placed buffer with an overlapping lifetime. Results stay live to the
-    end of the function.
+    end of the function. Transposes the consumers read through strides
+    (matmul and attention operands) are views too; so is the transpose of
+    an attention output or of dq / dk / dv that keeps the last dim last:
+    the attention kernels write the value straight into the transpose's
+    layout, whose buffer then lives from the attention op on (the value and
+    the transpose share its offset).
 
     Each op gets `nn.offsets` (one byte offset per result, -1 for a view)
     and the function `nn.arena_bytes`:

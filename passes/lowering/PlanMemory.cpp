@@ -4,6 +4,8 @@
 // tensors whose lifetimes do not overlap share bytes. Placement is greedy
 // by size (Pisarchyk & Lee 2020): largest first, each at the lowest aligned
 // offset free of every placed tensor that is live at the same time.
+// Views (reshapes, transposes read through strides, attention results
+// written in their transpose's layout) share their base's bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,6 +63,31 @@ bool autopar::isFoldedTranspose(Operation *op) {
   });
 }
 
+bool autopar::isProducerLayoutTranspose(Operation *op) {
+  auto transpose = dyn_cast<nn::TransposeOp>(op);
+  if (!transpose || transpose->use_empty() || isFoldedTranspose(op))
+    return false;
+  ArrayRef<int64_t> perm = transpose.getPerm();
+  int64_t rank = perm.size();
+  // The kernels take D contiguous and two leading dims (batch, heads).
+  if (rank < 3 || rank > 4 || perm[rank - 1] != rank - 1)
+    return false;
+  Value in = transpose.getInput();
+  Operation *def = in.getDefiningOp();
+  if (auto forward = dyn_cast_or_null<nn::AttentionOp>(def)) {
+    if (in != forward.getOutput())
+      return false;
+  } else if (!isa_and_nonnull<nn::AttentionGradOp>(def)) {
+    return false;
+  }
+  return llvm::all_of(in.getUses(), [&](OpOperand &use) {
+    if (use.getOwner() == op)
+      return true;
+    auto grad = dyn_cast<nn::AttentionGradOp>(use.getOwner());
+    return grad && &use == &grad.getOutputMutable();
+  });
+}
+
 int64_t autopar::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
@@ -95,6 +122,13 @@ static LogicalResult planMemory(func::FuncOp func) {
   DenseMap<Value, Value> base;
   SmallVector<Buffer> buffers;
   DenseMap<Value, unsigned> bufferOf;
+  // Values written straight into a later transpose's storage
+  // (isProducerLayoutTranspose): that transpose's result owns it from the
+  // value's definition on.
+  DenseMap<Value, Value> producerOwner;
+  for (Operation &op : block)
+    if (isProducerLayoutTranspose(&op))
+      producerOwner[op.getOperand(0)] = op.getResult(0);
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       continue;
@@ -106,6 +140,15 @@ static LogicalResult planMemory(func::FuncOp func) {
     if (isa<nn::ConstantOp>(op))
       continue;
     for (Value r : op.getResults()) {
+      if (Value owner = producerOwner.lookup(r)) {
+        base[r] = owner;
+        bufferOf[owner] = buffers.size();
+        buffers.push_back({owner, tensorBytes(owner.getType()), index[&op],
+                           index[&op]});
+        continue;
+      }
+      if (isProducerLayoutTranspose(&op))
+        continue; // Its buffer was made at its input's definition.
       bufferOf[r] = buffers.size();
       buffers.push_back({r, tensorBytes(r.getType()), index[&op], index[&op]});
     }
@@ -155,7 +198,9 @@ static LogicalResult planMemory(func::FuncOp func) {
       continue;
     SmallVector<int64_t> offsets;
     for (Value r : op.getResults()) {
-      auto it = bufferOf.find(r);
+      // A value written into a transpose's storage is at its offset.
+      auto it = bufferOf.find(producerOwner.lookup(r) ? producerOwner.lookup(r)
+                                                      : r);
       offsets.push_back(it == bufferOf.end() ? -1 : buffers[it->second].offset);
     }
     op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));

@@ -78,3 +78,50 @@ func.func @head_permutes(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %w:
   %r = nn.matmul %m, %w : (tensor<2x16x8x4xf32>, tensor<4x4xf32>) -> tensor<2x16x8x4xf32>
   return %s, %r : tensor<2x4x8x8xf32>, tensor<2x16x8x4xf32>
 }
+
+// -----
+
+// The attention output is written straight into its transpose's layout and
+// storage (a producer-layout transpose, read again by attention_grad through
+// strides): both carry the transpose buffer's offset, which lives from the
+// attention on, and no copy is made. So are dq, dk and dv.
+
+// CHECK-LABEL: func.func @producer_layout
+// CHECK: nn.attention {{.*}} {causal = true, nn.offsets = array<i64: [[OUT:[0-9]+]], [[LSE:[0-9]+]]>
+// CHECK-NEXT: nn.transpose %output {nn.offsets = array<i64: [[OUT]]>
+// CHECK-NEXT: nn.exp %{{.*}} {nn.offsets = array<i64: [[E:[0-9]+]]>}
+// CHECK-NEXT: nn.attention_grad {{.*}} {causal = true, nn.offsets = array<i64: [[DQ:[0-9]+]], [[DK:[0-9]+]], [[DV:[0-9]+]]>
+// CHECK-NEXT: nn.transpose %query_grad {nn.offsets = array<i64: [[DQ]]>
+// CHECK-NEXT: nn.transpose %key_grad {nn.offsets = array<i64: [[DK]]>
+// CHECK-NEXT: nn.transpose %value_grad {nn.offsets = array<i64: [[DV]]>
+func.func @producer_layout(%q: tensor<2x4x16x8xf32>, %g: tensor<2x4x16x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) {
+  %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %t = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %e = nn.exp %t : tensor<2x16x4x8xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %lse, %g {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  %tq = nn.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tk = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tv = nn.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  return %e, %t, %tq, %tk, %tv : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>
+}
+
+// -----
+
+// Not when the output has another reader (here an exp) that does not take
+// strides, nor for a transpose that moves the last dim: each transpose then
+// gets its own bytes and is a copy.
+
+// CHECK-LABEL: func.func @producer_layout_refused
+// CHECK: nn.attention {{.*}} {causal = true, nn.offsets = array<i64: 0, 4096>
+// CHECK-NEXT: nn.transpose %output {nn.offsets = array<i64: 4096>
+// CHECK-NEXT: nn.exp %output {nn.offsets = array<i64: 8192>
+// CHECK-NEXT: nn.attention {{.*}} {causal = false, nn.offsets = array<i64: 0, 12288>
+// CHECK-NEXT: nn.transpose %output_0 {nn.offsets = array<i64: 12288>, perm = array<i64: 0, 1, 3, 2>}
+func.func @producer_layout_refused(%q: tensor<2x4x16x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) {
+  %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %t = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %e = nn.exp %o : tensor<2x4x16x8xf32>
+  %o2, %lse2 = nn.attention %q, %q, %q {causal = false, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %t2 = nn.transpose %o2 {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
+  return %t, %e, %t2 : tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>
+}
