@@ -204,8 +204,9 @@ private:
                            raw_ostream &body);
   LogicalResult emitMatmul(Operation *op);
   LogicalResult emitAttention(Operation *op);
-  /// The element strides through which kernels read `v`, and the value
-  /// whose storage they read (a folded transpose's input, or `v`).
+  /// The element strides through which kernels read `v` at ptr(v) (views
+  /// alias their base's storage), and `v` as the value whose storage they
+  /// read.
   SmallVector<int64_t> elementStrides(Value v, Value &storage);
   LogicalResult emitConstant(nn::ConstantOp op);
   LogicalResult emitReturn(func::ReturnOp op);
@@ -309,6 +310,21 @@ LogicalResult Emitter::emitOp(Operation *op) {
                                << " is not supported by the " << targetName()
                                << " target";
   waitOperands(op);
+  // A folded split's results: views of its input at their offsets.
+  if (isFoldedSplit(op)) {
+    auto split = cast<nn::SplitOp>(op);
+    ArrayRef<int64_t> in = dims(split.getInput());
+    int64_t axis = split.getAxis();
+    int64_t inner = product(in.drop_front(axis + 1)), offset = 0;
+    for (Value r : split.getResults()) {
+      std::string name = "v" + std::to_string(counter++);
+      os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *){2} + {3};\n",
+                    type(r), name, ptr(split.getInput()), offset);
+      names[r] = name;
+      offset += dims(r)[axis] * inner;
+    }
+    return success();
+  }
   // A producer-layout transpose's input was written in its layout, at its
   // storage: the transpose is a view too.
   if (isViewOp(op) || isFoldedTranspose(op) || isProducerLayoutTranspose(op)) {
@@ -656,14 +672,34 @@ SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
         strides[p] = out[i];
       return strides;
     }
+  // Views: a folded split's results step as its input, a folded
+  // transpose as its input permuted, a reshape as numpy's no-copy reshape
+  // of its input (ptr(v) addresses v's first element in every case).
   Operation *def = v.getDefiningOp();
-  if (!def || !isFoldedTranspose(def))
-    return contiguousStrides(dims(v));
-  storage = def->getOperand(0);
-  SmallVector<int64_t> in = contiguousStrides(dims(storage)), strides;
-  for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
-    strides.push_back(in[p]);
-  return strides;
+  if (def && isFoldedSplit(def)) {
+    Value unused;
+    return elementStrides(def->getOperand(0), unused);
+  }
+  if (def && isFoldedTranspose(def)) {
+    Value unused;
+    SmallVector<int64_t> in = elementStrides(def->getOperand(0), unused);
+    SmallVector<int64_t> strides;
+    for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
+      strides.push_back(in[p]);
+    return strides;
+  }
+  if (def && isViewOp(def)) {
+    Value unused;
+    Value in = def->getOperand(0);
+    SmallVector<int64_t> inStrides = elementStrides(in, unused);
+    if (inStrides != contiguousStrides(dims(in))) {
+      FailureOr<SmallVector<int64_t>> strides =
+          reshapeStrides(dims(in), inStrides, dims(v));
+      assert(succeeded(strides) && "isFoldedSplit checked the reshape");
+      return *strides;
+    }
+  }
+  return contiguousStrides(dims(v));
 }
 
 LogicalResult Emitter::emitAttention(Operation *op) {

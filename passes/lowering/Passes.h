@@ -37,6 +37,19 @@ bool isFoldedTranspose(mlir::Operation *op);
 /// is a strided view of it), so the transpose is never materialized.
 bool isProducerLayoutTranspose(mlir::Operation *op);
 
+/// The element strides of a view of `shape` (element strides `strides`) as
+/// `to` (same element count) when its elements can be addressed in place
+/// (numpy's no-copy reshape); failure otherwise.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+reshapeStrides(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
+               llvm::ArrayRef<int64_t> to);
+
+/// True for a split each of whose results is read only, through reshapes
+/// and folded transposes, as the query, key or value of attention ops
+/// (rank 4 at most): the results are strided views of the input (the
+/// fused q/k/v projection split per head), never materialized.
+bool isFoldedSplit(mlir::Operation *op);
+
 /// Bytes of a tensor's elements (i1 stored as one byte).
 int64_t tensorBytes(mlir::Type type);
 

@@ -87,7 +87,9 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
     first, at the lowest 64-byte-aligned offset that does not overlap a
     placed buffer with an overlapping lifetime. Results stay live to the
     end of the function. Transposes the consumers read through strides
-    (matmul and attention operands) are views too; so is the transpose of
+    (matmul and attention operands) are views too, and so is a split
+    whose results attention reads (through reshapes and such transposes)
+    as query, key and value; so is the transpose of
     an attention output or of dq / dk / dv that keeps the last dim last:
     the attention kernels write the value straight into the transpose's
     layout, whose buffer then lives from the attention op on (the value and

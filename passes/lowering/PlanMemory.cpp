@@ -88,6 +88,99 @@ bool autopar::isProducerLayoutTranspose(Operation *op) {
   });
 }
 
+FailureOr<SmallVector<int64_t>>
+autopar::reshapeStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides,
+                        ArrayRef<int64_t> to) {
+  // Groups of old and new dims with equal products; the old dims of a
+  // group must step contiguously among themselves.
+  SmallVector<int64_t> oldDims, oldStrides, newDims;
+  SmallVector<size_t> newIndex;
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1) {
+      oldDims.push_back(shape[i]);
+      oldStrides.push_back(strides[i]);
+    }
+  for (size_t i = 0; i < to.size(); ++i)
+    if (to[i] != 1) {
+      newDims.push_back(to[i]);
+      newIndex.push_back(i);
+    }
+  SmallVector<int64_t> result(to.size(), 0);
+  size_t oi = 0, ni = 0;
+  while (oi < oldDims.size() && ni < newDims.size()) {
+    size_t oj = oi + 1, nj = ni + 1;
+    int64_t op = oldDims[oi], np = newDims[ni];
+    while (op != np) {
+      if (np < op && nj < newDims.size())
+        np *= newDims[nj++];
+      else if (op < np && oj < oldDims.size())
+        op *= oldDims[oj++];
+      else
+        return failure();
+    }
+    for (size_t k = oi; k + 1 < oj; ++k)
+      if (oldStrides[k] != oldStrides[k + 1] * oldDims[k + 1])
+        return failure();
+    int64_t stride = oldStrides[oj - 1];
+    for (size_t k = nj; k-- > ni;) {
+      result[newIndex[k]] = stride;
+      stride *= newDims[k];
+    }
+    oi = oj;
+    ni = nj;
+  }
+  if (oi != oldDims.size() || ni != newDims.size())
+    return failure();
+  // Unit dims: any stride addresses them; take the contiguous one.
+  for (size_t i = to.size(); i-- > 0;)
+    if (to[i] == 1)
+      result[i] = i + 1 < to.size() ? result[i + 1] * to[i + 1] : 1;
+  return result;
+}
+
+/// Whether `v`, laid out with element strides `strides`, is read only
+/// through views (reshapes that need no copy, folded transposes) as an
+/// attention op's query, key or value of rank 4 at most.
+static bool readAsAttentionInput(Value v, ArrayRef<int64_t> strides) {
+  return llvm::all_of(v.getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (isa<nn::AttentionOp, nn::AttentionGradOp>(user))
+      return use.getOperandNumber() < 3 &&
+             cast<RankedTensorType>(v.getType()).getRank() <= 4;
+    auto result = [&] {
+      return cast<RankedTensorType>(user->getResult(0).getType()).getShape();
+    };
+    if (isa<nn::ReshapeOp>(user)) {
+      FailureOr<SmallVector<int64_t>> next = reshapeStrides(
+          cast<RankedTensorType>(v.getType()).getShape(), strides, result());
+      return succeeded(next) && readAsAttentionInput(user->getResult(0), *next);
+    }
+    if (auto transpose = dyn_cast<nn::TransposeOp>(user);
+        transpose && isFoldedTranspose(user)) {
+      SmallVector<int64_t> next;
+      for (int64_t p : transpose.getPerm())
+        next.push_back(strides[p]);
+      return readAsAttentionInput(user->getResult(0), next);
+    }
+    return false;
+  });
+}
+
+bool autopar::isFoldedSplit(Operation *op) {
+  auto split = dyn_cast<nn::SplitOp>(op);
+  if (!split)
+    return false;
+  // Each result steps as the (contiguous) input.
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(split.getInput().getType()).getShape();
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return llvm::all_of(split.getResults(), [&](Value r) {
+    return readAsAttentionInput(r, strides);
+  });
+}
+
 int64_t autopar::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
@@ -132,9 +225,10 @@ static LogicalResult planMemory(func::FuncOp func) {
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       continue;
-    if (isViewOp(&op) || isFoldedTranspose(&op)) {
+    if (isViewOp(&op) || isFoldedTranspose(&op) || isFoldedSplit(&op)) {
       Value in = op.getOperand(0);
-      base[op.getResult(0)] = base.lookup(in) ? base.lookup(in) : in;
+      for (Value r : op.getResults())
+        base[r] = base.lookup(in) ? base.lookup(in) : in;
       continue;
     }
     if (isa<nn::ConstantOp>(op))

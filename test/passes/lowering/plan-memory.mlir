@@ -125,3 +125,55 @@ func.func @producer_layout_refused(%q: tensor<2x4x16x8xf32>) -> (tensor<2x16x4x8
   %t2 = nn.transpose %o2 {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x16x8xf32> -> tensor<2x4x8x16xf32>
   return %t, %e, %t2 : tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>
 }
+
+// -----
+
+// The fused q/k/v projection split per head: every split result is read,
+// through a reshape and a folded transpose, as attention's query, key or
+// value, so the split is a strided view of its input (-1: no bytes) and the
+// input lives as long as the attention ops read it. When one result has
+// another reader (the exp), the split is materialized.
+
+// CHECK-LABEL: func.func @split_view
+// CHECK: nn.split %arg0 {axis = 2 : i64, nn.offsets = array<i64: -1, -1, -1>}
+// CHECK: nn.attention {{.*}} {causal = true, nn.offsets = array<i64: 0, 16384>
+// CHECK: nn.attention_grad
+// CHECK-LABEL: func.func @split_materialized
+// CHECK: nn.split %arg0 {axis = 2 : i64, nn.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}>}
+// So is a split whose halves (along T) a reshape would have to merge with
+// the batch dim, which no strides express.
+// CHECK-LABEL: func.func @split_reshape_not_strided
+// CHECK: nn.split %arg0 {axis = 1 : i64, nn.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}>}
+func.func @split_view(%qkv: tensor<2x16x96xf32>, %g: tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) {
+  %q, %k, %v = nn.split %qkv {axis = 2 : i64} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+  %q4 = nn.reshape %q : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %k4 = nn.reshape %k : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %v4 = nn.reshape %v : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %o, %lse = nn.attention %qt, %kt, %vt {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %qt, %kt, %vt, %o, %lse, %g {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  return %o, %dq : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>
+}
+func.func @split_materialized(%qkv: tensor<2x16x96xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x16x32xf32>) {
+  %q, %k, %v = nn.split %qkv {axis = 2 : i64} : (tensor<2x16x96xf32>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
+  %q4 = nn.reshape %q : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %k4 = nn.reshape %k : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %v4 = nn.reshape %v : tensor<2x16x32xf32> -> tensor<2x16x4x8xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x16x4x8xf32> -> tensor<2x4x16x8xf32>
+  %o, %lse = nn.attention %qt, %kt, %vt {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %e = nn.exp %k : tensor<2x16x32xf32>
+  return %o, %e : tensor<2x4x16x8xf32>, tensor<2x16x32xf32>
+}
+func.func @split_reshape_not_strided(%x: tensor<2x16x32xf32>) -> tensor<4x16x8xf32> {
+  %a, %b = nn.split %x {axis = 1 : i64} : (tensor<2x16x32xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+  %a3 = nn.reshape %a : tensor<2x8x32xf32> -> tensor<16x4x8xf32>
+  %b3 = nn.reshape %b : tensor<2x8x32xf32> -> tensor<16x4x8xf32>
+  %at = nn.transpose %a3 {perm = array<i64: 1, 0, 2>} : tensor<16x4x8xf32> -> tensor<4x16x8xf32>
+  %bt = nn.transpose %b3 {perm = array<i64: 1, 0, 2>} : tensor<16x4x8xf32> -> tensor<4x16x8xf32>
+  %o, %lse = nn.attention %at, %bt, %bt {causal = false, scale = 0.35 : f64} : (tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>) -> (tensor<4x16x8xf32>, tensor<4x16xf32>)
+  return %o : tensor<4x16x8xf32>
+}
