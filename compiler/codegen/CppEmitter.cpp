@@ -335,6 +335,11 @@ LogicalResult Emitter::emitOp(Operation *op) {
     names[op->getResult(0)] = name;
     return success();
   }
+  // A folded concat: its operands were written in place (producerLayout).
+  if (isFoldedConcat(op)) {
+    defineResults(op);
+    return success();
+  }
   if (auto ret = dyn_cast<func::ReturnOp>(op))
     return emitReturn(ret);
   if (auto constant = dyn_cast<nn::ConstantOp>(op))
@@ -661,17 +666,10 @@ void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
 
 SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
   storage = v;
-  // Written in the layout of its producer-layout transpose: v's dim perm[i]
-  // steps as the transpose result's (contiguous) dim i.
-  for (Operation *user : v.getUsers())
-    if (isProducerLayoutTranspose(user)) {
-      auto transpose = cast<nn::TransposeOp>(user);
-      SmallVector<int64_t> out = contiguousStrides(dims(transpose.getResult()));
-      SmallVector<int64_t> strides(out.size());
-      for (auto [i, p] : llvm::enumerate(transpose.getPerm()))
-        strides[p] = out[i];
-      return strides;
-    }
+  // Written in the layout of its producer-layout transpose (or of the
+  // folded concat that transpose is an operand of).
+  if (std::optional<ProducerLayout> layout = producerLayout(v))
+    return layout->strides;
   // Views: a folded split's results step as its input, a folded
   // transpose as its input permuted, a reshape as numpy's no-copy reshape
   // of its input (ptr(v) addresses v's first element in every case).

@@ -8,6 +8,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <optional>
+
 namespace autopar {
 
 /// Name of the per-op attribute holding the arena offset of each result
@@ -36,6 +38,23 @@ bool isFoldedTranspose(mlir::Operation *op);
 /// transpose's layout (the transpose's result owns the storage, the value
 /// is a strided view of it), so the transpose is never materialized.
 bool isProducerLayoutTranspose(mlir::Operation *op);
+
+/// Where the attention kernels write a value whose transpose is a
+/// producer-layout one: in `owner`'s storage (that transpose's result, or
+/// a folded concat's result the transpose is an operand of, through
+/// reshapes), `offset` elements in, with element strides `strides`.
+struct ProducerLayout {
+  mlir::Value owner;
+  int64_t offset = 0;
+  llvm::SmallVector<int64_t> strides;
+};
+std::optional<ProducerLayout> producerLayout(mlir::Value v);
+
+/// True for a concat each of whose operands is, through single-use
+/// reshapes that need no copy, a single-use producer-layout transpose: the
+/// attention kernels write dq, dk, dv straight into the concat's storage
+/// (the fused q/k/v projection's gradient), which is never copied.
+bool isFoldedConcat(mlir::Operation *op);
 
 /// The element strides of a view of `shape` (element strides `strides`) as
 /// `to` (same element count) when its elements can be addressed in place

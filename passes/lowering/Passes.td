@@ -93,7 +93,9 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
     an attention output or of dq / dk / dv that keeps the last dim last:
     the attention kernels write the value straight into the transpose's
     layout, whose buffer then lives from the attention op on (the value and
-    the transpose share its offset).
+    the transpose share its offset), or into the storage of a concat those
+    transposes feed through single-use reshapes (dq, dk, dv at their
+    offsets in the q/k/v gradient; the concat is a view).
 
     Each op gets `nn.offsets` (one byte offset per result, -1 for a view)
     and the function `nn.arena_bytes`:

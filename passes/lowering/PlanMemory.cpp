@@ -181,6 +181,93 @@ bool autopar::isFoldedSplit(Operation *op) {
   });
 }
 
+static SmallVector<int64_t> denseStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// For operand `v` of a concat, laid out with `strides` (its slice of the
+/// concat's storage): the producer-layout transpose it is a view of,
+/// through single-use reshapes, and that transpose's strides; null when
+/// there is none or a reshape cannot be expressed.
+static nn::TransposeOp transposeOfSlice(Value v, SmallVector<int64_t> &strides) {
+  while (true) {
+    if (!v.hasOneUse())
+      return nullptr;
+    Operation *def = v.getDefiningOp();
+    if (auto reshape = dyn_cast_or_null<nn::ReshapeOp>(def)) {
+      FailureOr<SmallVector<int64_t>> in =
+          reshapeStrides(shapeOf(v), strides, shapeOf(reshape.getInput()));
+      if (failed(in))
+        return nullptr;
+      strides = *in;
+      v = reshape.getInput();
+      continue;
+    }
+    auto transpose = dyn_cast_or_null<nn::TransposeOp>(def);
+    return transpose && isProducerLayoutTranspose(transpose) ? transpose
+                                                             : nullptr;
+  }
+}
+
+bool autopar::isFoldedConcat(Operation *op) {
+  auto concat = dyn_cast<nn::ConcatOp>(op);
+  if (!concat)
+    return false;
+  SmallVector<int64_t> strides = denseStrides(shapeOf(concat.getResult()));
+  return llvm::all_of(concat.getOperands(), [&](Value v) {
+    SmallVector<int64_t> s = strides;
+    return transposeOfSlice(v, s) != nullptr;
+  });
+}
+
+std::optional<ProducerLayout> autopar::producerLayout(Value v) {
+  nn::TransposeOp transpose;
+  for (Operation *user : v.getUsers())
+    if (isProducerLayoutTranspose(user))
+      transpose = cast<nn::TransposeOp>(user);
+  if (!transpose)
+    return std::nullopt;
+  // The transpose's result is dense in its own storage, or a slice of a
+  // folded concat's after single-use reshapes.
+  ProducerLayout layout{transpose.getResult(), 0,
+                        denseStrides(shapeOf(transpose.getResult()))};
+  Value cur = transpose.getResult();
+  while (cur.hasOneUse() && isa<nn::ReshapeOp>(*cur.getUsers().begin()))
+    cur = cur.getUsers().begin()->getResult(0);
+  if (cur.hasOneUse() && isFoldedConcat(*cur.getUsers().begin())) {
+    auto concat = cast<nn::ConcatOp>(*cur.getUsers().begin());
+    ArrayRef<int64_t> shape = shapeOf(concat.getResult());
+    int64_t axis = concat.getAxis();
+    int64_t inner = 1;
+    for (int64_t d = axis + 1; d < static_cast<int64_t>(shape.size()); ++d)
+      inner *= shape[d];
+    int64_t offset = 0;
+    for (Value operand : concat.getOperands()) {
+      if (operand == cur)
+        break;
+      offset += shapeOf(operand)[axis] * inner;
+    }
+    SmallVector<int64_t> strides = denseStrides(shape);
+    nn::TransposeOp found = transposeOfSlice(cur, strides);
+    assert(found == transpose && "isFoldedConcat checked the chain");
+    (void)found;
+    layout = {concat.getResult(), offset, strides};
+  }
+  // v's dim perm[i] steps as the transpose result's dim i.
+  SmallVector<int64_t> strides(layout.strides.size());
+  for (auto [i, p] : llvm::enumerate(transpose.getPerm()))
+    strides[p] = layout.strides[i];
+  layout.strides = strides;
+  return layout;
+}
+
 int64_t autopar::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
@@ -215,13 +302,14 @@ static LogicalResult planMemory(func::FuncOp func) {
   DenseMap<Value, Value> base;
   SmallVector<Buffer> buffers;
   DenseMap<Value, unsigned> bufferOf;
-  // Values written straight into a later transpose's storage
-  // (isProducerLayoutTranspose): that transpose's result owns it from the
-  // value's definition on.
-  DenseMap<Value, Value> producerOwner;
+  // Values written straight into a later transpose's or concat's storage
+  // (producerLayout): that result owns the bytes from the first such
+  // value's definition on; the value sits `offset` elements in.
+  DenseMap<Value, ProducerLayout> produced;
   for (Operation &op : block)
-    if (isProducerLayoutTranspose(&op))
-      producerOwner[op.getOperand(0)] = op.getResult(0);
+    for (Value r : op.getResults())
+      if (std::optional<ProducerLayout> layout = producerLayout(r))
+        produced[r] = *layout;
   for (Operation &op : block) {
     if (op.hasTrait<OpTrait::IsTerminator>())
       continue;
@@ -231,18 +319,27 @@ static LogicalResult planMemory(func::FuncOp func) {
         base[r] = base.lookup(in) ? base.lookup(in) : in;
       continue;
     }
-    if (isa<nn::ConstantOp>(op))
+    if (isa<nn::ConstantOp>(op) || isFoldedConcat(&op))
+      continue; // A folded concat's buffer was made at its first operand's.
+    if (isProducerLayoutTranspose(&op)) {
+      // A view of its input's owner (itself, or a folded concat).
+      Value owner = produced.lookup(op.getOperand(0)).owner;
+      if (owner != op.getResult(0))
+        base[op.getResult(0)] = owner;
       continue;
+    }
     for (Value r : op.getResults()) {
-      if (Value owner = producerOwner.lookup(r)) {
+      auto it = produced.find(r);
+      if (it != produced.end()) {
+        Value owner = it->second.owner;
         base[r] = owner;
-        bufferOf[owner] = buffers.size();
-        buffers.push_back({owner, tensorBytes(owner.getType()), index[&op],
-                           index[&op]});
+        if (!bufferOf.count(owner)) {
+          bufferOf[owner] = buffers.size();
+          buffers.push_back({owner, tensorBytes(owner.getType()), index[&op],
+                             index[&op]});
+        }
         continue;
       }
-      if (isProducerLayoutTranspose(&op))
-        continue; // Its buffer was made at its input's definition.
       bufferOf[r] = buffers.size();
       buffers.push_back({r, tensorBytes(r.getType()), index[&op], index[&op]});
     }
@@ -292,9 +389,18 @@ static LogicalResult planMemory(func::FuncOp func) {
       continue;
     SmallVector<int64_t> offsets;
     for (Value r : op.getResults()) {
-      // A value written into a transpose's storage is at its offset.
-      auto it = bufferOf.find(producerOwner.lookup(r) ? producerOwner.lookup(r)
-                                                      : r);
+      // A value written into a transpose's or concat's storage is at its
+      // place there.
+      auto layout = produced.find(r);
+      if (layout != produced.end()) {
+        offsets.push_back(buffers[bufferOf[layout->second.owner]].offset +
+                          layout->second.offset *
+                              tensorBytes(RankedTensorType::get(
+                                  {1}, cast<RankedTensorType>(r.getType())
+                                           .getElementType())));
+        continue;
+      }
+      auto it = bufferOf.find(r);
       offsets.push_back(it == bufferOf.end() ? -1 : buffers[it->second].offset);
     }
     op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));

@@ -177,3 +177,43 @@ func.func @split_reshape_not_strided(%x: tensor<2x16x32xf32>) -> tensor<4x16x8xf
   %o, %lse = nn.attention %at, %bt, %bt {causal = false, scale = 0.35 : f64} : (tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>) -> (tensor<4x16x8xf32>, tensor<4x16xf32>)
   return %o : tensor<4x16x8xf32>
 }
+
+// -----
+
+// The gradient of the fused q/k/v projection: attention_grad writes dq, dk,
+// dv (through their transposes and reshapes) straight into the concat's
+// storage, 128 bytes (32 floats) apart; transposes, reshapes and the
+// concat are views. When one reshaped gradient has another reader (the
+// exp), the concat is a copy and each transpose owns its bytes.
+
+// CHECK-LABEL: func.func @concat_view
+// CHECK: nn.attention_grad {{.*}} {causal = true, nn.offsets = array<i64: 0, 128, 256>
+// CHECK: nn.transpose %query_grad {nn.offsets = array<i64: -1>
+// CHECK: nn.concat {{.*}} {axis = 2 : i64, nn.offsets = array<i64: 0>}
+// CHECK-LABEL: func.func @concat_copied
+// CHECK: nn.attention_grad {{.*}} {causal = true, nn.offsets = array<i64: [[Q2:[0-9]+]], {{[0-9]+}}, {{[0-9]+}}>
+// CHECK: nn.transpose %query_grad {nn.offsets = array<i64: [[Q2]]>
+// CHECK: nn.concat {{.*}} {axis = 2 : i64, nn.offsets = array<i64: {{[0-9]+}}>}
+func.func @concat_view(%q: tensor<2x4x16x8xf32>, %o: tensor<2x4x16x8xf32>, %lse: tensor<2x4x16xf32>, %g: tensor<2x4x16x8xf32>) -> tensor<2x16x96xf32> {
+  %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %lse, %g {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  %tq = nn.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tk = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tv = nn.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %rq = nn.reshape %tq : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %rk = nn.reshape %tk : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %rv = nn.reshape %tv : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %c = nn.concat %rq, %rk, %rv {axis = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x96xf32>
+  return %c : tensor<2x16x96xf32>
+}
+func.func @concat_copied(%q: tensor<2x4x16x8xf32>, %o: tensor<2x4x16x8xf32>, %lse: tensor<2x4x16xf32>, %g: tensor<2x4x16x8xf32>) -> (tensor<2x16x96xf32>, tensor<2x16x32xf32>) {
+  %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %lse, %g {causal = true, scale = 0.35 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+  %tq = nn.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tk = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %tv = nn.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x16x8xf32> -> tensor<2x16x4x8xf32>
+  %rq = nn.reshape %tq : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %rk = nn.reshape %tk : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %rv = nn.reshape %tv : tensor<2x16x4x8xf32> -> tensor<2x16x32xf32>
+  %c = nn.concat %rq, %rk, %rv {axis = 2 : i64} : (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x96xf32>
+  %e = nn.exp %rk : tensor<2x16x32xf32>
+  return %c, %e : tensor<2x16x96xf32>, tensor<2x16x32xf32>
+}
