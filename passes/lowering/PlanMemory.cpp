@@ -196,7 +196,8 @@ static ArrayRef<int64_t> shapeOf(Value v) {
 /// concat's storage): the producer-layout transpose it is a view of,
 /// through single-use reshapes, and that transpose's strides; null when
 /// there is none or a reshape cannot be expressed.
-static nn::TransposeOp transposeOfSlice(Value v, SmallVector<int64_t> &strides) {
+static nn::TransposeOp transposeOfSlice(Value v,
+                                        SmallVector<int64_t> &strides) {
   while (true) {
     if (!v.hasOneUse())
       return nullptr;

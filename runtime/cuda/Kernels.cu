@@ -1110,7 +1110,8 @@ void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
                         classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
 }
 
-void softmaxCrossEntropyBackward(DeviceContext &ctx, const __nv_bfloat16 *scores,
+void softmaxCrossEntropyBackward(DeviceContext &ctx,
+                                 const __nv_bfloat16 *scores,
                                  const void *labels, bool labels64,
                                  const float *dloss, __nv_bfloat16 *dscores,
                                  int64_t outer, int64_t classes, int64_t inner,

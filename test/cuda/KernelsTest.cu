@@ -489,7 +489,9 @@ void testLayerNorm16(Tester &t, Float16Kind kind, int64_t rows, int64_t cols) {
   auto in = [](const DeviceBuffer &b) {
     return reinterpret_cast<const T *>(b.get());
   };
-  auto out = [](const DeviceBuffer &b) { return reinterpret_cast<T *>(b.get()); };
+  auto out = [](const DeviceBuffer &b) {
+    return reinterpret_cast<T *>(b.get());
+  };
   std::vector<float> y(n), dx(n), ds(c), db(c);
   cpu::layerNormForward(x.data(), scale.data(), bias.data(), y.data(), rows,
                         cols, eps);
@@ -967,13 +969,15 @@ void testReduce16(Tester &t, Float16Kind kind, cpu::ReduceKind reduceKind,
   std::vector<float> in = rounded16(t, kind, count, -2.0f, 2.0f, bits);
   bool reduced[cpu::kMaxRank] = {};
   int64_t outCount = 1;
-  std::string name = format("reduce %s %d [", kind == Float16Kind::BF16 ? "bf16" : "f16",
-                            static_cast<int>(reduceKind));
+  std::string name =
+      format("reduce %s %d [", kind == Float16Kind::BF16 ? "bf16" : "f16",
+             static_cast<int>(reduceKind));
   for (size_t d = 0; d < shape.size(); ++d) {
     reduced[d] = reducedFlags[d];
     if (!reduced[d])
       outCount *= shape[d];
-    name += (d ? "," : "") + std::to_string(shape[d]) + (reduced[d] ? "r" : "");
+    name +=
+        (d ? "," : "") + std::to_string(shape[d]) + (reduced[d] ? "r" : "");
   }
   const int rank = static_cast<int>(shape.size());
   std::vector<float> want(static_cast<size_t>(outCount));
