@@ -109,17 +109,6 @@ static std::string hexDouble(double value) {
   return buf;
 }
 
-/// Row-major element strides of `shape`.
-static SmallVector<int64_t> contiguousStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size());
-  int64_t s = 1;
-  for (int64_t d = shape.size() - 1; d >= 0; --d) {
-    strides[d] = s;
-    s *= shape[d];
-  }
-  return strides;
-}
-
 static int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)
@@ -205,9 +194,8 @@ private:
   LogicalResult emitMatmul(Operation *op);
   LogicalResult emitAttention(Operation *op);
   /// The element strides through which kernels read `v` at ptr(v) (views
-  /// alias their base's storage), and `v` as the value whose storage they
-  /// read.
-  SmallVector<int64_t> elementStrides(Value v, Value &storage);
+  /// alias their base's storage, at their first element).
+  SmallVector<int64_t> elementStrides(Value v);
   LogicalResult emitConstant(nn::ConstantOp op);
   LogicalResult emitReturn(func::ReturnOp op);
   LogicalResult emitDist(Operation *op);
@@ -215,26 +203,9 @@ private:
   FailureOr<uint32_t> axisMask(Operation *op, ArrayAttr axes);
   /// Waits for the collectives still writing `op`'s operands.
   void waitOperands(Operation *op);
-  /// Whether the CUDA target's 16-bit kernels take `op`: every float
-  /// operand and result of one 16-bit type, except `f32` (if given), which
-  /// is f32 (attention's lse). autopar-legalize-precision keeps only such
-  /// ops 16-bit.
-  bool nativeHalf(Operation *op, Value f32 = {}) {
-    if (!cuda())
-      return false;
-    Type half;
-    auto ok = [&](Value v) {
-      Type t = tensorType(v).getElementType();
-      if (v == f32)
-        return t.isF32();
-      if (!isa<FloatType>(t))
-        return true;
-      if (!half)
-        half = t;
-      return t == half && t.getIntOrFloatBitWidth() == 16;
-    };
-    return llvm::all_of(op->getOperands(), ok) &&
-           llvm::all_of(op->getResults(), ok) && half;
+  /// Whether the CUDA target's 16-bit kernels take `op` as it is.
+  bool nativeHalf(Operation *op) const {
+    return cuda() && cudaComputesIn16Bits(op);
   }
   LogicalResult requireF32(Operation *op) {
     for (Value v : op->getOperands())
@@ -419,11 +390,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       })
       .Case<nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp>(
           [&](Operation *o) {
-            // CUDA: 16-bit scores (and dscores) with an f32 loss and
-            // loss gradient.
-            Value loss = isa<nn::SoftmaxCrossEntropyOp>(o) ? o->getResult(0)
-                                                           : o->getOperand(2);
-            if (!nativeHalf(o, loss) && failed(requireF32(o)))
+            if (!nativeHalf(o) && failed(requireF32(o)))
               return failure();
             Value scores = o->getOperand(0), labels = o->getOperand(1);
             ArrayRef<int64_t> shape = dims(scores);
@@ -664,8 +631,7 @@ void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
                 name, blocks, kThreads, args);
 }
 
-SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
-  storage = v;
+SmallVector<int64_t> Emitter::elementStrides(Value v) {
   // Written in the layout of its producer-layout transpose (or of the
   // folded concat that transpose is an operand of).
   if (std::optional<ProducerLayout> layout = producerLayout(v))
@@ -674,22 +640,18 @@ SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
   // transpose as its input permuted, a reshape as numpy's no-copy reshape
   // of its input (ptr(v) addresses v's first element in every case).
   Operation *def = v.getDefiningOp();
-  if (def && isFoldedSplit(def)) {
-    Value unused;
-    return elementStrides(def->getOperand(0), unused);
-  }
+  if (def && isFoldedSplit(def))
+    return elementStrides(def->getOperand(0));
   if (def && isFoldedTranspose(def)) {
-    Value unused;
-    SmallVector<int64_t> in = elementStrides(def->getOperand(0), unused);
+    SmallVector<int64_t> in = elementStrides(def->getOperand(0));
     SmallVector<int64_t> strides;
     for (int64_t p : cast<nn::TransposeOp>(def).getPerm())
       strides.push_back(in[p]);
     return strides;
   }
   if (def && isViewOp(def)) {
-    Value unused;
     Value in = def->getOperand(0);
-    SmallVector<int64_t> inStrides = elementStrides(in, unused);
+    SmallVector<int64_t> inStrides = elementStrides(in);
     if (inStrides != contiguousStrides(dims(in))) {
       FailureOr<SmallVector<int64_t>> strides =
           reshapeStrides(dims(in), inStrides, dims(v));
@@ -703,10 +665,7 @@ SmallVector<int64_t> Emitter::elementStrides(Value v, Value &storage) {
 LogicalResult Emitter::emitAttention(Operation *op) {
   auto forward = dyn_cast<nn::AttentionOp>(op);
   auto backward = dyn_cast<nn::AttentionGradOp>(op);
-  // The CUDA target's tensor-core kernels take 16-bit q, k, v, out, dout,
-  // dq, dk, dv with an f32 lse.
-  if (!nativeHalf(op, forward ? forward.getLse() : backward.getLse()) &&
-      failed(requireF32(op)))
+  if (!nativeHalf(op) && failed(requireF32(op)))
     return failure();
   Value q = forward ? forward.getQuery() : backward.getQuery();
   Value k = forward ? forward.getKey() : backward.getKey();
@@ -714,19 +673,17 @@ LogicalResult Emitter::emitAttention(Operation *op) {
   Value mask = forward ? forward.getMask() : backward.getMask();
   ArrayRef<int64_t> qs = dims(q);
   int64_t rank = qs.size(), t = qs[rank - 2], s = dims(k)[rank - 2];
-  // Every tensor of the op with its (storage, strides over the scores'
-  // leading dims + row): the kernels take two leading dims (batch, heads),
-  // so adjacent leading dims merge where every tensor allows it.
+  // Every tensor of the op with its strides over the scores' leading dims
+  // + row: the kernels take two leading dims (batch, heads), so adjacent
+  // leading dims merge where every tensor allows it.
   struct Tensor {
     std::string field;
-    Value value, storage;
+    Value value;
     SmallVector<int64_t> strides;
   };
   SmallVector<Tensor> tensors;
   auto add = [&](StringRef field, Value value) {
-    Tensor tensor{field.str(), value, Value(), {}};
-    tensor.strides = elementStrides(value, tensor.storage);
-    tensors.push_back(tensor);
+    tensors.push_back({field.str(), value, elementStrides(value)});
   };
   add("q", q);
   add("k", k);
@@ -798,7 +755,7 @@ LogicalResult Emitter::emitAttention(Operation *op) {
                   "d.maskStrides[3] = {4};\n",
                   ptr(mask), leadStrides.back()[0], leadStrides.back()[1],
                   maskStrides[rank - 2], maskStrides[rank - 1]);
-  auto at = [&](unsigned i) { return ptr(tensors[i].storage); };
+  auto at = [&](unsigned i) { return ptr(tensors[i].value); };
   if (forward)
     os << "    " << rt("attentionForward")
        << formatv("d, {0}, {1}, {2}, {3}, {4}); }\n", at(0), at(1), at(2),
@@ -813,26 +770,22 @@ LogicalResult Emitter::emitAttention(Operation *op) {
 
 LogicalResult Emitter::emitMatmul(Operation *op) {
   // The CUDA target multiplies 16-bit matrices too (cuBLASLt), without the
-  // C operand of a gemm (autopar-legalize-precision keeps only such
-  // matmuls 16-bit).
-  Type element = tensorType(op->getResult(0)).getElementType();
-  bool half = isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16;
-  if (!(cuda() && half && isa<nn::MatMulOp>(op)) && failed(requireF32(op)))
+  // C operand of a gemm.
+  if (!nativeHalf(op) && failed(requireF32(op)))
     return failure();
   double alpha = 1.0;
   auto gemmOp = dyn_cast<nn::GemmOp>(op);
   if (gemmOp)
     alpha = gemmOp.getAlpha().convertToDouble();
-  // Each operand as multiplied: its storage, logical shape and element
+  // Each operand as multiplied: its value, logical shape and element
   // strides. A folded transpose is read through its input's strides; gemm's
   // trans flags and numpy's rank-1 promotion are applied to the view.
   struct Operand {
-    Value storage;
+    Value value;
     SmallVector<int64_t> shape, strides;
   };
   auto describe = [&](Value v, bool trans, bool isLhs) {
-    Operand d{v, SmallVector<int64_t>(dims(v)), {}};
-    d.strides = elementStrides(v, d.storage);
+    Operand d{v, SmallVector<int64_t>(dims(v)), elementStrides(v)};
     if (d.shape.size() == 1) {
       // [K] is a row [1, K] on the left, a column [K, 1] on the right.
       d.shape.insert(isLhs ? d.shape.begin() : d.shape.end(), 1);
@@ -884,7 +837,7 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
   SmallVector<int64_t> as = batchStrides(a), bs = batchStrides(b);
   if (batch->size() > 8)
     return op->emitOpError() << "has more than 8 batch dims";
-  Value lhs = a.storage, rhs = b.storage;
+  Value lhs = a.value, rhs = b.value;
   std::string out = ptr(op->getResult(0));
   os << formatv("  {{ autopar::rt::cpu::GemmDesc d;\n"
                 "    d.batchRank = {0};\n",

@@ -56,13 +56,9 @@ bool computesInF32(Operation *op) {
              nn::ReduceMeanOp, nn::ReduceMaxOp>(op);
 }
 
-/// Whether the target's kernels take `op` as it is: the CUDA target's
-/// GEMMs, layernorms and reductions take 16-bit ops whose operands and
-/// results share one type, its tensor-core attention kernels every 16-bit
-/// attention op, and its cross-entropy kernels 16-bit scores.
-bool native(Operation *op, StringRef target) {
-  if (target != "cuda")
-    return false;
+} // namespace
+
+bool autopar::cudaComputesIn16Bits(Operation *op) {
   // The verifiers give attention's q, k, v, out, dout, dq, dk, dv one type
   // and lse f32.
   if (isa<nn::AttentionOp, nn::AttentionGradOp>(op))
@@ -75,8 +71,10 @@ bool native(Operation *op, StringRef target) {
     return isHalf(ce.getScores().getType()) && isF32(ce.getResult());
   if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(op))
     return isHalf(grad.getScores().getType()) && isF32(grad.getGrad());
+  // GEMMs, layernorms and reductions: one 16-bit type throughout.
   if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp,
-           nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op))
+           nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op) ||
+      !isHalf(op->getResult(0).getType()))
     return false;
   Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
   auto same = [&](Type type) {
@@ -85,6 +83,8 @@ bool native(Operation *op, StringRef target) {
   return llvm::all_of(op->getOperandTypes(), same) &&
          llvm::all_of(op->getResultTypes(), same);
 }
+
+namespace {
 
 struct LegalizePrecisionPass
     : public autopar::impl::LegalizePrecisionPassBase<LegalizePrecisionPass> {
@@ -97,7 +97,8 @@ struct LegalizePrecisionPass
     }
     OpBuilder b(&getContext());
     getOperation().walk([&](Operation *op) {
-      if (!computesInF32(op) || native(op, target) ||
+      if (!computesInF32(op) ||
+          (target == "cuda" && cudaComputesIn16Bits(op)) ||
           (llvm::none_of(op->getOperandTypes(), isHalf) &&
            llvm::none_of(op->getResultTypes(), isHalf)))
         return;

@@ -20,6 +20,12 @@ inline constexpr llvm::StringLiteral kArenaBytesAttr = "nn.arena_bytes";
 /// Alignment of every arena buffer, in bytes.
 inline constexpr int64_t kArenaAlignment = 64;
 
+/// True for the 16-bit ops the CUDA target's kernels take as they are
+/// (autopar-legalize-precision{target=cuda} leaves them 16-bit): matmuls,
+/// layernorms and reductions of one 16-bit type, 16-bit attention ops
+/// (lse f32), and cross-entropy of 16-bit scores with an f32 loss.
+bool cudaComputesIn16Bits(mlir::Operation *op);
+
 /// True for ops whose result reinterprets its operand's storage.
 bool isViewOp(mlir::Operation *op);
 
@@ -55,6 +61,9 @@ std::optional<ProducerLayout> producerLayout(mlir::Value v);
 /// attention kernels write dq, dk, dv straight into the concat's storage
 /// (the fused q/k/v projection's gradient), which is never copied.
 bool isFoldedConcat(mlir::Operation *op);
+
+/// Row-major element strides of `shape`.
+llvm::SmallVector<int64_t> contiguousStrides(llvm::ArrayRef<int64_t> shape);
 
 /// The element strides of a view of `shape` (element strides `strides`) as
 /// `to` (same element count) when its elements can be addressed in place

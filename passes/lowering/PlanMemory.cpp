@@ -88,6 +88,13 @@ bool autopar::isProducerLayoutTranspose(Operation *op) {
   });
 }
 
+SmallVector<int64_t> autopar::contiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
 FailureOr<SmallVector<int64_t>>
 autopar::reshapeStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides,
                         ArrayRef<int64_t> to) {
@@ -171,21 +178,11 @@ bool autopar::isFoldedSplit(Operation *op) {
   if (!split)
     return false;
   // Each result steps as the (contiguous) input.
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(split.getInput().getType()).getShape();
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
+  SmallVector<int64_t> strides = contiguousStrides(
+      cast<RankedTensorType>(split.getInput().getType()).getShape());
   return llvm::all_of(split.getResults(), [&](Value r) {
     return readAsAttentionInput(r, strides);
   });
-}
-
-static SmallVector<int64_t> denseStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
 }
 
 static ArrayRef<int64_t> shapeOf(Value v) {
@@ -221,7 +218,7 @@ bool autopar::isFoldedConcat(Operation *op) {
   auto concat = dyn_cast<nn::ConcatOp>(op);
   if (!concat)
     return false;
-  SmallVector<int64_t> strides = denseStrides(shapeOf(concat.getResult()));
+  SmallVector<int64_t> strides = contiguousStrides(shapeOf(concat.getResult()));
   return llvm::all_of(concat.getOperands(), [&](Value v) {
     SmallVector<int64_t> s = strides;
     return transposeOfSlice(v, s) != nullptr;
@@ -238,7 +235,7 @@ std::optional<ProducerLayout> autopar::producerLayout(Value v) {
   // The transpose's result is dense in its own storage, or a slice of a
   // folded concat's after single-use reshapes.
   ProducerLayout layout{transpose.getResult(), 0,
-                        denseStrides(shapeOf(transpose.getResult()))};
+                        contiguousStrides(shapeOf(transpose.getResult()))};
   Value cur = transpose.getResult();
   while (cur.hasOneUse() && isa<nn::ReshapeOp>(*cur.getUsers().begin()))
     cur = cur.getUsers().begin()->getResult(0);
@@ -255,7 +252,7 @@ std::optional<ProducerLayout> autopar::producerLayout(Value v) {
         break;
       offset += shapeOf(operand)[axis] * inner;
     }
-    SmallVector<int64_t> strides = denseStrides(shape);
+    SmallVector<int64_t> strides = contiguousStrides(shape);
     nn::TransposeOp found = transposeOfSlice(cur, strides);
     assert(found == transpose && "isFoldedConcat checked the chain");
     (void)found;
