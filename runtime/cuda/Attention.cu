@@ -180,9 +180,48 @@ struct SumOp {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-__device__ float toFloat(float x) { return x; }
-__device__ float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ float toFloat(__half x) { return __half2float(x); }
+/// What a block of query rows (forward and dq kernels) works on: head bh =
+/// (b, h) = blockIdx.x; rows [i0, i0 + rows) of kRows, the last row blocks
+/// first (under a causal mask they see the most keys); the keys [0,
+/// keyEnd) any of them sees; the head's mask (null: none).
+struct QueryBlock {
+  int64_t bh, b, h, i0, keyEnd;
+  int rows;
+  const bool *mask;
+};
+__device__ QueryBlock queryBlock(const AttentionDesc &d, int kRows) {
+  QueryBlock q;
+  q.bh = blockIdx.x;
+  q.b = q.bh / d.heads;
+  q.h = q.bh % d.heads;
+  q.i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
+  q.rows = static_cast<int>(clampTo(d.t - q.i0, 0, kRows));
+  q.keyEnd = d.causal ? clampTo(q.i0 + q.rows + d.s - d.t, 0, d.s) : d.s;
+  q.mask = d.mask ? d.mask + q.b * d.maskStrides[0] + q.h * d.maskStrides[1]
+                  : nullptr;
+  return q;
+}
+
+/// What a block of keys (dk/dv kernels) works on: head bh = (b, h) =
+/// blockIdx.x; keys [j0, j0 + keys) of kKeys; the first query that sees
+/// key j0; the head's mask (null: none).
+struct KeyBlock {
+  int64_t bh, b, h, j0, queryBegin;
+  int keys;
+  const bool *mask;
+};
+__device__ KeyBlock keyBlock(const AttentionDesc &d, int kKeys) {
+  KeyBlock k;
+  k.bh = blockIdx.x;
+  k.b = k.bh / d.heads;
+  k.h = k.bh % d.heads;
+  k.j0 = static_cast<int64_t>(blockIdx.y) * kKeys;
+  k.keys = static_cast<int>(clampTo(d.s - k.j0, 0, kKeys));
+  k.queryBegin = d.causal ? clampTo(k.j0 - (d.s - d.t), 0, d.t) : 0;
+  k.mask = d.mask ? d.mask + k.b * d.maskStrides[0] + k.h * d.maskStrides[1]
+                  : nullptr;
+  return k;
+}
 
 //===----------------------------------------------------------------------===//
 // Forward
@@ -204,12 +243,7 @@ __global__ void __launch_bounds__(kThreads)
   float *vTile = kTile + tileFloats(kBc, kD); // [kBc][kD + 1]
   float *pTile = vTile + tileFloats(kBc, kD); // [kBr][kBc + 1]
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  // Last row blocks first: under a causal mask they see the most keys.
-  const int64_t i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kBr;
-  const int rows = static_cast<int>(clampTo(d.t - i0, 0, kBr));
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
+  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
   const float *kHead = headOf(k, d.kStrides, b, h);
   const float *vHead = headOf(v, d.vStrides, b, h);
   loadTile<kBr, kD>(qTile, headOf(q, d.qStrides, b, h), d.qStrides[2], i0, rows,
@@ -225,8 +259,6 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < kE; ++e)
       acc[r][e] = 0.0f;
   }
-  const int64_t keyEnd =
-      d.causal ? clampTo(i0 + rows + d.s - d.t, 0, d.s) : d.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
     const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
     __syncthreads(); // the previous tiles' readers are done
@@ -347,12 +379,8 @@ __global__ void __launch_bounds__(kThreads)
   float *lseTile = dsTile + tileFloats(kBc, kBr); // [kBr]
   float *diTile = lseTile + kBr;                  // [kBr]
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kBc;
-  const int keys = static_cast<int>(clampTo(d.s - j0, 0, kBc));
+  const auto [bh, b, h, j0, queryBegin, keys, mask] = keyBlock(d, kBc);
   const int dim = static_cast<int>(d.d);
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
   const float *qHead = headOf(q, d.qStrides, b, h);
   const float *gHead = headOf(dout, d.doutStrides, b, h);
   loadTile<kBc, kD>(kTile, headOf(k, d.kStrides, b, h), d.kStrides[2], j0, keys,
@@ -366,8 +394,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < kE; ++e)
       dkAcc[r][e] = dvAcc[r][e] = 0.0f;
-  // The first query that sees key j0.
-  const int64_t queryBegin = d.causal ? clampTo(j0 - (d.s - d.t), 0, d.t) : 0;
   for (int64_t i0 = queryBegin; i0 < d.t; i0 += kBr) {
     const int queries = static_cast<int>(clampTo(d.t - i0, 0, kBr));
     __syncthreads(); // the previous tiles' readers are done
@@ -439,13 +465,8 @@ __global__ void __launch_bounds__(kThreads)
   float *vTile = kTile + tileFloats(kBc, kD);  // [kBc][kD + 1]
   float *dsTile = vTile + tileFloats(kBc, kD); // [kBr][kBc + 1]
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  // Last row blocks first: under a causal mask they see the most keys.
-  const int64_t i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kBr;
-  const int rows = static_cast<int>(clampTo(d.t - i0, 0, kBr));
+  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
   const int dim = static_cast<int>(d.d);
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
   const float *kHead = headOf(k, d.kStrides, b, h);
   const float *vHead = headOf(v, d.vStrides, b, h);
   loadTile<kBr, kD>(qTile, headOf(q, d.qStrides, b, h), d.qStrides[2], i0, rows,
@@ -462,8 +483,6 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < kE; ++e)
       dqAcc[r][e] = 0.0f;
   }
-  const int64_t keyEnd =
-      d.causal ? clampTo(i0 + rows + d.s - d.t, 0, d.s) : d.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
     const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
     __syncthreads(); // the previous tiles' readers are done
@@ -548,12 +567,6 @@ template <> struct Tiles16<128> {
   static constexpr int kForwardKeys = 64, kQueriesKeys = 32, kKeysQueries = 32;
 };
 
-template <typename T> __device__ T fromFloat(float x);
-template <> __device__ __nv_bfloat16 fromFloat(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ __half fromFloat(float x) { return __float2half_rn(x); }
-
 /// Two values rounded to T in one 32-bit word, `lo` in the low half (the
 /// lower-numbered element of an mma fragment pair).
 template <typename T> __device__ uint32_t pack(float lo, float hi) {
@@ -575,7 +588,8 @@ __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
                  "r"(b1));
 #else
-  // The host refuses to launch these kernels below sm_80 (launch16).
+  // The host refuses to launch these kernels below sm_80
+  // (requireTensorCores).
   __trap();
 #endif
 }
@@ -738,13 +752,8 @@ __global__ void __launch_bounds__(kThreads16)
   T *vtTile = kTile + tile16(kBc, kD);        // v^T [kD][kLdT]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, quad = lane % 4;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  // Last row blocks first: under a causal mask they see the most keys.
-  const int64_t i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kBr;
-  const int rows = static_cast<int>(clampTo(d.t - i0, 0, kBr));
+  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
   const int dim = static_cast<int>(d.d);
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
   const T *kHead = headOf(k, d.kStrides, b, h);
   const T *vHead = headOf(v, d.vStrides, b, h);
   stageTile<kBr, kD, T>(qTile, nullptr, headOf(q, d.qStrides, b, h),
@@ -763,8 +772,6 @@ __global__ void __launch_bounds__(kThreads16)
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n)
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  const int64_t keyEnd =
-      d.causal ? clampTo(i0 + rows + d.s - d.t, 0, d.s) : d.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
     const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
     __syncthreads(); // the previous tiles' readers are done
@@ -861,12 +868,8 @@ __global__ void __launch_bounds__(kThreads16)
   T *gtTile = qtTile + tile16(kD, kBr);                 // dout^T [kD][kLdT]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, quad = lane % 4;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kBc;
-  const int keys = static_cast<int>(clampTo(d.s - j0, 0, kBc));
+  const auto [bh, b, h, j0, queryBegin, keys, mask] = keyBlock(d, kBc);
   const int dim = static_cast<int>(d.d);
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
   const T *qHead = headOf(q, d.qStrides, b, h);
   const T *gHead = headOf(dout, d.doutStrides, b, h);
   stageTile<kBc, kD, T>(kTile, nullptr, headOf(k, d.kStrides, b, h),
@@ -881,8 +884,6 @@ __global__ void __launch_bounds__(kThreads16)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       dkAcc[n][e] = dvAcc[n][e] = 0.0f;
-  // The first query that sees key j0.
-  const int64_t queryBegin = d.causal ? clampTo(j0 - (d.s - d.t), 0, d.t) : 0;
   for (int64_t i0 = queryBegin; i0 < d.t; i0 += kBr) {
     const int queries = static_cast<int>(clampTo(d.t - i0, 0, kBr));
     __syncthreads(); // the previous tiles' readers are done
@@ -958,13 +959,8 @@ __global__ void __launch_bounds__(kThreads16)
   T *ktTile = vTile + tile16(kBc, kD);        // k^T [kD][kLdT]
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane / 4, quad = lane % 4;
-  const int64_t bh = blockIdx.x, b = bh / d.heads, h = bh % d.heads;
-  // Last row blocks first: under a causal mask they see the most keys.
-  const int64_t i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kBr;
-  const int rows = static_cast<int>(clampTo(d.t - i0, 0, kBr));
+  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
   const int dim = static_cast<int>(d.d);
-  const bool *mask =
-      d.mask ? d.mask + b * d.maskStrides[0] + h * d.maskStrides[1] : nullptr;
   const T *kHead = headOf(k, d.kStrides, b, h);
   const T *vHead = headOf(v, d.vStrides, b, h);
   stageTile<kBr, kD, T>(qTile, nullptr, headOf(q, d.qStrides, b, h),
@@ -982,8 +978,6 @@ __global__ void __launch_bounds__(kThreads16)
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n)
     dqAcc[n][0] = dqAcc[n][1] = dqAcc[n][2] = dqAcc[n][3] = 0.0f;
-  const int64_t keyEnd =
-      d.causal ? clampTo(i0 + rows + d.s - d.t, 0, d.s) : d.s;
   for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
     const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
     __syncthreads(); // the previous tiles' readers are done

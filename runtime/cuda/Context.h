@@ -14,6 +14,8 @@
 #define AUTOPAR_RUNTIME_CUDA_CONTEXT_H
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,6 +44,22 @@ namespace cuda {
 /// At least `bytes` bytes of ctx.scratch (synchronizes and reallocates
 /// when it grows; generated code calls it only outside its kernels).
 void *scratch(DeviceContext &ctx, int64_t bytes);
+
+/// Kernels' loads and stores of float, bfloat16 and IEEE half elements:
+/// computed in float, stored rounded to nearest even.
+__device__ inline float toFloat(float x) { return x; }
+__device__ inline float toFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ inline float toFloat(__half x) { return __half2float(x); }
+template <typename T> __device__ T fromFloat(float x);
+template <> __device__ inline float fromFloat(float x) { return x; }
+template <> __device__ inline __nv_bfloat16 fromFloat(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ inline __half fromFloat(float x) {
+  return __float2half_rn(x);
+}
 
 } // namespace cuda
 } // namespace autopar::rt

@@ -38,7 +38,6 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <tuple>
 
 namespace autopar::rt::cuda {
@@ -221,31 +220,11 @@ struct LtChoice {
 };
 
 /// Algorithm choices made so far: cublasLtMatmulAlgoGetHeuristic costs
-/// tens of microseconds, a step without a CUDA graph (one with
+/// tens of microseconds, and a step without a CUDA graph (one with
 /// collectives, the first steps) calls gemm() hundreds of times on a few
-/// distinct shapes.
-class LtCache {
-public:
-  bool find(const LtKey &key, LtChoice &choice) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = choices.find(key);
-    if (it == choices.end())
-      return false;
-    choice = it->second;
-    return true;
-  }
-  void insert(const LtKey &key, const LtChoice &choice) {
-    std::lock_guard<std::mutex> lock(mutex);
-    choices.emplace(key, choice);
-  }
-
-private:
-  std::mutex mutex;
-  std::map<LtKey, LtChoice> choices;
-};
-
-LtCache &ltCache() {
-  static LtCache cache;
+/// distinct shapes. gemm() runs on the thread that issues the step.
+std::map<LtKey, LtChoice> &ltCache() {
+  static std::map<LtKey, LtChoice> cache;
   return cache;
 }
 
@@ -442,10 +421,9 @@ void gemmImpl(DeviceContext &ctx, const GemmDesc &desc, GemmType t,
                      d.m, innerCStride, count},
                     {alignA, alignB, alignC, static_cast<int>(epilogue),
                      workspaceBytes}};
-    LtChoice cached;
-    if (ltCache().find(key, cached)) {
-      setEpilogue(cached.epilogue);
-      plan.algo = cached.algo;
+    if (auto it = ltCache().find(key); it != ltCache().end()) {
+      setEpilogue(it->second.epilogue);
+      plan.algo = it->second.algo;
       return;
     }
     for (bool on : {epilogue != Epilogue::None, false}) {
@@ -455,7 +433,7 @@ void gemmImpl(DeviceContext &ctx, const GemmDesc &desc, GemmType t,
           ctx.lt, plan.op, plan.aLayout, plan.bLayout, plan.cLayout,
           plan.cLayout, plan.pref, 1, &plan.algo, &returned);
       if (st == CUBLAS_STATUS_SUCCESS && returned > 0) {
-        ltCache().insert(key, {plan.algo, on});
+        ltCache().emplace(key, LtChoice{plan.algo, on});
         return;
       }
       if (!on) {
@@ -527,18 +505,6 @@ void gemm(DeviceContext &ctx, const GemmDesc &d, const __half *a,
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-__device__ inline float toFloat(float x) { return x; }
-__device__ inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float toFloat(__half x) { return __half2float(x); }
-template <typename T> __device__ T fromFloat(float x);
-template <> __device__ inline float fromFloat(float x) { return x; }
-template <> __device__ inline __nv_bfloat16 fromFloat(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <> __device__ inline __half fromFloat(float x) {
-  return __float2half_rn(x);
-}
 
 /// Mean and 1 / sqrt(biased variance + epsilon) of one row in double, as
 /// cpu::rowStatistics; every thread of the block gets them.

@@ -85,6 +85,17 @@ public:
   }
 };
 
+/// Empty when two backward runs' dq, dk, dv (grads[run][0..2]) are
+/// bit-identical (no atomics); else which differs first.
+std::string repeatError(const std::vector<float> (&grads)[2][3]) {
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i)
+    if (std::memcmp(grads[0][i].data(), grads[1][i].data(),
+                    grads[0][i].size() * sizeof(float)) != 0)
+      return format("backward run twice: %s differs", names[i]);
+  return "";
+}
+
 float *ptr(const DeviceBuffer &b) { return reinterpret_cast<float *>(b.get()); }
 
 void runCase(Tester &t, const Case &c) {
@@ -115,18 +126,12 @@ void runCase(Tester &t, const Case &c) {
     run[1] = t.download(dk, p.dk.size());
     run[2] = t.download(dv, p.dv.size());
   }
-  std::string repeat;
-  for (int i = 0; i < 3 && repeat.empty(); ++i)
-    if (std::memcmp(grads[0][i].data(), grads[1][i].data(),
-                    grads[0][i].size() * sizeof(float)) != 0)
-      repeat = format("backward run twice: %s differs", i == 0   ? "dq"
-                                                        : i == 1 ? "dk"
-                                                                 : "dv");
   t.check(c.name, firstError({compareFloats(gotOut, p.out, "out"),
                               compareFloats(gotLse, p.lse, "lse"),
                               compareFloats(grads[0][0], p.dq, "dq"),
                               compareFloats(grads[0][1], p.dk, "dk"),
-                              compareFloats(grads[0][2], p.dv, "dv"), repeat}));
+                              compareFloats(grads[0][2], p.dv, "dv"),
+                              repeatError(grads)}));
 }
 
 /// Host conversions of the 16-bit types.
@@ -213,19 +218,12 @@ template <typename T> void runCase16(Tester &t, const Case &c) {
     run[1] = downloadAsFloat<T>(t, dk, p.dk.size());
     run[2] = downloadAsFloat<T>(t, dv, p.dv.size());
   }
-  std::string repeat;
-  for (int i = 0; i < 3 && repeat.empty(); ++i)
-    if (std::memcmp(grads[0][i].data(), grads[1][i].data(),
-                    grads[0][i].size() * sizeof(float)) != 0)
-      repeat = format("backward run twice: %s differs", i == 0   ? "dq"
-                                                        : i == 1 ? "dk"
-                                                                 : "dv");
   t.check(std::string(Half16<T>::kName) + " " + c.name,
           firstError({forwardError,
                       test::compareFloats(grads[0][0], p.dq, tol, tol, "dq"),
                       test::compareFloats(grads[0][1], p.dk, tol, tol, "dk"),
                       test::compareFloats(grads[0][2], p.dv, tol, tol, "dv"),
-                      repeat}));
+                      repeatError(grads)}));
 }
 
 void testAttention(Tester &t) {
