@@ -32,7 +32,8 @@ struct StepIO {
   /// The collectives of a program with a mesh (runtime/comm/Comm.h).
   Communicator *comm = nullptr;
   /// The target's stream, library handles and scratch (runtime/Device.h).
-  /// Every pointer above is device memory of this device.
+  /// Every pointer above is device memory of this device, aligned to 64
+  /// bytes (Device::allocate); the generated code relies on it.
   DeviceContext *device = nullptr;
 };
 

@@ -102,6 +102,33 @@ static RankedTensorType tensorType(Value v) {
 
 static ArrayRef<int64_t> dims(Value v) { return tensorType(v).getShape(); }
 
+/// The alignment of byte `offset` of a buffer aligned to `base` bytes (a
+/// power of two).
+static int64_t alignmentAt(int64_t offset, int64_t base) {
+  return offset == 0 ? base : std::min(base, offset & -offset);
+}
+
+/// The element offset of an array with `strides` over loop indices i0, i1,
+/// ... as a C++ expression.
+static std::string indexExpr(ArrayRef<int64_t> strides) {
+  std::string s;
+  for (auto [d, stride] : llvm::enumerate(strides)) {
+    if (stride == 0)
+      continue;
+    if (!s.empty())
+      s += " + ";
+    s += "i" + std::to_string(d) +
+         (stride == 1 ? "" : " * " + std::to_string(stride));
+  }
+  return s.empty() ? std::string("0") : s;
+}
+
+/// Whether the generated CUDA loops over `n` (element offsets below n, grid
+/// strides of at most 2^16 blocks x 256 threads) can count in int.
+static bool narrowIndex(int64_t n) {
+  return n < (int64_t(1) << 31) - (int64_t(1) << 25);
+}
+
 /// `value` as an exact C++ hexadecimal floating literal.
 static std::string hexDouble(double value) {
   char buf[64];
@@ -168,6 +195,12 @@ private:
   std::string type(Value v) {
     return elementTypeFor(tensorType(v).getElementType(), target);
   }
+  /// The alignment in bytes that ptr(v) is known to have (StepIO's buffers
+  /// are kArenaAlignment-aligned; an unrecorded value, its element size).
+  int64_t alignment(Value v) {
+    auto it = alignments.find(v);
+    return it != alignments.end() ? it->second : elementBytes(v);
+  }
   bool cuda() const { return target == CodegenTarget::Cuda; }
   StringRef targetName() const { return cuda() ? "CUDA" : "C++"; }
   /// The opening of a call of runtime kernel `fn`: the target's namespace
@@ -189,6 +222,15 @@ private:
   LogicalResult emitOp(Operation *op);
   LogicalResult emitKernel(Operation *op);
   LogicalResult emitFused(nn::FusedOp op);
+  /// CUDA: the kernel of fused op `op` over the collapsed loop nest
+  /// `extents`, where array a (the results, then the inputs) steps by
+  /// strides[a]; argNames names the body's arguments, `compute` computes
+  /// resultNames from them.
+  LogicalResult emitFusedKernel(nn::FusedOp op, ArrayRef<int64_t> extents,
+                                ArrayRef<SmallVector<int64_t>> strides,
+                                ArrayRef<std::string> argNames,
+                                StringRef compute,
+                                ArrayRef<std::string> resultNames);
   LogicalResult emitScalar(Operation *op, DenseMap<Value, std::string> &scalars,
                            raw_ostream &body);
   LogicalResult emitMatmul(Operation *op);
@@ -220,6 +262,7 @@ private:
   CodegenTarget target;
   raw_ostream &os;
   DenseMap<Value, std::string> names;
+  DenseMap<Value, int64_t> alignments;
   /// Results of non-blocking collectives not waited for yet: their request.
   llvm::MapVector<Value, std::string> pending;
   std::string globals;
@@ -236,6 +279,7 @@ void Emitter::defineResults(Operation *op) {
     os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)(io.arena + {2});\n", type(r), name,
                   offset);
     names[r] = name;
+    alignments[r] = offset >= 0 ? alignmentAt(offset, kArenaAlignment) : 1;
   }
 }
 
@@ -264,6 +308,10 @@ LogicalResult Emitter::emit(StringRef name) {
       body << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)io.inputs[{2}];\n", t, n,
                       slots[i].offset);
     inner.names[arg] = n;
+    inner.alignments[arg] =
+        slots[i].kind == ArgSlot::Param
+            ? alignmentAt(slots[i].offset, kArenaAlignment)
+            : kArenaAlignment;
   }
   for (Operation &op : func.getBody().front())
     if (failed(inner.emitOp(&op)))
@@ -292,6 +340,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
       os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *){2} + {3};\n",
                     type(r), name, ptr(split.getInput()), offset);
       names[r] = name;
+      alignments[r] = alignmentAt(offset * elementBytes(r),
+                                  alignment(split.getInput()));
       offset += dims(r)[axis] * inner;
     }
     return success();
@@ -304,6 +354,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
     os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *){2};\n", type(op->getResult(0)), name,
                   base);
     names[op->getResult(0)] = name;
+    alignments[op->getResult(0)] = alignment(op->getOperand(0));
     return success();
   }
   // A folded concat: its operands were written in place (producerLayout).
@@ -616,11 +667,11 @@ void Emitter::emitCudaLoop(StringRef name, StringRef params, int64_t total,
                                        int64_t(1) << 16);
   std::string kernel;
   llvm::raw_string_ostream k(kernel);
+  StringRef index = narrowIndex(total) ? "int" : "int64_t";
   k << formatv("__global__ void __launch_bounds__({0}) {1}({2}) {{\n"
-               "  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + "
-               "threadIdx.x; t < {3}; t += int64_t(gridDim.x) * blockDim.x) "
-               "{{\n",
-               kThreads, name, params, total);
+               "  for ({4} t = blockIdx.x * {4}(blockDim.x) + threadIdx.x; "
+               "t < {3}; t += {4}(gridDim.x) * blockDim.x) {{\n",
+               kThreads, name, params, total, index);
   for (StringRef line : llvm::split(body, '\n'))
     if (!line.empty())
       k << "    " << line << "\n";
@@ -917,68 +968,37 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
   }
   int64_t q = extents.size();
   int64_t total = product(shape);
-  auto index = [&](size_t a) {
-    std::string s;
-    for (int64_t d = 0; d < q; ++d) {
-      if (cs[a][d] == 0)
-        continue;
-      if (!s.empty())
-        s += " + ";
-      s += "i" + std::to_string(d) +
-           (cs[a][d] == 1 ? "" : " * " + std::to_string(cs[a][d]));
-    }
-    return s.empty() ? std::string("0") : s;
-  };
   // The loop body: load every input element, compute, store the results.
   Block &body = op.getBody().front();
   DenseMap<Value, std::string> scalars;
   size_t numResults = op.getNumResults();
-  std::string code;
-  llvm::raw_string_ostream bodyOs(code);
-  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
-    std::string name = "s" + std::to_string(counter++);
-    bodyOs << formatv("const {0} {1} = {2}[{3}];\n", type(arg), name,
-                      ptr(op.getOperand(i)), index(numResults + i));
-    scalars[arg] = name;
+  SmallVector<std::string> argNames;
+  for (BlockArgument arg : body.getArguments()) {
+    argNames.push_back("s" + std::to_string(counter++));
+    scalars[arg] = argNames.back();
   }
+  std::string compute;
+  llvm::raw_string_ostream computeOs(compute);
   for (Operation &inner : body.without_terminator())
-    if (failed(emitScalar(&inner, scalars, bodyOs)))
+    if (failed(emitScalar(&inner, scalars, computeOs)))
       return failure();
   auto yield = cast<nn::YieldOp>(body.getTerminator());
-  for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    bodyOs << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)), index(i),
-                      scalars.lookup(v));
 
-  if (cuda()) {
-    // One thread per element: the loop indices from the flat index t.
-    std::string kernelBody, params, args;
-    llvm::raw_string_ostream kb(kernelBody);
-    if (q > 0)
-      kb << "int64_t rest = t;\n";
-    for (int64_t d = q - 1; d >= 0; --d) {
-      if (d == 0)
-        kb << "const int64_t i0 = rest;\n";
-      else
-        kb << formatv("const int64_t i{0} = rest % {1};\nrest /= {1};\n", d,
-                      extents[d]);
-    }
-    kb << code;
-    // Parameters: the results, then each distinct input pointer.
-    llvm::SetVector<Value> arrays;
-    for (Value r : op.getResults())
-      arrays.insert(r);
-    for (Value in : op.getInputs())
-      arrays.insert(in);
-    for (Value a : arrays) {
-      bool result = a.getDefiningOp() == op.getOperation();
-      params += (params.empty() ? "" : ", ") + std::string(result ? "" : "const ") +
-                type(a) + " *" + ptr(a);
-      args += (args.empty() ? "" : ", ") + ptr(a);
-    }
-    emitCudaLoop("fused" + std::to_string(counter++), params, total, kernelBody,
-                 args);
-    return success();
-  }
+  if (cuda())
+    return emitFusedKernel(op, extents, cs, argNames, compute,
+                           llvm::map_to_vector(yield.getValues(), [&](Value v) {
+                             return scalars.lookup(v);
+                           }));
+  std::string code;
+  llvm::raw_string_ostream bodyOs(code);
+  for (auto [i, name] : llvm::enumerate(argNames))
+    bodyOs << formatv("const {0} {1} = {2}[{3}];\n", type(body.getArgument(i)),
+                      name, ptr(op.getOperand(i)),
+                      indexExpr(cs[numResults + i]));
+  bodyOs << compute;
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    bodyOs << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)),
+                      indexExpr(cs[i]), scalars.lookup(v));
   std::string indent = "  ";
   os << "  {\n";
   bool parallel = q > 0 && total >= 16384;
@@ -1002,6 +1022,115 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
     os << indent << "}\n";
   }
   os << "  }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitFusedKernel(nn::FusedOp op,
+                                       ArrayRef<int64_t> extents,
+                                       ArrayRef<SmallVector<int64_t>> strides,
+                                       ArrayRef<std::string> argNames,
+                                       StringRef compute,
+                                       ArrayRef<std::string> resultNames) {
+  size_t numResults = op.getNumResults();
+  int64_t q = extents.size(), total = product(extents);
+  auto array = [&](size_t a) {
+    return a < numResults ? op.getResult(a) : op.getOperand(a - numResults);
+  };
+  // Each thread runs `width` consecutive elements of the innermost dim
+  // (loads and stores of up to 16 bytes) where every array steps over that
+  // dim by 1 or 0 (broadcast) and each one stepping by 1 is aligned to its
+  // words at every vector's first element; one element otherwise.
+  auto vectorized = [&](size_t a) { return q > 0 && strides[a][q - 1] == 1; };
+  auto fits = [&](int64_t width) {
+    if (extents[q - 1] % width != 0)
+      return false;
+    for (size_t a = 0; a < strides.size(); ++a) {
+      if (strides[a][q - 1] > 1)
+        return false;
+      if (!vectorized(a))
+        continue;
+      int64_t word = std::min<int64_t>(16, width * elementBytes(array(a)));
+      if (alignment(array(a)) % word != 0 ||
+          llvm::any_of(ArrayRef<int64_t>(strides[a]).drop_back(),
+                       [&](int64_t s) { return s % width != 0; }))
+        return false;
+    }
+    return true;
+  };
+  int64_t width = 1;
+  if (q > 0) {
+    int64_t minBytes = 8;
+    for (size_t a = 0; a < strides.size(); ++a)
+      if (vectorized(a))
+        minBytes = std::min(minBytes, elementBytes(array(a)));
+    width = std::min<int64_t>(8, 16 / minBytes);
+    while (width > 1 && !fits(width))
+      width /= 2;
+  }
+  // The loop indices of vector (element) t's first element.
+  std::string index = narrowIndex(total) ? "int" : "int64_t";
+  std::string kernelBody;
+  llvm::raw_string_ostream kb(kernelBody);
+  if (q > 0)
+    kb << index << " rest = t;\n";
+  for (int64_t d = q - 1; d >= 0; --d) {
+    int64_t extent = d == q - 1 ? extents[d] / width : extents[d];
+    std::string i = d == 0 ? "rest" : formatv("rest % {0}", extent).str();
+    if (d == q - 1 && width > 1)
+      i = formatv(d == 0 ? "{0} * {1}" : "({0}) * {1}", i, width);
+    kb << formatv("const {0} i{1} = {2};\n", index, d, i);
+    if (d > 0)
+      kb << formatv("rest /= {0};\n", extent);
+  }
+  Block &body = op.getBody().front();
+  std::string laneLoads;
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    size_t a = numResults + i;
+    std::string t = type(body.getArgument(i)), at = indexExpr(strides[a]);
+    if (width > 1 && vectorized(a)) {
+      kb << formatv("{0} x{1}[{2}];\nautopar::rt::cuda::loadVector<{2}>(x{1}, "
+                    "{3} + ({4}));\n",
+                    t, i, width, ptr(array(a)), at);
+      laneLoads += formatv("  const {0} {1} = x{2}[l];\n", t, name, i).str();
+    } else {
+      kb << formatv("const {0} {1} = {2}[{3}];\n", t, name, ptr(array(a)), at);
+    }
+  }
+  if (width > 1) {
+    for (size_t i = 0; i < numResults; ++i)
+      kb << formatv("{0} r{1}[{2}];\n", type(array(i)), i, width);
+    kb << formatv("#pragma unroll\nfor (int l = 0; l < {0}; ++l) {{\n{1}",
+                  width, laneLoads);
+    for (StringRef line : llvm::split(compute, '\n'))
+      if (!line.empty())
+        kb << "  " << line << "\n";
+    for (size_t i = 0; i < numResults; ++i)
+      kb << formatv("  r{0}[l] = {1};\n", i, resultNames[i]);
+    kb << "}\n";
+    for (size_t i = 0; i < numResults; ++i)
+      kb << formatv("autopar::rt::cuda::storeVector<{0}>({1} + ({2}), r{3});\n",
+                    width, ptr(array(i)), indexExpr(strides[i]), i);
+  } else {
+    kb << compute;
+    for (size_t i = 0; i < numResults; ++i)
+      kb << formatv("{0}[{1}] = {2};\n", ptr(array(i)), indexExpr(strides[i]),
+                    resultNames[i]);
+  }
+  // Parameters: the results, then each distinct input pointer.
+  llvm::SetVector<Value> arrays;
+  for (Value r : op.getResults())
+    arrays.insert(r);
+  for (Value in : op.getInputs())
+    arrays.insert(in);
+  std::string params, args;
+  for (Value a : arrays) {
+    bool result = a.getDefiningOp() == op.getOperation();
+    params += (params.empty() ? "" : ", ") +
+              std::string(result ? "" : "const ") + type(a) + " *" + ptr(a);
+    args += (args.empty() ? "" : ", ") + ptr(a);
+  }
+  emitCudaLoop("fused" + std::to_string(counter++), params, total / width,
+               kernelBody, args);
   return success();
 }
 

@@ -25,6 +25,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace autopar::rt::cuda {
 
@@ -159,6 +161,46 @@ void accumulateInto(DeviceContext &ctx, __half *dst, const __half *src,
 
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);
+
+// For the emitter's fused elementwise kernels: V consecutive elements at p,
+// moved in the widest words (at most 16 bytes) that V * sizeof(T) is a
+// multiple of; p must be aligned to that word (the emitter checks).
+template <int V, typename T> struct VectorWord {
+  static constexpr int kBytes = V * static_cast<int>(sizeof(T));
+  static constexpr int kWordBytes = kBytes % 16 == 0  ? 16
+                                    : kBytes % 8 == 0 ? 8
+                                    : kBytes % 4 == 0 ? 4
+                                    : kBytes % 2 == 0 ? 2
+                                                      : 1;
+  using Word = std::conditional_t<
+      kWordBytes == 16, uint4,
+      std::conditional_t<
+          kWordBytes == 8, uint2,
+          std::conditional_t<
+              kWordBytes == 4, uint32_t,
+              std::conditional_t<kWordBytes == 2, uint16_t, uint8_t>>>>;
+  static constexpr int kWords = kBytes / kWordBytes;
+};
+
+template <int V, typename T>
+__device__ __forceinline__ void loadVector(T (&x)[V], const T *p) {
+  using W = VectorWord<V, T>;
+  typename W::Word words[W::kWords];
+#pragma unroll
+  for (int i = 0; i < W::kWords; ++i)
+    words[i] = reinterpret_cast<const typename W::Word *>(p)[i];
+  memcpy(x, words, sizeof(words));
+}
+
+template <int V, typename T>
+__device__ __forceinline__ void storeVector(T *p, const T (&x)[V]) {
+  using W = VectorWord<V, T>;
+  typename W::Word words[W::kWords];
+  memcpy(words, x, sizeof(words));
+#pragma unroll
+  for (int i = 0; i < W::kWords; ++i)
+    reinterpret_cast<typename W::Word *>(p)[i] = words[i];
+}
 
 } // namespace autopar::rt::cuda
 
