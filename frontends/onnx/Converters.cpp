@@ -72,6 +72,14 @@ FailureOr<int64_t> axisAttr(NodeContext &ctx, int64_t dflt, int64_t rank) {
 //===----------------------------------------------------------------------===//
 
 /// Fails unless the shapes of inputs 0 and 1 broadcast.
+/// A rank-0 constant `v` of element type `t` (broadcasts against anything).
+Value scalarConstant(OpBuilder &b, Location loc, Type t, double v) {
+  auto type = RankedTensorType::get({}, t);
+  Attribute a = isa<FloatType>(t) ? Attribute(b.getFloatAttr(t, v))
+                                  : Attribute(b.getIntegerAttr(t, int64_t(v)));
+  return nn::ConstantOp::create(b, loc, DenseElementsAttr::get(type, a));
+}
+
 LogicalResult checkBroadcast(NodeContext &ctx) {
   if (failed(nn::broadcastShapes(ctx.inputType(0).getShape(),
                                  ctx.inputType(1).getShape())))
@@ -365,11 +373,8 @@ LogicalResult decomposeSoftmaxCrossEntropy(NodeContext &ctx, Value scores,
   auto labelsType = cast<RankedTensorType>(labels.getType());
   Type ft = scoresType.getElementType();
   int64_t rank = scoresType.getRank(), classes = scoresType.getDimSize(1);
-  auto scalar = [&](Type t, double v) -> Value {
-    auto type = RankedTensorType::get({}, t);
-    Attribute a = isa<FloatType>(t) ? Attribute(b.getFloatAttr(t, v))
-                                    : Attribute(b.getIntegerAttr(t, int64_t(v)));
-    return nn::ConstantOp::create(b, loc, DenseElementsAttr::get(type, a));
+  auto scalar = [&](Type t, double v) {
+    return scalarConstant(b, loc, t, v);
   };
   Value max = nn::ReduceMaxOp::create(b, loc, scores, {1}, true);
   Value shifted = nn::SubOp::create(b, loc, scores, max);
@@ -978,6 +983,138 @@ LogicalResult convertRange(NodeContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
+// Activations built from elementwise ops
+//===----------------------------------------------------------------------===//
+
+/// The ops of a decomposed activation of x (autodiff differentiates the
+/// composition). Every branch of a select is computed on values that keep it
+/// finite (exp of the clamped input), so no inf * 0 reaches a gradient, and
+/// each select takes PyTorch's side at the kink (the gradient there is
+/// torch's: x > 0 selects x, everything else the negative branch).
+struct Activation {
+  OpBuilder &b;
+  Location loc;
+  Type et;
+
+  Value scalar(double v) { return scalarConstant(b, loc, et, v); }
+  Value cmp(nn::ComparePredicate p, Value x, Value y) {
+    return nn::CompareOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return nn::WhereOp::create(b, loc, c, x, y);
+  }
+  Value add(Value x, Value y) { return nn::AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return nn::SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return nn::MulOp::create(b, loc, x, y); }
+  Value positive(Value x) {
+    return cmp(nn::ComparePredicate::gt, x, scalar(0.0));
+  }
+  /// alpha (exp(x / scale) - 1) for x <= 0 and x for x > 0 (Elu, Celu).
+  Value elu(Value x, double alpha, double scale) {
+    Value c = positive(x);
+    Value negative = select(c, scalar(0.0), x);
+    if (scale != 1.0)
+      negative = nn::DivOp::create(b, loc, negative, scalar(scale));
+    Value expm1 = sub(nn::ExpOp::create(b, loc, negative), scalar(1.0));
+    return select(c, x, mul(scalar(alpha), expm1));
+  }
+  /// ln(1 + exp(x)) as max(x, 0) + ln(1 + exp(-|x|)).
+  Value softplus(Value x) {
+    Value c = positive(x);
+    Value negAbs = select(c, nn::NegOp::create(b, loc, x), x);
+    Value log1p = nn::LogOp::create(
+        b, loc, add(scalar(1.0), nn::ExpOp::create(b, loc, negAbs)));
+    return add(select(c, x, scalar(0.0)), log1p);
+  }
+  /// max(0, min(1, alpha x + beta)), its gradient alpha strictly inside.
+  Value hardSigmoid(Value x, double alpha, double beta) {
+    Value y = add(mul(scalar(alpha), x), scalar(beta));
+    y = select(cmp(nn::ComparePredicate::le, y, scalar(0.0)), scalar(0.0), y);
+    return select(cmp(nn::ComparePredicate::ge, y, scalar(1.0)), scalar(1.0),
+                  y);
+  }
+};
+
+/// A converter of a float activation computing output 0 from input 0.
+ConvertFn activation(
+    std::function<Value(NodeContext &, Activation &, Value)> build) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    Type et = ctx.inputType(0).getElementType();
+    if (!isa<FloatType>(et))
+      return ctx.fail("element type " + typeString(et) + " is not supported");
+    FailureOr<Value> x = ctx.input(0);
+    if (failed(x))
+      return failure();
+    Activation a{ctx.builder(), ctx.loc(), et};
+    ctx.setOutput(0, build(ctx, a, *x));
+    return success();
+  };
+}
+
+LogicalResult convertPRelu(NodeContext &ctx) {
+  RankedTensorType x = ctx.inputType(0), slope = ctx.inputType(1);
+  if (!isa<FloatType>(x.getElementType()))
+    return ctx.fail("element type " + typeString(x.getElementType()) +
+                    " is not supported");
+  if (slope.getElementType() != x.getElementType())
+    return ctx.fail("slope's element type differs from X's");
+  FailureOr<SmallVector<int64_t>> shape =
+      nn::broadcastShapes(x.getShape(), slope.getShape());
+  if (failed(shape) || ArrayRef<int64_t>(*shape) != x.getShape())
+    return ctx.fail("slope shape " + shapeToString(slope.getShape()) +
+                    " does not broadcast to X's " +
+                    shapeToString(x.getShape()));
+  FailureOr<Value> in = ctx.input(0), s = ctx.input(1);
+  if (failed(in) || failed(s))
+    return failure();
+  Activation a{ctx.builder(), ctx.loc(), x.getElementType()};
+  ctx.setOutput(0, a.select(a.positive(*in), *in, a.mul(*s, *in)));
+  return success();
+}
+
+LogicalResult convertAbs(NodeContext &ctx) {
+  Type et = ctx.inputType(0).getElementType();
+  if (et.isInteger(1) || (isa<IntegerType>(et) && !et.isSignlessInteger()))
+    return ctx.fail("element type " + typeString(et) + " is not supported");
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  Activation a{ctx.builder(), ctx.loc(), et};
+  ctx.setOutput(0, a.select(a.cmp(nn::ComparePredicate::lt, *x, a.scalar(0)),
+                            nn::NegOp::create(a.b, a.loc, *x), *x));
+  return success();
+}
+
+/// Clip(x, min, max) = min(max(x, min), max); min and max are optional
+/// scalars (so min > max gives max, and NaN stays NaN). The gradient passes
+/// where min <= x <= max, as torch.clamp's.
+LogicalResult convertClip(NodeContext &ctx) {
+  Type et = ctx.inputType(0).getElementType();
+  if (et.isInteger(1))
+    return ctx.fail("element type " + typeString(et) + " is not supported");
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  Activation a{ctx.builder(), ctx.loc(), et};
+  Value y = *x;
+  for (unsigned i : {1u, 2u}) {
+    if (!ctx.hasInput(i))
+      continue;
+    if (ctx.inputType(i).getRank() != 0 ||
+        ctx.inputType(i).getElementType() != et)
+      return ctx.fail(std::string(i == 1 ? "min" : "max") +
+                      " must be a scalar of the input's type");
+    FailureOr<Value> bound = ctx.input(i);
+    if (failed(bound))
+      return failure();
+    auto p = i == 1 ? nn::ComparePredicate::lt : nn::ComparePredicate::gt;
+    y = a.select(a.cmp(p, y, *bound), *bound, y);
+  }
+  ctx.setOutput(0, y);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // The table
 //===----------------------------------------------------------------------===//
 
@@ -1002,6 +1139,69 @@ std::vector<OpConverter> buildTable() {
       {"Relu", {13, 14}, {}, unary<nn::ReluOp>(HostUnary::Relu, false), ""},
       {"Sigmoid", {13}, {}, unary<nn::SigmoidOp>(HostUnary::Sigmoid, true),
        ""},
+      {"Abs", {13}, {}, convertAbs, "x < 0 ? -x : x"},
+      {"Clip", {13}, {}, convertClip,
+       "min and max scalars; min(max(x, min), max)"},
+      {"Celu", {12}, {"alpha"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         double alpha = ctx.floatAttr("alpha", 1.0);
+         return a.elu(x, alpha, alpha);
+       }),
+       "decomposed (Where, Exp)"},
+      {"Elu", {6}, {"alpha"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         return a.elu(x, ctx.floatAttr("alpha", 1.0), 1.0);
+       }),
+       "decomposed (Where, Exp)"},
+      {"Selu", {6}, {"alpha", "gamma"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         return a.mul(a.scalar(ctx.floatAttr("gamma", 1.05070102214813232)),
+                      a.elu(x, ctx.floatAttr("alpha", 1.67326319217681884),
+                            1.0));
+       }),
+       "decomposed (Where, Exp)"},
+      {"LeakyRelu", {6, 16}, {"alpha"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         return a.select(a.positive(x), x,
+                         a.mul(a.scalar(ctx.floatAttr("alpha", 0.01)), x));
+       }),
+       "decomposed (Where)"},
+      {"PRelu", {9, 16}, {}, convertPRelu, "decomposed (Where)"},
+      {"ThresholdedRelu", {10}, {"alpha"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         Value alpha = a.scalar(ctx.floatAttr("alpha", 1.0));
+         return a.select(a.cmp(nn::ComparePredicate::gt, x, alpha), x,
+                         a.scalar(0.0));
+       }),
+       "decomposed (Where)"},
+      {"Softplus", {1}, {},
+       activation([](NodeContext &, Activation &a, Value x) {
+         return a.softplus(x);
+       }),
+       "max(x, 0) + ln(1 + exp(-|x|))"},
+      {"Mish", {18}, {},
+       activation([](NodeContext &, Activation &a, Value x) {
+         return a.mul(x, nn::TanhOp::create(a.b, a.loc, a.softplus(x)));
+       }),
+       "x tanh(softplus(x))"},
+      {"Softsign", {1}, {},
+       activation([](NodeContext &, Activation &a, Value x) {
+         Value abs = a.select(a.cmp(nn::ComparePredicate::lt, x, a.scalar(0)),
+                              nn::NegOp::create(a.b, a.loc, x), x);
+         return nn::DivOp::create(a.b, a.loc, x, a.add(a.scalar(1.0), abs));
+       }),
+       "x / (1 + |x|)"},
+      {"HardSigmoid", {6}, {"alpha", "beta"},
+       activation([](NodeContext &ctx, Activation &a, Value x) {
+         return a.hardSigmoid(x, ctx.floatAttr("alpha", 0.2),
+                              ctx.floatAttr("beta", 0.5));
+       }),
+       "decomposed (Where)"},
+      {"HardSwish", {14}, {},
+       activation([](NodeContext &, Activation &a, Value x) {
+         return a.mul(x, a.hardSigmoid(x, 1.0 / 6.0, 0.5));
+       }),
+       "x HardSigmoid(x) with alpha 1/6, beta 1/2"},
       {"Equal", {13}, {}, compare(P::eq, HostBinary::Equal), ""},
       {"Less", {13}, {}, compare(P::lt, HostBinary::Less), ""},
       {"LessOrEqual", {12, 16}, {},

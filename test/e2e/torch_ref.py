@@ -154,6 +154,89 @@ def _register_elementwise():
 _register_elementwise()
 
 
+# Activations through torch's own functions (their gradients are the ones
+# PyTorch trains with); ONNX attributes away from torch's fixed constants
+# through the ONNX formula.
+@op("LeakyRelu", ("alpha",))
+def _leaky_relu(ins, attrs, n_out):
+    return F.leaky_relu(ins[0], attrs.get("alpha", 0.01))
+
+
+@op("PRelu")
+def _prelu(ins, attrs, n_out):
+    x, slope = ins
+    return torch.where(x > 0, x, slope * x)
+
+
+@op("Elu", ("alpha",))
+def _elu(ins, attrs, n_out):
+    return F.elu(ins[0], attrs.get("alpha", 1.0))
+
+
+@op("Celu", ("alpha",))
+def _celu(ins, attrs, n_out):
+    return F.celu(ins[0], attrs.get("alpha", 1.0))
+
+
+@op("Selu", ("alpha", "gamma"))
+def _selu(ins, attrs, n_out):
+    alpha = attrs.get("alpha", 1.6732632423543772)
+    gamma = attrs.get("gamma", 1.0507009873554805)
+    if (abs(alpha - 1.6732632423543772) < 1e-6 and
+            abs(gamma - 1.0507009873554805) < 1e-6):
+        return F.selu(ins[0])
+    return gamma * F.elu(ins[0], alpha)
+
+
+@op("ThresholdedRelu", ("alpha",))
+def _thresholded_relu(ins, attrs, n_out):
+    x = ins[0]
+    return torch.where(x > attrs.get("alpha", 1.0), x, torch.zeros_like(x))
+
+
+@op("Softplus")
+def _softplus(ins, attrs, n_out):
+    return F.softplus(ins[0])
+
+
+@op("Softsign")
+def _softsign(ins, attrs, n_out):
+    return F.softsign(ins[0])
+
+
+@op("Mish")
+def _mish(ins, attrs, n_out):
+    return F.mish(ins[0])
+
+
+@op("HardSigmoid", ("alpha", "beta"))
+def _hard_sigmoid(ins, attrs, n_out):
+    alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
+    if abs(alpha - 1.0 / 6.0) < 1e-7 and beta == 0.5:
+        return F.hardsigmoid(ins[0])
+    return torch.clamp(alpha * ins[0] + beta, 0.0, 1.0)
+
+
+@op("HardSwish")
+def _hard_swish(ins, attrs, n_out):
+    return F.hardswish(ins[0])
+
+
+@op("Abs")
+def _abs(ins, attrs, n_out):
+    return torch.abs(ins[0])
+
+
+@op("Clip")
+def _clip(ins, attrs, n_out):
+    x, lo, hi = ins[0], optional_input(ins, 1), optional_input(ins, 2)
+    if lo is not None:
+        x = torch.maximum(x, lo)
+    if hi is not None:
+        x = torch.minimum(x, hi)
+    return x
+
+
 @op("Div")
 def _div(ins, attrs, n_out):
     a, b = ins
