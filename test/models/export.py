@@ -39,8 +39,10 @@ def parse_args(argv=None):
     p.add_argument("--dynamic-batch", action="store_true",
                    help='make dim 0 of both inputs symbolic ("batch")')
     p.add_argument("--tied", action="store_true", help="tie lm_head.weight to wte.weight (gpt)")
-    p.add_argument("--activation", choices=models.ACTIVATIONS, default="gelu",
-                   help="MLP activation (gpt only)")
+    p.add_argument("--activation", default="gelu",
+                   help="MLP activation (gpt only): one of " +
+                   ", ".join(models.ACTIVATIONS) +
+                   ", or a comma-separated list, one per layer (cycling)")
     p.add_argument("--no-constant-folding", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", required=True)
@@ -56,6 +58,9 @@ def parse_args(argv=None):
                 "needs opset >= 12")
     if args.model == "bert" and args.tied:
         p.error("--tied is only supported with --model gpt")
+    for name in args.activation.split(","):
+        if name not in models.ACTIVATIONS:
+            p.error(f"--activation {name!r}: expected one of {', '.join(models.ACTIVATIONS)}")
     if args.model == "bert" and args.activation != "gelu":
         p.error("--activation is only supported with --model gpt")
     return args

@@ -15,17 +15,32 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "mish", "leaky_relu",
+               "prelu", "elu", "selu", "celu", "softplus", "hardswish",
+               "hardsigmoid")
 
 
 def make_activation(name):
-    if name == "gelu":
-        return nn.GELU()  # exact (erf) form
-    if name == "gelu_tanh":
-        return nn.GELU(approximate="tanh")
-    if name == "relu":
-        return nn.ReLU()
-    raise ValueError(f"unknown activation {name!r}; expected one of {ACTIVATIONS}")
+    """An MLP activation by name; "a,b,..." names one per layer, cycling
+    (layer_activation picks a layer's)."""
+    simple = {"gelu": nn.GELU,  # exact (erf) form
+              "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+              "relu": nn.ReLU, "silu": nn.SiLU, "mish": nn.Mish,
+              "leaky_relu": lambda: nn.LeakyReLU(0.1), "prelu": nn.PReLU,
+              "elu": lambda: nn.ELU(0.8), "selu": nn.SELU,
+              "celu": lambda: nn.CELU(1.5), "softplus": nn.Softplus,
+              "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid}
+    names = name.split(",")
+    for n in names:
+        if n not in simple:
+            raise ValueError(f"unknown activation {n!r}; expected one of {ACTIVATIONS}")
+    return simple[names[0]]()
+
+
+def layer_activation(name, layer):
+    """Layer `layer`'s activation name of a (comma-separated) list."""
+    names = name.split(",")
+    return names[layer % len(names)]
 
 
 def check_dims(d_model, n_heads):
@@ -102,7 +117,8 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(vocab, d_model)
         self.wpe = nn.Embedding(seq_len, d_model)
         self.h = nn.ModuleList(
-            [GPTBlock(d_model, n_heads, seq_len, activation) for _ in range(n_layers)])
+            [GPTBlock(d_model, n_heads, seq_len, layer_activation(activation, i))
+             for i in range(n_layers)])
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
         if tied:
