@@ -512,15 +512,22 @@ bool Compiler::markParams(func::FuncOp func) {
   std::string where = planName();
   std::vector<bool> frozenUsed(plan.frozen.size());
   Builder b(&context);
+  bool anyTrainable = false;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
+    bool frozen = false;
     for (auto [k, pattern] : llvm::enumerate(plan.frozen))
       if (globMatch(pattern, name.getValue().str())) {
-        frozenUsed[k] = true;
+        frozenUsed[k] = frozen = true;
         func.setArgAttr(i, nn::NNDialect::kFrozenAttr, b.getUnitAttr());
       }
+    anyTrainable |= !frozen &&
+                    !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
+                    isa<FloatType>(
+                        cast<ShapedType>(func.getArgument(i).getType())
+                            .getElementType());
     if (globMatchAny(plan.optimizer.noDecay, name.getValue().str()))
       func.setArgAttr(i, nn::NNDialect::kNoDecayAttr, b.getUnitAttr());
   }
@@ -529,6 +536,10 @@ bool Compiler::markParams(func::FuncOp func) {
       return fail(formatv("{0}: frozen[{1}]: \"{2}\" matches no initializer "
                           "of {3}",
                           where, k, plan.frozen[k], o.model));
+  if (!anyTrainable && !plan.frozen.empty())
+    return fail(formatv("{0}: frozen: every parameter of {1} is frozen: "
+                        "nothing to train",
+                        where, o.model));
   return true;
 }
 

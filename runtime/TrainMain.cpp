@@ -764,12 +764,13 @@ double Trainer::evaluate() {
 
 /// JSON of the bytes the collectives moved since the last reset.
 std::string commBytesJson(const Communicator &comm) {
+  using autopar::rt::jsonExactNumber;
   return "{\"all_reduce\":" +
-         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::AllReduce)) +
+         jsonExactNumber(comm.bytes(CollectiveKind::AllReduce)) +
          ",\"reduce_scatter\":" +
-         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::ReduceScatter)) +
+         jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter)) +
          ",\"all_gather\":" +
-         autopar::rt::jsonNumber(comm.bytes(CollectiveKind::AllGather)) + "}";
+         jsonExactNumber(comm.bytes(CollectiveKind::AllGather)) + "}";
 }
 
 Status Trainer::run() {

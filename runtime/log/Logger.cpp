@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -18,6 +19,18 @@ std::string jsonNumber(double value) {
     return "null";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.9g", value);
+  return buf;
+}
+
+std::string jsonExactNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  char buf[64];
+  for (int digits = 9; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value)
+      break;
+  }
   return buf;
 }
 

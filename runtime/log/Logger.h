@@ -35,6 +35,9 @@ struct StepRecord {
 
 /// Formats a double as a JSON number (%.9g), or null when not finite.
 std::string jsonNumber(double value);
+/// The same with as many digits as `value` needs to read back exactly
+/// (at most 17): for values checked against the compiler's report.
+std::string jsonExactNumber(double value);
 
 class Logger {
 public:

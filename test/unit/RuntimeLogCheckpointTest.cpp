@@ -212,6 +212,12 @@ TEST(RuntimeLoggerTest, JsonNumbers) {
   EXPECT_EQ(jsonNumber(1e-20), "1e-20");
   EXPECT_EQ(jsonNumber(NAN), "null");
   EXPECT_EQ(jsonNumber(-INFINITY), "null");
+  // Exact: the fewest digits (at least 9) that read back to the same double.
+  EXPECT_EQ(jsonExactNumber(0.1), "0.1");
+  EXPECT_EQ(jsonExactNumber(224005.0), "224005");
+  EXPECT_EQ(jsonExactNumber(672016.0 / 3.0), "224005.33333333334");
+  EXPECT_EQ(std::strtod(jsonExactNumber(1.0 / 3.0).c_str(), nullptr), 1.0 / 3.0);
+  EXPECT_EQ(jsonExactNumber(NAN), "null");
 }
 
 //===----------------------------------------------------------------------===//
