@@ -597,32 +597,49 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 /// dscale[j] and dbias[j]: the partials of layerNormBackwardKernel added
-/// in block order.
+/// in a fixed order. A block of kFinalBlock threads takes 32 adjacent
+/// columns (each warp reads 32 consecutive doubles of a partial row): warp
+/// w adds partials w, w + W, w + 2W, ... (W warps), then the block adds
+/// the warps' sums in warp order.
 template <typename T>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kFinalBlock)
     layerNormParamGradKernel(const double *partial, int64_t numPartials,
                              int64_t cols, T *dscale, T *dbias) {
-  for (int64_t j = threadIndex(); j < cols; j += threadCount()) {
-    double s = 0, b = 0;
-    for (int64_t p = 0; p < numPartials; ++p) {
+  constexpr int kWarps = kFinalBlock / kWarp;
+  __shared__ double sums[2][kWarps][kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t j = blockIdx.x * int64_t{kWarp} + lane;
+  double s = 0, b = 0;
+  if (j < cols)
+    for (int64_t p = warp; p < numPartials; p += kWarps) {
       s += partial[2 * cols * p + j];
       b += partial[2 * cols * p + cols + j];
     }
-    if (dscale)
-      dscale[j] = fromFloat<T>(static_cast<float>(s));
-    if (dbias)
-      dbias[j] = fromFloat<T>(static_cast<float>(b));
+  sums[0][warp][lane] = s;
+  sums[1][warp][lane] = b;
+  __syncthreads();
+  if (warp != 0 || j >= cols)
+    return;
+  s = b = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    s += sums[0][w][lane];
+    b += sums[1][w][lane];
   }
+  if (dscale)
+    dscale[j] = fromFloat<T>(static_cast<float>(s));
+  if (dbias)
+    dbias[j] = fromFloat<T>(static_cast<float>(b));
 }
 
 /// Blocks of layerNormBackwardKernel: a function of the shape only (not
 /// of the device's SM count), so the sums do not depend on the GPU; at
-/// most 256, fewer for wide rows so that the partials stay within 16 MiB.
+/// most 1024 (a full wave of 256-thread blocks on 128 SMs), fewer for wide
+/// rows so that the partials stay within 16 MiB.
 int64_t layerNormBackwardBlocks(int64_t rows, int64_t cols) {
   const int64_t cap = std::max<int64_t>(
       1,
       (int64_t{16} << 20) / (2 * cols * static_cast<int64_t>(sizeof(double))));
-  return std::max<int64_t>(1, std::min({rows, int64_t{256}, cap}));
+  return std::max<int64_t>(1, std::min({rows, int64_t{1024}, cap}));
 }
 
 template <typename T>
@@ -654,7 +671,9 @@ void layerNormBackwardT(DeviceContext &ctx, const T *x, const T *scale,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   if (!paramGrads)
     return;
-  layerNormParamGradKernel<<<gridFor(ctx, cols), kBlock, 0, ctx.stream>>>(
+  layerNormParamGradKernel<<<static_cast<unsigned>((cols + kWarp - 1) /
+                                                    kWarp),
+                             kFinalBlock, 0, ctx.stream>>>(
       partial, numBlocks, cols, dscale, dbias);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }

@@ -686,7 +686,8 @@ void testCrossEntropy16(Tester &t, Float16Kind kind, int64_t outer,
 
 void testNormalizations(Tester &t) {
   const int64_t lnShapes[][2] = {{1, 1},     {3, 7},     {64, 768}, {5, 1000},
-                                 {300, 257}, {1030, 33}, {2, 5000}};
+                                 {300, 257}, {1030, 33}, {2, 5000},
+                                 {2500, 45}};
   for (const auto &s : lnShapes) {
     testLayerNorm(t, s[0], s[1], true);
     if (s[1] == 768 || s[1] == 33)
