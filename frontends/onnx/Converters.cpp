@@ -358,6 +358,29 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
   return success();
 }
 
+/// LogSoftmax as x - max - log(sum(exp(x - max))) over the axis (the
+/// max only shifts: its gradient terms cancel).
+LogicalResult convertLogSoftmax(NodeContext &ctx) {
+  RankedTensorType type = ctx.inputType(0);
+  if (!isa<FloatType>(type.getElementType()))
+    return ctx.fail("element type " + typeString(type.getElementType()) +
+                    " is not supported");
+  FailureOr<int64_t> axis = axisAttr(ctx, -1, type.getRank());
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(axis) || failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value shifted = nn::SubOp::create(
+      b, loc, *x, nn::ReduceMaxOp::create(b, loc, *x, {*axis}, true));
+  Value logSum = nn::LogOp::create(
+      b, loc,
+      nn::ReduceSumOp::create(b, loc, nn::ExpOp::create(b, loc, shifted),
+                              {*axis}, true));
+  ctx.setOutput(0, nn::SubOp::create(b, loc, shifted, logSum));
+  return success();
+}
+
 /// SoftmaxCrossEntropyLoss with class weights or the log_prob output, from
 /// elementwise ops and reductions (the fused nn.softmax_cross_entropy has
 /// neither): log_prob = x - max - log(sum(exp(x - max))) over dim 1; the
@@ -584,6 +607,64 @@ LogicalResult convertGather(NodeContext &ctx) {
   ctx.setOutput(0,
                 nn::GatherOp::create(ctx.builder(), ctx.loc(), *d, indices,
                                      *axis));
+  return success();
+}
+
+/// GatherElements as a one-hot select: out[i] = sum over c of
+/// (index[i] == c ? data'[i, c] : 0), data' being data with `axis` moved
+/// last (so autodiff scatters the gradient back by the same select). Needs
+/// indices of data's shape off `axis`; builds an index-shape x C tensor.
+LogicalResult convertGatherElements(NodeContext &ctx) {
+  RankedTensorType data = ctx.inputType(0), indices = ctx.inputType(1);
+  int64_t rank = data.getRank();
+  FailureOr<int64_t> axis = axisAttr(ctx, 0, rank);
+  if (failed(axis))
+    return failure();
+  Type et = data.getElementType();
+  if (et.isInteger(1))
+    return ctx.fail("element type " + typeString(et) + " is not supported");
+  if (indices.getRank() != rank)
+    return ctx.fail("indices have rank " + llvm::Twine(indices.getRank()) +
+                    ", data rank " + llvm::Twine(rank));
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis && indices.getDimSize(d) != data.getDimSize(d))
+      return ctx.fail("indices shape " + shapeToString(indices.getShape()) +
+                      " differs from data shape " +
+                      shapeToString(data.getShape()) +
+                      " off the axis (not supported)");
+  FailureOr<Value> x = ctx.input(0), i = ctx.input(1);
+  if (failed(x) || failed(i))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  int64_t classes = data.getDimSize(*axis);
+  Type it = indices.getElementType();
+  // Negative indices count from the end.
+  Value index = nn::WhereOp::create(
+      b, loc,
+      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, *i,
+                            scalarConstant(b, loc, it, 0)),
+      nn::AddOp::create(b, loc, *i, scalarConstant(b, loc, it, classes)), *i);
+  SmallVector<int64_t> iotaShape(rank + 1, 1);
+  iotaShape[rank] = classes;
+  HostTensor iota = HostTensor::zeros(mlirToDType(it), iotaShape);
+  for (int64_t c = 0; c < classes; ++c)
+    iota.setInt(c, c);
+  Value onehot = nn::CompareOp::create(
+      b, loc, nn::ComparePredicate::eq,
+      nn::UnsqueezeOp::create(b, loc, index, ArrayRef<int64_t>{rank}),
+      nn::ConstantOp::create(b, loc, iota.toAttr(b.getContext())));
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != *axis)
+      perm.push_back(d);
+  perm.push_back(*axis);
+  Value moved = nn::UnsqueezeOp::create(
+      b, loc, nn::TransposeOp::create(b, loc, *x, perm),
+      ArrayRef<int64_t>{*axis});
+  Value picked = nn::WhereOp::create(b, loc, onehot, moved,
+                                     scalarConstant(b, loc, et, 0));
+  ctx.setOutput(0, nn::ReduceSumOp::create(b, loc, picked, {rank}, false));
   return success();
 }
 
@@ -1223,12 +1304,17 @@ std::vector<OpConverter> buildTable() {
        convertLayerNorm,
        "Scale and B of the normalized shape; stash_type 1"},
       {"Softmax", {13}, {"axis"}, convertSoftmax, ""},
+      {"LogSoftmax", {13}, {"axis"}, convertLogSoftmax,
+       "x - max - log(sum(exp(x - max))) over the axis"},
       {"SoftmaxCrossEntropyLoss", {13}, {"ignore_index", "reduction"},
        convertSoftmaxCrossEntropy,
        "with weights or log_prob: built from elementwise ops and reductions"},
       {"MatMul", {13}, {}, convertMatMul, ""},
       {"Gemm", {13}, {"alpha", "beta", "transA", "transB"}, convertGemm, ""},
       {"Gather", {13}, {"axis"}, convertGather, ""},
+      {"GatherElements", {13}, {"axis"}, convertGatherElements,
+       "indices of data's shape off the axis; a one-hot select over the "
+       "axis (index shape x axis size elements)"},
       {"Reshape", {13, 14}, {"allowzero"}, convertReshape,
        "shape must be a constant (after folding)"},
       {"Unsqueeze", {13}, {}, convertUnsqueeze, "axes must be a constant"},

@@ -237,6 +237,15 @@ def _clip(ins, attrs, n_out):
     return x
 
 
+@op("GatherElements", ("axis",))
+def _gather_elements(ins, attrs, n_out):
+    data, index = ins
+    axis = normalize_axis(attrs.get("axis", 0), data.dim())
+    index = index.long()
+    index = torch.where(index < 0, index + data.shape[axis], index)
+    return torch.gather(data, axis, index)
+
+
 @op("Div")
 def _div(ins, attrs, n_out):
     a, b = ins
@@ -455,6 +464,11 @@ def _slice(ins, attrs, n_out):
         else:
             raise ValueError("Slice step 0")
     return x
+
+
+@op("LogSoftmax", ("axis",))
+def _log_softmax(ins, attrs, n_out):
+    return F.log_softmax(ins[0], dim=attrs.get("axis", -1))
 
 
 @op("Softmax", ("axis",))

@@ -43,6 +43,8 @@ def parse_args(argv=None):
                    help="MLP activation (gpt only): one of " +
                    ", ".join(models.ACTIVATIONS) +
                    ", or a comma-separated list, one per layer (cycling)")
+    p.add_argument("--loss", choices=models.LOSSES, default="cross_entropy",
+                   help="how the GPT computes its loss (gpt only)")
     p.add_argument("--no-constant-folding", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", required=True)
@@ -73,7 +75,8 @@ def op_histogram(model_proto):
 def export(args):
     torch.manual_seed(args.seed)
     model = models.build(args.model, args.vocab, args.d_model, args.heads, args.layers,
-                         args.seq, tied=args.tied, activation=args.activation)
+                         args.seq, tied=args.tied, activation=args.activation,
+                         loss=args.loss)
     model.eval()
 
     gen = torch.Generator().manual_seed(args.seed)

@@ -20,6 +20,11 @@ ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "mish", "leaky_relu",
                "hardsigmoid")
 
 
+# The GPT's loss: F.cross_entropy (exported as SoftmaxCrossEntropyLoss) or
+# written out as -log_softmax(logits).gather(targets).mean().
+LOSSES = ("cross_entropy", "log_softmax_gather")
+
+
 def make_activation(name):
     """An MLP activation by name; "a,b,..." names one per layer, cycling
     (layer_activation picks a layer's)."""
@@ -108,10 +113,13 @@ class GPTBlock(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab, d_model, n_heads, n_layers, seq_len, tied=False,
-                 activation="gelu"):
+                 activation="gelu", loss="cross_entropy"):
         super().__init__()
         check_dims(d_model, n_heads)
         make_activation(activation)  # validate early
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; expected one of {LOSSES}")
+        self.loss = loss
         self.vocab = vocab
         self.seq_len = seq_len
         self.wte = nn.Embedding(vocab, d_model)
@@ -131,8 +139,12 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         x = self.ln_f(x)
-        logits = self.lm_head(x)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        logits = self.lm_head(x).view(-1, self.vocab)
+        if self.loss == "log_softmax_gather":
+            # Written out (LogSoftmax, GatherElements, ReduceMean).
+            logp = F.log_softmax(logits, dim=-1)
+            return -logp.gather(1, targets.view(-1, 1)).mean()
+        return F.cross_entropy(logits, targets.view(-1))
 
 
 # --------------------------------------------------------------------------
@@ -205,14 +217,18 @@ class Bert(nn.Module):
                                ignore_index=-100)
 
 
-def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gelu"):
+def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gelu",
+          loss="cross_entropy"):
     """Construct a model by name ("gpt" or "bert")."""
     if model == "gpt":
-        return GPT(vocab, d_model, heads, layers, seq, tied=tied, activation=activation)
+        return GPT(vocab, d_model, heads, layers, seq, tied=tied, activation=activation,
+                   loss=loss)
     if model == "bert":
         if tied:
             raise ValueError("--tied is only supported for --model gpt")
         if activation != "gelu":
             raise ValueError("--activation is only supported for --model gpt")
+        if loss != "cross_entropy":
+            raise ValueError("--loss is only supported for --model gpt")
         return Bert(vocab, d_model, heads, layers, seq)
     raise ValueError(f"unknown model {model!r}; expected gpt or bert")
