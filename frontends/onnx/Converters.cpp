@@ -226,8 +226,13 @@ LogicalResult convertCast(NodeContext &ctx) {
 
 /// ReduceX: axes from the attribute (older versions) or the second input
 /// (ReduceSum-13, ReduceMean/Max-18).
-template <typename OpTy>
-ConvertFn reduce(int64_t axesInputSince) {
+/// Builds a reduction of x over `axes` (normalized, sorted).
+using ReduceBuild =
+    std::function<Value(OpBuilder &, Location, Value, ArrayRef<int64_t>, bool)>;
+
+/// An ONNX reduction: axes from the attribute, or from a constant input
+/// since opset `axesInputSince`; keepdims; noop_with_empty_axes.
+ConvertFn reduceWith(int64_t axesInputSince, ReduceBuild build) {
   return [=](NodeContext &ctx) -> LogicalResult {
     int64_t rank = ctx.inputType(0).getRank();
     SmallVector<int64_t> axes;
@@ -258,10 +263,32 @@ ConvertFn reduce(int64_t axesInputSince) {
       return failure();
     if (ctx.inputType(0).getElementType().isInteger(1))
       return ctx.fail("reduction of bool tensors is not supported");
-    ctx.setOutput(0, OpTy::create(ctx.builder(), ctx.loc(), *x, *norm,
-                                  keepdims));
+    ctx.setOutput(0, build(ctx.builder(), ctx.loc(), *x, *norm, keepdims));
     return success();
   };
+}
+
+template <typename OpTy> ConvertFn reduce(int64_t axesInputSince) {
+  return reduceWith(axesInputSince,
+                    [](OpBuilder &b, Location loc, Value x,
+                       ArrayRef<int64_t> axes, bool keepdims) -> Value {
+                      return OpTy::create(b, loc, x, axes, keepdims);
+                    });
+}
+
+/// log(sum(exp(x))) over the axes as max + log(sum(exp(x - max))) (float
+/// x; the max terms of the gradient cancel).
+Value logSumExp(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> axes,
+                bool keepdims) {
+  Value shifted =
+      nn::SubOp::create(b, loc, x, nn::ReduceMaxOp::create(b, loc, x, axes,
+                                                           true));
+  Value logSum = nn::LogOp::create(
+      b, loc,
+      nn::ReduceSumOp::create(b, loc, nn::ExpOp::create(b, loc, shifted),
+                              axes, keepdims));
+  return nn::AddOp::create(
+      b, loc, nn::ReduceMaxOp::create(b, loc, x, axes, keepdims), logSum);
 }
 
 LogicalResult convertPow(NodeContext &ctx) {
@@ -1196,6 +1223,156 @@ LogicalResult convertClip(NodeContext &ctx) {
 }
 
 //===----------------------------------------------------------------------===//
+// Logic, masks, one-hot and constant-only math
+//===----------------------------------------------------------------------===//
+
+/// `convert` for float32, bfloat16 and float16 inputs only.
+ConvertFn floatOnly(ConvertFn convert) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    Type et = ctx.inputType(0).getElementType();
+    if (!isa<FloatType>(et) || et.isF64())
+      return ctx.fail("element type " + typeString(et) + " is not supported");
+    return convert(ctx);
+  };
+}
+
+/// Not(x) = x ? false : true.
+LogicalResult convertNot(NodeContext &ctx) {
+  OpBuilder &b = ctx.builder();
+  Type i1 = b.getI1Type();
+  if (!ctx.inputType(0).getElementType().isInteger(1))
+    return ctx.fail("element type " +
+                    typeString(ctx.inputType(0).getElementType()) +
+                    " is not supported (Not takes bool)");
+  if (ctx.allInputsConstant()) {
+    HostTensor f = HostTensor::zeros(DType::Bool, {}),
+               t = HostTensor::zeros(DType::Bool, {});
+    t.setInt(0, 1);
+    return setHost(ctx, hostWhere(*ctx.constInput(0), f, t));
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0, nn::WhereOp::create(b, ctx.loc(), *x,
+                                       scalarConstant(b, ctx.loc(), i1, 0),
+                                       scalarConstant(b, ctx.loc(), i1, 1)));
+  return success();
+}
+
+/// Trilu: x where the element (i, j) of the last two dims is kept (upper:
+/// j - i >= k; lower: j - i <= k), else 0, as a select by a constant mask.
+LogicalResult convertTrilu(NodeContext &ctx) {
+  RankedTensorType type = ctx.inputType(0);
+  if (type.getRank() < 2)
+    return ctx.fail("input must have rank >= 2, got " +
+                    shapeToString(type.getShape()));
+  int64_t k = 0;
+  if (ctx.hasInput(1)) {
+    FailureOr<const HostTensor *> t = ctx.requireConst(1, "k");
+    if (failed(t))
+      return failure();
+    if ((*t)->size() != 1)
+      return ctx.fail("k must be a scalar");
+    k = (*t)->intAt(0);
+  }
+  bool upper = ctx.intAttr("upper", 1) != 0;
+  int64_t rows = type.getDimSize(type.getRank() - 2),
+          cols = type.getDimSize(type.getRank() - 1);
+  HostTensor mask = HostTensor::zeros(DType::Bool, {rows, cols});
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      mask.setInt(i * cols + j, upper ? j - i >= k : j - i <= k);
+  HostTensor zero = HostTensor::zeros(mlirToDType(type.getElementType()), {});
+  if (const HostTensor *c = ctx.constInput(0))
+    return setHost(ctx, hostWhere(mask, *c, zero));
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  ctx.setOutput(0, nn::WhereOp::create(
+                       b, ctx.loc(),
+                       nn::ConstantOp::create(b, ctx.loc(),
+                                              mask.toAttr(b.getContext())),
+                       *x,
+                       nn::ConstantOp::create(b, ctx.loc(),
+                                              zero.toAttr(b.getContext()))));
+  return success();
+}
+
+/// Sin and Cos of constants only (rotary tables built from arange fold at
+/// import); the IR has no trigonometric ops.
+ConvertFn constantOnly(HostUnary op, StringRef name) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    if (!isa<FloatType>(ctx.inputType(0).getElementType()))
+      return ctx.fail("element type " +
+                      typeString(ctx.inputType(0).getElementType()) +
+                      " is not supported");
+    if (!ctx.allInputsConstant())
+      return ctx.fail(name + " of a value computed at run time is not "
+                             "supported (only of constants, folded at "
+                             "import)");
+    ctx.setOutput(0, hostUnary(op, *ctx.constInput(0)));
+    return success();
+  };
+}
+
+/// OneHot: indices == c along a new `axis` of size depth, selecting
+/// values[1] (on) or values[0] (off); negative indices count from the end,
+/// indices out of range give all off.
+LogicalResult convertOneHot(NodeContext &ctx) {
+  RankedTensorType indices = ctx.inputType(0), values = ctx.inputType(2);
+  FailureOr<const HostTensor *> depthT = ctx.requireConst(1, "depth");
+  if (failed(depthT))
+    return failure();
+  if ((*depthT)->size() != 1)
+    return ctx.fail("depth must be a scalar");
+  int64_t depth = (*depthT)->isFloat()
+                      ? static_cast<int64_t>((*depthT)->floatAt(0))
+                      : (*depthT)->intAt(0);
+  if (depth <= 0)
+    return ctx.fail("depth " + llvm::Twine(depth) + " is not positive");
+  if (values.getRank() != 1 || values.getDimSize(0) != 2)
+    return ctx.fail("values must be [off, on], got shape " +
+                    shapeToString(values.getShape()));
+  if (values.getElementType().isInteger(1) ||
+      indices.getElementType().isInteger(1))
+    return ctx.fail("bool indices or values are not supported");
+  int64_t rank = indices.getRank() + 1;
+  FailureOr<int64_t> axis = axisAttr(ctx, -1, rank);
+  FailureOr<Value> in = ctx.input(0), v = ctx.input(2);
+  if (failed(axis) || failed(in) || failed(v))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type i64 = b.getIntegerType(64);
+  Value index = *in;
+  if (indices.getElementType() != i64)
+    index = nn::CastOp::create(b, loc, indices.clone(i64), index);
+  index = nn::WhereOp::create(
+      b, loc,
+      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, index,
+                            scalarConstant(b, loc, i64, 0)),
+      nn::AddOp::create(b, loc, index, scalarConstant(b, loc, i64, depth)),
+      index);
+  SmallVector<int64_t> iotaShape(rank, 1);
+  iotaShape[*axis] = depth;
+  HostTensor iota = HostTensor::zeros(DType::Int64, iotaShape);
+  for (int64_t c = 0; c < depth; ++c)
+    iota.setInt(c, c);
+  Value hot = nn::CompareOp::create(
+      b, loc, nn::ComparePredicate::eq,
+      nn::UnsqueezeOp::create(b, loc, index, ArrayRef<int64_t>{*axis}),
+      nn::ConstantOp::create(b, loc, iota.toAttr(b.getContext())));
+  auto pick = [&](int64_t i) -> Value {
+    return nn::SliceOp::create(b, loc, values.clone({1}), *v,
+                               b.getDenseI64ArrayAttr({i}),
+                               b.getDenseI64ArrayAttr({1}));
+  };
+  ctx.setOutput(0, nn::WhereOp::create(b, loc, hot, pick(1), pick(0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // The table
 //===----------------------------------------------------------------------===//
 
@@ -1221,6 +1398,15 @@ std::vector<OpConverter> buildTable() {
       {"Sigmoid", {13}, {}, unary<nn::SigmoidOp>(HostUnary::Sigmoid, true),
        ""},
       {"Abs", {13}, {}, convertAbs, "x < 0 ? -x : x"},
+      {"Not", {1}, {}, convertNot, ""},
+      {"Trilu", {14}, {"upper"}, convertTrilu,
+       "k must be a constant; a select by a constant mask"},
+      {"Sin", {7}, {}, constantOnly(HostUnary::Sin, "Sin"),
+       "constant input only (folded at import)"},
+      {"Cos", {7}, {}, constantOnly(HostUnary::Cos, "Cos"),
+       "constant input only (folded at import)"},
+      {"OneHot", {11}, {"axis"}, convertOneHot,
+       "depth must be a constant"},
       {"Clip", {13}, {}, convertClip,
        "min and max scalars; min(max(x, min), max)"},
       {"Celu", {12}, {"alpha"},
@@ -1298,6 +1484,10 @@ std::vector<OpConverter> buildTable() {
        reduce<nn::ReduceSumOp>(13), "axes must be a constant"},
       {"ReduceMean", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
        reduce<nn::ReduceMeanOp>(18), "axes must be a constant"},
+      {"ReduceLogSumExp", {13, 18},
+       {"axes", "keepdims", "noop_with_empty_axes"},
+       floatOnly(reduceWith(18, logSumExp)),
+       "axes must be a constant; max + log(sum(exp(x - max)))"},
       {"ReduceMax", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
        reduce<nn::ReduceMaxOp>(18), "axes must be a constant"},
       {"LayerNormalization", {17}, {"axis", "epsilon", "stash_type"},

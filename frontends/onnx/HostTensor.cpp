@@ -750,6 +750,8 @@ HostTensor autopar::onnx_import::hostUnary(HostUnary op, const HostTensor &a) {
     case HostUnary::Erf: r = std::erf(x); break;
     case HostUnary::Relu: r = x > 0 ? x : 0; break;
     case HostUnary::Sigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
+    case HostUnary::Sin: r = std::sin(x); break;
+    case HostUnary::Cos: r = std::cos(x); break;
     }
     out.set(i, r);
   }

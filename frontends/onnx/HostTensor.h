@@ -148,7 +148,7 @@ computeReshape(llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> target,
 enum class HostBinary { Add, Sub, Mul, Div, Pow, Equal, Less, Greater,
                         LessOrEqual, GreaterOrEqual };
 enum class HostUnary { Neg, Sqrt, Reciprocal, Exp, Log, Tanh, Erf, Relu,
-                       Sigmoid };
+                       Sigmoid, Sin, Cos };
 
 llvm::Expected<HostTensor> hostBinary(HostBinary op, const HostTensor &a,
                                       const HostTensor &b);

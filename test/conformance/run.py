@@ -65,6 +65,8 @@ SHAPE_INPUTS = {
     "Reshape": [1],
     "Expand": [1],
     "Slice": [1, 2, 3, 4],
+    "Trilu": [1],
+    "OneHot": [1],
     "Unsqueeze": [1],
     "Squeeze": [1],
     "Split": [1],

@@ -139,7 +139,8 @@ def normalize_axis(axis, rank):
 
 
 def _register_elementwise():
-    unary = {"Erf": torch.erf, "Exp": torch.exp, "Log": torch.log, "Neg": torch.neg,
+    unary = {"Cos": torch.cos, "Sin": torch.sin, "Not": torch.logical_not,
+             "Erf": torch.erf, "Exp": torch.exp, "Log": torch.log, "Neg": torch.neg,
              "Reciprocal": torch.reciprocal, "Relu": torch.relu, "Sigmoid": torch.sigmoid,
              "Sqrt": torch.sqrt, "Tanh": torch.tanh}
     binary = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "MatMul": torch.matmul,
@@ -235,6 +236,41 @@ def _clip(ins, attrs, n_out):
     if hi is not None:
         x = torch.minimum(x, hi)
     return x
+
+
+@op("Trilu", ("upper",))
+def _trilu(ins, attrs, n_out):
+    x, k = ins[0], optional_input(ins, 1)
+    k = int(k.item()) if k is not None else 0
+    return torch.triu(x, k) if attrs.get("upper", 1) else torch.tril(x, k)
+
+
+@op("OneHot", ("axis",))
+def _one_hot(ins, attrs, n_out):
+    indices, depth, values = ins
+    depth = int(depth.item())
+    index = indices.long()
+    index = torch.where(index < 0, index + depth, index)
+    classes = torch.arange(depth)
+    axis = normalize_axis(attrs.get("axis", -1), indices.dim() + 1)
+    shape = [1] * (indices.dim() + 1)
+    shape[axis] = depth
+    hot = index.unsqueeze(axis) == classes.reshape(shape)
+    return torch.where(hot, values[1], values[0])
+
+
+@op("ReduceLogSumExp", ("axes", "keepdims", "noop_with_empty_axes"))
+def _reduce_log_sum_exp(ins, attrs, n_out):
+    x = ins[0]
+    axes = attrs.get("axes")
+    if axes is None and optional_input(ins, 1) is not None:
+        axes = int_list(ins[1])
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(x.dim()))
+    return torch.logsumexp(x, dim=[normalize_axis(a, x.dim()) for a in axes],
+                           keepdim=bool(attrs.get("keepdims", 1)))
 
 
 @op("GatherElements", ("axis",))
