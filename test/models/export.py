@@ -22,13 +22,17 @@ import onnx
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 
-INPUT_NAMES = {"gpt": ("idx", "targets"), "bert": ("input_ids", "labels")}
+INPUT_NAMES = {"gpt": ("idx", "targets"), "bert": ("input_ids", "labels"),
+               "llama": ("idx", "targets")}
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("gpt", "bert"), required=True)
+    p.add_argument("--model", choices=("gpt", "bert", "llama"), required=True)
+    p.add_argument("--kv-heads", type=int, default=None,
+                   help="llama: key/value heads (grouped-query attention; "
+                   "default: --heads)")
     p.add_argument("--vocab", type=int, required=True)
     p.add_argument("--d-model", type=int, required=True)
     p.add_argument("--heads", type=int, required=True)
@@ -76,7 +80,7 @@ def export(args):
     torch.manual_seed(args.seed)
     model = models.build(args.model, args.vocab, args.d_model, args.heads, args.layers,
                          args.seq, tied=args.tied, activation=args.activation,
-                         loss=args.loss)
+                         loss=args.loss, kv_heads=args.kv_heads)
     model.eval()
 
     gen = torch.Generator().manual_seed(args.seed)

@@ -3,6 +3,8 @@
 
 GPT: GPT-2 / nanoGPT style pre-LN decoder with learned position embeddings.
 Bert: BERT style post-LN encoder with an MLM head.
+Llama: LLaMA style decoder (RMSNorm, SwiGLU, rotary embeddings, grouped-query
+attention, no biases) with a padding-masked loss.
 
 Both forward() methods return only the scalar cross-entropy loss so the
 exported graph has a single output "loss".  Attention is written by hand
@@ -217,12 +219,115 @@ class Bert(nn.Module):
                                ignore_index=-100)
 
 
+# --------------------------------------------------------------------------
+# LLaMA-style decoder
+# --------------------------------------------------------------------------
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    """Rotary embeddings computed in forward from torch.arange (Range, Cos,
+    Sin: constants), grouped-query attention (kv heads repeated with
+    repeat_interleave), a causal mask built in forward with torch.triu."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads):
+        super().__init__()
+        check_dims(d_model, n_heads)
+        if n_heads % n_kv_heads:
+            raise ValueError(f"kv heads ({n_kv_heads}) must divide heads ({n_heads})")
+        self.n_heads, self.n_kv = n_heads, n_kv_heads
+        self.hd = d_model // n_heads
+        self.q = nn.Linear(d_model, d_model, bias=False)
+        self.k = nn.Linear(d_model, n_kv_heads * self.hd, bias=False)
+        self.v = nn.Linear(d_model, n_kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q = self.q(x).view(B, T, self.n_heads, self.hd).transpose(1, 2)
+        k = self.k(x).view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        v = self.v(x).view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        inv = 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        freqs = torch.arange(T).float()[:, None] * inv[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.n_heads // self.n_kv
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+        att = F.softmax(att + mask, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.o(y)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d_model, n_heads, n_kv_heads):
+        super().__init__()
+        self.norm1 = RMSNorm(d_model)
+        self.attn = LlamaAttention(d_model, n_heads, n_kv_heads)
+        self.norm2 = RMSNorm(d_model)
+        hidden = 2 * d_model
+        self.gate = nn.Linear(d_model, hidden, bias=False)
+        self.up = nn.Linear(d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    """The loss averages over the targets that are not token 0 (a padding
+    mask written with !=, which exports as Not(Equal))."""
+
+    def __init__(self, vocab, d_model, n_heads, n_layers, n_kv_heads):
+        super().__init__()
+        self.vocab = vocab
+        self.embed = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(
+            [LlamaBlock(d_model, n_heads, n_kv_heads) for _ in range(n_layers)])
+        self.norm = RMSNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x)
+        logits = self.lm_head(self.norm(x)).view(-1, self.vocab)
+        t = targets.view(-1)
+        losses = F.cross_entropy(logits, t, reduction="none")
+        keep = (t != 0).float()
+        return (losses * keep).sum() / keep.sum()
+
+
 def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gelu",
-          loss="cross_entropy"):
+          loss="cross_entropy", kv_heads=None):
     """Construct a model by name ("gpt" or "bert")."""
     if model == "gpt":
         return GPT(vocab, d_model, heads, layers, seq, tied=tied, activation=activation,
                    loss=loss)
+    if model == "llama":
+        if tied or activation != "gelu" or loss != "cross_entropy":
+            raise ValueError("--tied, --activation and --loss are gpt options")
+        return Llama(vocab, d_model, heads, layers, kv_heads or heads)
+    if kv_heads is not None:
+        raise ValueError("--kv-heads is a llama option")
     if model == "bert":
         if tied:
             raise ValueError("--tied is only supported for --model gpt")
@@ -231,4 +336,4 @@ def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gel
         if loss != "cross_entropy":
             raise ValueError("--loss is only supported for --model gpt")
         return Bert(vocab, d_model, heads, layers, seq)
-    raise ValueError(f"unknown model {model!r}; expected gpt or bert")
+    raise ValueError(f"unknown model {model!r}; expected gpt, bert or llama")
