@@ -16,6 +16,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <cctype>
+
 using namespace mlir;
 using namespace autopar;
 using namespace autopar::onnx_import;
@@ -1372,6 +1374,102 @@ LogicalResult convertOneHot(NodeContext &ctx) {
   return success();
 }
 
+/// Einsum of one or more operands without ellipses or repeated indices in
+/// a term: each operand transposed and reshaped to (output indices,
+/// contracted indices) with size-1 dims for the indices it lacks, the
+/// operands multiplied (broadcasting), the contracted indices summed.
+LogicalResult convertEinsum(NodeContext &ctx) {
+  std::string equation = ctx.stringAttr("equation", "");
+  llvm::erase_if(equation, [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+  if (equation.find("...") != std::string::npos)
+    return ctx.fail("equation '" + equation +
+                    "': ellipses are not supported");
+  StringRef eq(equation);
+  auto [lhs, rhs] = eq.split("->");
+  bool explicitOut = eq.contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != ctx.numInputs())
+    return ctx.fail("equation '" + equation + "' has " +
+                    llvm::Twine(terms.size()) + " terms for " +
+                    llvm::Twine(ctx.numInputs()) + " inputs");
+  llvm::DenseMap<char, int64_t> sizes, counts;
+  std::string letters;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    RankedTensorType type = ctx.inputType(i);
+    if (type.getElementType().isInteger(1) ||
+        type.getElementType() != ctx.inputType(0).getElementType())
+      return ctx.fail("operands must share a numeric element type");
+    if (static_cast<int64_t>(term.size()) != type.getRank())
+      return ctx.fail("term '" + term + "' does not match operand " +
+                      llvm::Twine(i) + " of rank " +
+                      llvm::Twine(type.getRank()));
+    for (auto [d, c] : llvm::enumerate(term)) {
+      if (!std::isalpha(static_cast<unsigned char>(c)) || term.count(c) > 1)
+        return ctx.fail("equation '" + equation +
+                        "': only distinct letters per term are supported");
+      int64_t size = type.getDimSize(d);
+      auto [it, inserted] = sizes.try_emplace(c, size);
+      if (!inserted && it->second != size)
+        return ctx.fail("index '" + std::string(1, c) + "' has sizes " +
+                        llvm::Twine(it->second) + " and " +
+                        llvm::Twine(size));
+      if (inserted)
+        letters += c;
+      ++counts[c];
+    }
+  }
+  std::string out;
+  if (explicitOut) {
+    out = rhs.str();
+    for (char c : out)
+      if (!sizes.count(c) || llvm::count(out, c) > 1)
+        return ctx.fail("equation '" + equation + "': bad output index '" +
+                        std::string(1, c) + "'");
+  } else {
+    for (char c : letters)
+      if (counts[c] == 1)
+        out += c;
+    llvm::sort(out);
+  }
+  // Canonical order: the output indices, then the contracted ones.
+  std::string order = out;
+  for (char c : letters)
+    if (!llvm::is_contained(out, c))
+      order += c;
+  Type et = ctx.inputType(0).getElementType();
+  if (order.size() > out.size() && (!isa<FloatType>(et) || et.isF64()))
+    return ctx.fail("contracting indices of " + typeString(et) +
+                    " tensors is not supported (float32, bfloat16 and "
+                    "float16 only)");
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Value product;
+  for (auto [i, term] : llvm::enumerate(terms)) {
+    FailureOr<Value> x = ctx.input(i);
+    if (failed(x))
+      return failure();
+    SmallVector<int64_t> perm, shape;
+    for (char c : order) {
+      size_t d = term.find(c);
+      if (d != StringRef::npos)
+        perm.push_back(d);
+      shape.push_back(d != StringRef::npos ? sizes[c] : 1);
+    }
+    Value v = *x;
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      v = nn::TransposeOp::create(b, loc, v, perm);
+    v = nn::ReshapeOp::create(b, loc, ctx.inputType(i).clone(shape), v);
+    product = product ? Value(nn::MulOp::create(b, loc, product, v)) : v;
+  }
+  if (order.size() > out.size())
+    product = nn::ReduceSumOp::create(
+        b, loc, product,
+        llvm::to_vector(llvm::seq<int64_t>(out.size(), order.size())), false);
+  ctx.setOutput(0, product);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The table
 //===----------------------------------------------------------------------===//
@@ -1501,6 +1599,9 @@ std::vector<OpConverter> buildTable() {
        "with weights or log_prob: built from elementwise ops and reductions"},
       {"MatMul", {13}, {}, convertMatMul, ""},
       {"Gemm", {13}, {"alpha", "beta", "transA", "transB"}, convertGemm, ""},
+      {"Einsum", {12}, {"equation"}, convertEinsum,
+       "no ellipses or repeated indices in a term; a broadcast product "
+       "summed over the contracted indices"},
       {"Gather", {13}, {"axis"}, convertGather, ""},
       {"GatherElements", {13}, {"axis"}, convertGatherElements,
        "indices of data's shape off the axis; a one-hot select over the "

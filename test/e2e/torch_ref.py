@@ -238,6 +238,14 @@ def _clip(ins, attrs, n_out):
     return x
 
 
+@op("Einsum", ("equation",))
+def _einsum(ins, attrs, n_out):
+    equation = attrs["equation"]
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    return torch.einsum(equation, *ins)
+
+
 @op("Trilu", ("upper",))
 def _trilu(ins, attrs, n_out):
     x, k = ins[0], optional_input(ins, 1)
