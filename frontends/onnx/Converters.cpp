@@ -688,9 +688,10 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
     if (d != *axis)
       perm.push_back(d);
   perm.push_back(*axis);
-  Value moved = nn::UnsqueezeOp::create(
-      b, loc, nn::TransposeOp::create(b, loc, *x, perm),
-      ArrayRef<int64_t>{*axis});
+  Value moved = *axis == rank - 1
+                    ? *x
+                    : Value(nn::TransposeOp::create(b, loc, *x, perm));
+  moved = nn::UnsqueezeOp::create(b, loc, moved, ArrayRef<int64_t>{*axis});
   Value picked = nn::WhereOp::create(b, loc, onehot, moved,
                                      scalarConstant(b, loc, et, 0));
   ctx.setOutput(0, nn::ReduceSumOp::create(b, loc, picked, {rank}, false));
