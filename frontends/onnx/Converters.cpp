@@ -1381,7 +1381,9 @@ LogicalResult convertOneHot(NodeContext &ctx) {
 /// operands multiplied (broadcasting), the contracted indices summed.
 LogicalResult convertEinsum(NodeContext &ctx) {
   std::string equation = ctx.stringAttr("equation", "");
-  llvm::erase_if(equation, [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+  llvm::erase_if(equation, [](char c) {
+    return std::isspace(static_cast<unsigned char>(c));
+  });
   if (equation.find("...") != std::string::npos)
     return ctx.fail("equation '" + equation +
                     "': ellipses are not supported");
