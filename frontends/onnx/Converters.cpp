@@ -228,6 +228,18 @@ LogicalResult convertCast(NodeContext &ctx) {
 
 /// ReduceX: axes from the attribute (older versions) or the second input
 /// (ReduceSum-13, ReduceMean/Max-18).
+/// Integer `index` with negative values counted from the end of a dim of
+/// `size` (index < 0 ? index + size : index).
+Value wrapNegative(OpBuilder &b, Location loc, Value index, int64_t size) {
+  Type t = cast<RankedTensorType>(index.getType()).getElementType();
+  return nn::WhereOp::create(
+      b, loc,
+      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, index,
+                            scalarConstant(b, loc, t, 0)),
+      nn::AddOp::create(b, loc, index, scalarConstant(b, loc, t, size)),
+      index);
+}
+
 /// Builds a reduction of x over `axes` (normalized, sorted).
 using ReduceBuild =
     std::function<Value(OpBuilder &, Location, Value, ArrayRef<int64_t>, bool)>;
@@ -391,7 +403,9 @@ LogicalResult convertSoftmax(NodeContext &ctx) {
 /// max only shifts: its gradient terms cancel).
 LogicalResult convertLogSoftmax(NodeContext &ctx) {
   RankedTensorType type = ctx.inputType(0);
-  if (!isa<FloatType>(type.getElementType()))
+  // Its reductions run on float32, bfloat16 and float16.
+  if (!isa<FloatType>(type.getElementType()) ||
+      type.getElementType().isF64())
     return ctx.fail("element type " + typeString(type.getElementType()) +
                     " is not supported");
   FailureOr<int64_t> axis = axisAttr(ctx, -1, type.getRank());
@@ -650,7 +664,8 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
   if (failed(axis))
     return failure();
   Type et = data.getElementType();
-  if (et.isInteger(1))
+  // Its sum runs on float32, bfloat16 and float16.
+  if (!isa<FloatType>(et) || et.isF64())
     return ctx.fail("element type " + typeString(et) + " is not supported");
   if (indices.getRank() != rank)
     return ctx.fail("indices have rank " + llvm::Twine(indices.getRank()) +
@@ -668,12 +683,7 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
   Location loc = ctx.loc();
   int64_t classes = data.getDimSize(*axis);
   Type it = indices.getElementType();
-  // Negative indices count from the end.
-  Value index = nn::WhereOp::create(
-      b, loc,
-      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, *i,
-                            scalarConstant(b, loc, it, 0)),
-      nn::AddOp::create(b, loc, *i, scalarConstant(b, loc, it, classes)), *i);
+  Value index = wrapNegative(b, loc, *i, classes);
   SmallVector<int64_t> iotaShape(rank + 1, 1);
   iotaShape[rank] = classes;
   HostTensor iota = HostTensor::zeros(mlirToDType(it), iotaShape);
@@ -1129,6 +1139,11 @@ struct Activation {
     Value expm1 = sub(nn::ExpOp::create(b, loc, negative), scalar(1.0));
     return select(c, x, mul(scalar(alpha), expm1));
   }
+  /// x < 0 ? -x : x.
+  Value abs(Value x) {
+    return select(cmp(nn::ComparePredicate::lt, x, scalar(0)),
+                  nn::NegOp::create(b, loc, x), x);
+  }
   /// ln(1 + exp(x)) as max(x, 0) + ln(1 + exp(-|x|)).
   Value softplus(Value x) {
     Value c = positive(x);
@@ -1191,8 +1206,7 @@ LogicalResult convertAbs(NodeContext &ctx) {
   if (failed(x))
     return failure();
   Activation a{ctx.builder(), ctx.loc(), et};
-  ctx.setOutput(0, a.select(a.cmp(nn::ComparePredicate::lt, *x, a.scalar(0)),
-                            nn::NegOp::create(a.b, a.loc, *x), *x));
+  ctx.setOutput(0, a.abs(*x));
   return success();
 }
 
@@ -1351,12 +1365,7 @@ LogicalResult convertOneHot(NodeContext &ctx) {
   Value index = *in;
   if (indices.getElementType() != i64)
     index = nn::CastOp::create(b, loc, indices.clone(i64), index);
-  index = nn::WhereOp::create(
-      b, loc,
-      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, index,
-                            scalarConstant(b, loc, i64, 0)),
-      nn::AddOp::create(b, loc, index, scalarConstant(b, loc, i64, depth)),
-      index);
+  index = wrapNegative(b, loc, index, depth);
   SmallVector<int64_t> iotaShape(rank, 1);
   iotaShape[*axis] = depth;
   HostTensor iota = HostTensor::zeros(DType::Int64, iotaShape);
@@ -1554,9 +1563,8 @@ std::vector<OpConverter> buildTable() {
        "x tanh(softplus(x))"},
       {"Softsign", {1}, {},
        activation([](NodeContext &, Activation &a, Value x) {
-         Value abs = a.select(a.cmp(nn::ComparePredicate::lt, x, a.scalar(0)),
-                              nn::NegOp::create(a.b, a.loc, x), x);
-         return nn::DivOp::create(a.b, a.loc, x, a.add(a.scalar(1.0), abs));
+         return nn::DivOp::create(a.b, a.loc, x,
+                                  a.add(a.scalar(1.0), a.abs(x)));
        }),
        "x / (1 + |x|)"},
       {"HardSigmoid", {6}, {"alpha", "beta"},

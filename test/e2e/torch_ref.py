@@ -139,7 +139,11 @@ def normalize_axis(axis, rank):
 
 
 def _register_elementwise():
+    # Activations through torch's own functions (their gradients are the
+    # ones PyTorch trains with).
     unary = {"Cos": torch.cos, "Sin": torch.sin, "Not": torch.logical_not,
+             "Abs": torch.abs, "Softplus": F.softplus, "Softsign": F.softsign,
+             "Mish": F.mish, "HardSwish": F.hardswish,
              "Erf": torch.erf, "Exp": torch.exp, "Log": torch.log, "Neg": torch.neg,
              "Reciprocal": torch.reciprocal, "Relu": torch.relu, "Sigmoid": torch.sigmoid,
              "Sqrt": torch.sqrt, "Tanh": torch.tanh}
@@ -155,9 +159,8 @@ def _register_elementwise():
 _register_elementwise()
 
 
-# Activations through torch's own functions (their gradients are the ones
-# PyTorch trains with); ONNX attributes away from torch's fixed constants
-# through the ONNX formula.
+# Activations with attributes through torch's functions; ONNX attributes
+# away from torch's fixed constants through the ONNX formula.
 @op("LeakyRelu", ("alpha",))
 def _leaky_relu(ins, attrs, n_out):
     return F.leaky_relu(ins[0], attrs.get("alpha", 0.01))
@@ -195,37 +198,12 @@ def _thresholded_relu(ins, attrs, n_out):
     return torch.where(x > attrs.get("alpha", 1.0), x, torch.zeros_like(x))
 
 
-@op("Softplus")
-def _softplus(ins, attrs, n_out):
-    return F.softplus(ins[0])
-
-
-@op("Softsign")
-def _softsign(ins, attrs, n_out):
-    return F.softsign(ins[0])
-
-
-@op("Mish")
-def _mish(ins, attrs, n_out):
-    return F.mish(ins[0])
-
-
 @op("HardSigmoid", ("alpha", "beta"))
 def _hard_sigmoid(ins, attrs, n_out):
     alpha, beta = attrs.get("alpha", 0.2), attrs.get("beta", 0.5)
     if abs(alpha - 1.0 / 6.0) < 1e-7 and beta == 0.5:
         return F.hardsigmoid(ins[0])
     return torch.clamp(alpha * ins[0] + beta, 0.0, 1.0)
-
-
-@op("HardSwish")
-def _hard_swish(ins, attrs, n_out):
-    return F.hardswish(ins[0])
-
-
-@op("Abs")
-def _abs(ins, attrs, n_out):
-    return torch.abs(ins[0])
 
 
 @op("Clip")
