@@ -13,21 +13,22 @@
 #include "compiler/Compile.h"
 
 #include "compiler/Driver.h"
+#include "compiler/Pipeline.h"
 #include "compiler/Plan.h"
+#include "compiler/PlanAttr.h"
 #include "compiler/codegen/CppEmitter.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
-#include "passes/autodiff/Passes.h"
 #include "passes/dist/Passes.h"
-#include "runtime/comm/Comm.h"
 #include "passes/lowering/Passes.h"
+#include "runtime/comm/Comm.h"
 #include "runtime/data/TokenFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -40,6 +41,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 
 using namespace mlir;
@@ -235,19 +238,21 @@ std::string replaceAll(std::string text, StringRef from, StringRef to) {
   return text;
 }
 
-/// Collects the first error diagnostic as "LOCATION: MESSAGE".
+/// Collects the first error diagnostic: `message` is "LOCATION: MESSAGE",
+/// `text` the message alone.
 class FirstError {
 public:
   explicit FirstError(MLIRContext &context)
       : handler(&context, [this](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error &&
               message.empty()) {
+            text = diag.str();
             llvm::raw_string_ostream os(message);
-            os << diag.getLocation() << ": " << diag.str();
+            os << diag.getLocation() << ": " << text;
           }
           return success();
         }) {}
-  std::string message;
+  std::string message, text;
 
 private:
   ScopedDiagnosticHandler handler;
@@ -258,6 +263,23 @@ std::string shapeText(ArrayRef<int64_t> shape) {
   for (auto [i, d] : llvm::enumerate(shape))
     s += (i ? ", " : "") + std::to_string(d);
   return s + "]";
+}
+
+/// The logical type of argument `i` of `func`: a parameter's
+/// `nn.logical_type` (the full tensor in its master precision), else the
+/// argument's type.
+Type logicalType(func::FuncOp func, unsigned i) {
+  if (auto t = func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr))
+    return t.getValue();
+  return func.getArgument(i).getType();
+}
+
+/// The logical types of all of `func`'s arguments: the layout of weights.bin.
+std::vector<Type> logicalTypes(func::FuncOp func) {
+  std::vector<Type> types;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    types.push_back(logicalType(func, i));
+  return types;
 }
 
 /// FNV-1a over parameter names, types and full (logical) shapes: the same
@@ -333,17 +355,18 @@ private:
   bool checkPlan();
   bool importModel();
   bool findDataInputs(func::FuncOp func, DataInputs &data);
-  bool markParams(func::FuncOp func);
+  /// Puts the plan on the imported module and runs the pipeline on it.
   bool lower();
-  bool markTrilMasks(func::FuncOp forward);
+  /// The one-line error of a pipeline that failed in pass `pass`.
+  std::string pipelineError(StringRef pass, const FirstError &diag) const;
   bool writeProgram(const std::string &dir);
   /// plan.json (training programs) and report.json.
   bool writeReport(const std::string &dir);
-  std::string modelSource(func::FuncOp step, const std::string &stepCode,
-                          const std::string &forwardCode);
+  bool modelSource(func::FuncOp step, const std::string &stepCode,
+                   const std::string &forwardCode, std::string &source);
   bool forwardSource(func::FuncOp forward, const std::string &code,
                      std::string &source);
-  nlohmann::json report(func::FuncOp step);
+  bool report(func::FuncOp step, nlohmann::json &r);
   /// The #include lines of the target's kernels for the generated source.
   std::string kernelIncludes() const {
     return o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
@@ -354,26 +377,18 @@ private:
   }
   nlohmann::json forwardReport(func::FuncOp forward);
   bool build(const std::string &dir);
+  /// The plan as the final IR carries it (autopar.plan).
+  bool irPlan(Plan &p);
 
   const CompileOptions &o;
-  Plan plan;
+  /// The plan file, before it is put on the IR: only checkPlan, the import
+  /// (micro-batch shapes) and lower() read it; later steps read the IR.
+  Plan planFile;
   std::string error;
   MLIRContext context;
   onnx_import::ImportResult imported;
-  DataInputs data;
-  /// Samples per micro-step per rank, and the sequence length.
-  int64_t microBatch = 0, seqLen = 0;
-  /// Whether the program runs on a mesh (dp > 1 or a ZeRO stage).
-  bool distributed() const { return plan.meshDp > 1 || plan.zeroStage > 0; }
-  /// Stage 0 under gradient accumulation: each rank sums its micro-batches'
-  /// gradients and the runtime all-reduces them once per step (DDP's
-  /// no_sync) rather than the step once per micro-batch.
-  bool deferReduction() const {
-    return plan.meshDp > 1 && plan.zeroStage == 0 && plan.microBatches > 1;
-  }
-  /// The program function's argument types before spmdization (full
-  /// tensors): the layout of weights.bin.
-  std::vector<Type> globalArgTypes;
+  /// The IR the pipeline started from and the pipeline, as text.
+  std::string inputIR, pipelineText;
 };
 
 /// The train step's result index of each parameter's gradient, by name.
@@ -386,7 +401,7 @@ llvm::StringMap<int> gradResults(func::FuncOp step) {
 }
 
 bool Compiler::checkPlan() {
-  if (!o.plan.empty() && !loadPlanFile(o.plan, plan, error))
+  if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error))
     return false;
   std::string where = planName();
   auto unsupported = [&](const std::string &key, const std::string &what) {
@@ -402,12 +417,12 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  if (plan.meshTp > 1)
+  if (planFile.meshTp > 1)
     return unsupported("mesh.tp", "tensor parallelism");
-  if (plan.meshPp > 1)
+  if (planFile.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-  if (plan.recompute != "none")
-    return unsupported("recompute", "'" + plan.recompute + "'");
+  if (planFile.recompute != "none")
+    return unsupported("recompute", "'" + planFile.recompute + "'");
   return true;
 }
 
@@ -441,9 +456,9 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
          ": the model has no graph input '" + name + "'");
     return -1;
   };
-  d.tokens = plan.dataInputs.empty() ? -1 : byName(plan.dataInputs, "inputs");
+  d.tokens = planFile.dataInputs.empty() ? -1 : byName(planFile.dataInputs, "inputs");
   d.targets =
-      plan.dataTargets.empty() ? -1 : byName(plan.dataTargets, "targets");
+      planFile.dataTargets.empty() ? -1 : byName(planFile.dataTargets, "targets");
   if (!error.empty())
     return false;
   if (d.tokens < 0)
@@ -470,32 +485,37 @@ bool Compiler::importModel() {
   if (o.forwardOnly)
     return true;
   auto func = imported.module->lookupSymbol<func::FuncOp>("forward");
+  DataInputs data;
   if (!findDataInputs(func, data))
     return false;
+  // The plan names the data inputs from here on (plan.json shows them).
+  auto inputName = [&](int arg) {
+    return func.getArgAttrOfType<StringAttr>(arg, nn::NNDialect::kInputAttr)
+        .getValue()
+        .str();
+  };
+  planFile.dataInputs = inputName(data.tokens);
+  planFile.dataTargets = inputName(data.targets);
   auto type = cast<RankedTensorType>(func.getArgument(data.tokens).getType());
   int64_t globalBatch = type.getDimSize(0);
-  seqLen = type.getDimSize(1);
-  int64_t m = plan.microBatches;
+  int64_t seqLen = type.getDimSize(1);
+  int64_t m = planFile.microBatches;
   if (globalBatch % m != 0)
     return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
                         "global batch {2}",
                         planName(), m, globalBatch));
-  microBatch = globalBatch / m;
-  if (microBatch % plan.meshDp != 0)
+  int64_t microBatch = globalBatch / m;
+  if (microBatch % planFile.meshDp != 0)
     return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples of "
                         "a micro-batch (global batch {3} / batch.micro_batches "
                         "{4})",
-                        planName(), plan.meshDp, microBatch, globalBatch, m));
-  if (m == 1) {
-    microBatch /= plan.meshDp;
+                        planName(), planFile.meshDp, microBatch, globalBatch, m));
+  if (m == 1)
     return true;
-  }
   // Re-import at the micro-batch size.
   onnx_import::ImportOptions options = o.import;
   for (int arg : {data.tokens, data.targets})
-    options.inputShapes[func.getArgAttrOfType<StringAttr>(
-                            arg, nn::NNDialect::kInputAttr)
-                            .getValue()] = {microBatch, seqLen};
+    options.inputShapes[inputName(arg)] = {microBatch, seqLen};
   std::string why;
   onnx_import::ImportResult micro =
       onnx_import::importOnnxFile(context, o.model, options, why);
@@ -504,225 +524,72 @@ bool Compiler::importModel() {
                         "the micro-batch size {1}: {2}",
                         planName(), microBatch, why));
   imported = std::move(micro);
-  microBatch /= plan.meshDp;
   return true;
 }
 
-bool Compiler::markParams(func::FuncOp func) {
-  std::string where = planName();
-  std::vector<bool> frozenUsed(plan.frozen.size());
-  Builder b(&context);
-  bool anyTrainable = false;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-    if (!name)
-      continue;
-    bool frozen = false;
-    for (auto [k, pattern] : llvm::enumerate(plan.frozen))
-      if (globMatch(pattern, name.getValue().str())) {
-        frozenUsed[k] = frozen = true;
-        func.setArgAttr(i, nn::NNDialect::kFrozenAttr, b.getUnitAttr());
-      }
-    anyTrainable |= !frozen &&
-                    !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
-                    isa<FloatType>(
-                        cast<ShapedType>(func.getArgument(i).getType())
-                            .getElementType());
-    if (globMatchAny(plan.optimizer.noDecay, name.getValue().str()))
-      func.setArgAttr(i, nn::NNDialect::kNoDecayAttr, b.getUnitAttr());
+/// Reports the first pass that fails (nested passes before the adaptors
+/// that run them).
+class FailedPass : public PassInstrumentation {
+public:
+  void runAfterPassFailed(Pass *pass, Operation *) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (name.empty())
+      name = pass->getArgument().str();
   }
-  for (auto [k, used] : llvm::enumerate(frozenUsed))
-    if (!used)
-      return fail(formatv("{0}: frozen[{1}]: \"{2}\" matches no initializer "
-                          "of {3}",
-                          where, k, plan.frozen[k], o.model));
-  if (!anyTrainable && !plan.frozen.empty())
-    return fail(formatv("{0}: frozen: every parameter of {1} is frozen: "
-                        "nothing to train",
-                        where, o.model));
-  return true;
-}
+  std::string name;
 
-/// Whether every use of `v`, through views and slices, only decides
-/// something (a comparison, a cast to bool, a where's condition): such a
-/// value never gets a gradient, so a parameter like it is never trained.
-static bool onlyDecides(Value v) {
-  for (OpOperand &use : v.getUses()) {
-    Operation *user = use.getOwner();
-    if (isa<nn::SliceOp, nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp,
-            nn::ExpandOp, nn::IdentityOp>(user)) {
-      if (!onlyDecides(user->getResult(0)))
-        return false;
-      continue;
-    }
-    if (isa<nn::CompareOp>(user))
-      continue;
-    if (auto castOp = dyn_cast<nn::CastOp>(user);
-        castOp && castOp.getType().getElementType().isInteger(1))
-      continue;
-    if (isa<nn::WhereOp>(user) && use.getOperandNumber() == 0)
-      continue;
-    return false;
-  }
-  return true;
-}
+private:
+  std::mutex mutex;
+};
 
-/// Marks `nn.tril` the parameters that are never trained and hold torch's
-/// causal-mask buffer (1 on and below the diagonal of their last two dims,
-/// 0 above; leading dims 1), from the initializers' bytes:
-/// autopar-fuse-attention then knows masks made from them are causal. Only
-/// small-rank-2+ float32 or bool tensors with leading dims of 1 are read.
-bool Compiler::markTrilMasks(func::FuncOp forward) {
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto name = forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
-    Type element = type.getElementType();
-    int64_t rank = type.getRank();
-    if (!name || rank < 2 ||
-        llvm::any_of(type.getShape().drop_back(2),
-                     [](int64_t d) { return d != 1; }) ||
-        !(element.isF32() || element.isInteger(1)))
-      continue;
-    if (!element.isInteger(1) && !onlyDecides(forward.getArgument(i)))
-      continue;
-    llvm::Expected<std::vector<char>> bytes =
-        imported.weights->readBytes(name.getValue());
-    if (!bytes)
-      return fail(o.model + ": " + llvm::toString(bytes.takeError()));
-    int64_t n = type.getDimSize(rank - 2), m = type.getDimSize(rank - 1);
-    bool tril = true;
-    for (int64_t r = 0; tril && r < n; ++r)
-      for (int64_t c = 0; tril && c < m; ++c) {
-        int64_t k = r * m + c;
-        float x = 0;
-        if (element.isF32())
-          std::memcpy(&x, bytes->data() + 4 * k, 4);
-        else
-          x = (*bytes)[k] != 0 ? 1.0f : 0.0f;
-        tril = x == (c <= r ? 1.0f : 0.0f);
-      }
-    if (tril)
-      forward.setArgAttr(i, nn::NNDialect::kTrilAttr,
-                         UnitAttr::get(&context));
-  }
-  return true;
+std::string Compiler::pipelineError(StringRef pass,
+                                    const FirstError &diag) const {
+  if (pass == "autopar-apply-plan")
+    return planName() + ": " + diag.text;
+  if (pass == "autopar-mixed-precision")
+    return o.model + ": precision: " + diag.message;
+  if (pass == "autopar-autodiff" || pass == "autopar-loss-only-forward")
+    return o.model + ": cannot differentiate the model: " + diag.message;
+  if (pass.starts_with("autopar-dist-"))
+    return o.model + ": cannot distribute the model over the mesh: " +
+           diag.message;
+  return o.model + ": lowering failed: " + diag.message;
 }
 
 bool Compiler::lower() {
   ModuleOp module = *imported.module;
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!o.forwardOnly)
+    setPlanAttr(module, planFile);
+  {
+    llvm::raw_string_ostream os(inputIR);
+    module.print(os);
+    os << "\n";
+  }
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (o.forwardOnly)
+    buildForwardPipeline(pm, o.target);
+  else
+    buildTrainPipeline(pm, planFile, o.target);
+  {
+    llvm::raw_string_ostream os(pipelineText);
+    pm.printAsTextualPipeline(os);
+    os << "\n";
+  }
+  auto failed = std::make_unique<FailedPass>();
+  FailedPass &failedPass = *failed;
+  pm.addInstrumentation(std::move(failed));
   FirstError diag(context);
-  // Attention first: autodiff then derives nn.attention_grad from it.
-  if (!markTrilMasks(forward))
-    return false;
-  PassManager fm(&context);
-  fm.addPass(createCanonicalizerPass());
-  FuseAttentionPassOptions attention;
-  if (o.target == "cuda")
-    attention.maxHeadDim = 128; // runtime/cuda/Attention.h
-  fm.addNestedPass<func::FuncOp>(createFuseAttentionPass(attention));
-  if (failed(fm.run(module)))
-    return fail(o.model + ": lowering failed: " + diag.message);
-  PassManager pm(&context);
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  LegalizePrecisionPassOptions legalize;
-  legalize.target = o.target;
-  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
-  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
-  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
-  if (o.forwardOnly) {
-    globalArgTypes.assign(forward.getArgumentTypes().begin(),
-                          forward.getArgumentTypes().end());
-    if (failed(pm.run(module)))
-      return fail(o.model + ": lowering failed: " + diag.message);
-    return true;
-  }
-  if (!markParams(forward))
-    return false;
-  // The full tensors' types as imported (f32 for parameters that mixed
-  // precision stores in 16 bits: weights.bin and checkpoints hold their
-  // f32 master values).
-  SmallVector<Type> importedTypes(forward.getArgumentTypes());
-  bool fp16 = plan.precision == "fp16-mixed";
-  if (plan.precision != "fp32") {
-    PassManager mm(&context);
-    MixedPrecisionPassOptions mixed;
-    mixed.dtype = fp16 ? "f16" : "bf16";
-    mm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(mixed));
-    if (failed(mm.run(module)))
-      return fail(o.model + ": precision: " + diag.message);
-  }
-  // fp16: the backward is seeded with the dynamic loss scale (a last
-  // argument of the step, nn.loss_scale).
-  if (failed(differentiate(module, "forward", "", "train_step",
-                           /*lossScaleArgument=*/fp16)))
-    return fail(o.model + ": cannot differentiate the model: " + diag.message);
-  // The forward function (evaluation) returns the loss alone.
-  FailureOr<unsigned> lossIndex = findLoss(forward, "");
-  if (failed(lossIndex))
-    return fail(o.model + ": " + diag.message);
-  auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-  Value loss = ret.getOperand(*lossIndex);
-  DictionaryAttr lossAttrs = forward.getResultAttrDict(*lossIndex);
-  ret->setOperands(loss);
-  forward.setType(FunctionType::get(&context, forward.getArgumentTypes(),
-                                    loss.getType()));
-  forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
-  auto step = module.lookupSymbol<func::FuncOp>("train_step");
-  if (fp16)
-    importedTypes.push_back(step.getArgumentTypes().back());
-  if (importedTypes.size() != step.getNumArguments())
-    return fail(o.model + ": internal error: the training step's arguments "
-                "are not the forward function's");
-  // Mixed precision stores trained parameters in 16 bits, with f32 masters
-  // in the optimizer. A parameter without a gradient (a mask buffer the
-  // loss only compares against) has no master: it stays f32, cast where it
-  // is used.
-  llvm::StringMap<int> trained = gradResults(step);
-  for (func::FuncOp f : {forward, step}) {
-    Block &entry = f.getBody().front();
-    OpBuilder b(&context);
-    b.setInsertionPointToStart(&entry);
-    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
-      auto name = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-      BlockArgument arg = f.getArgument(i);
-      if (!name || trained.count(name.getValue()) ||
-          arg.getType() == importedTypes[i])
-        continue;
-      Type low = arg.getType();
-      arg.setType(importedTypes[i]);
-      auto down = nn::CastOp::create(b, f.getLoc(), low, arg);
-      arg.replaceAllUsesExcept(down, down);
-    }
-    f.setType(FunctionType::get(&context, entry.getArgumentTypes(),
-                                f.getResultTypes()));
-  }
-  globalArgTypes.assign(importedTypes.begin(), importedTypes.end());
-  if (distributed()) {
-    // Data parallelism and ZeRO: shardings over the mesh's dp axis.
-    PassManager dm(&context);
-    dist::AnnotateShardingPassOptions annotate;
-    annotate.dp = plan.meshDp;
-    annotate.zeroStage = plan.zeroStage;
-    annotate.offload = plan.zeroOffload;
-    annotate.bucketMb = plan.bucketMb;
-    annotate.deferReduction = deferReduction();
-    dm.addPass(dist::createAnnotateShardingPass(annotate));
-    dm.addPass(dist::createPropagateShardingPass());
-    dm.addPass(dist::createSpmdizePass());
-    dm.addPass(dist::createZeroPartitionPass());
-    dm.addPass(dist::createScheduleCollectivesPass());
-    dm.addPass(dist::createOffloadPass());
-    if (failed(dm.run(module)))
-      return fail(o.model + ": cannot distribute the model over the mesh: " +
-                  diag.message);
-  }
-  if (failed(pm.run(module)))
-    return fail(o.model + ": lowering failed: " + diag.message);
+  if (mlir::failed(pm.run(module)))
+    return fail(pipelineError(failedPass.name, diag));
   return true;
 }
 
+bool Compiler::irPlan(Plan &p) {
+  std::string why;
+  if (!readPlanAttr(*imported.module, p, why))
+    return fail(o.model + ": internal error: " + why);
+  return true;
+}
 
 std::string dimList(ArrayRef<int64_t> shape) {
   std::string s;
@@ -735,10 +602,76 @@ std::string onnxTypeOf(Type t) {
   return std::to_string(static_cast<int>(onnx_import::mlirToDType(t)));
 }
 
-std::string Compiler::modelSource(func::FuncOp step,
-                                  const std::string &stepCode,
-                                  const std::string &forwardCode) {
-  std::string s;
+/// What the program tables read from the final IR beyond the types: the
+/// mesh, ZeRO, the data inputs and micro-batching.
+struct ProgramShape {
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> axisSizes;
+  int64_t dp = 1, ranks = 1;
+  int dpAxis = 0;
+  int64_t zeroStage = 0;
+  bool deferReduction = false, offload = false;
+  /// Argument indices of the token ids and the targets.
+  int tokens = -1, targets = -1;
+  /// Samples per micro-step per rank, and the sequence length.
+  int64_t microBatch = 0, seqLen = 0;
+};
+
+/// Reads the ProgramShape of train step `step` from the module; false with
+/// `error` set if the IR lacks what the pipeline writes.
+bool programShape(func::FuncOp step, const Plan &plan, ProgramShape &shape,
+                  std::string &error) {
+  auto module = step->getParentOfType<ModuleOp>();
+  dist::MeshOp mesh = dist::findMesh(module);
+  if (!mesh) {
+    error = "the program has no dist.mesh";
+    return false;
+  }
+  for (auto [name, size] :
+       llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    if (axis == "dp") {
+      shape.dpAxis = shape.axisNames.size();
+      shape.dp = size;
+    }
+    shape.axisNames.push_back(axis.str());
+    shape.axisSizes.push_back(size);
+  }
+  shape.ranks = mesh.getNumRanks();
+  if (auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr))
+    shape.zeroStage = stage.getInt();
+  shape.deferReduction = module->hasAttr(dist::kDeferReductionAttr);
+  auto offload = module->getAttrOfType<StringAttr>(dist::kOffloadAttr);
+  shape.offload = offload && offload.getValue() == "cpu";
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr);
+    if (name && name.getValue() == plan.dataInputs)
+      shape.tokens = i;
+    if (name && name.getValue() == plan.dataTargets)
+      shape.targets = i;
+  }
+  if (shape.tokens < 0 || shape.targets < 0) {
+    error = "the training step has no graph input named by data.inputs or "
+            "data.targets";
+    return false;
+  }
+  auto tokens = cast<RankedTensorType>(step.getArgument(shape.tokens).getType());
+  shape.microBatch = tokens.getDimSize(0);
+  shape.seqLen = tokens.getDimSize(1);
+  return true;
+}
+
+bool Compiler::modelSource(func::FuncOp step, const std::string &stepCode,
+                           const std::string &forwardCode,
+                           std::string &s) {
+  Plan plan;
+  ProgramShape shape;
+  std::string why;
+  if (!irPlan(plan))
+    return false;
+  if (!programShape(step, plan, shape, why))
+    return fail(o.model + ": internal error: " + why);
+  std::vector<Type> globalArgTypes = logicalTypes(step);
   llvm::raw_string_ostream os(s);
   os << "// Generated by autopar from " << llvm::sys::path::filename(o.model)
      << "; do not edit.\n"
@@ -805,9 +738,9 @@ std::string Compiler::modelSource(func::FuncOp step,
                   onnxTypeOf(type.getElementType()),
                   tensorBytes(type) / type.getNumElements(), type.getRank(),
                   dimList(type.getShape()),
-                  lossScale                           ? 2
-                  : static_cast<int>(i) == data.tokens ? 0
-                                                       : 1);
+                  lossScale                             ? 2
+                  : static_cast<int>(i) == shape.tokens ? 0
+                                                        : 1);
     ++numInputs;
   }
   os << "};\n\n";
@@ -848,28 +781,34 @@ std::string Compiler::modelSource(func::FuncOp step,
      << "  c.backoffFactor = " << hex(ls.backoffFactor) << ";\n"
      << "  c.growthInterval = " << ls.growthInterval << ";\n"
      << "  return c;\n}\n\n";
-  os << "static const char *const kMeshAxisNames[] = {\"dp\"};\n"
-     << "static const int64_t kMeshAxisSizes[] = {" << plan.meshDp << "};\n\n";
+  os << "static const char *const kMeshAxisNames[] = {";
+  for (auto [k, name] : llvm::enumerate(shape.axisNames))
+    os << (k ? ", " : "") << "\"" << name << "\"";
+  os << "};\nstatic const int64_t kMeshAxisSizes[] = {";
+  for (auto [k, size] : llvm::enumerate(shape.axisSizes))
+    os << (k ? ", " : "") << size;
+  os << "};\n\n";
   os << formatv(
       "static const autopar::rt::ModelInfo kInfo = {{\n"
       "  \"{0}\", kTensors, {1}, kInputs, {2}, {3},\n"
       "  train_step_fn::train_step, {4}, {5},\n"
       "  forward_fn::forward, {11},\n"
       "  {6}, {7}, {8}, {9}, {10},\n"
-      "  kMeshAxisNames, kMeshAxisSizes, 1, 0, {12}, {13}, {14}, {15}};\n\n"
+      "  kMeshAxisNames, kMeshAxisSizes, {16}, {17}, {12}, {13}, {14}, "
+      "{15}};\n\n"
       "const autopar::rt::ModelInfo &autoparModelInfo() {{ return kInfo; }\n",
       fingerprint(step, globalArgTypes), numTensors, numInputs, paramBytes,
       step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt(),
-      step.getNumResults(), microBatch, plan.microBatches, seqLen,
-      valueBound(step, step.getArgument(data.tokens)),
-      valueBound(step, step.getArgument(data.targets)),
+      step.getNumResults(), shape.microBatch, plan.microBatches, shape.seqLen,
+      valueBound(step, step.getArgument(shape.tokens)),
+      valueBound(step, step.getArgument(shape.targets)),
       step->getParentOfType<ModuleOp>()
           .lookupSymbol<func::FuncOp>("forward")
           ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
           .getInt(),
-      plan.zeroStage, fileBytes, deferReduction() ? "true" : "false",
-      plan.zeroOffload == "cpu" ? "true" : "false");
-  return s;
+      shape.zeroStage, fileBytes, shape.deferReduction ? "true" : "false",
+      shape.offload ? "true" : "false", shape.axisNames.size(), shape.dpAxis);
+  return true;
 }
 
 bool Compiler::forwardSource(func::FuncOp forward, const std::string &code,
@@ -990,10 +929,18 @@ int64_t matmulFlops(func::FuncOp func) {
   return flops;
 }
 
-nlohmann::json Compiler::report(func::FuncOp step) {
+bool Compiler::report(func::FuncOp step, nlohmann::json &r) {
   // Everything is per rank (every rank of a dp / ZeRO mesh holds the same
   // amounts), except the FLOPs, which are the whole step's.
-  const int64_t dp = plan.meshDp, stage = plan.zeroStage;
+  Plan plan;
+  ProgramShape shape;
+  std::string why;
+  if (!irPlan(plan))
+    return false;
+  if (!programShape(step, plan, shape, why))
+    return fail(o.model + ": internal error: " + why);
+  const int64_t dp = shape.dp, stage = shape.zeroStage;
+  std::vector<Type> globalArgTypes = logicalTypes(step);
   int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
   int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
   // f32 master copies of 16-bit parameters (mixed precision), counted as
@@ -1025,7 +972,7 @@ nlohmann::json Compiler::report(func::FuncOp step) {
         masterElements += zero.stateElements;
       if (stage == 1)
         commBytes[1] += rt::reduceScatterFlatBytes(n, dp, elementBytes);
-      if (deferReduction())
+      if (shape.deferReduction)
         commBytes[0] += rt::allReduceBytes(n, dp, elementBytes);
       if (stage == 1 || stage == 2)
         commBytes[2] += rt::allGatherFlatBytes(n, dp, elementBytes);
@@ -1066,14 +1013,17 @@ nlohmann::json Compiler::report(func::FuncOp step) {
   int64_t optBytes = 4 * (stateElements * states + masterElements);
   int64_t arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
   int64_t flops = matmulFlops(step) * plan.microBatches * dp;
-  int64_t globalBatch = microBatch * plan.microBatches * dp;
-  nlohmann::json r;
+  int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
+  const int64_t seqLen = shape.seqLen;
+  std::map<std::string, int64_t> mesh;
+  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+    mesh[name] = size;
   r["model"] = o.model;
   r["target"] = o.target;
   r["parameters"] = paramCount;
   r["trainable_parameters"] = trainableCount;
   r["global_batch"] = globalBatch;
-  r["micro_batch"] = microBatch;
+  r["micro_batch"] = shape.microBatch;
   r["micro_batches"] = plan.microBatches;
   r["sequence_length"] = seqLen;
   r["bytes"] = {{"params", paramBytes},
@@ -1085,10 +1035,10 @@ nlohmann::json Compiler::report(func::FuncOp step) {
                 {"peak", paramBytes + gradBytes + optBytes + arena +
                              inputBytes}};
   r["parallel"] = {
-      {"mesh", {{"dp", dp}, {"tp", 1}, {"pp", 1}}},
-      {"ranks", dp},
+      {"mesh", mesh},
+      {"ranks", shape.ranks},
       {"zero_stage", stage},
-      {"offload", plan.zeroOffload},
+      {"offload", shape.offload ? "cpu" : "none"},
       {"precision", plan.precision},
       // The ZeRO paper's model states: trainable parameters, their
       // gradients and the optimizer state, per rank.
@@ -1097,14 +1047,14 @@ nlohmann::json Compiler::report(func::FuncOp step) {
         {"grads", gradBytes},
         {"optimizer_state", optBytes},
         {"total", trainableBytes + gradBytes + optBytes}}},
-      {"host_bytes", plan.zeroOffload == "cpu" ? optBytes : 0},
+      {"host_bytes", shape.offload ? optBytes : 0},
       {"comm_bytes_per_step",
        {{"all_reduce", commBytes[0]},
         {"reduce_scatter", commBytes[1]},
         {"all_gather", commBytes[2]}}}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
-  return r;
+  return true;
 }
 
 nlohmann::json Compiler::forwardReport(func::FuncOp forward) {
@@ -1168,7 +1118,8 @@ bool Compiler::writeProgram(const std::string &dir) {
     llvm::raw_string_ostream cs(code);
     if (failed(emitFunction(step, "train_step", target, cs)))
       return fail(o.model + ": code generation failed: " + diag.message);
-    source = modelSource(step, code, forwardCode);
+    if (!modelSource(step, code, forwardCode, source))
+      return false;
   }
   std::vector<std::string> runtimeFiles(std::begin(kCommonFiles),
                                         std::end(kCommonFiles));
@@ -1188,7 +1139,9 @@ bool Compiler::writeProgram(const std::string &dir) {
       replaceAll(replaceAll(cuda ? kCudaCMakeLists : kCMakeLists, "@SOURCES@",
                             sources),
                  "@PROGRAM@", o.forwardOnly ? "run" : "train"),
-      "@MPI@", !o.forwardOnly && plan.meshDp > 1 ? "ON" : "OFF");
+      "@MPI@",
+      !o.forwardOnly && dist::findMesh(module).getNumRanks() > 1 ? "ON"
+                                                                 : "OFF");
   cmake = replaceAll(cmake, "@ARCHS@", o.cudaArch);
   auto path = [&](StringRef rel) {
     llvm::SmallString<256> p(dir);
@@ -1204,10 +1157,14 @@ bool Compiler::writeProgram(const std::string &dir) {
   if (!write(cuda ? "model.cu" : "model.cpp", source) ||
       !write("CMakeLists.txt", cmake))
     return false;
+  // The pipeline's input, the pipeline and its output: autopar-opt replays
+  // the compile (docs/training.md, "How the compiler works").
   std::string ir;
   llvm::raw_string_ostream irs(ir);
   module.print(irs);
-  if (!write(o.forwardOnly ? "forward.mlir" : "train_step.mlir", ir))
+  irs << "\n";
+  if (!write("input.mlir", inputIR) || !write("pipeline.txt", pipelineText) ||
+      !write(o.forwardOnly ? "forward.mlir" : "train_step.mlir", ir))
     return false;
   const char *envRuntime = std::getenv("AUTOPAR_RUNTIME_DIR");
   std::string runtime = envRuntime ? envRuntime : AUTOPAR_RUNTIME_DIR;
@@ -1224,6 +1181,7 @@ bool Compiler::writeProgram(const std::string &dir) {
   // Initial weights: the full tensors, laid out like the parameter blob of
   // the unsharded program (TensorInfo::fileOffset).
   int64_t fileBytes = 0;
+  std::vector<Type> globalArgTypes = logicalTypes(step);
   std::vector<ArgSlot> fileSlots =
       layoutArguments(step, globalArgTypes, fileBytes);
   std::string weights(fileBytes, '\0');
@@ -1280,10 +1238,12 @@ bool Compiler::writeReport(const std::string &dir) {
                  forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
                          .dump(2) +
                      "\n");
-  return write("plan.json", toJson(plan).dump(2) + "\n") &&
-         write("report.json",
-               report(module.lookupSymbol<func::FuncOp>("train_step")).dump(2) +
-                   "\n");
+  Plan plan;
+  nlohmann::json r;
+  return irPlan(plan) &&
+         report(module.lookupSymbol<func::FuncOp>("train_step"), r) &&
+         write("plan.json", toJson(plan).dump(2) + "\n") &&
+         write("report.json", r.dump(2) + "\n");
 }
 
 bool Compiler::build(const std::string &dir) {

@@ -33,8 +33,13 @@ def NN_Dialect : Dialect {
     - `nn.tril`: a parameter that is never trained and whose value is a
       lower-triangular mask: with shape [1, ..., 1, N, M], element (i, j)
       is 1 (true) for j <= i and 0 (false) above (torch's
-      `tril(ones(N, M))` causal-mask buffer). Set by the compiler from the
+      `tril(ones(N, M))` causal-mask buffer). Set by the importer from the
       initializer's bytes; `autopar-fuse-attention` reads it.
+    - `nn.logical_type = tensor<...>`: on a parameter, its logical tensor:
+      the full (unsharded) tensor in its master precision, which
+      weights.bin, checkpoints and the ONNX export hold, however mixed
+      precision and ZeRO store the argument itself (set by
+      `autopar-apply-plan`).
     - `nn.loss_scale`: a scalar float argument of a training step that
       seeds the backward pass (the gradient of the loss with respect to
       itself): fp16 mixed precision's dynamic loss scale, which the runtime
@@ -59,6 +64,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
     static constexpr llvm::StringLiteral kLossScaleAttr = "nn.loss_scale";
+    static constexpr llvm::StringLiteral kLogicalTypeAttr = "nn.logical_type";
   }];
 }
 

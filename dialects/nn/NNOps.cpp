@@ -50,13 +50,22 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr,
       NNDialect::kTrilAttr, NNDialect::kLossScaleAttr};
   bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
+  bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
   bool known = isResult ? (name == NNDialect::kOutputAttr ||
                            name == NNDialect::kGradAttr)
-                        : (llvm::is_contained(argStringAttrs, name) || unit);
+                        : (llvm::is_contained(argStringAttrs, name) || unit ||
+                           logicalType);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
-  if (unit) {
+  if (logicalType) {
+    auto typeAttr = dyn_cast<TypeAttr>(attr.getValue());
+    auto logical = typeAttr ? dyn_cast<RankedTensorType>(typeAttr.getValue())
+                            : RankedTensorType();
+    if (!logical || !logical.hasStaticShape())
+      return op->emitError() << "argument attribute '" << name
+                             << "' must be a statically shaped tensor type";
+  } else if (unit) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "argument attribute '" << name
                              << "' must be a unit attribute";
@@ -87,7 +96,7 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
                              << "' cannot be a parameter or a graph input";
     return success();
   }
-  if (!param && (name == NNDialect::kInitFromAttr || unit))
+  if (!param && (name == NNDialect::kInitFromAttr || unit || logicalType))
     return op->emitError() << "argument #" << index << " has '" << name
                            << "' but no 'nn.param'";
   if (param && name == NNDialect::kInputAttr)

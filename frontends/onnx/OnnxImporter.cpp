@@ -19,6 +19,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -130,6 +131,7 @@ private:
   LogicalResult verifyNewOps(const onnx::NodeProto &node,
                              Block::iterator firstNew);
   LogicalResult addOutputs();
+  void markCausalMasks();
   Value addParam(RankedTensorType type, const ParamInfo &info);
 
   MLIRContext &ctx;
@@ -662,6 +664,75 @@ LogicalResult Importer::addOutputs() {
   return success();
 }
 
+/// Whether every use of `v`, through views and slices, only decides
+/// something (a comparison, a cast to bool, a where's condition): such a
+/// value never gets a gradient, so a parameter like it is never trained.
+static bool onlyDecides(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<nn::SliceOp, nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp,
+            nn::ExpandOp, nn::IdentityOp>(user)) {
+      if (!onlyDecides(user->getResult(0)))
+        return false;
+      continue;
+    }
+    if (isa<nn::CompareOp>(user))
+      continue;
+    if (auto castOp = dyn_cast<nn::CastOp>(user);
+        castOp && castOp.getType().getElementType().isInteger(1))
+      continue;
+    if (isa<nn::WhereOp>(user) && use.getOperandNumber() == 0)
+      continue;
+    return false;
+  }
+  return true;
+}
+
+/// Marks `nn.tril` the parameters that are never trained and hold torch's
+/// causal-mask buffer (1 on and below the diagonal of their last two dims,
+/// 0 above; leading dims 1), from the initializers' bytes:
+/// autopar-fuse-attention then knows masks made from them are causal. Only
+/// rank-2+ float32 or bool tensors with leading dims of 1 are read; one
+/// whose bytes cannot be read (a shape-only model) is left unmarked.
+void Importer::markCausalMasks() {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    Type element = type.getElementType();
+    int64_t rank = type.getRank();
+    if (!name || rank < 2 ||
+        llvm::any_of(type.getShape().drop_back(2),
+                     [](int64_t d) { return d != 1; }) ||
+        !(element.isF32() || element.isInteger(1)))
+      continue;
+    if (!element.isInteger(1) && !onlyDecides(func.getArgument(i)))
+      continue;
+    llvm::Expected<std::vector<char>> bytes =
+        weights->readBytes(name.getValue());
+    if (!bytes) {
+      llvm::consumeError(bytes.takeError());
+      continue;
+    }
+    int64_t n = type.getDimSize(rank - 2), m = type.getDimSize(rank - 1);
+    int64_t elementBytes = element.isF32() ? 4 : 1;
+    if (static_cast<int64_t>(bytes->size()) != n * m * elementBytes)
+      continue;
+    bool tril = true;
+    for (int64_t r = 0; tril && r < n; ++r)
+      for (int64_t c = 0; tril && c < m; ++c) {
+        int64_t k = r * m + c;
+        float x = 0;
+        if (element.isF32())
+          std::memcpy(&x, bytes->data() + 4 * k, 4);
+        else
+          x = (*bytes)[k] != 0 ? 1.0f : 0.0f;
+        tril = x == (c <= r ? 1.0f : 0.0f);
+      }
+    if (tril)
+      func.setArgAttr(i, nn::NNDialect::kTrilAttr, builder.getUnitAttr());
+  }
+}
+
 ImportResult Importer::run() {
   ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
   if (failed(loadModel()) || failed(checkOpset()))
@@ -691,6 +762,7 @@ ImportResult Importer::run() {
       return {};
   if (failed(addOutputs()))
     return {};
+  markCausalMasks();
   if (failed(mlir::verify(*module)))
     return (void)fail("the imported IR does not verify"), ImportResult{};
   return {std::move(module), std::move(weights), std::move(graphInputs)};

@@ -62,4 +62,37 @@ def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }
 
+def LossOnlyForwardPass : Pass<"autopar-loss-only-forward", "mlir::ModuleOp"> {
+  let summary = "Make the forward function return its loss alone";
+  let description = [{
+    Run after autopar-autodiff: the forward function becomes the training
+    program's evaluation function, which returns the loss (the result
+    named `loss`, or the only scalar float result) and nothing else; its
+    other results and their attributes are dropped, and the ops that only
+    fed them are left for canonicalization to remove.
+
+    ```mlir
+    func.func @forward(...) -> (tensor<2x16xf32> {nn.output = "logits"},
+                                tensor<f32> {nn.output = "loss"}) {
+      ...
+      return %logits, %loss : tensor<2x16xf32>, tensor<f32>
+    }
+    ```
+    becomes
+    ```mlir
+    func.func @forward(...) -> (tensor<f32> {nn.output = "loss"}) {
+      ...
+      return %loss : tensor<f32>
+    }
+    ```
+    A function without a loss is an error (autopar-autodiff's).
+  }];
+  let options = [
+    Option<"forward", "forward", "std::string", "\"forward\"",
+           "Name of the forward function">,
+    Option<"loss", "loss", "std::string", "\"\"",
+           "nn.output name of the loss (default: the only scalar float result)">,
+  ];
+}
+
 #endif // AUTOPAR_PASSES_AUTODIFF

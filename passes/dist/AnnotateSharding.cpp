@@ -32,7 +32,7 @@ MeshOp dist::findMesh(ModuleOp module) {
 MeshOp dist::requireMesh(ModuleOp module) {
   MeshOp mesh = findMesh(module);
   if (!mesh)
-    module.emitError() << "has no dist.mesh (run autopar-dist-annotate)";
+    module.emitError() << "has no dist.mesh (run autopar-apply-plan)";
   return mesh;
 }
 
@@ -53,8 +53,20 @@ struct AnnotateShardingPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    if (dp < 1)
-      return fail(module, "dp must be at least 1, got " + std::to_string(dp));
+    MeshOp mesh = requireMesh(module);
+    if (!mesh)
+      return signalPassFailure();
+    std::optional<int64_t> dpSize = mesh.getAxisSize("dp");
+    if (!dpSize)
+      return fail(module, "the mesh has no dp axis");
+    for (auto [name, size] :
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+      if (size > 1 && cast<StringAttr>(name).getValue() != "dp")
+        return fail(module, "mesh axis '" +
+                                cast<StringAttr>(name).getValue().str() +
+                                "' has size " + std::to_string(size) +
+                                ": only the dp axis is partitioned yet");
+    dp = *dpSize;
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0 to 3, got " +
                               std::to_string(zeroStage));
@@ -67,19 +79,17 @@ struct AnnotateShardingPass
       return fail(module, "defer-reduction is for ZeRO stage 0 (stage 1 "
                           "always defers, stages 2 and 3 shard the "
                           "gradients as they are reduced)");
-    if (findMesh(module))
-      return fail(module, "already has a dist.mesh");
+    meshName = mesh.getSymName();
 
     OpBuilder b(ctx);
-    b.setInsertionPointToStart(module.getBody());
-    MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr({"dp"}),
-                   b.getDenseI64ArrayAttr({dp}));
     module->setAttr(kZeroStageAttr, b.getI64IntegerAttr(zeroStage));
     if (offload == "cpu")
       module->setAttr(kOffloadAttr, b.getStringAttr(offload));
     module->setAttr(kBucketBytesAttr,
                     b.getI64IntegerAttr(static_cast<int64_t>(
                         bucketMb * 1024.0 * 1024.0)));
+    if (deferReduction)
+      module->setAttr(kDeferReductionAttr, b.getUnitAttr());
 
     // Trainable parameters: those the training step returns a gradient of.
     llvm::StringSet<> trainable;
@@ -94,6 +104,10 @@ struct AnnotateShardingPass
         return signalPassFailure();
   }
 
+  /// The mesh's size along dp, and its symbol.
+  int64_t dp = 1;
+  StringRef meshName;
+
   void fail(ModuleOp module, const std::string &message) {
     module.emitError() << message;
     signalPassFailure();
@@ -103,7 +117,7 @@ struct AnnotateShardingPass
     MLIRContext *ctx = func.getContext();
     auto replicated = [&](Type t) {
       return Layout::replicated(cast<RankedTensorType>(t).getRank())
-          .toAttr(ctx, kMeshName);
+          .toAttr(ctx, meshName);
     };
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto type = cast<RankedTensorType>(func.getArgument(i).getType());
@@ -116,7 +130,7 @@ struct AnnotateShardingPass
                  << " is not divisible by mesh.dp = " << static_cast<int64_t>(dp);
         Layout l = Layout::replicated(type.getRank());
         l.dims[0].push_back("dp");
-        func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, kMeshName));
+        func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
       func.setArgAttr(i, kShardingAttr, replicated(type));
@@ -140,7 +154,7 @@ struct AnnotateShardingPass
       // stage 0 with deferReduction too, all-reduced once per step.
       if (zeroStage == 1 || deferReduction)
         l.partial.push_back("dp");
-      func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, kMeshName));
+      func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, meshName));
     }
     return success();
   }

@@ -24,16 +24,20 @@ inline constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
 inline constexpr llvm::StringLiteral kZeroStageAttr = "dist.zero_stage";
 inline constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
 inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
+/// Stage 0 under gradient accumulation: the step's gradients stay partial
+/// over dp and the runtime all-reduces them once per step.
+inline constexpr llvm::StringLiteral kDeferReductionAttr =
+    "dist.defer_reduction";
 /// Op attribute: the gradient bucket of a scheduled collective.
 inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
-/// The mesh autopar-dist-annotate creates.
+/// The mesh autopar-apply-plan creates.
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
 
 /// The module's mesh (the one dist.mesh), or null with no error.
 MeshOp findMesh(mlir::ModuleOp module);
 
 /// The module's mesh, or null after an error saying to run
-/// autopar-dist-annotate first.
+/// autopar-apply-plan first.
 MeshOp requireMesh(mlir::ModuleOp module);
 
 /// Axis sizes of `mesh` by name.

@@ -11,11 +11,48 @@
 
 include "mlir/Pass/PassBase.td"
 
-def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
-  let summary = "Turn the plan's mesh and ZeRO stage into shardings";
+def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
+  let summary = "Put the module's plan on the program: mesh and parameter marks";
   let description = [{
-    Adds `dist.mesh @mesh axes = [dp = N]` and annotates the arguments and
-    results of every function with `dist.sharding`: graph inputs
+    The first pass of `autopar-train-pipeline`. It reads the plan from the
+    module's `autopar.plan` dictionary (compiler/PlanAttr.h: the resolved
+    plan.json) and writes what the later passes, the program writer and
+    the runtime tables read:
+
+    - `dist.mesh @mesh axes = [dp = D, pp = P, tp = T]`, the plan's mesh
+      with every axis (size-1 axes included: a plan without that
+      parallelism), dp-major and tp-minor;
+    - `nn.frozen` on every parameter a `frozen` glob matches and
+      `nn.no_decay` on every parameter an `optimizer.no_decay` glob
+      matches (globs over the `nn.param` names);
+    - `nn.logical_type` on every parameter: its type as imported, the full
+      tensor in its master precision that weights.bin and checkpoints hold,
+      whatever mixed precision and ZeRO later make of the argument.
+
+    ```mlir
+    module attributes {autopar.plan = {frozen = ["wpe"], mesh = {dp = 2 : i64, pp = 1 : i64, tp = 1 : i64}, ...}} {
+      func.func @forward(%w: tensor<4x4xf32> {nn.param = "wpe"}, ...)
+    ```
+    becomes
+    ```mlir
+    module attributes {autopar.plan = ...} {
+      dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+      func.func @forward(%w: tensor<4x4xf32> {nn.frozen, nn.logical_type = tensor<4x4xf32>, nn.param = "wpe"}, ...)
+    ```
+    Errors, naming the plan key: no or a malformed `autopar.plan`, a
+    `frozen` glob that matches no parameter, every parameter frozen, a
+    module that already has a mesh.
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect",
+                           "autopar::nn::NNDialect"];
+}
+
+def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
+  let summary = "Turn the mesh's dp axis and the ZeRO stage into shardings";
+  let description = [{
+    Over the module's `dist.mesh` (from autopar-apply-plan; axes other than
+    `dp` must have size 1 for now), annotates the arguments and results of
+    every function with `dist.sharding`: graph inputs
     (`nn.input`) split their batch dim (dim 0) over `dp`; parameters are
     replicated; results are wanted replicated (the loss, and the gradients
     at ZeRO stage 0). ZeRO: at stage 1 the gradients stay partial sums (the
@@ -26,14 +63,16 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
     micro-batch); at stages 2 and 3 they are wanted as flat shards
     (`dist.zero` on the result); at stage 3 trainable parameters are stored
     as flat shards (`dist.zero` on the argument). The module records the
-    stage, the offload target and the bucket size for the later passes.
+    stage (`dist.zero_stage`), the offload target (`dist.offload`), the
+    bucket size (`dist.bucket_bytes`) and a deferred reduction
+    (`dist.defer_reduction`) for the later passes and the program writer.
 
     ```mlir
     func.func @train_step(%w: tensor<4x4xf32> {nn.param = "w"},
                           %x: tensor<8x4xf32> {nn.input = "x"})
         -> (tensor<f32> {nn.output = "loss"}, tensor<4x4xf32> {nn.grad = "w"})
     ```
-    with `dp=2 zero-stage=2` becomes
+    with `zero-stage=2` over `dist.mesh @mesh axes = [dp = 2]` becomes
     ```mlir
     module attributes {dist.zero_stage = 2 : i64, ...} {
       dist.mesh @mesh axes = [dp = 2]
@@ -43,10 +82,10 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
           -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"},
               tensor<4x4xf32> {dist.zero, nn.grad = "w"})
     ```
-    A batch dim that `dp` does not divide is an error naming the input.
+    A batch dim that `dp` does not divide is an error naming the input; so
+    is a module without a mesh or with a `dp` axis missing.
   }];
   let options = [
-    Option<"dp", "dp", "int64_t", "1", "Size of the data-parallel mesh axis">,
     Option<"zeroStage", "zero-stage", "int64_t", "0", "ZeRO stage (0 to 3)">,
     Option<"offload", "offload", "std::string", "\"none\"",
            "Where the optimizer state and its update live: none or cpu">,

@@ -143,6 +143,34 @@ def MixedPrecisionPass : Pass<"autopar-mixed-precision", "mlir::func::FuncOp"> {
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def RestoreUntrainedPrecisionPass
+    : Pass<"autopar-restore-untrained-precision", "mlir::ModuleOp"> {
+  let summary = "Keep parameters without a gradient in their logical type";
+  let description = [{
+    Run after autopar-mixed-precision and autopar-autodiff. Mixed precision
+    stores trained parameters in 16 bits, their f32 masters in the
+    optimizer; a parameter that gets no gradient (a mask buffer the loss
+    only compares against) has no master, so it stays in its logical type
+    (`nn.logical_type`, from autopar-apply-plan) and is cast to the 16-bit
+    type where it is used. Applies to every function of the module; a
+    parameter is trained when some function returns its gradient
+    (`nn.grad`).
+
+    ```mlir
+    func.func @train_step(%m: tensor<4x4xbf16> {nn.logical_type = tensor<4x4xf32>, nn.param = "mask"}, ...) {
+      %0 = nn.compare gt %m, ...
+    ```
+    becomes
+    ```mlir
+    func.func @train_step(%m: tensor<4x4xf32> {nn.logical_type = tensor<4x4xf32>, nn.param = "mask"}, ...) {
+      %c = nn.cast %m : tensor<4x4xf32> to tensor<4x4xbf16>
+      %0 = nn.compare gt %c, ...
+    ```
+    A logical type whose shape is not the argument's is an error.
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def LegalizePrecisionPass : Pass<"autopar-legalize-precision", "mlir::func::FuncOp"> {
   let summary = "Compute ops whose kernels take f32 in f32 around 16-bit tensors";
   let options = [

@@ -1,11 +1,14 @@
 //===- autopar-opt.cpp - runs autopar's passes on textual IR --------------===//
 //
-// MlirOptMain with the nn and dist dialects, every autopar pass and the
-// upstream dialects and passes (canonicalize, cse, ...) they work with, so
-// each stage of the compiler can be run and lit-tested alone.
+// MlirOptMain with the nn and dist dialects, every autopar pass, the
+// pipelines of `autopar compile` (autopar-train-pipeline,
+// autopar-forward-pipeline) and the upstream dialects and passes
+// (canonicalize, cse, ...) they work with, so each stage of the compiler can
+// be run and lit-tested alone and a compile replayed.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Pipeline.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "passes/analysis/Passes.h"
@@ -27,6 +30,7 @@ int main(int argc, char **argv) {
   autopar::registerAutodiffPasses();
   autopar::registerLoweringPasses();
   autopar::dist::registerDistPasses();
+  autopar::registerPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "autopar optimizer driver\n", registry));
 }

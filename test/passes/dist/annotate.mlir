@@ -1,7 +1,7 @@
-// RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=0" --split-input-file | FileCheck %s --check-prefix=Z0
-// RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=1 bucket-mb=1" --split-input-file | FileCheck %s --check-prefix=Z1
-// RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=3 offload=cpu" --split-input-file | FileCheck %s --check-prefix=Z3
-// RUN: autopar-opt %s --autopar-dist-annotate="dp=2 zero-stage=0 defer-reduction=true" --split-input-file | FileCheck %s --check-prefix=DEFER
+// RUN: autopar-opt %s --autopar-dist-annotate="zero-stage=0" --split-input-file | FileCheck %s --check-prefix=Z0
+// RUN: autopar-opt %s --autopar-dist-annotate="zero-stage=1 bucket-mb=1" --split-input-file | FileCheck %s --check-prefix=Z1
+// RUN: autopar-opt %s --autopar-dist-annotate="zero-stage=3 offload=cpu" --split-input-file | FileCheck %s --check-prefix=Z3
+// RUN: autopar-opt %s --autopar-dist-annotate="zero-stage=0 defer-reduction=true" --split-input-file | FileCheck %s --check-prefix=DEFER
 
 // Inputs split their batch dim over dp; parameters are replicated; the loss
 // is wanted replicated; gradients replicated (stage 0), partial (stage 1:
@@ -10,7 +10,7 @@
 // the frozen one (no gradient) stays replicated.
 
 // Z0: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
-// Z0: dist.mesh @mesh axes = [dp = 2]
+// Z0: dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // Z0-LABEL: func.func @train_step
 // Z0-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []]>, nn.param = "w"}
 // Z0-SAME: %arg1: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]]>, nn.param = "frozen"}
@@ -22,7 +22,7 @@
 // Z1-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
 // Stage 0 with deferred reduction (gradient accumulation): partial, as Z1.
-// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
+// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.defer_reduction, dist.zero_stage = 0 : i64}
 // DEFER-LABEL: func.func @train_step
 // DEFER-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
@@ -31,6 +31,7 @@
 // Z3-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []]>, dist.zero, nn.param = "w"}
 // Z3-SAME: %arg1: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]]>, nn.param = "frozen"}
 // Z3-SAME: tensor<4x4xf32> {dist.zero, nn.grad = "w"}
+dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 func.func @train_step(%w: tensor<4x4xf32> {nn.param = "w"},
                       %f: tensor<4xf32> {nn.param = "frozen"},
                       %x: tensor<8x4xf32> {nn.input = "x"})

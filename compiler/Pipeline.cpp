@@ -1,0 +1,168 @@
+//===- Pipeline.cpp - the compile pipelines -------------------------------===//
+
+#include "compiler/Pipeline.h"
+
+#include "compiler/PlanAttr.h"
+#include "passes/autodiff/Passes.h"
+#include "passes/dist/Passes.h"
+#include "passes/lowering/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace autopar;
+
+bool autopar::isDistributed(const Plan &plan) {
+  return plan.meshDp > 1 || plan.zeroStage > 0;
+}
+
+bool autopar::defersReduction(const Plan &plan) {
+  return plan.meshDp > 1 && plan.zeroStage == 0 && plan.microBatches > 1;
+}
+
+namespace {
+
+void addAttentionFusion(OpPassManager &pm, StringRef target) {
+  FuseAttentionPassOptions attention;
+  if (target == "cuda")
+    attention.maxHeadDim = 128; // runtime/cuda/Attention.h
+  pm.addNestedPass<func::FuncOp>(createFuseAttentionPass(attention));
+}
+
+void addLowering(OpPassManager &pm, StringRef target) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  LegalizePrecisionPassOptions legalize;
+  legalize.target = target.str();
+  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
+  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
+}
+
+} // namespace
+
+void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
+                                 StringRef target) {
+  pm.addPass(dist::createApplyPlanPass());
+  pm.addPass(createCanonicalizerPass());
+  // Attention first: autodiff then derives nn.attention_grad from it.
+  addAttentionFusion(pm, target);
+  bool fp16 = plan.precision == "fp16-mixed";
+  bool mixed = plan.precision != "fp32";
+  if (mixed) {
+    MixedPrecisionPassOptions options;
+    options.dtype = fp16 ? "f16" : "bf16";
+    pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(options));
+  }
+  // fp16: the backward is seeded with the dynamic loss scale (a last
+  // argument of the step, nn.loss_scale).
+  AutodiffPassOptions autodiff;
+  autodiff.lossScaleArgument = fp16;
+  pm.addPass(createAutodiffPass(autodiff));
+  pm.addPass(createLossOnlyForwardPass());
+  if (mixed)
+    pm.addPass(createRestoreUntrainedPrecisionPass());
+  if (isDistributed(plan)) {
+    // Data parallelism and ZeRO: shardings over the mesh's dp axis.
+    dist::AnnotateShardingPassOptions annotate;
+    annotate.zeroStage = plan.zeroStage;
+    annotate.offload = plan.zeroOffload;
+    annotate.bucketMb = plan.bucketMb;
+    annotate.deferReduction = defersReduction(plan);
+    pm.addPass(dist::createAnnotateShardingPass(annotate));
+    pm.addPass(dist::createPropagateShardingPass());
+    pm.addPass(dist::createSpmdizePass());
+    pm.addPass(dist::createZeroPartitionPass());
+    pm.addPass(dist::createScheduleCollectivesPass());
+    pm.addPass(dist::createOffloadPass());
+  }
+  addLowering(pm, target);
+}
+
+void autopar::buildForwardPipeline(OpPassManager &pm, StringRef target) {
+  pm.addPass(createCanonicalizerPass());
+  addAttentionFusion(pm, target);
+  addLowering(pm, target);
+}
+
+namespace {
+
+/// The pipelines as passes: each builds its pipeline for the module it runs
+/// on and runs it as a dynamic pipeline.
+template <typename Derived>
+struct PipelinePass : public PassWrapper<Derived, OperationPass<ModuleOp>> {
+  PipelinePass() = default;
+  PipelinePass(const PipelinePass &other)
+      : PassWrapper<Derived, OperationPass<ModuleOp>>(other) {}
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    Plan plan;
+    plan.precision = "fp16-mixed";
+    plan.meshDp = 2;
+    buildTrainPipeline(pm, plan, "cpu");
+    pm.getDependentDialects(registry);
+  }
+
+  bool checkTarget() {
+    if (target == "cpu" || target == "cuda")
+      return true;
+    this->getOperation().emitError()
+        << "target must be cpu or cuda, got '" << target << "'";
+    this->signalPassFailure();
+    return false;
+  }
+
+  mlir::Pass::Option<std::string> target{
+      *this, "target", llvm::cl::desc("Code generation target: cpu or cuda"),
+      llvm::cl::init("cpu")};
+};
+
+struct TrainPipelinePass : public PipelinePass<TrainPipelinePass> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TrainPipelinePass)
+  StringRef getArgument() const override { return "autopar-train-pipeline"; }
+  StringRef getDescription() const override {
+    return "The training pipeline of `autopar compile` for the module's "
+           "autopar.plan";
+  }
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!checkTarget())
+      return;
+    Plan plan;
+    std::string error;
+    if (!readPlanAttr(module, plan, error)) {
+      module.emitError() << error;
+      return signalPassFailure();
+    }
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildTrainPipeline(pm, plan, target);
+    if (failed(runPipeline(pm, module)))
+      signalPassFailure();
+  }
+};
+
+struct ForwardPipelinePass : public PipelinePass<ForwardPipelinePass> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ForwardPipelinePass)
+  StringRef getArgument() const override { return "autopar-forward-pipeline"; }
+  StringRef getDescription() const override {
+    return "The pipeline of `autopar compile --forward-only`";
+  }
+  void runOnOperation() override {
+    if (!checkTarget())
+      return;
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildForwardPipeline(pm, target);
+    if (failed(runPipeline(pm, getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void autopar::registerPipelines() {
+  PassRegistration<TrainPipelinePass>();
+  PassRegistration<ForwardPipelinePass>();
+}
