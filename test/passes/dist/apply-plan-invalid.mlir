@@ -1,0 +1,45 @@
+// RUN: autopar-opt %s --autopar-apply-plan --split-input-file --verify-diagnostics
+
+// expected-error @+1 {{the module has no 'autopar.plan' attribute (the plan; autopar compile writes it)}}
+module {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{autopar.plan: mesh.dp: expected an integer >= 1, got 0}}
+module attributes {autopar.plan = {mesh = {dp = 0 : i64}}} {
+}
+
+// -----
+
+// expected-error @+1 {{'autopar.plan' must be a dictionary of strings, booleans, i64 and f64 numbers, arrays and dictionaries}}
+module attributes {autopar.plan = {mesh = {dp = 2 : i32}}} {
+}
+
+// -----
+
+// expected-error @+1 {{frozen[1]: "decoder.*" matches no initializer of the model}}
+module attributes {autopar.plan = {frozen = ["w", "decoder.*"]}} {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}, %v: tensor<4xf32> {nn.param = "v"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{frozen: every parameter of the model is frozen: nothing to train}}
+module attributes {autopar.plan = {frozen = ["*"]}} {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{the module already has a dist.mesh}}
+module attributes {autopar.plan = {}} {
+  dist.mesh @mesh axes = [dp = 2]
+}

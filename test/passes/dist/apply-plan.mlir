@@ -1,0 +1,35 @@
+// RUN: autopar-opt %s --autopar-apply-plan --split-input-file | FileCheck %s
+// RUN: autopar-opt %s --autopar-apply-plan --split-input-file --mlir-print-op-generic -o /dev/null
+
+// The plan's mesh, every axis (size 1 included), dp-major; the plan's
+// frozen and no_decay globs as argument marks; each parameter's type as
+// imported in nn.logical_type. Graph inputs get no logical type.
+
+// CHECK: module attributes {autopar.plan =
+// CHECK-NEXT: dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg0: tensor<8x4xf32> {nn.logical_type = tensor<8x4xf32>, nn.param = "wte.weight"}
+// CHECK-SAME: %arg1: tensor<4x4xf32> {nn.frozen, nn.logical_type = tensor<4x4xf32>, nn.param = "wpe.weight"}
+// CHECK-SAME: %arg2: tensor<4xf32> {nn.logical_type = tensor<4xf32>, nn.no_decay, nn.param = "ln.bias"}
+// CHECK-SAME: %arg3: tensor<1x1x4x4xi1> {nn.buffer, nn.logical_type = tensor<1x1x4x4xi1>, nn.param = "mask"}
+// CHECK-SAME: %arg4: tensor<2x4xi64> {nn.input = "idx"}
+module attributes {autopar.plan = {frozen = ["wpe.*"], mesh = {dp = 2 : i64, pp = 1 : i64, tp = 1 : i64}, optimizer = {no_decay = ["*.bias"]}}} {
+  func.func @forward(%wte: tensor<8x4xf32> {nn.param = "wte.weight"},
+                     %wpe: tensor<4x4xf32> {nn.param = "wpe.weight"},
+                     %b: tensor<4xf32> {nn.param = "ln.bias"},
+                     %m: tensor<1x1x4x4xi1> {nn.param = "mask", nn.buffer},
+                     %idx: tensor<2x4xi64> {nn.input = "idx"}) -> tensor<8x4xf32> {
+    return %wte : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// A tensor-parallel mesh is written as the plan says (annotation refuses
+// it until tensor parallelism exists); an empty plan is one device.
+// CHECK: dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 1]
+module attributes {autopar.plan = {}} {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
