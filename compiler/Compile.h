@@ -1,4 +1,4 @@
-//===- Compile.h - `autopar compile` and `autopar data` ---------*- C++ -*-===//
+//===- Compile.h - `autopar compile` ---------------------------*- C++ -*-===//
 
 #ifndef AUTOPAR_COMPILER_COMPILE_H
 #define AUTOPAR_COMPILER_COMPILE_H
@@ -31,9 +31,6 @@ struct CompileOptions {
 /// builds OUTDIR/train (OUTDIR/run with `forwardOnly`). On any error nothing
 /// is left at OUTDIR.
 int runCompileCommand(const CompileOptions &options);
-
-/// `autopar data TEXT -o TOKENS.bin`: byte-level tokens of a text file.
-int runDataCommand(const std::string &text, const std::string &output);
 
 } // namespace autopar
 

@@ -11,6 +11,9 @@
 
 #include "frontends/onnx/OnnxImporter.h"
 
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+
 #include <string>
 
 namespace autopar {
@@ -33,6 +36,29 @@ int runOpsCommand();
 /// "-" writes to stdout. On failure returns false and sets `error`.
 bool writeFileAtomically(const std::string &path, llvm::StringRef contents,
                          std::string &error);
+
+/// Collects the first error diagnostic: `message` is "LOCATION: MESSAGE",
+/// `text` the message alone.
+class FirstError {
+public:
+  explicit FirstError(mlir::MLIRContext &context)
+      : handler(&context, [this](mlir::Diagnostic &diag) {
+          if (diag.getSeverity() == mlir::DiagnosticSeverity::Error &&
+              message.empty()) {
+            text = diag.str();
+            llvm::raw_string_ostream os(message);
+            os << diag.getLocation() << ": " << text;
+          }
+          return mlir::success();
+        }) {}
+  std::string message, text;
+
+private:
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+/// `autopar data TEXT -o TOKENS.bin`: byte-level tokens of a text file.
+int runDataCommand(const std::string &text, const std::string &output);
 
 } // namespace autopar
 

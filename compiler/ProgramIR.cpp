@@ -1,0 +1,73 @@
+//===- ProgramIR.cpp - what the program reads from the final IR -----------===//
+
+#include "compiler/ProgramIR.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "passes/dist/Passes.h"
+
+using namespace mlir;
+using namespace autopar;
+
+Type autopar::logicalType(func::FuncOp func, unsigned i) {
+  if (auto t = func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr))
+    return t.getValue();
+  return func.getArgument(i).getType();
+}
+
+std::vector<Type> autopar::logicalTypes(func::FuncOp func) {
+  std::vector<Type> types;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    types.push_back(logicalType(func, i));
+  return types;
+}
+
+llvm::StringMap<int> autopar::gradResults(func::FuncOp step) {
+  llvm::StringMap<int> results;
+  for (unsigned r = 0; r < step.getNumResults(); ++r)
+    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+      results[p.getValue()] = r;
+  return results;
+}
+
+bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
+                               ProgramShape &shape, std::string &error) {
+  auto module = step->getParentOfType<ModuleOp>();
+  dist::MeshOp mesh = dist::findMesh(module);
+  if (!mesh) {
+    error = "the program has no dist.mesh";
+    return false;
+  }
+  for (auto [name, size] :
+       llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    if (axis == "dp") {
+      shape.dpAxis = shape.axisNames.size();
+      shape.dp = size;
+    }
+    shape.axisNames.push_back(axis.str());
+    shape.axisSizes.push_back(size);
+  }
+  shape.ranks = mesh.getNumRanks();
+  if (auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr))
+    shape.zeroStage = stage.getInt();
+  shape.deferReduction = module->hasAttr(dist::kDeferReductionAttr);
+  auto offload = module->getAttrOfType<StringAttr>(dist::kOffloadAttr);
+  shape.offload = offload && offload.getValue() == "cpu";
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr);
+    if (name && name.getValue() == plan.dataInputs)
+      shape.tokens = i;
+    if (name && name.getValue() == plan.dataTargets)
+      shape.targets = i;
+  }
+  if (shape.tokens < 0 || shape.targets < 0) {
+    error = "the training step has no graph input named by data.inputs or "
+            "data.targets";
+    return false;
+  }
+  auto tokens = cast<RankedTensorType>(step.getArgument(shape.tokens).getType());
+  shape.microBatch = tokens.getDimSize(0);
+  shape.seqLen = tokens.getDimSize(1);
+  return true;
+}
+

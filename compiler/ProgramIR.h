@@ -1,0 +1,60 @@
+//===- ProgramIR.h - what the program reads from the final IR --*- C++ -*-===//
+//
+// After the pipeline, the IR is the whole program: the program writer, the
+// runtime tables and the report read the plan's decisions from it (the
+// mesh, ZeRO, micro-batching, each parameter's logical tensor), never from
+// the plan file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_COMPILER_PROGRAMIR_H
+#define AUTOPAR_COMPILER_PROGRAMIR_H
+
+#include "compiler/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+/// The logical type of argument `i` of `func`: a parameter's
+/// `nn.logical_type` (the full tensor in its master precision), else the
+/// argument's type.
+mlir::Type logicalType(mlir::func::FuncOp func, unsigned i);
+
+/// The logical types of all of `func`'s arguments: the layout of weights.bin.
+std::vector<mlir::Type> logicalTypes(mlir::func::FuncOp func);
+
+/// The train step's result index of each parameter's gradient, by name.
+llvm::StringMap<int> gradResults(mlir::func::FuncOp step);
+
+/// What the runtime tables and the report read from the final IR beyond
+/// the types: the mesh, ZeRO, the data inputs and micro-batching.
+struct ProgramShape {
+  /// The mesh's axes in order (dist.mesh).
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> axisSizes;
+  int64_t dp = 1, ranks = 1;
+  int dpAxis = 0;
+  /// dist.zero_stage, dist.offload = "cpu", dist.defer_reduction.
+  int64_t zeroStage = 0;
+  bool deferReduction = false, offload = false;
+  /// Argument indices of the token ids and the targets (the plan's data
+  /// inputs).
+  int tokens = -1, targets = -1;
+  /// Samples per micro-step per rank, and the sequence length.
+  int64_t microBatch = 0, seqLen = 0;
+};
+
+/// Reads the ProgramShape of train step `step` from its module and `plan`
+/// (the module's autopar.plan); false with `error` set if the IR lacks what
+/// the pipeline writes.
+bool readProgramShape(mlir::func::FuncOp step, const Plan &plan,
+                      ProgramShape &shape, std::string &error);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_PROGRAMIR_H

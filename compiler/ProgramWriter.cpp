@@ -1,0 +1,692 @@
+//===- ProgramWriter.cpp - the program directory from the final IR --------===//
+
+#include "compiler/ProgramWriter.h"
+
+#include "compiler/Driver.h"
+#include "compiler/PlanAttr.h"
+#include "compiler/ProgramIR.h"
+#include "compiler/Report.h"
+#include "compiler/codegen/CppEmitter.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
+#include "frontends/onnx/HostTensor.h"
+#include "passes/dist/Passes.h"
+#include "passes/lowering/Passes.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+using namespace mlir;
+using namespace autopar;
+using llvm::formatv;
+
+#ifndef AUTOPAR_RUNTIME_DIR
+#error "AUTOPAR_RUNTIME_DIR must name the runtime sources"
+#endif
+
+namespace {
+
+/// Runtime files an emitted program needs, relative to runtime/; the .cpp
+/// and .cu files are compiled. Every program has kCommonFiles and its
+/// target's kernels (kCpuFiles, kCudaFiles); training programs add
+/// kTrainFiles and their target's Device, forward-only programs kRunFiles.
+const char *const kCommonFiles[] = {
+    "File.h",        "File.cpp",        "Float16.h",   "Model.h",
+    "Profile.h",     "Profile.cpp",     "Program.h",   "Program.cpp",
+    "Status.h",      "onnx/Wire.h",     "onnx/Wire.cpp", "cpu/Kernels.h",
+    "cpu/Attention.h",
+};
+const char *const kCpuFiles[] = {
+    "cpu/Blas.h",
+    "cpu/Kernels.cpp",
+    "cpu/Math.h",
+    "cpu/Attention.cpp",
+};
+const char *const kCudaFiles[] = {
+    "cuda/Context.h",
+    "cuda/Kernels.h",
+    "cuda/Kernels.cu",
+    "cuda/Attention.h",
+    "cuda/Attention.cu",
+};
+/// The Device interface (and the optimizer its implementations run).
+const char *const kDeviceFiles[] = {
+    "Device.h",
+    "optim/Optimizer.h",
+    "optim/OptimizerMath.h",
+    "optim/Optimizer.cpp",
+};
+const char *const kCpuDeviceFiles[] = {"cpu/Device.cpp"};
+const char *const kCudaDeviceFiles[] = {"cuda/Device.cu"};
+const char *const kTrainFiles[] = {
+    "TrainMain.cpp",
+    "comm/Comm.h",
+    "comm/Comm.cpp",
+    "data/TokenFile.h",
+    "data/TokenFile.cpp",
+    "log/Logger.h",
+    "log/Logger.cpp",
+    "checkpoint/Checkpoint.h",
+    "checkpoint/Checkpoint.cpp",
+    "onnx/OnnxExport.h",
+    "onnx/OnnxExport.cpp",
+};
+const char *const kRunFiles[] = {
+    "RunMain.cpp",
+    "onnx/TensorFile.h",
+    "onnx/TensorFile.cpp",
+};
+
+std::string replaceAll(std::string text, StringRef from, StringRef to) {
+  for (size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size()))
+    text.replace(pos, from.size(), to.str());
+  return text;
+}
+
+/// FNV-1a over parameter names, types and full (logical) shapes: the same
+/// under every plan, so checkpoints move between plans.
+std::string fingerprint(func::FuncOp func, ArrayRef<Type> argTypes) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](StringRef s) {
+    for (char c : s) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ULL;
+    }
+  };
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name)
+      continue;
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << argTypes[i];
+    mix(name.getValue());
+    mix(":");
+    mix(type);
+    mix(";");
+  }
+  return formatv("{0:x16}", h).str();
+}
+
+/// The value `v` is a view of (through reshapes and the like), or itself.
+bool reaches(Value from, Value to) {
+  if (from == to)
+    return true;
+  Operation *def = from.getDefiningOp();
+  return def && isViewOp(def) && reaches(def->getOperand(0), to);
+}
+
+/// The first dim of the tables `input` indexes (embedding rows) or the
+/// class count of the losses it labels, whichever bounds its values.
+int64_t valueBound(func::FuncOp func, Value input) {
+  int64_t bound = 65536; // uint16 tokens
+  func.walk([&](Operation *op) {
+    if (auto gather = dyn_cast<nn::GatherOp>(op)) {
+      if (reaches(gather.getIndices(), input))
+        bound = std::min(
+            bound, cast<RankedTensorType>(gather.getData().getType())
+                       .getDimSize(gather.getAxis()));
+    } else if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
+      if (reaches(loss.getLabels(), input))
+        bound = std::min(bound,
+                         cast<RankedTensorType>(loss.getScores().getType())
+                             .getDimSize(1));
+    }
+  });
+  return bound;
+}
+
+std::string onnxTypeOf(Type t) {
+  return std::to_string(static_cast<int>(onnx_import::mlirToDType(t)));
+}
+
+bool copyFile(const std::string &from, const std::string &to,
+              std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(from, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    error = from + ": cannot read: " + buffer.getError().message();
+    return false;
+  }
+  return writeFileAtomically(to, (*buffer)->getBuffer(), error);
+}
+
+/// Reads the whole file at `path` into `text`.
+bool readTextFile(const std::string &path, std::string &text,
+                  std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    error = path + ": cannot read: " + buffer.getError().message();
+    return false;
+  }
+  text = (*buffer)->getBuffer().str();
+  return true;
+}
+
+/// `s` as a C++ string literal: quotes, backslashes and bytes outside
+/// printable ASCII escaped (ONNX names may hold any of them).
+std::string cString(StringRef s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f && c != '?') {
+      out += static_cast<char>(c); // '?' escaped: no trigraphs
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\%03o", c);
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
+
+/// Generated C++ that sets one runtime struct's fields by name
+/// (`var.field = value;`): the tables do not depend on the order in which
+/// runtime/Model.h declares the fields, and a renamed field does not
+/// compile.
+class Fields {
+public:
+  Fields(llvm::raw_ostream &os, std::string var) : os(os), var(std::move(var)) {}
+  Fields &set(StringRef field, const llvm::Twine &value) {
+    os << "  " << var << "." << field << " = " << value << ";\n";
+    return *this;
+  }
+  Fields &set(StringRef field, int64_t value) {
+    return set(field, llvm::Twine(value));
+  }
+  Fields &flag(StringRef field, bool value) {
+    return set(field, value ? "true" : "false");
+  }
+  Fields &string(StringRef field, StringRef value) {
+    return set(field, cString(value));
+  }
+  Fields &dims(StringRef field, ArrayRef<int64_t> values) {
+    for (auto [i, v] : llvm::enumerate(values))
+      os << "  " << var << "." << field << "[" << i << "] = " << v << ";\n";
+    return *this;
+  }
+
+private:
+  llvm::raw_ostream &os;
+  std::string var;
+};
+
+class Writer {
+public:
+  Writer(ModuleOp module, const ProgramOptions &options)
+      : module(module), o(options) {}
+  bool run(const std::string &dir);
+  std::string error;
+
+private:
+  bool fail(const std::string &message) {
+    if (error.empty())
+      error = message;
+    return false;
+  }
+  bool readFile(const std::string &path, std::string &text) {
+    std::string why;
+    return readTextFile(path, text, why) || fail(why);
+  }
+  /// The plan as the final IR carries it (autopar.plan).
+  bool irPlan(Plan &plan) {
+    std::string why;
+    return readPlanAttr(module, plan, why) ||
+           fail(o.model + ": internal error: " + why);
+  }
+  bool modelSource(func::FuncOp step, const std::string &stepCode,
+                   const std::string &forwardCode, std::string &source);
+  bool forwardSource(func::FuncOp forward, const std::string &code,
+                     std::string &source);
+  /// The #include lines of the target's kernels for the generated source.
+  std::string kernelIncludes() const {
+    return o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
+                                "#include \"runtime/cuda/Kernels.h\"\n"
+                              : "#include \"runtime/cpu/Attention.h\"\n"
+                                "#include \"runtime/cpu/Kernels.h\"\n"
+                                "#include \"runtime/cpu/Math.h\"\n";
+  }
+
+  ModuleOp module;
+  const ProgramOptions &o;
+};
+
+bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
+                           const std::string &forwardCode,
+                           std::string &s) {
+  Plan plan;
+  ProgramShape shape;
+  std::string why;
+  if (!irPlan(plan))
+    return false;
+  if (!readProgramShape(step, plan, shape, why))
+    return fail(o.model + ": internal error: " + why);
+  std::vector<Type> globalArgTypes = logicalTypes(step);
+  llvm::raw_string_ostream os(s);
+  os << "// Generated by autopar from " << llvm::sys::path::filename(o.model)
+     << "; do not edit.\n"
+     << "#include \"runtime/Model.h\"\n"
+     << "#include \"runtime/Profile.h\"\n"
+     << "#include \"runtime/comm/Comm.h\"\n"
+     << kernelIncludes()
+     << "#include \"runtime/optim/Optimizer.h\"\n\n"
+     << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
+     << "#include <cstring>\n#include <limits>\n\n"
+     << "namespace train_step_fn {\n"
+     << stepCode << "} // namespace train_step_fn\n\n"
+     << "namespace forward_fn {\n"
+     << forwardCode << "} // namespace forward_fn\n\n";
+  int64_t paramBytes = 0, fileBytes = 0;
+  std::vector<ArgSlot> slots = layoutArguments(step, paramBytes);
+  std::vector<ArgSlot> fileSlots =
+      layoutArguments(step, globalArgTypes, fileBytes);
+  llvm::StringMap<int> gradResult = gradResults(step);
+  // The tables are filled by makeModelInfo() at the first
+  // autoparModelInfo() call, field by field.
+  std::string fill;
+  llvm::raw_string_ostream fs(fill);
+  int numTensors = 0;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name)
+      continue;
+    auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
+    auto type = cast<RankedTensorType>(globalArgTypes[i]);
+    auto storedType = cast<RankedTensorType>(step.getArgument(i).getType());
+    // Mixed precision: a 16-bit copy of an f32 master.
+    bool master = storedType.getElementType() != type.getElementType();
+    // Trainable: it has a gradient (the loss depends on it).
+    bool trainable = gradResult.count(name.getValue()) > 0;
+    bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
+    bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
+    Fields(fs, "kTensors[" + std::to_string(numTensors++) + "]")
+        .string("name", name.getValue())
+        .string("initFrom", from ? from.getValue() : name.getValue())
+        .set("onnxType", onnxTypeOf(storedType.getElementType()))
+        .set("elementBytes",
+             onnx_import::dtypeBytes(
+                 onnx_import::mlirToDType(storedType.getElementType())))
+        .set("rank", type.getRank())
+        .dims("shape", type.getShape())
+        .set("numElements", type.getNumElements())
+        .set("offset", slots[i].offset)
+        .flag("trainable", trainable)
+        .flag("decay", decay)
+        .flag("buffer", buffer)
+        .set("gradResult",
+             trainable ? gradResult.lookup(name.getValue()) : -1)
+        .set("storedElements", storedType.getNumElements())
+        .set("fileOffset", fileSlots[i].offset)
+        .flag("master", master);
+  }
+  int numInputs = 0;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    if (slots[i].kind != ArgSlot::Input)
+      continue;
+    auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+    // Roles: 0 token ids, 1 targets, 2 the loss scale (fp16-mixed).
+    bool lossScale = step.getArgAttr(i, nn::NNDialect::kLossScaleAttr) != nullptr;
+    Fields(fs, "kInputs[" + std::to_string(numInputs++) + "]")
+        .string("name", lossScale ? StringRef("loss_scale")
+                                  : step.getArgAttrOfType<StringAttr>(
+                                            i, nn::NNDialect::kInputAttr)
+                                        .getValue())
+        .set("onnxType", onnxTypeOf(type.getElementType()))
+        .set("elementBytes", tensorBytes(type) / type.getNumElements())
+        .set("rank", type.getRank())
+        .dims("shape", type.getShape())
+        .set("role", lossScale                             ? 2
+                     : static_cast<int>(i) == shape.tokens ? 0
+                                                           : 1);
+  }
+  os << "static autopar::rt::TensorInfo kTensors["
+     << std::max(numTensors, 1) << "];\n"
+     << "static autopar::rt::InputInfo kInputs[" << std::max(numInputs, 1)
+     << "];\n\n";
+  const OptimizerPlan &op = plan.optimizer;
+  const LrSchedulePlan &lr = plan.lrSchedule;
+  auto hex = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%a", v);
+    return std::string(buf);
+  };
+  os << "autopar::rt::OptimizerConfig autoparOptimizerConfig() {\n"
+     << "  autopar::rt::OptimizerConfig c;\n"
+     << "  c.kind = autopar::rt::OptimizerKind::"
+     << (op.type == "sgd" ? "Sgd" : "AdamW") << ";\n"
+     << "  c.lr = " << hex(op.lr) << ";\n"
+     << "  c.beta1 = " << hex(op.beta1) << ";\n"
+     << "  c.beta2 = " << hex(op.beta2) << ";\n"
+     << "  c.eps = " << hex(op.eps) << ";\n"
+     << "  c.weightDecay = " << hex(op.weightDecay) << ";\n"
+     << "  c.momentum = " << hex(op.momentum) << ";\n"
+     << "  c.dampening = " << hex(op.dampening) << ";\n"
+     << "  c.nesterov = " << (op.nesterov ? "true" : "false") << ";\n"
+     << "  c.maxGradNorm = " << hex(op.maxGradNorm) << ";\n"
+     << "  c.warmupSteps = " << lr.warmupSteps << ";\n"
+     << "  c.decay = autopar::rt::LrDecay::"
+     << (lr.decay == "cosine"   ? "Cosine"
+         : lr.decay == "linear" ? "Linear"
+                                : "Constant")
+     << ";\n"
+     << "  c.minLr = " << hex(lr.minLr) << ";\n"
+     << "  c.decaySteps = " << lr.decaySteps << ";\n"
+     << "  return c;\n}\n\n";
+  const LossScalePlan &ls = plan.lossScale;
+  os << "autopar::rt::LossScaleConfig autoparLossScaleConfig() {\n"
+     << "  autopar::rt::LossScaleConfig c;\n"
+     << "  c.initScale = " << hex(ls.initScale) << ";\n"
+     << "  c.growthFactor = " << hex(ls.growthFactor) << ";\n"
+     << "  c.backoffFactor = " << hex(ls.backoffFactor) << ";\n"
+     << "  c.growthInterval = " << ls.growthInterval << ";\n"
+     << "  return c;\n}\n\n";
+  os << "static const char *const kMeshAxisNames[] = {";
+  for (auto [k, name] : llvm::enumerate(shape.axisNames))
+    os << (k ? ", " : "") << cString(name);
+  os << "};\nstatic const int64_t kMeshAxisSizes[] = {";
+  for (auto [k, size] : llvm::enumerate(shape.axisSizes))
+    os << (k ? ", " : "") << size;
+  os << "};\n\n"
+     << "static autopar::rt::ModelInfo makeModelInfo() {\n"
+     << fill << "  autopar::rt::ModelInfo m = {};\n";
+  Fields(os, "m")
+      .string("fingerprint", fingerprint(step, globalArgTypes))
+      .set("tensors", "kTensors")
+      .set("numTensors", numTensors)
+      .set("inputs", "kInputs")
+      .set("numInputs", numInputs)
+      .set("paramBytes", paramBytes)
+      .set("trainStep", "train_step_fn::train_step")
+      .set("trainStepArenaBytes",
+           step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt())
+      .set("trainStepResults", step.getNumResults())
+      .set("forward", "forward_fn::forward")
+      .set("forwardArenaBytes",
+           module.lookupSymbol<func::FuncOp>("forward")
+               ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
+               .getInt())
+      .set("microBatch", shape.microBatch)
+      .set("microBatches", plan.microBatches)
+      .set("seqLen", shape.seqLen)
+      .set("inputVocab", valueBound(step, step.getArgument(shape.tokens)))
+      .set("targetVocab", valueBound(step, step.getArgument(shape.targets)))
+      .set("meshAxisNames", "kMeshAxisNames")
+      .set("meshAxisSizes", "kMeshAxisSizes")
+      .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
+      .set("dpAxis", shape.dpAxis)
+      .set("zeroStage", shape.zeroStage)
+      .set("weightFileBytes", fileBytes)
+      .flag("deferredReduction", shape.deferReduction)
+      .flag("offload", shape.offload);
+  os << "  return m;\n}\n\n"
+     << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
+     << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
+     << "  return info;\n}\n";
+  return true;
+}
+
+bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
+                             std::string &source) {
+  llvm::raw_string_ostream os(source);
+  os << "// Generated by autopar from " << llvm::sys::path::filename(o.model)
+     << "; do not edit.\n"
+     << "#include \"runtime/Model.h\"\n"
+     << "#include \"runtime/Profile.h\"\n"
+     << kernelIncludes()
+     << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
+     << "#include <cstring>\n#include <limits>\n\n"
+     << "namespace forward_fn {\n"
+     << code << "} // namespace forward_fn\n\n";
+  int64_t paramBytes = 0;
+  std::vector<ArgSlot> slots = layoutArguments(forward, paramBytes);
+  llvm::StringMap<unsigned> argOfInput;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (auto name = forward.getArgAttrOfType<StringAttr>(
+            i, nn::NNDialect::kInputAttr))
+      argOfInput[name.getValue()] = i;
+  // The tables are filled by makeInfo() at the first
+  // autoparForwardProgramInfo() call, field by field.
+  std::string fill;
+  llvm::raw_string_ostream fs(fill);
+  int numInputs = 0, numOutputs = 0;
+  // One table entry: name, type, shape, argument slot, fixed value.
+  auto entry = [&](const std::string &var, StringRef name, Type t,
+                   int32_t slot, StringRef value) {
+    auto type = cast<RankedTensorType>(t);
+    Fields(fs, var)
+        .string("name", name)
+        .set("onnxType", onnxTypeOf(type.getElementType()))
+        .set("elementBytes", onnx_import::dtypeBytes(onnx_import::mlirToDType(
+                                 type.getElementType())))
+        .set("rank", type.getRank())
+        .dims("shape", type.getShape())
+        .set("numElements", type.getNumElements())
+        .set("argument", slot)
+        .set("value", value);
+  };
+  auto checkRank = [&](StringRef what, StringRef name, Type t) {
+    if (cast<RankedTensorType>(t).getRank() <= 8)
+      return true;
+    return fail(o.model + ": " + what.str() + " '" + name.str() +
+                "' has rank above 8, which the runtime does not support");
+  };
+  std::string values;
+  for (auto [i, name] : llvm::enumerate(o.graphInputs)) {
+    std::string var = "kInputs[" + std::to_string(numInputs++) + "]";
+    auto arg = argOfInput.find(name);
+    if (arg != argOfInput.end()) {
+      Type t = forward.getArgument(arg->second).getType();
+      if (!checkRank("input", name, t))
+        return false;
+      entry(var, name, t, slots[arg->second].offset, "nullptr");
+      continue;
+    }
+    // Fixed at compile time: the program checks its file holds this value.
+    const onnx_import::HostTensor &value = o.inputValues->lookup(name);
+    std::vector<char> bytes = value.toBytes();
+    std::string valueVar = "kValue" + std::to_string(i);
+    if (value.shape.size() > 8)
+      return fail(o.model + ": input '" + name +
+                  "' has rank above 8, which the runtime does not support");
+    values += "static const unsigned char " + valueVar + "[] = {";
+    for (auto [k, b] : llvm::enumerate(bytes))
+      values += (k % 16 ? " " : "\n  ") +
+                std::to_string(static_cast<unsigned char>(b)) + ",";
+    values += bytes.empty() ? "0};\n" : "\n};\n";
+    entry(var, name,
+          RankedTensorType::get(value.shape,
+                                onnx_import::dtypeToMlir(value.dtype,
+                                                         module.getContext())),
+          -1, valueVar);
+  }
+  for (unsigned r = 0; r < forward.getNumResults(); ++r) {
+    StringRef name =
+        forward.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kOutputAttr)
+            .getValue();
+    Type t = forward.getResultTypes()[r];
+    if (!checkRank("output", name, t))
+      return false;
+    entry("kOutputs[" + std::to_string(numOutputs++) + "]", name, t, -1,
+          "nullptr");
+  }
+  os << values << "\n"
+     << "static autopar::rt::GraphTensorInfo kInputs["
+     << std::max(numInputs, 1) << "];\n"
+     << "static autopar::rt::GraphTensorInfo kOutputs["
+     << std::max(numOutputs, 1) << "];\n\n"
+     << "static autopar::rt::ForwardProgramInfo makeInfo() {\n"
+     << fill << "  autopar::rt::ForwardProgramInfo p = {};\n";
+  Fields(os, "p")
+      .set("paramBytes", paramBytes)
+      .set("inputs", numInputs ? "kInputs" : "nullptr")
+      .set("numInputs", numInputs)
+      .set("outputs", numOutputs ? "kOutputs" : "nullptr")
+      .set("numOutputs", numOutputs)
+      .set("forward", "forward_fn::forward")
+      .set("arenaBytes",
+           forward->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt());
+  os << "  return p;\n}\n\n"
+     << "const autopar::rt::ForwardProgramInfo &autoparForwardProgramInfo() {\n"
+     << "  static const autopar::rt::ForwardProgramInfo info = makeInfo();\n"
+     << "  return info;\n}\n";
+  return true;
+}
+
+bool Writer::run(const std::string &dir) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  // The function whose arguments lay out the parameter blob.
+  func::FuncOp step =
+      o.forwardOnly ? forward : module.lookupSymbol<func::FuncOp>("train_step");
+  FirstError diag(*module.getContext());
+  std::string forwardCode, source;
+  llvm::raw_string_ostream fs(forwardCode);
+  const CodegenTarget target =
+      o.target == "cuda" ? CodegenTarget::Cuda : CodegenTarget::Cpu;
+  if (failed(emitFunction(forward, "forward", target, fs)))
+    return fail(o.model + ": code generation failed: " + diag.message);
+  if (o.forwardOnly) {
+    if (!forwardSource(forward, forwardCode, source))
+      return false;
+  } else {
+    std::string code;
+    llvm::raw_string_ostream cs(code);
+    if (failed(emitFunction(step, "train_step", target, cs)))
+      return fail(o.model + ": code generation failed: " + diag.message);
+    if (!modelSource(step, code, forwardCode, source))
+      return false;
+  }
+  std::vector<std::string> runtimeFiles(std::begin(kCommonFiles),
+                                        std::end(kCommonFiles));
+  auto add = [&](auto &files) {
+    runtimeFiles.insert(runtimeFiles.end(), std::begin(files), std::end(files));
+  };
+  bool cuda = o.target == "cuda";
+  cuda ? add(kCudaFiles) : add(kCpuFiles);
+  add(kDeviceFiles);
+  cuda ? add(kCudaDeviceFiles) : add(kCpuDeviceFiles);
+  o.forwardOnly ? add(kRunFiles) : add(kTrainFiles);
+  std::string sources;
+  for (const std::string &file : runtimeFiles)
+    if (StringRef(file).ends_with(".cpp") || StringRef(file).ends_with(".cu"))
+      sources += "  runtime/" + file + "\n";
+  const char *envRuntime = std::getenv("AUTOPAR_RUNTIME_DIR");
+  std::string runtime = envRuntime ? envRuntime : AUTOPAR_RUNTIME_DIR;
+  std::string cmakeTemplate;
+  if (!readFile(runtime + (cuda ? "/program/CMakeLists.cuda.in"
+                                : "/program/CMakeLists.cpu.in"),
+                cmakeTemplate))
+    return false;
+  std::string cmake = replaceAll(
+      replaceAll(replaceAll(cmakeTemplate, "@SOURCES@", sources),
+                 "@PROGRAM@", o.forwardOnly ? "run" : "train"),
+      "@MPI@",
+      !o.forwardOnly && dist::findMesh(module).getNumRanks() > 1 ? "ON"
+                                                                 : "OFF");
+  cmake = replaceAll(cmake, "@ARCHS@", o.cudaArch);
+  auto path = [&](StringRef rel) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, rel);
+    return std::string(p);
+  };
+  auto write = [&](StringRef rel, StringRef contents) {
+    std::string err;
+    if (!writeProgramFile(dir, rel, contents, err))
+      return fail(err);
+    return true;
+  };
+  if (!write(cuda ? "model.cu" : "model.cpp", source) ||
+      !write("CMakeLists.txt", cmake))
+    return false;
+  // The pipeline's input, the pipeline and its output: autopar-opt replays
+  // the compile (docs/training.md, "How the compiler works").
+  std::string ir;
+  llvm::raw_string_ostream irs(ir);
+  module.print(irs);
+  irs << "\n";
+  if (!write("input.mlir", o.inputIR) ||
+      !write("pipeline.txt", o.pipelineText) ||
+      !write(o.forwardOnly ? "forward.mlir" : "train_step.mlir", ir))
+    return false;
+  for (const std::string &file : runtimeFiles) {
+    llvm::SmallString<256> target(path("runtime"));
+    llvm::sys::path::append(target, file);
+    if (std::error_code ec = llvm::sys::fs::create_directories(
+            llvm::sys::path::parent_path(target)))
+      return fail("cannot write " + dir + ": " + ec.message());
+    std::string err;
+    if (!copyFile(runtime + "/" + file, std::string(target), err))
+      return fail(err);
+  }
+  // Initial weights: the full tensors, laid out like the parameter blob of
+  // the unsharded program (TensorInfo::fileOffset).
+  int64_t fileBytes = 0;
+  std::vector<Type> globalArgTypes = logicalTypes(step);
+  std::vector<ArgSlot> fileSlots =
+      layoutArguments(step, globalArgTypes, fileBytes);
+  std::string weights(fileBytes, '\0');
+  // weights.json: where each tensor lies in weights.bin, for tools that
+  // write or read the blob without the ONNX file.
+  nlohmann::json manifest = {{"bytes", fileBytes},
+                             {"tensors", nlohmann::json::array()}};
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name)
+      continue;
+    auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
+    auto type = cast<RankedTensorType>(globalArgTypes[i]);
+    manifest["tensors"].push_back(
+        {{"name", name.getValue().str()},
+         {"init_from", (from ? from : name).getValue().str()},
+         {"onnx_type", static_cast<int>(onnx_import::mlirToDType(
+                           type.getElementType()))},
+         {"shape", type.getShape().vec()},
+         {"offset", fileSlots[i].offset},
+         {"bytes", tensorBytes(type)}});
+    llvm::Expected<std::vector<char>> bytes =
+        o.weights->readBytes(name.getValue());
+    if (!bytes)
+      return fail(o.model + ": " + llvm::toString(bytes.takeError()));
+    int64_t expected = tensorBytes(globalArgTypes[i]);
+    if (static_cast<int64_t>(bytes->size()) != expected)
+      return fail(formatv("{0}: initializer '{1}' has {2} bytes, expected {3}",
+                          o.model, name.getValue(), bytes->size(), expected));
+    std::copy(bytes->begin(), bytes->end(),
+              weights.begin() + fileSlots[i].offset);
+  }
+  if (!write("weights.bin", weights) ||
+      !write("weights.json", manifest.dump(1) + "\n"))
+    return false;
+  std::string err;
+  if (!copyFile(o.model, path("model.onnx"), err))
+    return fail(err);
+  return writeReport(module, o, dir, error);
+}
+
+} // namespace
+
+bool autopar::writeProgramFile(const std::string &dir, StringRef name,
+                               StringRef contents, std::string &error) {
+  llvm::SmallString<256> p(dir);
+  llvm::sys::path::append(p, name);
+  return writeFileAtomically(std::string(p), contents, error);
+}
+
+bool autopar::writeProgram(ModuleOp module, const ProgramOptions &options,
+                           const std::string &dir, std::string &error) {
+  Writer writer(module, options);
+  if (writer.run(dir))
+    return true;
+  error = writer.error;
+  return false;
+}

@@ -1,0 +1,258 @@
+//===- Report.cpp - plan.json and report.json -----------------------------===//
+
+#include "compiler/Report.h"
+
+#include "compiler/PlanAttr.h"
+#include "compiler/ProgramIR.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
+#include "passes/dist/Passes.h"
+#include "passes/lowering/Passes.h"
+#include "runtime/comm/Comm.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+int64_t matmulFlops(func::FuncOp func) {
+  int64_t flops = 0;
+  func.walk([&](Operation *op) {
+    if (auto mm = dyn_cast<nn::MatMulOp>(op))
+      flops += 2 * mm.getType().getNumElements() *
+               cast<RankedTensorType>(mm.getLhs().getType()).getShape().back();
+    else if (auto gemm = dyn_cast<nn::GemmOp>(op))
+      flops += 2 * gemm.getType().getNumElements() *
+               cast<RankedTensorType>(gemm.getA().getType())
+                   .getDimSize(gemm.getTransA() ? 0 : 1);
+    else if (isa<nn::AttentionOp, nn::AttentionGradOp>(op)) {
+      // The products of the graph it replaced, masked entries included:
+      // q k^T and p v forward (2 x 2 T S D per head), dv, dp, dq, dk
+      // backward (4 x); the backward's recomputation of q k^T is not
+      // model FLOPs.
+      auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+      int64_t perProduct =
+          2 * q.getNumElements() * k.getDimSize(k.getRank() - 2);
+      flops += (isa<nn::AttentionOp>(op) ? 2 : 4) * perProduct;
+    }
+  });
+  return flops;
+}
+
+class Reporter {
+public:
+  Reporter(ModuleOp module, const ProgramOptions &options)
+      : module(module), o(options) {}
+  bool run(const std::string &dir);
+  std::string error;
+
+private:
+  bool fail(const std::string &message) {
+    if (error.empty())
+      error = message;
+    return false;
+  }
+  bool irPlan(Plan &plan) {
+    std::string why;
+    return readPlanAttr(module, plan, why) ||
+           fail(o.model + ": internal error: " + why);
+  }
+  bool report(func::FuncOp step, nlohmann::json &r);
+  nlohmann::json forwardReport(func::FuncOp forward);
+
+  ModuleOp module;
+  const ProgramOptions &o;
+};
+
+bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
+  // Everything is per rank (every rank of a dp / ZeRO mesh holds the same
+  // amounts), except the FLOPs, which are the whole step's.
+  Plan plan;
+  ProgramShape shape;
+  std::string why;
+  if (!irPlan(plan))
+    return false;
+  if (!readProgramShape(step, plan, shape, why))
+    return fail(o.model + ": internal error: " + why);
+  const int64_t dp = shape.dp, stage = shape.zeroStage;
+  std::vector<Type> globalArgTypes = logicalTypes(step);
+  int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
+  int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
+  // f32 master copies of 16-bit parameters (mixed precision), counted as
+  // optimizer state like the ZeRO paper's K = 12 (master, m, v).
+  int64_t masterElements = 0;
+  double commBytes[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
+  llvm::StringMap<int> gradOf = gradResults(step);
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(step.getArgument(i).getType());
+    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr)) {
+      inputBytes += tensorBytes(type);
+      continue;
+    }
+    paramBytes += tensorBytes(type);
+    auto full = cast<RankedTensorType>(globalArgTypes[i]);
+    int64_t n = full.getNumElements();
+    if (gradOf.count(step.getArgAttrOfType<StringAttr>(
+            i, nn::NNDialect::kParamAttr).getValue())) {
+      paramCount += n;
+      trainableCount += n;
+      rt::ZeroLayout zero = rt::zeroLayout(stage, n, dp);
+      // Gradients have the stored parameter's type.
+      int64_t elementBytes = onnx_import::dtypeBytes(
+          onnx_import::mlirToDType(type.getElementType()));
+      trainableBytes += tensorBytes(type);
+      gradBytes += elementBytes * zero.gradElements;
+      stateElements += zero.stateElements;
+      if (type.getElementType() != full.getElementType())
+        masterElements += zero.stateElements;
+      if (stage == 1)
+        commBytes[1] += rt::reduceScatterFlatBytes(n, dp, elementBytes);
+      if (shape.deferReduction)
+        commBytes[0] += rt::allReduceBytes(n, dp, elementBytes);
+      if (stage == 1 || stage == 2)
+        commBytes[2] += rt::allGatherFlatBytes(n, dp, elementBytes);
+    } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
+      paramCount += n;
+    }
+  }
+  // The collectives of the generated step, once per micro-batch.
+  step.walk([&](Operation *op) {
+    auto numel = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getNumElements();
+    };
+    auto elementBytes = [](Value v) {
+      return onnx_import::dtypeBytes(onnx_import::mlirToDType(
+          cast<RankedTensorType>(v.getType()).getElementType()));
+    };
+    double bytes = 0;
+    int kind = -1;
+    if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
+      kind = 0;
+      bytes = rt::allReduceBytes(numel(c.getInput()), dp,
+                                 elementBytes(c.getInput()));
+    } else if (auto c = dyn_cast<dist::ZeroScatterOp>(op)) {
+      kind = 1;
+      bytes = rt::reduceScatterFlatBytes(numel(c.getInput()), dp,
+                                         elementBytes(c.getInput()));
+    } else if (auto c = dyn_cast<dist::ZeroGatherOp>(op)) {
+      kind = 2;
+      bytes = rt::allGatherFlatBytes(numel(c.getResult()), dp,
+                                     elementBytes(c.getResult()));
+    }
+    if (kind >= 0)
+      commBytes[kind] += bytes * plan.microBatches;
+  });
+  int states = plan.optimizer.type == "adamw" ? 2
+               : plan.optimizer.momentum > 0  ? 1
+                                              : 0;
+  int64_t optBytes = 4 * (stateElements * states + masterElements);
+  int64_t arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  int64_t flops = matmulFlops(step) * plan.microBatches * dp;
+  int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
+  const int64_t seqLen = shape.seqLen;
+  std::map<std::string, int64_t> mesh;
+  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+    mesh[name] = size;
+  r["model"] = o.model;
+  r["target"] = o.target;
+  r["parameters"] = paramCount;
+  r["trainable_parameters"] = trainableCount;
+  r["global_batch"] = globalBatch;
+  r["micro_batch"] = shape.microBatch;
+  r["micro_batches"] = plan.microBatches;
+  r["sequence_length"] = seqLen;
+  r["bytes"] = {{"params", paramBytes},
+                {"grads", gradBytes},
+                {"optimizer_state", optBytes},
+                {"activations", arena},
+                {"inputs", inputBytes},
+                {"workspace", 0},
+                {"peak", paramBytes + gradBytes + optBytes + arena +
+                             inputBytes}};
+  r["parallel"] = {
+      {"mesh", mesh},
+      {"ranks", shape.ranks},
+      {"zero_stage", stage},
+      {"offload", shape.offload ? "cpu" : "none"},
+      {"precision", plan.precision},
+      // The ZeRO paper's model states: trainable parameters, their
+      // gradients and the optimizer state, per rank.
+      {"model_state_bytes",
+       {{"params", trainableBytes},
+        {"grads", gradBytes},
+        {"optimizer_state", optBytes},
+        {"total", trainableBytes + gradBytes + optBytes}}},
+      {"host_bytes", shape.offload ? optBytes : 0},
+      {"comm_bytes_per_step",
+       {{"all_reduce", commBytes[0]},
+        {"reduce_scatter", commBytes[1]},
+        {"all_gather", commBytes[2]}}}};
+  r["flops_per_step"] = flops;
+  r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
+  return true;
+}
+
+nlohmann::json Reporter::forwardReport(func::FuncOp forward) {
+  int64_t paramCount = 0, paramBytes = 0, inputBytes = 0, outputBytes = 0;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
+    if (!forward.getArgAttr(i, nn::NNDialect::kParamAttr)) {
+      inputBytes += tensorBytes(type);
+      continue;
+    }
+    paramBytes += tensorBytes(type);
+    if (!forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
+      paramCount += type.getNumElements();
+  }
+  for (Type t : forward.getResultTypes())
+    outputBytes += tensorBytes(t);
+  int64_t arena = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  nlohmann::json r;
+  r["model"] = o.model;
+  r["target"] = o.target;
+  r["program"] = "forward-only";
+  r["parameters"] = paramCount;
+  r["bytes"] = {{"params", paramBytes},
+                {"activations", arena},
+                {"inputs", inputBytes},
+                {"outputs", outputBytes},
+                {"peak", paramBytes + arena + inputBytes + outputBytes}};
+  r["flops_per_run"] = matmulFlops(forward);
+  return r;
+}
+
+bool Reporter::run(const std::string &dir) {
+  auto write = [&](StringRef name, StringRef contents) {
+    std::string err;
+    if (!writeProgramFile(dir, name, contents, err))
+      return fail(err);
+    return true;
+  };
+  if (o.forwardOnly)
+    return write("report.json",
+                 forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
+                         .dump(2) +
+                     "\n");
+  Plan plan;
+  nlohmann::json r;
+  return irPlan(plan) &&
+         report(module.lookupSymbol<func::FuncOp>("train_step"), r) &&
+         write("plan.json", toJson(plan).dump(2) + "\n") &&
+         write("report.json", r.dump(2) + "\n");
+}
+
+} // namespace
+
+bool autopar::writeReport(ModuleOp module, const ProgramOptions &options,
+                          const std::string &dir, std::string &error) {
+  Reporter reporter(module, options);
+  if (reporter.run(dir))
+    return true;
+  error = reporter.error;
+  return false;
+}
