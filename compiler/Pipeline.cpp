@@ -4,7 +4,7 @@
 
 #include "compiler/PlanAttr.h"
 #include "passes/autodiff/Passes.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -3,7 +3,7 @@
 #include "compiler/ProgramIR.h"
 
 #include "dialects/nn/NNDialect.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 using namespace mlir;
 using namespace autopar;

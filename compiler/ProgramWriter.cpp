@@ -10,7 +10,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "llvm/Support/FileSystem.h"

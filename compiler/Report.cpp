@@ -6,7 +6,7 @@
 #include "compiler/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "runtime/comm/Comm.h"
 

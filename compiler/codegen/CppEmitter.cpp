@@ -12,10 +12,10 @@
 
 #include "compiler/codegen/CppEmitter.h"
 
-#include "dialects/dist/DistOps.h"
+#include "dialects/parallel/DistOps.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"

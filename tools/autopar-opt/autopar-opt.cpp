@@ -9,11 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipeline.h"
-#include "dialects/dist/DistDialect.h"
+#include "dialects/parallel/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
 #include "passes/analysis/Passes.h"
 #include "passes/autodiff/Passes.h"
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -4,7 +4,7 @@
 // the runtime (runtime/TrainMain.cpp, ModelInfo::offload) moves them.
 //
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -12,7 +12,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_OFFLOADPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;

@@ -1,12 +1,12 @@
 //===- DistDialect.h - dist dialect -----------------------------*- C++ -*-===//
 
-#ifndef AUTOPAR_DIALECTS_DIST_DISTDIALECT_H
-#define AUTOPAR_DIALECTS_DIST_DISTDIALECT_H
+#ifndef AUTOPAR_DIALECTS_PARALLEL_DISTDIALECT_H
+#define AUTOPAR_DIALECTS_PARALLEL_DISTDIALECT_H
 
 #include "mlir/IR/Dialect.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "dialects/dist/DistDialect.h.inc"
+#include "dialects/parallel/DistDialect.h.inc"
 
 namespace autopar::dist {
 
@@ -25,4 +25,4 @@ struct HostMemoryResource
 
 } // namespace autopar::dist
 
-#endif // AUTOPAR_DIALECTS_DIST_DISTDIALECT_H
+#endif // AUTOPAR_DIALECTS_PARALLEL_DISTDIALECT_H

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -16,7 +16,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_ANNOTATESHARDINGPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics
 
-// Every diagnostic of the dist verifiers (dialects/dist/DistOps.cpp,
+// Every diagnostic of the dist verifiers (dialects/parallel/DistOps.cpp,
 // DistAttrs.cpp) and a few ODS constraint failures.
 
 //===----------------------------------------------------------------------===//

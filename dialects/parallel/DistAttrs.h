@@ -1,18 +1,18 @@
 //===- DistAttrs.h - dist dialect attributes and enums ----------*- C++ -*-===//
 
-#ifndef AUTOPAR_DIALECTS_DIST_DISTATTRS_H
-#define AUTOPAR_DIALECTS_DIST_DISTATTRS_H
+#ifndef AUTOPAR_DIALECTS_PARALLEL_DISTATTRS_H
+#define AUTOPAR_DIALECTS_PARALLEL_DISTATTRS_H
 
-#include "dialects/dist/DistDialect.h"
+#include "dialects/parallel/DistDialect.h"
 
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
 
-#include "dialects/dist/DistEnums.h.inc"
+#include "dialects/parallel/DistEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "dialects/dist/DistAttrs.h.inc"
+#include "dialects/parallel/DistAttrs.h.inc"
 
 namespace autopar::dist {
 
@@ -39,4 +39,4 @@ inline int64_t zeroShardSize(int64_t numElements, int64_t numRanks) {
 
 } // namespace autopar::dist
 
-#endif // AUTOPAR_DIALECTS_DIST_DISTATTRS_H
+#endif // AUTOPAR_DIALECTS_PARALLEL_DISTATTRS_H

@@ -1,10 +1,10 @@
 //===- DistOps.h - dist dialect ops -----------------------------*- C++ -*-===//
 
-#ifndef AUTOPAR_DIALECTS_DIST_DISTOPS_H
-#define AUTOPAR_DIALECTS_DIST_DISTOPS_H
+#ifndef AUTOPAR_DIALECTS_PARALLEL_DISTOPS_H
+#define AUTOPAR_DIALECTS_PARALLEL_DISTOPS_H
 
-#include "dialects/dist/DistAttrs.h"
-#include "dialects/dist/DistDialect.h"
+#include "dialects/parallel/DistAttrs.h"
+#include "dialects/parallel/DistDialect.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -17,7 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #define GET_OP_CLASSES
-#include "dialects/dist/DistOps.h.inc"
+#include "dialects/parallel/DistOps.h.inc"
 
 namespace autopar::dist {
 
@@ -27,4 +27,4 @@ MeshOp lookupMesh(mlir::Operation *from, mlir::FlatSymbolRefAttr mesh,
 
 } // namespace autopar::dist
 
-#endif // AUTOPAR_DIALECTS_DIST_DISTOPS_H
+#endif // AUTOPAR_DIALECTS_PARALLEL_DISTOPS_H

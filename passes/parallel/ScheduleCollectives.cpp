@@ -1,6 +1,6 @@
 //===- ScheduleCollectives.cpp - gradient buckets issued during backward --===//
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "passes/lowering/Passes.h"
 
@@ -10,7 +10,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_SCHEDULECOLLECTIVESPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;

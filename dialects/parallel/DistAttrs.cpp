@@ -1,6 +1,6 @@
 //===- DistAttrs.cpp - dist dialect attributes ----------------------------===//
 
-#include "dialects/dist/DistAttrs.h"
+#include "dialects/parallel/DistAttrs.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -12,15 +12,15 @@
 using namespace mlir;
 using namespace autopar::dist;
 
-#include "dialects/dist/DistEnums.cpp.inc"
+#include "dialects/parallel/DistEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "dialects/dist/DistAttrs.cpp.inc"
+#include "dialects/parallel/DistAttrs.cpp.inc"
 
 void DistDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST
-#include "dialects/dist/DistAttrs.cpp.inc"
+#include "dialects/parallel/DistAttrs.cpp.inc"
       >();
 }
 

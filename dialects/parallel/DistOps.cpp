@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "dialects/dist/DistOps.h"
+#include "dialects/parallel/DistOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -18,12 +18,12 @@
 using namespace mlir;
 using namespace autopar::dist;
 
-#include "dialects/dist/DistDialect.cpp.inc"
+#include "dialects/parallel/DistDialect.cpp.inc"
 
 void DistDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "dialects/dist/DistOps.cpp.inc"
+#include "dialects/parallel/DistOps.cpp.inc"
       >();
   registerAttributes();
 }
@@ -507,4 +507,4 @@ PipelineStageOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
 }
 
 #define GET_OP_CLASSES
-#include "dialects/dist/DistOps.cpp.inc"
+#include "dialects/parallel/DistOps.cpp.inc"

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_PASSES_DIST
-#define AUTOPAR_PASSES_DIST
+#ifndef AUTOPAR_PASSES_PARALLEL
+#define AUTOPAR_PASSES_PARALLEL
 
 include "mlir/Pass/PassBase.td"
 
@@ -102,7 +102,7 @@ def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
   let summary = "Give every value a sharding, from the arguments forward";
   let description = [{
     Walks every function with `dist.sharding` arguments in program order
-    and applies each op's sharding rule (passes/dist/ShardingRules.h): a
+    and applies each op's sharding rule (passes/parallel/ShardingRules.h): a
     factor of the op's iteration space is split the way its first split
     operand splits it (if the op lets it be split and the sizes divide); a
     split factor that a result does not index (a contraction, a reduction,
@@ -252,4 +252,4 @@ def OffloadPass : Pass<"autopar-dist-offload", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
-#endif // AUTOPAR_PASSES_DIST
+#endif // AUTOPAR_PASSES_PARALLEL

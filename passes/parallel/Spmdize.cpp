@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "dialects/nn/NNOps.h"
 
@@ -15,7 +15,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_SPMDIZEPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;

@@ -1,6 +1,6 @@
 //===- ShardingRules.cpp - how shardings flow through nn ops --------------===//
 
-#include "passes/dist/ShardingRules.h"
+#include "passes/parallel/ShardingRules.h"
 
 #include "dialects/nn/NNOps.h"
 

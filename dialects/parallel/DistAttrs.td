@@ -7,7 +7,7 @@
 #ifndef AUTOPAR_DIST_ATTRS
 #define AUTOPAR_DIST_ATTRS
 
-include "dialects/dist/DistBase.td"
+include "dialects/parallel/DistBase.td"
 include "mlir/IR/AttrTypeBase.td"
 
 class Dist_Attr<string name, string attrMnemonic, list<Trait> traits = []>

@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef AUTOPAR_PASSES_DIST_SHARDINGRULES_H
-#define AUTOPAR_PASSES_DIST_SHARDINGRULES_H
+#ifndef AUTOPAR_PASSES_PARALLEL_SHARDINGRULES_H
+#define AUTOPAR_PASSES_PARALLEL_SHARDINGRULES_H
 
-#include "dialects/dist/DistAttrs.h"
+#include "dialects/parallel/DistAttrs.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
@@ -68,4 +68,4 @@ Decision decide(mlir::Operation *op, llvm::ArrayRef<Layout> operands,
 
 } // namespace autopar::dist
 
-#endif // AUTOPAR_PASSES_DIST_SHARDINGRULES_H
+#endif // AUTOPAR_PASSES_PARALLEL_SHARDINGRULES_H

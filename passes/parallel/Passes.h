@@ -1,12 +1,12 @@
 //===- Passes.h - dist passes -----------------------------------*- C++ -*-===//
 
-#ifndef AUTOPAR_PASSES_DIST_PASSES_H
-#define AUTOPAR_PASSES_DIST_PASSES_H
+#ifndef AUTOPAR_PASSES_PARALLEL_PASSES_H
+#define AUTOPAR_PASSES_PARALLEL_PASSES_H
 
-#include "dialects/dist/DistDialect.h"
-#include "dialects/dist/DistOps.h"
+#include "dialects/parallel/DistDialect.h"
+#include "dialects/parallel/DistOps.h"
 #include "dialects/nn/NNDialect.h"
-#include "passes/dist/ShardingRules.h"
+#include "passes/parallel/ShardingRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -44,11 +44,11 @@ MeshOp requireMesh(mlir::ModuleOp module);
 MeshSizes meshSizes(MeshOp mesh);
 
 #define GEN_PASS_DECL
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 
 } // namespace autopar::dist
 
-#endif // AUTOPAR_PASSES_DIST_PASSES_H
+#endif // AUTOPAR_PASSES_PARALLEL_PASSES_H

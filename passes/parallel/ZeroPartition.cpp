@@ -1,6 +1,6 @@
 //===- ZeroPartition.cpp - ZeRO-2/3 flat shards over dp -------------------===//
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "dialects/nn/NNOps.h"
 #include "runtime/comm/Comm.h"
@@ -12,7 +12,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_ZEROPARTITIONPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;

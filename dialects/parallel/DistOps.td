@@ -10,8 +10,8 @@
 #ifndef AUTOPAR_DIST_OPS
 #define AUTOPAR_DIST_OPS
 
-include "dialects/dist/DistAttrs.td"
-include "dialects/dist/DistBase.td"
+include "dialects/parallel/DistAttrs.td"
+include "dialects/parallel/DistBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"

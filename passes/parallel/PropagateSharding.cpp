@@ -1,6 +1,6 @@
 //===- PropagateSharding.cpp - shardings for every value ------------------===//
 
-#include "passes/dist/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -8,7 +8,7 @@
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_PROPAGATESHARDINGPASS
-#include "passes/dist/Passes.h.inc"
+#include "passes/parallel/Passes.h.inc"
 } // namespace autopar::dist
 
 using namespace mlir;
