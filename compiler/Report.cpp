@@ -6,6 +6,7 @@
 #include "compiler/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
+#include "passes/analysis/CostAnalysis.h"
 #include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "runtime/comm/Comm.h"
@@ -18,31 +19,6 @@ using namespace mlir;
 using namespace autopar;
 
 namespace {
-
-int64_t matmulFlops(func::FuncOp func) {
-  int64_t flops = 0;
-  func.walk([&](Operation *op) {
-    if (auto mm = dyn_cast<nn::MatMulOp>(op))
-      flops += 2 * mm.getType().getNumElements() *
-               cast<RankedTensorType>(mm.getLhs().getType()).getShape().back();
-    else if (auto gemm = dyn_cast<nn::GemmOp>(op))
-      flops += 2 * gemm.getType().getNumElements() *
-               cast<RankedTensorType>(gemm.getA().getType())
-                   .getDimSize(gemm.getTransA() ? 0 : 1);
-    else if (isa<nn::AttentionOp, nn::AttentionGradOp>(op)) {
-      // The products of the graph it replaced, masked entries included:
-      // q k^T and p v forward (2 x 2 T S D per head), dv, dp, dq, dk
-      // backward (4 x); the backward's recomputation of q k^T is not
-      // model FLOPs.
-      auto q = cast<RankedTensorType>(op->getOperand(0).getType());
-      auto k = cast<RankedTensorType>(op->getOperand(1).getType());
-      int64_t perProduct =
-          2 * q.getNumElements() * k.getDimSize(k.getRank() - 2);
-      flops += (isa<nn::AttentionOp>(op) ? 2 : 4) * perProduct;
-    }
-  });
-  return flops;
-}
 
 class Reporter {
 public:
@@ -81,20 +57,24 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     return fail(o.model + ": internal error: " + why);
   const int64_t dp = shape.dp, stage = shape.zeroStage;
   std::vector<Type> globalArgTypes = logicalTypes(step);
-  int64_t paramCount = 0, trainableCount = 0, paramBytes = 0, inputBytes = 0;
+  // The step as the IR says: FLOPs, argument bytes, arena, collectives.
+  FunctionCost cost = analyzeCost(step);
+  const int64_t paramBytes = cost.paramBytes, inputBytes = cost.inputBytes;
+  int64_t paramCount = 0, trainableCount = 0;
   int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
   // f32 master copies of 16-bit parameters (mixed precision), counted as
   // optimizer state like the ZeRO paper's K = 12 (master, m, v).
   int64_t masterElements = 0;
-  double commBytes[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
+  // All-reduce, reduce-scatter, all-gather. Those the runtime issues
+  // once per step around the optimizer (ZeRO-1's gradient reduce-scatter,
+  // the deferred all-reduce, the parameter all-gather after a sharded
+  // update) are not in the IR yet and are counted here from the layout.
+  double commBytes[3] = {0, 0, 0};
   llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
-    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr)) {
-      inputBytes += tensorBytes(type);
+    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr))
       continue;
-    }
-    paramBytes += tensorBytes(type);
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
     if (gradOf.count(step.getArgAttrOfType<StringAttr>(
@@ -121,38 +101,15 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     }
   }
   // The collectives of the generated step, once per micro-batch.
-  step.walk([&](Operation *op) {
-    auto numel = [](Value v) {
-      return cast<RankedTensorType>(v.getType()).getNumElements();
-    };
-    auto elementBytes = [](Value v) {
-      return onnx_import::dtypeBytes(onnx_import::mlirToDType(
-          cast<RankedTensorType>(v.getType()).getElementType()));
-    };
-    double bytes = 0;
-    int kind = -1;
-    if (auto c = dyn_cast<dist::AllReduceOp>(op)) {
-      kind = 0;
-      bytes = rt::allReduceBytes(numel(c.getInput()), dp,
-                                 elementBytes(c.getInput()));
-    } else if (auto c = dyn_cast<dist::ZeroScatterOp>(op)) {
-      kind = 1;
-      bytes = rt::reduceScatterFlatBytes(numel(c.getInput()), dp,
-                                         elementBytes(c.getInput()));
-    } else if (auto c = dyn_cast<dist::ZeroGatherOp>(op)) {
-      kind = 2;
-      bytes = rt::allGatherFlatBytes(numel(c.getResult()), dp,
-                                     elementBytes(c.getResult()));
-    }
-    if (kind >= 0)
-      commBytes[kind] += bytes * plan.microBatches;
-  });
+  commBytes[0] += cost.commBytesOfKind("all_reduce") * plan.microBatches;
+  commBytes[1] += cost.commBytesOfKind("reduce_scatter") * plan.microBatches;
+  commBytes[2] += cost.commBytesOfKind("all_gather") * plan.microBatches;
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
   int64_t optBytes = 4 * (stateElements * states + masterElements);
-  int64_t arena = step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
-  int64_t flops = matmulFlops(step) * plan.microBatches * dp;
+  int64_t arena = cost.arenaBytes;
+  int64_t flops = cost.flops * plan.microBatches * dp;
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
   std::map<std::string, int64_t> mesh;
@@ -198,31 +155,26 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
 }
 
 nlohmann::json Reporter::forwardReport(func::FuncOp forward) {
-  int64_t paramCount = 0, paramBytes = 0, inputBytes = 0, outputBytes = 0;
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
-    if (!forward.getArgAttr(i, nn::NNDialect::kParamAttr)) {
-      inputBytes += tensorBytes(type);
-      continue;
-    }
-    paramBytes += tensorBytes(type);
-    if (!forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
-      paramCount += type.getNumElements();
-  }
-  for (Type t : forward.getResultTypes())
-    outputBytes += tensorBytes(t);
-  int64_t arena = forward->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  int64_t paramCount = 0;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+    if (forward.getArgAttr(i, nn::NNDialect::kParamAttr) &&
+        !forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
+      paramCount +=
+          cast<RankedTensorType>(forward.getArgument(i).getType())
+              .getNumElements();
+  FunctionCost cost = analyzeCost(forward);
   nlohmann::json r;
   r["model"] = o.model;
   r["target"] = o.target;
   r["program"] = "forward-only";
   r["parameters"] = paramCount;
-  r["bytes"] = {{"params", paramBytes},
-                {"activations", arena},
-                {"inputs", inputBytes},
-                {"outputs", outputBytes},
-                {"peak", paramBytes + arena + inputBytes + outputBytes}};
-  r["flops_per_run"] = matmulFlops(forward);
+  r["bytes"] = {{"params", cost.paramBytes},
+                {"activations", cost.arenaBytes},
+                {"inputs", cost.inputBytes},
+                {"outputs", cost.resultBytes},
+                {"peak", cost.paramBytes + cost.arenaBytes + cost.inputBytes +
+                             cost.resultBytes}};
+  r["flops_per_run"] = cost.flops;
   return r;
 }
 

@@ -36,4 +36,32 @@ def ModelSummaryPass : Pass<"autopar-model-summary", "mlir::ModuleOp"> {
   }];
 }
 
+def CostReportPass : Pass<"autopar-cost-report", "mlir::ModuleOp"> {
+  let summary = "Print each function's FLOPs, bytes and communication per rank";
+  let description = [{
+    Prints, for every function of the module, to standard output, what the
+    cost analysis (passes/analysis/CostAnalysis.h) finds for one run on one
+    rank: the model FLOPs (matmul, gemm, attention), the bytes of the
+    parameters, of the other arguments, of the results and of the arena,
+    and the bytes each kind of collective sends, per group of mesh axes
+    (ring algorithms, as the runtime counts them). report.json is made from
+    the same analysis. The IR is left unchanged.
+
+    ```mlir
+    dist.mesh @mesh axes = [dp = 4]
+    func.func @f(%x: tensor<8x4xf32> {nn.input = "x"}) -> tensor<8x4xf32> {
+      %0 = dist.all_reduce sum %x on @mesh axes = [dp] : tensor<8x4xf32>
+      return %0 : tensor<8x4xf32>
+    }
+    ```
+    prints
+    ```
+    func @f
+      flops: 0
+      bytes: params 0, inputs 128, results 128, arena 0
+      all_reduce [dp]: 192 bytes
+    ```
+  }];
+}
+
 #endif // AUTOPAR_PASSES_ANALYSIS

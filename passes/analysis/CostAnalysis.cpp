@@ -1,0 +1,147 @@
+//===- CostAnalysis.cpp - FLOPs, bytes and communication of the IR --------===//
+
+#include "passes/analysis/CostAnalysis.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
+#include "dialects/parallel/DistOps.h"
+#include "passes/analysis/Passes.h"
+#include "passes/lowering/Passes.h"
+#include "runtime/comm/Comm.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+
+#define DEBUG_TYPE "autopar-cost-report"
+
+namespace autopar {
+#define GEN_PASS_DEF_COSTREPORTPASS
+#include "passes/analysis/Passes.h.inc"
+} // namespace autopar
+
+using namespace mlir;
+using namespace autopar;
+
+int64_t autopar::modelFlops(Operation *op) {
+  if (auto mm = dyn_cast<nn::MatMulOp>(op))
+    return 2 * mm.getType().getNumElements() *
+           cast<RankedTensorType>(mm.getLhs().getType()).getShape().back();
+  if (auto gemm = dyn_cast<nn::GemmOp>(op))
+    return 2 * gemm.getType().getNumElements() *
+           cast<RankedTensorType>(gemm.getA().getType())
+               .getDimSize(gemm.getTransA() ? 0 : 1);
+  if (isa<nn::AttentionOp, nn::AttentionGradOp>(op)) {
+    auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+    int64_t perProduct = 2 * q.getNumElements() * k.getDimSize(k.getRank() - 2);
+    return (isa<nn::AttentionOp>(op) ? 2 : 4) * perProduct;
+  }
+  return 0;
+}
+
+double FunctionCost::commBytesOfKind(StringRef kind) const {
+  double bytes = 0;
+  for (const auto &[key, value] : commBytes)
+    if (key.first == kind)
+      bytes += value;
+  return bytes;
+}
+
+namespace {
+
+int64_t numElements(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
+}
+
+int64_t elementBytes(Value v) {
+  return tensorBytes(v.getType()) /
+         std::max<int64_t>(1, numElements(v));
+}
+
+} // namespace
+
+FunctionCost autopar::analyzeCost(func::FuncOp func) {
+  FunctionCost cost;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    int64_t bytes = tensorBytes(func.getArgument(i).getType());
+    (func.getArgAttr(i, nn::NNDialect::kParamAttr) ? cost.paramBytes
+                                                   : cost.inputBytes) += bytes;
+  }
+  for (Type t : func.getResultTypes())
+    cost.resultBytes += tensorBytes(t);
+  if (auto arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+    cost.arenaBytes = arena.getInt();
+  auto module = func->getParentOfType<ModuleOp>();
+  func.walk([&](Operation *op) {
+    cost.flops += modelFlops(op);
+    auto mesh = [&](FlatSymbolRefAttr name) {
+      return module ? module.lookupSymbol<dist::MeshOp>(name) : nullptr;
+    };
+    auto record = [&](StringRef kind, dist::MeshOp m, ArrayAttr axes,
+                      auto bytesOf) {
+      SmallVector<StringRef> names;
+      for (Attribute a : axes)
+        names.push_back(cast<StringAttr>(a).getValue());
+      int64_t group = m ? m.getGroupSize(names) : 1;
+      cost.commBytes[{kind.str(), llvm::join(names, ",")}] += bytesOf(group);
+    };
+    if (auto c = dyn_cast<dist::AllReduceOp>(op))
+      record("all_reduce", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
+        return rt::allReduceBytes(numElements(c.getInput()), g,
+                                  elementBytes(c.getInput()));
+      });
+    else if (auto c = dyn_cast<dist::ReduceScatterOp>(op))
+      // Ring: (g - 1) of the g result-sized pieces leave each rank.
+      record("reduce_scatter", mesh(c.getMeshAttr()), c.getAxes(),
+             [&](int64_t g) {
+               return double(g - 1) * double(numElements(c.getResult())) *
+                      double(elementBytes(c.getResult()));
+             });
+    else if (auto c = dyn_cast<dist::AllGatherOp>(op))
+      record("all_gather", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
+        return double(g - 1) * double(numElements(c.getInput())) *
+               double(elementBytes(c.getInput()));
+      });
+    else if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
+      record("reduce_scatter", mesh(c.getMeshAttr()), c.getAxes(),
+             [&](int64_t g) {
+               return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,
+                                                 elementBytes(c.getInput()));
+             });
+    else if (auto c = dyn_cast<dist::ZeroGatherOp>(op))
+      record("all_gather", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
+        return rt::allGatherFlatBytes(numElements(c.getResult()), g,
+                                      elementBytes(c.getResult()));
+      });
+    else if (auto c = dyn_cast<dist::SendOp>(op))
+      record("send", mesh(c.getMeshAttr()),
+             ArrayAttr::get(op->getContext(), {c.getAxisAttr()}),
+             [&](int64_t) {
+               return double(tensorBytes(c.getInput().getType()));
+             });
+  });
+  return cost;
+}
+
+namespace {
+
+struct CostReportPass
+    : public autopar::impl::CostReportPassBase<CostReportPass> {
+  void runOnOperation() override {
+    llvm::raw_ostream &os = llvm::outs();
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      FunctionCost cost = analyzeCost(func);
+      os << "func @" << func.getSymName() << "\n"
+         << "  flops: " << cost.flops << "\n"
+         << "  bytes: params " << cost.paramBytes << ", inputs "
+         << cost.inputBytes << ", results " << cost.resultBytes
+         << ", arena " << cost.arenaBytes << "\n";
+      for (const auto &[key, bytes] : cost.commBytes)
+        os << "  " << key.first << " [" << key.second
+           << "]: " << llvm::format("%.17g", bytes) << " bytes\n";
+    }
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,51 @@
+//===- CostAnalysis.h - FLOPs, bytes and communication of the IR -*- C++ -*-===//
+//
+// One cost analysis over the final IR, per rank: what report.json reports
+// (and a planner will predict from). The FLOPs are the model's (the products
+// the graph asks for); communication is what the runtime's counters measure
+// (runtime/comm/Comm.h's byte formulas, per collective kind and the mesh
+// axes of its group).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_PASSES_ANALYSIS_COSTANALYSIS_H
+#define AUTOPAR_PASSES_ANALYSIS_COSTANALYSIS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+#include <string>
+
+namespace autopar {
+
+/// Model FLOPs of one op: 2 M N K of a matmul or gemm; for nn.attention
+/// the products of the graph it replaced (q k^T and p v: 2 x 2 T S D per
+/// head, masked entries included), for nn.attention_grad the backward's
+/// four (dv, dp, dq, dk; its recomputation of q k^T is not model FLOPs);
+/// 0 for every other op.
+int64_t modelFlops(mlir::Operation *op);
+
+/// What one run of a function of the final IR costs one rank.
+struct FunctionCost {
+  /// Model FLOPs of the function's ops (modelFlops).
+  int64_t flops = 0;
+  /// Bytes of the arguments that are parameters (`nn.param`, as stored)
+  /// and of the others (graph inputs, the loss scale), of the results, and
+  /// the function's arena (`nn.arena_bytes`, 0 before memory planning).
+  int64_t paramBytes = 0, inputBytes = 0, resultBytes = 0, arenaBytes = 0;
+  /// Bytes this rank sends per run, keyed by collective kind (all_reduce,
+  /// reduce_scatter, all_gather, send) and the group's mesh axes joined by
+  /// ',' ("dp").
+  std::map<std::pair<std::string, std::string>, double> commBytes;
+
+  /// The bytes sent by collectives of `kind` over any axes.
+  double commBytesOfKind(llvm::StringRef kind) const;
+};
+
+/// Analyzes `func`. Collectives are sized over the group their axes name on
+/// the module's mesh (dist.mesh).
+FunctionCost analyzeCost(mlir::func::FuncOp func);
+
+} // namespace autopar
+
+#endif // AUTOPAR_PASSES_ANALYSIS_COSTANALYSIS_H
