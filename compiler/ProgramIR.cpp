@@ -48,9 +48,6 @@ bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
     shape.axisSizes.push_back(size);
   }
   shape.ranks = mesh.getNumRanks();
-  if (auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr))
-    shape.zeroStage = stage.getInt();
-  shape.deferReduction = module->hasAttr(dist::kDeferReductionAttr);
   auto offload = module->getAttrOfType<StringAttr>(dist::kOffloadAttr);
   shape.offload = offload && offload.getValue() == "cpu";
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -71,3 +68,21 @@ bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
   return true;
 }
 
+
+TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
+                                   int gradResult) {
+  TensorSync sync;
+  auto module = step->getParentOfType<ModuleOp>();
+  auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
+  if (stage && stage.getInt() > 0)
+    sync.updateAxes.push_back(dist::kDataAxis.str());
+  sync.paramSharded = step.getArgAttr(arg, dist::kZeroAttr) != nullptr;
+  if (gradResult < 0)
+    return sync;
+  sync.gradSharded = step.getResultAttr(gradResult, dist::kZeroAttr) != nullptr;
+  if (auto sharding = step.getResultAttrOfType<dist::ShardingAttr>(
+          gradResult, dist::kShardingAttr))
+    for (StringRef axis : sharding.getPartialAxisNames())
+      sync.gradReduceAxes.push_back(axis.str());
+  return sync;
+}

@@ -39,15 +39,27 @@ struct ProgramShape {
   std::vector<int64_t> axisSizes;
   int64_t dp = 1, ranks = 1;
   int dpAxis = 0;
-  /// dist.zero_stage, dist.offload = "cpu", dist.defer_reduction.
-  int64_t zeroStage = 0;
-  bool deferReduction = false, offload = false;
+  /// dist.offload = "cpu".
+  bool offload = false;
   /// Argument indices of the token ids and the targets (the plan's data
   /// inputs).
   int tokens = -1, targets = -1;
   /// Samples per micro-step per rank, and the sequence length.
   int64_t microBatch = 0, seqLen = 0;
 };
+
+/// What the runtime does once per step with trainable parameter `arg` of
+/// the train step, read off the final IR (runtime/Model.h TensorInfo):
+/// the ZeRO stage (`dist.zero_stage`) shards the update over dp; the
+/// gradient result's `dist.sharding` says over which axes its sum is still
+/// pending; `dist.zero` on the result and on the argument says the step
+/// returns the gradient and takes the parameter as flat shards.
+struct TensorSync {
+  std::vector<std::string> updateAxes, gradReduceAxes;
+  bool gradSharded = false, paramSharded = false;
+};
+TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,
+                          int gradResult);
 
 /// Reads the ProgramShape of train step `step` from its module and `plan`
 /// (the module's autopar.plan); false with `error` set if the IR lacks what

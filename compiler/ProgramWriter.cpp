@@ -297,6 +297,16 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   std::string fill;
   llvm::raw_string_ostream fs(fill);
   int numTensors = 0;
+  // Mesh axis names as the runtime's AxisMask bits (mesh order).
+  auto axisMask = [&](ArrayRef<std::string> axes) {
+    uint32_t mask = 0;
+    for (const std::string &axis : axes)
+      for (auto [bit, name] : llvm::enumerate(shape.axisNames))
+        if (name == axis)
+          mask |= 1u << bit;
+    return mask;
+  };
+  uint32_t gradNormAxes = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
@@ -310,6 +320,18 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     bool trainable = gradResult.count(name.getValue()) > 0;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
     bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
+    TensorSync sync = readTensorSync(
+        step, i, trainable ? gradResult.lookup(name.getValue()) : -1);
+    uint32_t updateAxes = trainable ? axisMask(sync.updateAxes) : 0;
+    uint32_t reduceAxes = trainable ? axisMask(sync.gradReduceAxes) : 0;
+    // The runtime reduce-scatters a pending gradient into the update's
+    // shard: both over one group.
+    if (updateAxes && reduceAxes && updateAxes != reduceAxes)
+      return fail(o.model + ": internal error: the gradient of '" +
+                  name.getValue().str() +
+                  "' is pending over other mesh axes than its update's "
+                  "shards");
+    gradNormAxes |= updateAxes;
     Fields(fs, "kTensors[" + std::to_string(numTensors++) + "]")
         .string("name", name.getValue())
         .string("initFrom", from ? from.getValue() : name.getValue())
@@ -328,7 +350,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
              trainable ? gradResult.lookup(name.getValue()) : -1)
         .set("storedElements", storedType.getNumElements())
         .set("fileOffset", fileSlots[i].offset)
-        .flag("master", master);
+        .flag("master", master)
+        .set("updateAxes", updateAxes)
+        .set("gradReduceAxes", reduceAxes)
+        .flag("gradSharded", trainable && sync.gradSharded)
+        .flag("paramSharded", sync.paramSharded);
   }
   int numInputs = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -425,9 +451,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
       .set("dpAxis", shape.dpAxis)
-      .set("zeroStage", shape.zeroStage)
+      .set("gradNormAxes", gradNormAxes)
       .set("weightFileBytes", fileBytes)
-      .flag("deferredReduction", shape.deferReduction)
       .flag("offload", shape.offload);
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"

@@ -55,7 +55,17 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     return false;
   if (!readProgramShape(step, plan, shape, why))
     return fail(o.model + ": internal error: " + why);
-  const int64_t dp = shape.dp, stage = shape.zeroStage;
+  const int64_t dp = shape.dp;
+  auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
+  // The ranks of a group over some mesh axes.
+  auto groupSize = [&](ArrayRef<std::string> axes) {
+    int64_t g = 1;
+    for (const std::string &axis : axes)
+      for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+        if (name == axis)
+          g *= size;
+    return g;
+  };
   std::vector<Type> globalArgTypes = logicalTypes(step);
   // The step as the IR says: FLOPs, argument bytes, arena, collectives.
   FunctionCost cost = analyzeCost(step);
@@ -65,10 +75,9 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // f32 master copies of 16-bit parameters (mixed precision), counted as
   // optimizer state like the ZeRO paper's K = 12 (master, m, v).
   int64_t masterElements = 0;
-  // All-reduce, reduce-scatter, all-gather. Those the runtime issues
-  // once per step around the optimizer (ZeRO-1's gradient reduce-scatter,
-  // the deferred all-reduce, the parameter all-gather after a sharded
-  // update) are not in the IR yet and are counted here from the layout.
+  // All-reduce, reduce-scatter, all-gather: those of the step (the cost
+  // analysis) and those the runtime issues once per step around the
+  // optimizer, as the IR tells it to (readTensorSync).
   double commBytes[3] = {0, 0, 0};
   llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -81,7 +90,16 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
             i, nn::NNDialect::kParamAttr).getValue())) {
       paramCount += n;
       trainableCount += n;
-      rt::ZeroLayout zero = rt::zeroLayout(stage, n, dp);
+      TensorSync sync = readTensorSync(
+          step, i,
+          gradOf.lookup(step.getArgAttrOfType<StringAttr>(
+                            i, nn::NNDialect::kParamAttr)
+                            .getValue()));
+      const int64_t updateGroup = groupSize(sync.updateAxes);
+      const int64_t reduceGroup = groupSize(sync.gradReduceAxes);
+      rt::ZeroLayout zero =
+          rt::zeroLayout(n, updateGroup, sync.gradSharded,
+                         !sync.gradReduceAxes.empty());
       // Gradients have the stored parameter's type.
       int64_t elementBytes = onnx_import::dtypeBytes(
           onnx_import::mlirToDType(type.getElementType()));
@@ -90,12 +108,16 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       stateElements += zero.stateElements;
       if (type.getElementType() != full.getElementType())
         masterElements += zero.stateElements;
-      if (stage == 1)
-        commBytes[1] += rt::reduceScatterFlatBytes(n, dp, elementBytes);
-      if (shape.deferReduction)
-        commBytes[0] += rt::allReduceBytes(n, dp, elementBytes);
-      if (stage == 1 || stage == 2)
-        commBytes[2] += rt::allGatherFlatBytes(n, dp, elementBytes);
+      // What the runtime does once per step (runtime/Model.h TensorInfo):
+      // a pending gradient sum reduce-scattered into the update's shard or
+      // all-reduced; updated shards of a whole parameter all-gathered.
+      if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty())
+        commBytes[1] +=
+            rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes);
+      else if (!sync.gradReduceAxes.empty())
+        commBytes[0] += rt::allReduceBytes(n, reduceGroup, elementBytes);
+      if (!sync.updateAxes.empty() && !sync.paramSharded)
+        commBytes[2] += rt::allGatherFlatBytes(n, updateGroup, elementBytes);
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += n;
     }
@@ -134,7 +156,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   r["parallel"] = {
       {"mesh", mesh},
       {"ranks", shape.ranks},
-      {"zero_stage", stage},
+      {"zero_stage", stage ? stage.getInt() : 0},
       {"offload", shape.offload ? "cpu" : "none"},
       {"precision", plan.precision},
       // The ZeRO paper's model states: trainable parameters, their

@@ -60,8 +60,9 @@ struct TensorInfo {
   bool buffer;
   /// Index of its gradient among the train step's results (-1 if frozen).
   int32_t gradResult;
-  /// Elements this rank stores at `offset`: numElements, or at ZeRO-3 its
-  /// flat shard (ceil(numElements / dp), zero-padded).
+  /// Elements this rank stores at `offset`: numElements, or, with
+  /// paramSharded, its flat shard over updateAxes (ceil(numElements / g),
+  /// zero-padded).
   int64_t storedElements;
   /// Byte offset of the full tensor in weights.bin.
   int64_t fileOffset;
@@ -70,6 +71,22 @@ struct TensorInfo {
   /// updates (sharded as its state). weights.bin, checkpoints and the ONNX
   /// export hold the float32 master.
   bool master;
+  /// What the runtime does with a trainable tensor once per step; the
+  /// compiler reads it off the final IR (compiler/ProgramIR.h), the runtime
+  /// only executes it. Masks are over the mesh axes (runtime/comm/Comm.h).
+  /// updateAxes: the optimizer keeps state for, and updates, this rank's
+  /// flat shard over these axes (ZeRO 1-3); 0: the whole tensor.
+  uint32_t updateAxes;
+  /// The step's gradient is still a sum pending over these axes after the
+  /// last micro-batch (ZeRO-1, gradient accumulation at stage 0): the
+  /// runtime reduce-scatters it into the update's shard when updateAxes is
+  /// set, else all-reduces it; 0: reduced by the step itself.
+  uint32_t gradReduceAxes;
+  /// The step returns the gradient as this rank's flat shard over
+  /// updateAxes (ZeRO-2/3), and the parameter is stored as that shard
+  /// (ZeRO-3; otherwise the runtime all-gathers the updated shards).
+  bool gradSharded;
+  bool paramSharded;
 };
 
 /// A graph input of the model.
@@ -112,17 +129,13 @@ struct ModelInfo {
   int32_t numMeshAxes;
   /// Index of the data-parallel axis in the mesh.
   int32_t dpAxis;
-  /// ZeRO stage (0 to 3). Gradients of the train step are full at stages 0
-  /// and 1 (stage 1, and stage 0 with deferredReduction: not yet reduced
-  /// over dp) and flat shards at 2 and 3.
-  int32_t zeroStage;
+  /// The squared gradient norm is a sum over this rank's update shards:
+  /// the runtime all-reduces it over these axes (0: every rank holds the
+  /// whole gradients).
+  uint32_t gradNormAxes;
   /// Bytes of weights.bin: the full tensors at their fileOffset (equal to
   /// paramBytes, and the same layout, when no tensor is sharded).
   int64_t weightFileBytes;
-  /// Stage 0 with micro-batches: the train step returns this rank's
-  /// gradients (summed over its micro-batches) and the runtime all-reduces
-  /// them once per step (DDP's no_sync).
-  bool deferredReduction;
   /// ZeRO-Offload (plan zero.offload = cpu): the optimizer state (and the
   /// f32 masters of mixed precision) lives in host memory and the update
   /// runs on the host, on each rank's shard of the reduced gradients.

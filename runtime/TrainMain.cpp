@@ -366,7 +366,7 @@ void Trainer::storeFrom(char *to, int64_t stored,
     return;
   }
   // A ZeRO flat shard: this rank's piece, zero-padded.
-  int64_t begin = comm.groupIndex(dpMask()) * stored;
+  int64_t begin = comm.groupIndex(ti.updateAxes) * stored;
   int64_t count = std::max<int64_t>(0, std::min(stored, ti.numElements - begin));
   Buffer piece = allocate(stored * eb);
   std::memcpy(piece.get(), full + begin * eb, count * eb);
@@ -396,8 +396,8 @@ void Trainer::gatherFull(const char *from, int64_t stored,
       from = piece.get();
     }
   }
-  comm.wait(
-      comm.allGatherFlat(from, ti.numElements, into, commType(ti), dpMask()));
+  comm.wait(comm.allGatherFlat(from, ti.numElements, into, commType(ti),
+                               ti.updateAxes));
   device.download(full, into, bytes);
 }
 
@@ -481,21 +481,21 @@ Status Trainer::setUp() {
     return outOfMemory();
   const int states = autopar::rt::numStateBuffers(config);
   int64_t largestShard = 0;
-  const int64_t dp = dpSize();
-  const int64_t dpIndex = comm.groupIndex(dpMask());
   trainableIndex.assign(info.numTensors, -1);
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     if (!ti.trainable)
       continue;
     trainableIndex[t] = static_cast<int>(grads.size());
-    // ZeRO 1-3: this rank updates (and keeps optimizer state for) its flat
-    // shard only; stage 0 updates the whole tensor on every rank.
-    autopar::rt::ZeroLayout zero =
-        autopar::rt::zeroLayout(info.zeroStage, ti.numElements, dp);
+    // ZeRO 1-3 (updateAxes): this rank updates (and keeps optimizer state
+    // for) its flat shard only; otherwise every rank updates the whole
+    // tensor.
+    autopar::rt::ZeroLayout zero = autopar::rt::zeroLayout(
+        ti.numElements, comm.groupSize(ti.updateAxes), ti.gradSharded,
+        ti.gradReduceAxes != 0);
     Shard sh{&ti, zero.stateElements, 0, ti.numElements};
-    if (info.zeroStage > 0) {
-      sh.begin = dpIndex * sh.chunk;
+    if (ti.updateAxes) {
+      sh.begin = comm.groupIndex(ti.updateAxes) * sh.chunk;
       sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
     }
     // Gradients have the stored parameter's type.
@@ -510,9 +510,9 @@ Status Trainer::setUp() {
     // Element offsets of this rank's shard in the gradient (ZeRO-1: full
     // gradients, reduce-scattered in place) and in the stored parameter
     // (ZeRO-1/2: full parameters, all-gathered after the update).
-    const int64_t gradBegin = info.zeroStage == 1 ? sh.begin : 0;
+    const int64_t gradBegin = ti.updateAxes && !ti.gradSharded ? sh.begin : 0;
     const int64_t paramBegin =
-        info.zeroStage == 1 || info.zeroStage == 2 ? sh.begin : 0;
+        ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
     char *grad = grads.back().get() + gradBegin * ti.elementBytes;
     char *param = params.get() + ti.offset + paramBegin * ti.elementBytes;
     autopar::rt::ParamSlice slice{
@@ -571,7 +571,7 @@ Status Trainer::setUp() {
     if (!inputs.back() || !hostInputs.back())
       return outOfMemory();
   }
-  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
+  const int64_t globalBatch = info.microBatch * info.microBatches * dpSize();
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.data, tokens));
   int64_t vocab = std::min(info.inputVocab, info.targetVocab);
   AUTOPAR_RT_RETURN_IF_ERROR(
@@ -812,29 +812,29 @@ Status Trainer::run() {
                           1.0f / static_cast<float>(info.microBatches),
                           micro > 0});
     }
-    if (info.deferredReduction) {
-      // Gradient accumulation at stage 0: the local sums, all-reduced once.
-      for (size_t k = 0; k < shards.size(); ++k) {
-        const autopar::rt::TensorInfo &ti = *shards[k].tensor;
-        comm.allReduceSum(grads[k].get(), ti.numElements, commType(ti),
-                          dpMask());
-      }
-      comm.waitAll();
-    }
-    if (info.zeroStage == 1) {
-      // ZeRO-1: the accumulated local gradients, reduce-scattered once.
-      for (size_t k = 0; k < shards.size(); ++k) {
-        const autopar::rt::TensorInfo &ti = *shards[k].tensor;
-        char *full = grads[k].get();
+    // Gradients whose sum is still pending (ZeRO-1; gradient accumulation
+    // at stage 0): reduce-scattered into the update's shard, or
+    // all-reduced, once per step.
+    bool reducing = false;
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+      if (!ti.gradReduceAxes)
+        continue;
+      reducing = true;
+      char *full = grads[k].get();
+      if (ti.updateAxes)
         comm.reduceScatterFlat(full, ti.numElements,
                                full + shards[k].begin * ti.elementBytes,
-                               commType(ti), dpMask());
-      }
-      comm.waitAll();
+                               commType(ti), ti.gradReduceAxes);
+      else
+        comm.allReduceSum(full, ti.numElements, commType(ti),
+                          ti.gradReduceAxes);
     }
+    if (reducing)
+      comm.waitAll();
     double squares = device.gradSquaredSum(slices);
-    if (info.zeroStage > 0)
-      comm.allReduceSumDouble(&squares, 1, dpMask());
+    if (info.gradNormAxes)
+      comm.allReduceSumDouble(&squares, 1, info.gradNormAxes);
     double norm = std::sqrt(squares);
     double lr = autopar::rt::scheduledLr(config, step, o.steps);
     // fp16-mixed: gradients of the scaled loss. An inf or NaN among them
@@ -874,15 +874,21 @@ Status Trainer::run() {
         goodSteps = 0;
       }
     }
-    if (!skipped && (info.zeroStage == 1 || info.zeroStage == 2)) {
-      // Every rank updated its shard of the full parameters: all-gather.
+    if (!skipped) {
+      // Every rank updated its shard of a whole parameter (ZeRO-1/2):
+      // all-gather.
+      bool gathering = false;
       for (const Shard &sh : shards) {
         const autopar::rt::TensorInfo &ti = *sh.tensor;
+        if (!ti.updateAxes || ti.paramSharded)
+          continue;
+        gathering = true;
         char *full = params.get() + ti.offset;
         comm.allGatherFlat(full + sh.begin * ti.elementBytes, ti.numElements,
-                           full, commType(ti), dpMask());
+                           full, commType(ti), ti.updateAxes);
       }
-      comm.waitAll();
+      if (gathering)
+        comm.waitAll();
     }
     device.synchronize();
     double ms = std::chrono::duration<double, std::milli>(

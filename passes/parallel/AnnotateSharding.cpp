@@ -88,8 +88,6 @@ struct AnnotateShardingPass
     module->setAttr(kBucketBytesAttr,
                     b.getI64IntegerAttr(static_cast<int64_t>(
                         bucketMb * 1024.0 * 1024.0)));
-    if (deferReduction)
-      module->setAttr(kDeferReductionAttr, b.getUnitAttr());
 
     // Trainable parameters: those the training step returns a gradient of.
     llvm::StringSet<> trainable;

@@ -24,12 +24,10 @@ inline constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
 inline constexpr llvm::StringLiteral kZeroStageAttr = "dist.zero_stage";
 inline constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
 inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
-/// Stage 0 under gradient accumulation: the step's gradients stay partial
-/// over dp and the runtime all-reduces them once per step.
-inline constexpr llvm::StringLiteral kDeferReductionAttr =
-    "dist.defer_reduction";
 /// Op attribute: the gradient bucket of a scheduled collective.
 inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
+/// The data-parallel mesh axis, over which ZeRO shards too.
+inline constexpr llvm::StringLiteral kDataAxis = "dp";
 /// The mesh autopar-apply-plan creates.
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
 

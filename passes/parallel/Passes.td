@@ -63,9 +63,10 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
     micro-batch); at stages 2 and 3 they are wanted as flat shards
     (`dist.zero` on the result); at stage 3 trainable parameters are stored
     as flat shards (`dist.zero` on the argument). The module records the
-    stage (`dist.zero_stage`), the offload target (`dist.offload`), the
-    bucket size (`dist.bucket_bytes`) and a deferred reduction
-    (`dist.defer_reduction`) for the later passes and the program writer.
+    stage (`dist.zero_stage`), the offload target (`dist.offload`) and the
+    bucket size (`dist.bucket_bytes`) for the later passes and the program
+    writer, which reads from these and from the gradients' shardings what
+    the runtime does once per step (compiler/ProgramIR.h).
 
     ```mlir
     func.func @train_step(%w: tensor<4x4xf32> {nn.param = "w"},

@@ -301,23 +301,27 @@ inline int64_t flatChunk(int64_t numElements, int64_t groupSize) {
   return (numElements + groupSize - 1) / groupSize;
 }
 
-/// How ZeRO `stage` over `dp` ranks keeps one trainable tensor of
-/// `numElements` elements on each rank: runtime/cpu/TrainMain.cpp allocates
-/// this, the compiler's report counts it.
+/// How a rank keeps one trainable tensor of `numElements` elements whose
+/// update is flat-sharded over a group of `group` ranks (1: not sharded;
+/// TensorInfo::updateAxes): runtime/TrainMain.cpp allocates this, the
+/// compiler's report counts it.
 struct ZeroLayout {
-  /// The optimizer state: this rank's flat shard (the whole tensor at
-  /// stage 0).
+  /// The optimizer state: this rank's flat shard (the whole tensor when not
+  /// sharded).
   int64_t stateElements;
-  /// The gradient: whole (stage 0), whole and padded to dp shards (stage 1:
-  /// reduce-scattered in place once per step), the shard (stages 2, 3).
+  /// The gradient: the shard when the step returns it sharded
+  /// (`gradSharded`: ZeRO-2/3), whole and padded to `group` shards when it
+  /// is reduce-scattered in place after the step (`gradPending` with a
+  /// sharded update: ZeRO-1), else whole.
   int64_t gradElements;
 };
 
-inline ZeroLayout zeroLayout(int64_t stage, int64_t numElements, int64_t dp) {
-  int64_t chunk = stage > 0 ? flatChunk(numElements, dp) : numElements;
-  return {chunk, stage == 0   ? numElements
-                 : stage == 1 ? chunk * dp
-                              : chunk};
+inline ZeroLayout zeroLayout(int64_t numElements, int64_t group,
+                             bool gradSharded, bool gradPending) {
+  int64_t chunk = flatChunk(numElements, group);
+  return {chunk, gradSharded                  ? chunk
+                 : gradPending && group > 1   ? chunk * group
+                                              : numElements};
 }
 
 /// Bytes sent per rank by reduceScatterFlat: (g-1)/g S with S the padded

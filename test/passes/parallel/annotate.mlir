@@ -22,7 +22,7 @@
 // Z1-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
 // Stage 0 with deferred reduction (gradient accumulation): partial, as Z1.
-// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.defer_reduction, dist.zero_stage = 0 : i64}
+// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
 // DEFER-LABEL: func.func @train_step
 // DEFER-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
