@@ -222,28 +222,15 @@ private:
   std::string var;
 };
 
-class Writer {
+class Writer : public ProgramStep {
 public:
-  Writer(ModuleOp module, const ProgramOptions &options)
-      : module(module), o(options) {}
+  using ProgramStep::ProgramStep;
   bool run(const std::string &dir);
-  std::string error;
 
 private:
-  bool fail(const std::string &message) {
-    if (error.empty())
-      error = message;
-    return false;
-  }
   bool readFile(const std::string &path, std::string &text) {
     std::string why;
     return readTextFile(path, text, why) || fail(why);
-  }
-  /// The plan as the final IR carries it (autopar.plan).
-  bool irPlan(Plan &plan) {
-    std::string why;
-    return readPlanAttr(module, plan, why) ||
-           fail(o.model + ": internal error: " + why);
   }
   bool modelSource(func::FuncOp step, const std::string &stepCode,
                    const std::string &forwardCode, std::string &source);
@@ -257,9 +244,6 @@ private:
                                 "#include \"runtime/cpu/Kernels.h\"\n"
                                 "#include \"runtime/cpu/Math.h\"\n";
   }
-
-  ModuleOp module;
-  const ProgramOptions &o;
 };
 
 bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
@@ -699,6 +683,12 @@ bool Writer::run(const std::string &dir) {
 }
 
 } // namespace
+
+bool ProgramStep::irPlan(Plan &plan) {
+  std::string why;
+  return readPlanAttr(module, plan, why) ||
+         fail(o.model + ": internal error: " + why);
+}
 
 bool autopar::writeProgramFile(const std::string &dir, StringRef name,
                                StringRef contents, std::string &error) {

@@ -12,6 +12,7 @@
 #ifndef AUTOPAR_COMPILER_PROGRAMWRITER_H
 #define AUTOPAR_COMPILER_PROGRAMWRITER_H
 
+#include "compiler/Plan.h"
 #include "frontends/onnx/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -38,6 +39,27 @@ struct ProgramOptions {
   const llvm::StringMap<onnx_import::HostTensor> *inputValues = nullptr;
   /// The IR the pipeline started from, and the pipeline, as text.
   std::string inputIR, pipelineText;
+};
+
+/// What the program writer and the report share: the final IR, the
+/// options, and the first error (one line).
+class ProgramStep {
+public:
+  ProgramStep(mlir::ModuleOp module, const ProgramOptions &options)
+      : module(module), o(options) {}
+  std::string error;
+
+protected:
+  bool fail(const std::string &message) {
+    if (error.empty())
+      error = message;
+    return false;
+  }
+  /// The plan as the final IR carries it (autopar.plan).
+  bool irPlan(Plan &plan);
+
+  mlir::ModuleOp module;
+  const ProgramOptions &o;
 };
 
 /// Writes the program directory `dir` (which exists) from `module`, the IR

@@ -2,7 +2,6 @@
 
 #include "compiler/Report.h"
 
-#include "compiler/PlanAttr.h"
 #include "compiler/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
@@ -20,29 +19,14 @@ using namespace autopar;
 
 namespace {
 
-class Reporter {
+class Reporter : public ProgramStep {
 public:
-  Reporter(ModuleOp module, const ProgramOptions &options)
-      : module(module), o(options) {}
+  using ProgramStep::ProgramStep;
   bool run(const std::string &dir);
-  std::string error;
 
 private:
-  bool fail(const std::string &message) {
-    if (error.empty())
-      error = message;
-    return false;
-  }
-  bool irPlan(Plan &plan) {
-    std::string why;
-    return readPlanAttr(module, plan, why) ||
-           fail(o.model + ": internal error: " + why);
-  }
   bool report(func::FuncOp step, nlohmann::json &r);
   nlohmann::json forwardReport(func::FuncOp forward);
-
-  ModuleOp module;
-  const ProgramOptions &o;
 };
 
 bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
