@@ -1,0 +1,223 @@
+//===- MpiBackend.cpp - float collectives over MPI on host memory ---------===//
+//
+// Non-blocking MPI collectives on the groups' sub-communicators, tracked per
+// request with the staging buffers and count arrays that MPI reads until
+// they complete. MPI has no bfloat16 or half type: such buffers travel as
+// MPI_UINT16_T and their sums use user-defined MPI_Ops that add in float and
+// round, as NCCL's ncclBfloat16 / ncclHalf sums do, so the two builds round
+// alike. Messages hold at most maxElements elements (MPI counts are int).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Backend.h"
+
+#ifdef AUTOPAR_COMM_MPI_FLOATS
+
+#include "runtime/Float16.h"
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+namespace autopar::rt {
+namespace {
+
+MPI_Datatype mpiType(CommType type) {
+  return type == CommType::F32 ? MPI_FLOAT : MPI_UINT16_T;
+}
+
+/// inout[i] = in[i] + inout[i] for bfloat16, added in float and rounded.
+void addBf16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = bf16Bits(bf16Value(a[i]) + bf16Value(b[i]));
+}
+
+/// The same for IEEE half.
+void addHalf(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = halfBits(halfValue(a[i]) + halfValue(b[i]));
+}
+
+class MpiBackend : public CommBackend {
+public:
+  MpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank)
+      : comms(comms), rank(rank) {
+    AUTOPAR_MPI_CALL(rank, MPI_Op_create, addBf16, 1, &bf16Sum);
+    AUTOPAR_MPI_CALL(rank, MPI_Op_create, addHalf, 1, &halfSum);
+  }
+
+  ~MpiBackend() override {
+    waitAll();
+    if (bf16Sum != MPI_OP_NULL)
+      AUTOPAR_MPI_CALL(rank, MPI_Op_free, &bf16Sum);
+    if (halfSum != MPI_OP_NULL)
+      AUTOPAR_MPI_CALL(rank, MPI_Op_free, &halfSum);
+  }
+
+  CommRequest allReduceSum(void *data, int64_t numElements, CommType type,
+                           AxisMask mask) override {
+    const int64_t size = commTypeBytes(type);
+    char *bytes = static_cast<char *>(data);
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    for (int64_t off = 0; off < numElements; off += maxElements) {
+      int count = int(std::min(maxElements, numElements - off));
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Iallreduce, MPI_IN_PLACE, bytes + off * size,
+                       count, mpiType(type), sumOp(type), comms.at(mask),
+                       &p.requests.back());
+    }
+    return {id};
+  }
+
+  CommRequest reduceScatterFlat(const void *full, int64_t numElements,
+                                void *piece, CommType type, AxisMask mask,
+                                int64_t group, int64_t chunk) override {
+    const int64_t size = commTypeBytes(type);
+    const char *fullBytes = static_cast<const char *>(full);
+    char *pieceBytes = static_cast<char *>(piece);
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    // The padded tensor, one region per message: region k holds, for every
+    // group position j, elements [off, off + c) of block j. Zero bytes are
+    // 0.0 in both types.
+    p.staging.assign(group * chunk * size, 0);
+    for (int64_t off = 0; off < chunk; off += maxElements) {
+      int64_t c = std::min(maxElements, chunk - off);
+      char *region = p.staging.data() + group * off * size;
+      for (int64_t j = 0; j < group; ++j) {
+        int64_t begin = j * chunk + off;
+        int64_t valid = std::clamp<int64_t>(numElements - begin, 0, c);
+        if (valid > 0)
+          std::memcpy(region + j * c * size, fullBytes + begin * size,
+                      valid * size);
+      }
+    }
+    for (int64_t off = 0; off < chunk; off += maxElements) {
+      int64_t c = std::min(maxElements, chunk - off);
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Ireduce_scatter_block,
+                       p.staging.data() + group * off * size,
+                       pieceBytes + off * size, int(c), mpiType(type),
+                       sumOp(type), comms.at(mask), &p.requests.back());
+    }
+    return {id};
+  }
+
+  CommRequest allGatherFlat(const void *piece, int64_t numElements,
+                            void *full, CommType type, AxisMask mask,
+                            int64_t group, int64_t chunk,
+                            int64_t index) override {
+    const int64_t size = commTypeBytes(type);
+    char *fullBytes = static_cast<char *>(full);
+    auto countOf = [&](int64_t j) {
+      return std::clamp<int64_t>(numElements - j * chunk, 0, chunk);
+    };
+    char *own = fullBytes + std::min(index * chunk, numElements) * size;
+    if (piece != own && countOf(index) > 0)
+      std::memmove(own, piece, countOf(index) * size);
+    MPI_Comm sub = comms.at(mask);
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    if (numElements <= maxElements) {
+      for (int64_t j = 0; j < group; ++j) {
+        p.counts.push_back(int(countOf(j)));
+        p.displs.push_back(int(std::min(j * chunk, numElements)));
+      }
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Iallgatherv, MPI_IN_PLACE, 0,
+                       MPI_DATATYPE_NULL, full, p.counts.data(),
+                       p.displs.data(), mpiType(type), sub,
+                       &p.requests.back());
+      return {id};
+    }
+    // Displacements past INT_MAX: every position broadcasts its block in
+    // messages of at most maxElements.
+    for (int64_t j = 0; j < group; ++j) {
+      int64_t count = countOf(j);
+      for (int64_t off = 0; off < count; off += maxElements) {
+        int c = int(std::min(maxElements, count - off));
+        p.requests.push_back(MPI_REQUEST_NULL);
+        AUTOPAR_MPI_CALL(rank, MPI_Ibcast,
+                         fullBytes + (j * chunk + off) * size, c,
+                         mpiType(type), int(j), sub, &p.requests.back());
+      }
+    }
+    return {id};
+  }
+
+  void move(void *dst, const void *src, size_t bytes) override {
+    if (dst != src && bytes > 0)
+      std::memmove(dst, src, bytes);
+  }
+
+  void wait(CommRequest request) override {
+    auto it = pending.find(request.id);
+    if (it == pending.end())
+      return;
+    std::vector<MPI_Request> &requests = it->second.requests;
+    AUTOPAR_MPI_CALL(rank, MPI_Waitall, int(requests.size()), requests.data(),
+                     MPI_STATUSES_IGNORE);
+    pending.erase(it);
+  }
+
+  void waitAll() override {
+    for (auto &[id, p] : pending)
+      AUTOPAR_MPI_CALL(rank, MPI_Waitall, int(p.requests.size()),
+                       p.requests.data(), MPI_STATUSES_IGNORE);
+    pending.clear();
+  }
+
+  void progress() override {
+    for (auto it = pending.begin(); it != pending.end();) {
+      int done = 0;
+      std::vector<MPI_Request> &requests = it->second.requests;
+      AUTOPAR_MPI_CALL(rank, MPI_Testall, int(requests.size()),
+                       requests.data(), &done, MPI_STATUSES_IGNORE);
+      it = done ? pending.erase(it) : std::next(it);
+    }
+  }
+
+  void setMaxMessageElements(int64_t elements) override {
+    maxElements = elements;
+  }
+
+private:
+  /// A collective in flight and what MPI reads until it completes.
+  struct Pending {
+    std::vector<MPI_Request> requests;
+    /// The padded tensor of a reduce-scatter, in bytes.
+    std::vector<char> staging;
+    std::vector<int> counts, displs;
+  };
+
+  MPI_Op sumOp(CommType type) const {
+    return type == CommType::F32    ? MPI_SUM
+           : type == CommType::BF16 ? bf16Sum
+                                    : halfSum;
+  }
+
+  const std::map<AxisMask, MPI_Comm> &comms;
+  const int rank;
+  int64_t maxElements = INT_MAX;
+  MPI_Op bf16Sum = MPI_OP_NULL, halfSum = MPI_OP_NULL;
+  /// Outstanding requests by id (std::map: nodes, and so the arrays MPI
+  /// holds pointers into, never move).
+  std::map<int64_t, Pending> pending;
+  int64_t nextId = 0;
+};
+
+} // namespace
+
+std::unique_ptr<CommBackend>
+makeMpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank) {
+  return std::make_unique<MpiBackend>(comms, rank);
+}
+
+} // namespace autopar::rt
+
+#endif // AUTOPAR_COMM_MPI_FLOATS
