@@ -1,4 +1,4 @@
-//===- Compile.cpp - `autopar compile` -------------------------------------===//
+//===- Compile.cpp - `autopar compile` ------------------------------------===//
 //
 // ONNX model + plan -> OUTDIR: check the plan, import the model (at the
 // micro-batch size), put the plan on the IR and run the compile pipeline
@@ -145,9 +145,11 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
          ": the model has no graph input '" + name + "'");
     return -1;
   };
-  d.tokens = planFile.dataInputs.empty() ? -1 : byName(planFile.dataInputs, "inputs");
-  d.targets =
-      planFile.dataTargets.empty() ? -1 : byName(planFile.dataTargets, "targets");
+  d.tokens =
+      planFile.dataInputs.empty() ? -1 : byName(planFile.dataInputs, "inputs");
+  d.targets = planFile.dataTargets.empty()
+                  ? -1
+                  : byName(planFile.dataTargets, "targets");
   if (!error.empty())
     return false;
   if (d.tokens < 0)
@@ -198,7 +200,8 @@ bool Compiler::importModel() {
     return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples of "
                         "a micro-batch (global batch {3} / batch.micro_batches "
                         "{4})",
-                        planName(), planFile.meshDp, microBatch, globalBatch, m));
+                        planName(), planFile.meshDp, microBatch, globalBatch,
+                        m));
   if (m == 1)
     return true;
   // Re-import at the micro-batch size.
@@ -240,8 +243,8 @@ std::string Compiler::pipelineError(StringRef pass,
   if (pass == "autopar-autodiff" || pass == "autopar-loss-only-forward")
     return o.model + ": cannot differentiate the model: " + diag.message;
   if (pass.starts_with("autopar-dist-"))
-    return o.model + ": cannot distribute the model over the mesh: " +
-           diag.message;
+    return o.model +
+           ": cannot distribute the model over the mesh: " + diag.message;
   return o.model + ": lowering failed: " + diag.message;
 }
 
@@ -425,4 +428,3 @@ int Compiler::run() {
 int autopar::runCompileCommand(const CompileOptions &options) {
   return Compiler(options).run();
 }
-

@@ -1,4 +1,4 @@
-//===- Compile.h - `autopar compile` ---------------------------*- C++ -*-===//
+//===- Compile.h - `autopar compile` ----------------------------*- C++ -*-===//
 
 #ifndef AUTOPAR_COMPILER_COMPILE_H
 #define AUTOPAR_COMPILER_COMPILE_H

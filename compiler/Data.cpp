@@ -17,8 +17,8 @@ int autopar::runDataCommand(const std::string &text,
   auto buffer = llvm::MemoryBuffer::getFile(text, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
-    llvm::errs() << "autopar: " << text << ": cannot read: "
-                 << buffer.getError().message() << "\n";
+    llvm::errs() << "autopar: " << text
+                 << ": cannot read: " << buffer.getError().message() << "\n";
     return 1;
   }
   StringRef bytes = (*buffer)->getBuffer();

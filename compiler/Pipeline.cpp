@@ -4,8 +4,8 @@
 
 #include "compiler/PlanAttr.h"
 #include "passes/autodiff/Passes.h"
-#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"

@@ -9,7 +9,8 @@ using namespace mlir;
 using namespace autopar;
 
 Type autopar::logicalType(func::FuncOp func, unsigned i) {
-  if (auto t = func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr))
+  if (auto t =
+          func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr))
     return t.getValue();
   return func.getArgument(i).getType();
 }
@@ -24,7 +25,8 @@ std::vector<Type> autopar::logicalTypes(func::FuncOp func) {
 llvm::StringMap<int> autopar::gradResults(func::FuncOp step) {
   llvm::StringMap<int> results;
   for (unsigned r = 0; r < step.getNumResults(); ++r)
-    if (auto p = step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+    if (auto p =
+            step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
       results[p.getValue()] = r;
   return results;
 }
@@ -62,12 +64,12 @@ bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
             "data.targets";
     return false;
   }
-  auto tokens = cast<RankedTensorType>(step.getArgument(shape.tokens).getType());
+  auto tokens =
+      cast<RankedTensorType>(step.getArgument(shape.tokens).getType());
   shape.microBatch = tokens.getDimSize(0);
   shape.seqLen = tokens.getDimSize(1);
   return true;
 }
-
 
 TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
                                    int gradResult) {

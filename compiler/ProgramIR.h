@@ -1,4 +1,4 @@
-//===- ProgramIR.h - what the program reads from the final IR --*- C++ -*-===//
+//===- ProgramIR.h - what the program reads from the final IR ---*- C++ -*-===//
 //
 // After the pipeline, the IR is the whole program: the program writer, the
 // runtime tables and the report read the plan's decisions from it (the

@@ -10,8 +10,8 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
-#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -38,9 +38,9 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "File.h",        "File.cpp",        "Float16.h",   "Model.h",
-    "Profile.h",     "Profile.cpp",     "Program.h",   "Program.cpp",
-    "Status.h",      "onnx/Wire.h",     "onnx/Wire.cpp", "cpu/Kernels.h",
+    "File.h",          "File.cpp",    "Float16.h",     "Model.h",
+    "Profile.h",       "Profile.cpp", "Program.h",     "Program.cpp",
+    "Status.h",        "onnx/Wire.h", "onnx/Wire.cpp", "cpu/Kernels.h",
     "cpu/Attention.h",
 };
 const char *const kCpuFiles[] = {
@@ -50,11 +50,8 @@ const char *const kCpuFiles[] = {
     "cpu/Attention.cpp",
 };
 const char *const kCudaFiles[] = {
-    "cuda/Context.h",
-    "cuda/Kernels.h",
-    "cuda/Kernels.cu",
-    "cuda/Attention.h",
-    "cuda/Attention.cu",
+    "cuda/Context.h",   "cuda/Kernels.h",    "cuda/Kernels.cu",
+    "cuda/Attention.h", "cuda/Attention.cu",
 };
 /// The Device interface (and the optimizer its implementations run).
 const char *const kDeviceFiles[] = {
@@ -134,14 +131,14 @@ int64_t valueBound(func::FuncOp func, Value input) {
   func.walk([&](Operation *op) {
     if (auto gather = dyn_cast<nn::GatherOp>(op)) {
       if (reaches(gather.getIndices(), input))
-        bound = std::min(
-            bound, cast<RankedTensorType>(gather.getData().getType())
-                       .getDimSize(gather.getAxis()));
+        bound =
+            std::min(bound, cast<RankedTensorType>(gather.getData().getType())
+                                .getDimSize(gather.getAxis()));
     } else if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
       if (reaches(loss.getLabels(), input))
-        bound = std::min(bound,
-                         cast<RankedTensorType>(loss.getScores().getType())
-                             .getDimSize(1));
+        bound = std::min(
+            bound,
+            cast<RankedTensorType>(loss.getScores().getType()).getDimSize(1));
     }
   });
   return bound;
@@ -200,7 +197,8 @@ std::string cString(StringRef s) {
 /// compile.
 class Fields {
 public:
-  Fields(llvm::raw_ostream &os, std::string var) : os(os), var(std::move(var)) {}
+  Fields(llvm::raw_ostream &os, std::string var)
+      : os(os), var(std::move(var)) {}
   Fields &set(StringRef field, const llvm::Twine &value) {
     os << "  " << var << "." << field << " = " << value << ";\n";
     return *this;
@@ -250,8 +248,7 @@ private:
 };
 
 bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
-                           const std::string &forwardCode,
-                           std::string &s) {
+                         const std::string &forwardCode, std::string &s) {
   Plan plan;
   ProgramShape shape;
   std::string why;
@@ -266,8 +263,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/Profile.h\"\n"
      << "#include \"runtime/comm/Comm.h\"\n"
-     << kernelIncludes()
-     << "#include \"runtime/optim/Optimizer.h\"\n\n"
+     << kernelIncludes() << "#include \"runtime/optim/Optimizer.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
      << "#include <cstring>\n#include <limits>\n\n"
      << "namespace train_step_fn {\n"
@@ -298,7 +294,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
-    auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
+    auto from =
+        step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
     auto type = cast<RankedTensorType>(globalArgTypes[i]);
     auto storedType = cast<RankedTensorType>(step.getArgument(i).getType());
     // Mixed precision: a 16-bit copy of an f32 master.
@@ -323,9 +320,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .string("name", name.getValue())
         .string("initFrom", from ? from.getValue() : name.getValue())
         .set("onnxType", onnxTypeOf(storedType.getElementType()))
-        .set("elementBytes",
-             onnx_import::dtypeBytes(
-                 onnx_import::mlirToDType(storedType.getElementType())))
+        .set("elementBytes", onnx_import::dtypeBytes(onnx_import::mlirToDType(
+                                 storedType.getElementType())))
         .set("rank", type.getRank())
         .dims("shape", type.getShape())
         .set("numElements", type.getNumElements())
@@ -333,8 +329,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .flag("trainable", trainable)
         .flag("decay", decay)
         .flag("buffer", buffer)
-        .set("gradResult",
-             trainable ? gradResult.lookup(name.getValue()) : -1)
+        .set("gradResult", trainable ? gradResult.lookup(name.getValue()) : -1)
         .set("storedElements", storedType.getNumElements())
         .set("fileOffset", fileSlots[i].offset)
         .flag("master", master)
@@ -349,7 +344,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       continue;
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     // Roles: 0 token ids, 1 targets, 2 the loss scale (fp16-mixed).
-    bool lossScale = step.getArgAttr(i, nn::NNDialect::kLossScaleAttr) != nullptr;
+    bool lossScale =
+        step.getArgAttr(i, nn::NNDialect::kLossScaleAttr) != nullptr;
     Fields(fs, "kInputs[" + std::to_string(numInputs++) + "]")
         .string("name", lossScale ? StringRef("loss_scale")
                                   : step.getArgAttrOfType<StringAttr>(
@@ -363,8 +359,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                      : static_cast<int>(i) == shape.tokens ? 0
                                                            : 1);
   }
-  os << "static autopar::rt::TensorInfo kTensors["
-     << std::max(numTensors, 1) << "];\n"
+  os << "static autopar::rt::TensorInfo kTensors[" << std::max(numTensors, 1)
+     << "];\n"
      << "static autopar::rt::InputInfo kInputs[" << std::max(numInputs, 1)
      << "];\n\n";
   const OptimizerPlan &op = plan.optimizer;
@@ -449,7 +445,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
 }
 
 bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
-                             std::string &source) {
+                           std::string &source) {
   llvm::raw_string_ostream os(source);
   os << "// Generated by autopar from " << llvm::sys::path::filename(o.model)
      << "; do not edit.\n"
@@ -464,8 +460,8 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
   std::vector<ArgSlot> slots = layoutArguments(forward, paramBytes);
   llvm::StringMap<unsigned> argOfInput;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-    if (auto name = forward.getArgAttrOfType<StringAttr>(
-            i, nn::NNDialect::kInputAttr))
+    if (auto name =
+            forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr))
       argOfInput[name.getValue()] = i;
   // The tables are filled by makeInfo() at the first
   // autoparForwardProgramInfo() call, field by field.
@@ -473,8 +469,8 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
   llvm::raw_string_ostream fs(fill);
   int numInputs = 0, numOutputs = 0;
   // One table entry: name, type, shape, argument slot, fixed value.
-  auto entry = [&](const std::string &var, StringRef name, Type t,
-                   int32_t slot, StringRef value) {
+  auto entry = [&](const std::string &var, StringRef name, Type t, int32_t slot,
+                   StringRef value) {
     auto type = cast<RankedTensorType>(t);
     Fields(fs, var)
         .string("name", name)
@@ -517,9 +513,9 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
                 std::to_string(static_cast<unsigned char>(b)) + ",";
     values += bytes.empty() ? "0};\n" : "\n};\n";
     entry(var, name,
-          RankedTensorType::get(value.shape,
-                                onnx_import::dtypeToMlir(value.dtype,
-                                                         module.getContext())),
+          RankedTensorType::get(
+              value.shape,
+              onnx_import::dtypeToMlir(value.dtype, module.getContext())),
           -1, valueVar);
   }
   for (unsigned r = 0; r < forward.getNumResults(); ++r) {
@@ -533,8 +529,8 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
           "nullptr");
   }
   os << values << "\n"
-     << "static autopar::rt::GraphTensorInfo kInputs["
-     << std::max(numInputs, 1) << "];\n"
+     << "static autopar::rt::GraphTensorInfo kInputs[" << std::max(numInputs, 1)
+     << "];\n"
      << "static autopar::rt::GraphTensorInfo kOutputs["
      << std::max(numOutputs, 1) << "];\n\n"
      << "static autopar::rt::ForwardProgramInfo makeInfo() {\n"
@@ -600,8 +596,8 @@ bool Writer::run(const std::string &dir) {
                 cmakeTemplate))
     return false;
   std::string cmake = replaceAll(
-      replaceAll(replaceAll(cmakeTemplate, "@SOURCES@", sources),
-                 "@PROGRAM@", o.forwardOnly ? "run" : "train"),
+      replaceAll(replaceAll(cmakeTemplate, "@SOURCES@", sources), "@PROGRAM@",
+                 o.forwardOnly ? "run" : "train"),
       "@MPI@",
       !o.forwardOnly && dist::findMesh(module).getNumRanks() > 1 ? "ON"
                                                                  : "OFF");
@@ -655,13 +651,14 @@ bool Writer::run(const std::string &dir) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
-    auto from = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
+    auto from =
+        step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
     auto type = cast<RankedTensorType>(globalArgTypes[i]);
     manifest["tensors"].push_back(
         {{"name", name.getValue().str()},
          {"init_from", (from ? from : name).getValue().str()},
-         {"onnx_type", static_cast<int>(onnx_import::mlirToDType(
-                           type.getElementType()))},
+         {"onnx_type",
+          static_cast<int>(onnx_import::mlirToDType(type.getElementType()))},
          {"shape", type.getShape().vec()},
          {"offset", fileSlots[i].offset},
          {"bytes", tensorBytes(type)}});

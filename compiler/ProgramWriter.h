@@ -1,4 +1,4 @@
-//===- ProgramWriter.h - the program directory from the final IR -*- C++ -*-===//
+//===- ProgramWriter.h - the program directory from the IR ------*- C++ -*-===//
 //
 // Writes what `autopar compile` puts in OUTDIR from the IR the pipeline
 // produced: the generated source with its tables (tensors, inputs, mesh,

@@ -6,8 +6,8 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "passes/analysis/CostAnalysis.h"
-#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
 #include "runtime/comm/Comm.h"
 
 #include <nlohmann/json.hpp>
@@ -70,20 +70,20 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       continue;
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
-    if (gradOf.count(step.getArgAttrOfType<StringAttr>(
-            i, nn::NNDialect::kParamAttr).getValue())) {
+    if (gradOf.count(
+            step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
+                .getValue())) {
       paramCount += n;
       trainableCount += n;
-      TensorSync sync = readTensorSync(
-          step, i,
-          gradOf.lookup(step.getArgAttrOfType<StringAttr>(
-                            i, nn::NNDialect::kParamAttr)
-                            .getValue()));
+      TensorSync sync =
+          readTensorSync(step, i,
+                         gradOf.lookup(step.getArgAttrOfType<StringAttr>(
+                                               i, nn::NNDialect::kParamAttr)
+                                           .getValue()));
       const int64_t updateGroup = groupSize(sync.updateAxes);
       const int64_t reduceGroup = groupSize(sync.gradReduceAxes);
-      rt::ZeroLayout zero =
-          rt::zeroLayout(n, updateGroup, sync.gradSharded,
-                         !sync.gradReduceAxes.empty());
+      rt::ZeroLayout zero = rt::zeroLayout(n, updateGroup, sync.gradSharded,
+                                           !sync.gradReduceAxes.empty());
       // Gradients have the stored parameter's type.
       int64_t elementBytes = onnx_import::dtypeBytes(
           onnx_import::mlirToDType(type.getElementType()));
@@ -129,32 +129,31 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   r["micro_batch"] = shape.microBatch;
   r["micro_batches"] = plan.microBatches;
   r["sequence_length"] = seqLen;
-  r["bytes"] = {{"params", paramBytes},
-                {"grads", gradBytes},
-                {"optimizer_state", optBytes},
-                {"activations", arena},
-                {"inputs", inputBytes},
-                {"workspace", 0},
-                {"peak", paramBytes + gradBytes + optBytes + arena +
-                             inputBytes}};
-  r["parallel"] = {
-      {"mesh", mesh},
-      {"ranks", shape.ranks},
-      {"zero_stage", stage ? stage.getInt() : 0},
-      {"offload", shape.offload ? "cpu" : "none"},
-      {"precision", plan.precision},
-      // The ZeRO paper's model states: trainable parameters, their
-      // gradients and the optimizer state, per rank.
-      {"model_state_bytes",
-       {{"params", trainableBytes},
-        {"grads", gradBytes},
-        {"optimizer_state", optBytes},
-        {"total", trainableBytes + gradBytes + optBytes}}},
-      {"host_bytes", shape.offload ? optBytes : 0},
-      {"comm_bytes_per_step",
-       {{"all_reduce", commBytes[0]},
-        {"reduce_scatter", commBytes[1]},
-        {"all_gather", commBytes[2]}}}};
+  r["bytes"] = {
+      {"params", paramBytes},
+      {"grads", gradBytes},
+      {"optimizer_state", optBytes},
+      {"activations", arena},
+      {"inputs", inputBytes},
+      {"workspace", 0},
+      {"peak", paramBytes + gradBytes + optBytes + arena + inputBytes}};
+  r["parallel"] = {{"mesh", mesh},
+                   {"ranks", shape.ranks},
+                   {"zero_stage", stage ? stage.getInt() : 0},
+                   {"offload", shape.offload ? "cpu" : "none"},
+                   {"precision", plan.precision},
+                   // The ZeRO paper's model states: trainable parameters, their
+                   // gradients and the optimizer state, per rank.
+                   {"model_state_bytes",
+                    {{"params", trainableBytes},
+                     {"grads", gradBytes},
+                     {"optimizer_state", optBytes},
+                     {"total", trainableBytes + gradBytes + optBytes}}},
+                   {"host_bytes", shape.offload ? optBytes : 0},
+                   {"comm_bytes_per_step",
+                    {{"all_reduce", commBytes[0]},
+                     {"reduce_scatter", commBytes[1]},
+                     {"all_gather", commBytes[2]}}}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
   return true;
@@ -165,9 +164,8 @@ nlohmann::json Reporter::forwardReport(func::FuncOp forward) {
   for (unsigned i = 0; i < forward.getNumArguments(); ++i)
     if (forward.getArgAttr(i, nn::NNDialect::kParamAttr) &&
         !forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
-      paramCount +=
-          cast<RankedTensorType>(forward.getArgument(i).getType())
-              .getNumElements();
+      paramCount += cast<RankedTensorType>(forward.getArgument(i).getType())
+                        .getNumElements();
   FunctionCost cost = analyzeCost(forward);
   nlohmann::json r;
   r["model"] = o.model;
@@ -192,10 +190,10 @@ bool Reporter::run(const std::string &dir) {
     return true;
   };
   if (o.forwardOnly)
-    return write("report.json",
-                 forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
-                         .dump(2) +
-                     "\n");
+    return write(
+        "report.json",
+        forwardReport(module.lookupSymbol<func::FuncOp>("forward")).dump(2) +
+            "\n");
   Plan plan;
   nlohmann::json r;
   return irPlan(plan) &&

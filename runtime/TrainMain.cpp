@@ -490,9 +490,9 @@ Status Trainer::setUp() {
     // ZeRO 1-3 (updateAxes): this rank updates (and keeps optimizer state
     // for) its flat shard only; otherwise every rank updates the whole
     // tensor.
-    autopar::rt::ZeroLayout zero = autopar::rt::zeroLayout(
-        ti.numElements, comm.groupSize(ti.updateAxes), ti.gradSharded,
-        ti.gradReduceAxes != 0);
+    autopar::rt::ZeroLayout zero =
+        autopar::rt::zeroLayout(ti.numElements, comm.groupSize(ti.updateAxes),
+                                ti.gradSharded, ti.gradReduceAxes != 0);
     Shard sh{&ti, zero.stateElements, 0, ti.numElements};
     if (ti.updateAxes) {
       sh.begin = comm.groupIndex(ti.updateAxes) * sh.chunk;
@@ -511,8 +511,7 @@ Status Trainer::setUp() {
     // gradients, reduce-scattered in place) and in the stored parameter
     // (ZeRO-1/2: full parameters, all-gathered after the update).
     const int64_t gradBegin = ti.updateAxes && !ti.gradSharded ? sh.begin : 0;
-    const int64_t paramBegin =
-        ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
+    const int64_t paramBegin = ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
     char *grad = grads.back().get() + gradBegin * ti.elementBytes;
     char *param = params.get() + ti.offset + paramBegin * ti.elementBytes;
     autopar::rt::ParamSlice slice{

@@ -12,11 +12,11 @@
 
 #include "compiler/codegen/CppEmitter.h"
 
-#include "dialects/parallel/DistOps.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
-#include "passes/parallel/Passes.h"
+#include "dialects/parallel/DistOps.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"

@@ -51,10 +51,10 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       NNDialect::kTrilAttr, NNDialect::kLossScaleAttr};
   bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
-  bool known = isResult ? (name == NNDialect::kOutputAttr ||
-                           name == NNDialect::kGradAttr)
-                        : (llvm::is_contained(argStringAttrs, name) || unit ||
-                           logicalType);
+  bool known =
+      isResult
+          ? (name == NNDialect::kOutputAttr || name == NNDialect::kGradAttr)
+          : (llvm::is_contained(argStringAttrs, name) || unit || logicalType);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";

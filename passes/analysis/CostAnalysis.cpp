@@ -54,8 +54,7 @@ int64_t numElements(Value v) {
 }
 
 int64_t elementBytes(Value v) {
-  return tensorBytes(v.getType()) /
-         std::max<int64_t>(1, numElements(v));
+  return tensorBytes(v.getType()) / std::max<int64_t>(1, numElements(v));
 }
 
 } // namespace
@@ -115,8 +114,7 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
       });
     else if (auto c = dyn_cast<dist::SendOp>(op))
       record("send", mesh(c.getMeshAttr()),
-             ArrayAttr::get(op->getContext(), {c.getAxisAttr()}),
-             [&](int64_t) {
+             ArrayAttr::get(op->getContext(), {c.getAxisAttr()}), [&](int64_t) {
                return double(tensorBytes(c.getInput().getType()));
              });
   });
@@ -134,8 +132,8 @@ struct CostReportPass
       os << "func @" << func.getSymName() << "\n"
          << "  flops: " << cost.flops << "\n"
          << "  bytes: params " << cost.paramBytes << ", inputs "
-         << cost.inputBytes << ", results " << cost.resultBytes
-         << ", arena " << cost.arenaBytes << "\n";
+         << cost.inputBytes << ", results " << cost.resultBytes << ", arena "
+         << cost.arenaBytes << "\n";
       for (const auto &[key, bytes] : cost.commBytes)
         os << "  " << key.first << " [" << key.second
            << "]: " << llvm::format("%.17g", bytes) << " bytes\n";

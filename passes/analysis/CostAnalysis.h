@@ -1,4 +1,4 @@
-//===- CostAnalysis.h - FLOPs, bytes and communication of the IR -*- C++ -*-===//
+//===- CostAnalysis.h - FLOPs, bytes and communication of IR ----*- C++ -*-===//
 //
 // One cost analysis over the final IR, per rank: what report.json reports
 // (and a planner will predict from). The FLOPs are the model's (the products

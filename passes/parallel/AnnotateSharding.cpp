@@ -38,8 +38,7 @@ MeshOp dist::requireMesh(ModuleOp module) {
 
 MeshSizes dist::meshSizes(MeshOp mesh) {
   MeshSizes sizes;
-  for (auto [name, size] :
-       llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
+  for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
     sizes[cast<StringAttr>(name).getValue()] = size;
   return sizes;
 }
@@ -85,9 +84,8 @@ struct AnnotateShardingPass
     module->setAttr(kZeroStageAttr, b.getI64IntegerAttr(zeroStage));
     if (offload == "cpu")
       module->setAttr(kOffloadAttr, b.getStringAttr(offload));
-    module->setAttr(kBucketBytesAttr,
-                    b.getI64IntegerAttr(static_cast<int64_t>(
-                        bucketMb * 1024.0 * 1024.0)));
+    module->setAttr(kBucketBytesAttr, b.getI64IntegerAttr(static_cast<int64_t>(
+                                          bucketMb * 1024.0 * 1024.0)));
 
     // Trainable parameters: those the training step returns a gradient of.
     llvm::StringSet<> trainable;
@@ -111,7 +109,8 @@ struct AnnotateShardingPass
     signalPassFailure();
   }
 
-  LogicalResult annotate(func::FuncOp func, const llvm::StringSet<> &trainable) {
+  LogicalResult annotate(func::FuncOp func,
+                         const llvm::StringSet<> &trainable) {
     MLIRContext *ctx = func.getContext();
     auto replicated = [&](Type t) {
       return Layout::replicated(cast<RankedTensorType>(t).getRank())
@@ -125,7 +124,8 @@ struct AnnotateShardingPass
           return func.emitError()
                  << "input '" << input.getValue() << "': batch dim "
                  << (type.getRank() ? type.getDimSize(0) : 0)
-                 << " is not divisible by mesh.dp = " << static_cast<int64_t>(dp);
+                 << " is not divisible by mesh.dp = "
+                 << static_cast<int64_t>(dp);
         Layout l = Layout::replicated(type.getRank());
         l.dims[0].push_back("dp");
         func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));

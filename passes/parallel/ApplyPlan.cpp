@@ -38,10 +38,9 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
 
     OpBuilder b(ctx);
     b.setInsertionPointToStart(module.getBody());
-    MeshOp::create(b, module.getLoc(), kMeshName,
-                   b.getStrArrayAttr({"dp", "pp", "tp"}),
-                   b.getDenseI64ArrayAttr(
-                       {plan.meshDp, plan.meshPp, plan.meshTp}));
+    MeshOp::create(
+        b, module.getLoc(), kMeshName, b.getStrArrayAttr({"dp", "pp", "tp"}),
+        b.getDenseI64ArrayAttr({plan.meshDp, plan.meshPp, plan.meshTp}));
 
     std::vector<bool> frozenUsed(plan.frozen.size());
     bool anyParam = false, anyTrainable = false;

@@ -3,9 +3,9 @@
 #ifndef AUTOPAR_PASSES_PARALLEL_PASSES_H
 #define AUTOPAR_PASSES_PARALLEL_PASSES_H
 
+#include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"
 #include "dialects/parallel/DistOps.h"
-#include "dialects/nn/NNDialect.h"
 #include "passes/parallel/ShardingRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -33,9 +33,9 @@ ShardingAttr Layout::toAttr(MLIRContext *context, StringRef mesh) const {
   SmallVector<SmallVector<StringRef>> d;
   for (const auto &axes : dims)
     d.emplace_back(axes.begin(), axes.end());
-  return ShardingAttr::get(context, mesh, d,
-                           SmallVector<StringRef>(partial.begin(), partial.end()),
-                           ReductionKind::sum);
+  return ShardingAttr::get(
+      context, mesh, d, SmallVector<StringRef>(partial.begin(), partial.end()),
+      ReductionKind::sum);
 }
 
 bool Layout::isReplicated() const {
@@ -115,7 +115,8 @@ FactorRule broadcastRule(Operation *op) {
       f.push_back(size == out[lead + d] ? lead + d : -1);
     rule.operandFactors.push_back(f);
   }
-  rule.resultFactors.push_back(llvm::to_vector(llvm::seq<int64_t>(0, out.size())));
+  rule.resultFactors.push_back(
+      llvm::to_vector(llvm::seq<int64_t>(0, out.size())));
   return rule;
 }
 
@@ -256,11 +257,10 @@ FactorRule reduceRule(Operation *op, ArrayRef<int64_t> axes, bool keepdims,
 }
 
 /// Loss ops: scores [N, C, d1...], labels [N, d1...]; C stays whole.
-FactorRule lossRule(Operation *op, nn::LossReduction reduction,
-                    bool gradient) {
+FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
   FactorRule rule;
-  Reduction kind = reduction == nn::LossReduction::mean ? Reduction::Mean
-                                                        : Reduction::Sum;
+  Reduction kind =
+      reduction == nn::LossReduction::mean ? Reduction::Mean : Reduction::Sum;
   int64_t rank = shapeOf(op->getOperand(0)).size();
   SmallVector<int64_t> scores, labels;
   for (int64_t d = 0; d < rank; ++d) {
@@ -336,9 +336,9 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
       rule.linearOperand = {true, false};
     } else if (isa<nn::NegOp, nn::ExpandOp, nn::IdentityOp>(op) ||
                (isa<nn::CastOp>(op) &&
-                isa<FloatType>(cast<RankedTensorType>(
-                                   op->getResult(0).getType())
-                                   .getElementType()))) {
+                isa<FloatType>(
+                    cast<RankedTensorType>(op->getResult(0).getType())
+                        .getElementType()))) {
       rule.linearity = Linearity::OneOf;
       rule.linearOperand = {true};
     }
@@ -353,8 +353,7 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
       })
       .Case<nn::TransposeOp>([](nn::TransposeOp o) {
         FactorRule rule;
-        SmallVector<int64_t> in =
-            identityFactors(rule, o.getPerm().size());
+        SmallVector<int64_t> in = identityFactors(rule, o.getPerm().size());
         SmallVector<int64_t> out;
         for (int64_t p : o.getPerm())
           out.push_back(in[p]);
@@ -367,15 +366,15 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
       .Case<nn::MatMulOp>([](nn::MatMulOp o) { return matmulRule(o); })
       .Case<nn::GemmOp>([](nn::GemmOp o) { return gemmRule(o); })
       .Case<nn::ReduceSumOp>([](nn::ReduceSumOp o) {
-        FactorRule rule = reduceRule(o, o.getAxes(), o.getKeepdims(),
-                                     Reduction::Sum, true);
+        FactorRule rule =
+            reduceRule(o, o.getAxes(), o.getKeepdims(), Reduction::Sum, true);
         rule.linearity = Linearity::OneOf;
         rule.linearOperand = {true};
         return rule;
       })
       .Case<nn::ReduceMeanOp>([](nn::ReduceMeanOp o) {
-        FactorRule rule = reduceRule(o, o.getAxes(), o.getKeepdims(),
-                                     Reduction::Mean, true);
+        FactorRule rule =
+            reduceRule(o, o.getAxes(), o.getKeepdims(), Reduction::Mean, true);
         rule.linearity = Linearity::OneOf;
         rule.linearOperand = {true};
         return rule;
@@ -473,18 +472,17 @@ FailureOr<FactorRule> ruleOf(Operation *op) {
         SmallVector<int64_t> f = identityFactors(rule, rank, {axis});
         rule.operandFactors.assign(o->getNumOperands(), f);
         rule.resultFactors.assign(o->getNumResults(), f);
-        rule.linearity = isa<nn::ConcatOp>(o) ? Linearity::AllOf
-                                               : Linearity::OneOf;
+        rule.linearity =
+            isa<nn::ConcatOp>(o) ? Linearity::AllOf : Linearity::OneOf;
         rule.linearOperand.assign(o->getNumOperands(), true);
         return rule;
       })
       .Case<nn::SoftmaxCrossEntropyOp>([](nn::SoftmaxCrossEntropyOp o) {
         return lossRule(o, o.getReduction(), false);
       })
-      .Case<nn::SoftmaxCrossEntropyGradOp>(
-          [](nn::SoftmaxCrossEntropyGradOp o) {
-            return lossRule(o, o.getReduction(), true);
-          })
+      .Case<nn::SoftmaxCrossEntropyGradOp>([](nn::SoftmaxCrossEntropyGradOp o) {
+        return lossRule(o, o.getReduction(), true);
+      })
       .Default([](Operation *) { return failure(); });
 }
 

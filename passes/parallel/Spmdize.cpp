@@ -71,8 +71,9 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
     if (!llvm::is_contained(from.partial, a))
       spread.push_back(a);
   if (!reduce.empty())
-    v = AllReduceOp::create(b, loc, v, ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef,
-                            axesAttr(b, reduce));
+    v = AllReduceOp::create(
+        b, loc, v, ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
+        meshRef, axesAttr(b, reduce));
   if (!spread.empty()) {
     // A whole value as a pending sum: each rank holds 1/n of it.
     FailureOr<Value> scaled = scaleBy(b, loc, v, groupSize(sizes, spread));
@@ -108,7 +109,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     auto type = cast<RankedTensorType>(arg.getType());
     auto attr =
         func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
-    Layout l = attr ? Layout::fromAttr(attr) : Layout::replicated(type.getRank());
+    Layout l =
+        attr ? Layout::fromAttr(attr) : Layout::replicated(type.getRank());
     if (!l.partial.empty())
       return func.emitError() << "argument #" << arg.getArgNumber()
                               << " cannot start as a pending sum";
@@ -136,8 +138,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
                          : Layout::replicated(
                                cast<RankedTensorType>(operand.get().getType())
                                    .getRank());
-        FailureOr<Value> v = reshard(b, op, operand.get(),
-                                     layouts.lookup(operand.get()), to);
+        FailureOr<Value> v =
+            reshard(b, op, operand.get(), layouts.lookup(operand.get()), to);
         if (failed(v))
           return failure();
         operand.set(*v);
@@ -173,8 +175,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     for (auto [r, l] : llvm::enumerate(d.results))
       if (Layout::fromAttr(cast<ShardingAttr>(annotated[r])) != l)
         return op->emitOpError()
-               << "result #" << r << " is annotated "
-               << annotated[r] << " but its operands give "
+               << "result #" << r << " is annotated " << annotated[r]
+               << " but its operands give "
                << l.toAttr(func.getContext(), mesh.getSymName())
                << " (stale dist.shardings: rerun autopar-dist-propagate)";
     for (OpOperand &operand : op->getOpOperands()) {
@@ -192,8 +194,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       layouts[result] = d.results[r];
       if (d.resultScale[r] == 1)
         continue;
-      FailureOr<Value> scaled = scaleBy(b, op->getLoc(), result,
-                                        d.resultScale[r]);
+      FailureOr<Value> scaled =
+          scaleBy(b, op->getLoc(), result, d.resultScale[r]);
       if (failed(scaled))
         return op->emitOpError() << "averages a non-float value over a split "
                                     "dim";

@@ -48,14 +48,11 @@ struct ZeroPartitionPass
   }
 
   RankedTensorType shardType(RankedTensorType full) {
-    return RankedTensorType::get(
-        {rt::flatChunk(full.getNumElements(), group)},
-        full.getElementType());
+    return RankedTensorType::get({rt::flatChunk(full.getNumElements(), group)},
+                                 full.getElementType());
   }
 
-  ArrayAttr axes(Builder &b) {
-    return b.getArrayAttr({b.getStringAttr(axis)});
-  }
+  ArrayAttr axes(Builder &b) { return b.getArrayAttr({b.getStringAttr(axis)}); }
 
   /// ZeRO-3: the argument becomes this rank's flat shard, gathered right
   /// before each op that uses it.
@@ -71,8 +68,8 @@ struct ZeroPartitionPass
       arg.setType(shardType(full));
       for (Operation *user : users) {
         b.setInsertionPoint(user);
-        Value gathered =
-            ZeroGatherOp::create(b, user->getLoc(), full, arg, meshRef, axes(b));
+        Value gathered = ZeroGatherOp::create(b, user->getLoc(), full, arg,
+                                              meshRef, axes(b));
         user->replaceUsesOfWith(arg, gathered);
       }
     }
@@ -108,11 +105,13 @@ struct ZeroPartitionPass
       else
         b.setInsertionPointToStart(&func.getBody().front());
       auto full = cast<RankedTensorType>(v.getType());
-      Value shard = ZeroScatterOp::create(b, ret.getLoc(), shardType(full), v,
-                                          ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef, axes(b));
+      Value shard = ZeroScatterOp::create(
+          b, ret.getLoc(), shardType(full), v,
+          ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef,
+          axes(b));
       operand.set(shard);
-      func.removeResultAttr(r, StringAttr::get(func.getContext(),
-                                               kShardingAttr));
+      func.removeResultAttr(r,
+                            StringAttr::get(func.getContext(), kShardingAttr));
     }
     updateType(func);
     return success();

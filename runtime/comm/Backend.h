@@ -155,8 +155,8 @@ std::unique_ptr<CommBackend> makeHostBackend();
 /// MPI on host buffers over the groups' sub-communicators `comms` (one per
 /// mask). Frees what it made (the bfloat16 and half sums) when destroyed,
 /// after waiting for the outstanding requests.
-std::unique_ptr<CommBackend> makeMpiBackend(const std::map<AxisMask, MPI_Comm> &comms,
-                                            int rank);
+std::unique_ptr<CommBackend>
+makeMpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank);
 #endif
 
 #ifdef AUTOPAR_COMM_NCCL
@@ -165,9 +165,9 @@ std::unique_ptr<CommBackend> makeMpiBackend(const std::map<AxisMask, MPI_Comm> &
 /// bootstrapped over the group's MPI sub-communicator (`comm` gives group
 /// positions). Destroyed after the communication stream's work, dropping
 /// outstanding requests.
-std::unique_ptr<CommBackend> makeNcclBackend(const std::map<AxisMask, MPI_Comm> &comms,
-                                             const Communicator &comm,
-                                             int rank);
+std::unique_ptr<CommBackend>
+makeNcclBackend(const std::map<AxisMask, MPI_Comm> &comms,
+                const Communicator &comm, int rank);
 #endif
 
 #if defined(AUTOPAR_COMM_DEVICE) && !defined(AUTOPAR_COMM_NCCL)

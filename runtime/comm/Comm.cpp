@@ -340,8 +340,8 @@ CommRequest Communicator::reduceScatterFlat(const void *full,
     return {};
   sentBytes[int(CollectiveKind::ReduceScatter)] +=
       reduceScatterFlatBytes(numElements, g, size);
-  return impl->backend->reduceScatterFlat(full, numElements, piece, type,
-                                          mask, g, chunk);
+  return impl->backend->reduceScatterFlat(full, numElements, piece, type, mask,
+                                          g, chunk);
 }
 
 CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,

@@ -319,9 +319,9 @@ struct ZeroLayout {
 inline ZeroLayout zeroLayout(int64_t numElements, int64_t group,
                              bool gradSharded, bool gradPending) {
   int64_t chunk = flatChunk(numElements, group);
-  return {chunk, gradSharded                  ? chunk
-                 : gradPending && group > 1   ? chunk * group
-                                              : numElements};
+  return {chunk, gradSharded                ? chunk
+                 : gradPending && group > 1 ? chunk * group
+                                            : numElements};
 }
 
 /// Bytes sent per rank by reduceScatterFlat: (g-1)/g S with S the padded

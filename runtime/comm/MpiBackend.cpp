@@ -108,10 +108,9 @@ public:
     return {id};
   }
 
-  CommRequest allGatherFlat(const void *piece, int64_t numElements,
-                            void *full, CommType type, AxisMask mask,
-                            int64_t group, int64_t chunk,
-                            int64_t index) override {
+  CommRequest allGatherFlat(const void *piece, int64_t numElements, void *full,
+                            CommType type, AxisMask mask, int64_t group,
+                            int64_t chunk, int64_t index) override {
     const int64_t size = commTypeBytes(type);
     char *fullBytes = static_cast<char *>(full);
     auto countOf = [&](int64_t j) {
@@ -131,8 +130,7 @@ public:
       p.requests.push_back(MPI_REQUEST_NULL);
       AUTOPAR_MPI_CALL(rank, MPI_Iallgatherv, MPI_IN_PLACE, 0,
                        MPI_DATATYPE_NULL, full, p.counts.data(),
-                       p.displs.data(), mpiType(type), sub,
-                       &p.requests.back());
+                       p.displs.data(), mpiType(type), sub, &p.requests.back());
       return {id};
     }
     // Displacements past INT_MAX: every position broadcasts its block in
@@ -142,9 +140,8 @@ public:
       for (int64_t off = 0; off < count; off += maxElements) {
         int c = int(std::min(maxElements, count - off));
         p.requests.push_back(MPI_REQUEST_NULL);
-        AUTOPAR_MPI_CALL(rank, MPI_Ibcast,
-                         fullBytes + (j * chunk + off) * size, c,
-                         mpiType(type), int(j), sub, &p.requests.back());
+        AUTOPAR_MPI_CALL(rank, MPI_Ibcast, fullBytes + (j * chunk + off) * size,
+                         c, mpiType(type), int(j), sub, &p.requests.back());
       }
     }
     return {id};
@@ -176,8 +173,8 @@ public:
     for (auto it = pending.begin(); it != pending.end();) {
       int done = 0;
       std::vector<MPI_Request> &requests = it->second.requests;
-      AUTOPAR_MPI_CALL(rank, MPI_Testall, int(requests.size()),
-                       requests.data(), &done, MPI_STATUSES_IGNORE);
+      AUTOPAR_MPI_CALL(rank, MPI_Testall, int(requests.size()), requests.data(),
+                       &done, MPI_STATUSES_IGNORE);
       it = done ? pending.erase(it) : std::next(it);
     }
   }

@@ -111,8 +111,7 @@ public:
       ncclUniqueId id = {};
       if (comm.groupIndex(mask) == 0)
         AUTOPAR_NCCL_CALL(rank, ncclGetUniqueId, &id);
-      AUTOPAR_MPI_CALL(rank, MPI_Bcast, &id, int(sizeof(id)), MPI_BYTE, 0,
-                       sub);
+      AUTOPAR_MPI_CALL(rank, MPI_Bcast, &id, int(sizeof(id)), MPI_BYTE, 0, sub);
       ncclComm_t nccl = nullptr;
       AUTOPAR_NCCL_CALL(rank, ncclCommInitRank, &nccl,
                         int(comm.groupSize(mask)), id,
@@ -160,8 +159,8 @@ public:
     int64_t padded = group * chunk;
     char *staging = allocate(size_t(padded * size), compute);
     AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, staging, full,
-                           size_t(numElements * size),
-                           cudaMemcpyDeviceToDevice, compute);
+                           size_t(numElements * size), cudaMemcpyDeviceToDevice,
+                           compute);
     if (padded > numElements)
       AUTOPAR_COMM_CUDA_CALL(rank, cudaMemsetAsync,
                              staging + numElements * size, 0,
@@ -173,10 +172,9 @@ public:
     return {finish()};
   }
 
-  CommRequest allGatherFlat(const void *piece, int64_t numElements,
-                            void *full, CommType type, AxisMask mask,
-                            int64_t group, int64_t chunk,
-                            int64_t index) override {
+  CommRequest allGatherFlat(const void *piece, int64_t numElements, void *full,
+                            CommType type, AxisMask mask, int64_t group,
+                            int64_t chunk, int64_t index) override {
     // This rank's piece is read on the compute stream (the caller may reuse
     // it once this returns), into the slot that an in-place ncclAllGather
     // sends from: `full` itself when the group divides numElements, else a
@@ -206,8 +204,8 @@ public:
     AUTOPAR_NCCL_CALL(rank, ncclAllGather, slot, staging, size_t(chunk),
                       ncclType(type), nccl, commStream);
     AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, full, staging,
-                           size_t(numElements * size),
-                           cudaMemcpyDeviceToDevice, commStream);
+                           size_t(numElements * size), cudaMemcpyDeviceToDevice,
+                           commStream);
     AUTOPAR_COMM_CUDA_CALL(rank, cudaFreeAsync, staging, commStream);
     return {finish()};
   }
@@ -240,8 +238,8 @@ private:
   /// compute stream so far.
   void follow() {
     AUTOPAR_COMM_CUDA_CALL(rank, cudaEventRecord, computeReady, compute);
-    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamWaitEvent, commStream,
-                           computeReady, 0);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamWaitEvent, commStream, computeReady,
+                           0);
   }
   /// `bytes` bytes from the pool, usable in order on `stream` (and on
   /// streams that wait for it) until a cudaFreeAsync.

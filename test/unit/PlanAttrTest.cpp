@@ -93,11 +93,13 @@ TEST(PlanAttrTest, RefusesWhatIsNotAPlan) {
   EXPECT_FALSE(readPlanAttr(*missing, plan, error));
   EXPECT_EQ(error, "the module has no 'autopar.plan' attribute (the plan; "
                    "autopar compile writes it)");
-  auto i32 = parse("module attributes {autopar.plan = {mesh = {dp = 2 : i32}}} {}");
+  auto i32 =
+      parse("module attributes {autopar.plan = {mesh = {dp = 2 : i32}}} {}");
   EXPECT_FALSE(readPlanAttr(*i32, plan, error));
   EXPECT_EQ(error, "'autopar.plan' must be a dictionary of strings, booleans, "
                    "i64 and f64 numbers, arrays and dictionaries");
-  auto bad = parse("module attributes {autopar.plan = {zero = {stage = 4}}} {}");
+  auto bad =
+      parse("module attributes {autopar.plan = {zero = {stage = 4}}} {}");
   EXPECT_FALSE(readPlanAttr(*bad, plan, error));
   EXPECT_EQ(error.rfind("autopar.plan: zero.stage: ", 0), 0u) << error;
 }

@@ -9,12 +9,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Pipeline.h"
-#include "dialects/parallel/DistDialect.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/parallel/DistDialect.h"
 #include "passes/analysis/Passes.h"
 #include "passes/autodiff/Passes.h"
-#include "passes/parallel/Passes.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
