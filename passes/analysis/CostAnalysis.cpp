@@ -5,19 +5,10 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
-#include "passes/analysis/Passes.h"
 #include "passes/lowering/Passes.h"
 #include "runtime/comm/Comm.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Format.h"
-
-#define DEBUG_TYPE "autopar-cost-report"
-
-namespace autopar {
-#define GEN_PASS_DEF_COSTREPORTPASS
-#include "passes/analysis/Passes.h.inc"
-} // namespace autopar
 
 using namespace mlir;
 using namespace autopar;
@@ -121,25 +112,3 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
   return cost;
 }
 
-namespace {
-
-struct CostReportPass
-    : public autopar::impl::CostReportPassBase<CostReportPass> {
-  void runOnOperation() override {
-    llvm::raw_ostream &os = llvm::outs();
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      FunctionCost cost = analyzeCost(func);
-      os << "func @" << func.getSymName() << "\n"
-         << "  flops: " << cost.flops << "\n"
-         << "  bytes: params " << cost.paramBytes << ", inputs "
-         << cost.inputBytes << ", results " << cost.resultBytes << ", arena "
-         << cost.arenaBytes << "\n";
-      for (const auto &[key, bytes] : cost.commBytes)
-        os << "  " << key.first << " [" << key.second
-           << "]: " << llvm::format("%.17g", bytes) << " bytes\n";
-    }
-    markAllAnalysesPreserved();
-  }
-};
-
-} // namespace

@@ -2,6 +2,7 @@
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
+#include "passes/analysis/CostAnalysis.h"
 #include "passes/analysis/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,22 +17,9 @@ namespace autopar {
 using namespace mlir;
 using namespace autopar;
 
-/// FLOPs of a matmul with result shape `result` and contracting size `k`.
-static int64_t productFlops(RankedTensorType result, int64_t k) {
-  return 2 * result.getNumElements() * k;
-}
-
+/// The model FLOPs of a matmul or gemm (the cost analysis's), 0 otherwise.
 static int64_t matmulFlops(Operation *op) {
-  if (auto mm = dyn_cast<nn::MatMulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    return productFlops(mm.getType(), lhs.getShape().back());
-  }
-  if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
-    auto a = cast<RankedTensorType>(gemm.getA().getType());
-    return productFlops(gemm.getType(),
-                        a.getDimSize(gemm.getTransA() ? 0 : 1));
-  }
-  return 0;
+  return isa<nn::MatMulOp, nn::GemmOp>(op) ? modelFlops(op) : 0;
 }
 
 static void printNamedValues(func::FuncOp func, bool results, StringRef key,
