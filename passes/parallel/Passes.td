@@ -125,6 +125,25 @@ def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
+def PrintShardingRulesPass
+    : Pass<"autopar-print-sharding-rules", "mlir::ModuleOp"> {
+  let summary = "Print the sharding rule of every op";
+  let description = [{
+    Prints, for every op of every function, to standard output, its
+    sharding rule (ShardingRuleOpInterface; dialects/parallel/ShardingRule.h)
+    in Shardy's notation, or `none` for an op without one (propagation then
+    keeps its operands and results whole). The IR is left unchanged.
+
+    ```mlir
+    %0 = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    ```
+    prints
+    ```
+    nn.matmul: ([i, k], [k, j])->([i, j]) {i=8, j=16, k=4} reduction={k} linear=one_of(0, 1)
+    ```
+  }];
+}
+
 def SpmdizePass : Pass<"autopar-dist-spmdize", "mlir::ModuleOp"> {
   let summary = "Rewrite propagated functions into the program of one rank";
   let description = [{

@@ -19,6 +19,10 @@ namespace {
 
 struct PropagateShardingPass
     : public dist::impl::PropagateShardingPassBase<PropagateShardingPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    PropagateShardingPassBase::getDependentDialects(registry);
+    registerShardingRuleModels(registry);
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = requireMesh(module);

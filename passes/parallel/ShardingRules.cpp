@@ -2,7 +2,10 @@
 
 #include "passes/parallel/ShardingRules.h"
 
+#include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/DialectRegistry.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -60,41 +63,9 @@ RankedTensorType dist::localType(RankedTensorType type, const Layout &layout,
 
 namespace {
 
-/// How an op may pass a pending sum of an operand on to its results.
-enum class Linearity {
-  /// Not linear: partial operands are all-reduced first.
-  None,
-  /// Linear in each operand listed as linear, one at a time (mul, div's
-  /// numerator, matmul): at most one of them may be partial.
-  OneOf,
-  /// Linear in all of them jointly (add, sub, concat): the result is partial
-  /// only if every listed operand is partial over the same axes.
-  AllOf,
-};
-
-enum class Reduction { Sum, Mean };
-
-/// An op's iteration space (see the file comment).
-struct FactorRule {
-  /// Per operand / result dim: its factor, or -1 (a broadcast dim of size 1,
-  /// or a dim the op does not let anyone split).
-  SmallVector<SmallVector<int64_t>> operandFactors, resultFactors;
-  /// Per factor: whether it may be split.
-  SmallVector<bool> splittable;
-  /// Per factor: the reduction over it for results that do not index it.
-  SmallVector<Reduction> reduction;
-  /// Factors that, when split, make the local op's results a local mean
-  /// that must be scaled (a mean-reduced loss's gradient).
-  SmallVector<int64_t> meanScaled;
-  Linearity linearity = Linearity::None;
-  SmallVector<bool> linearOperand;
-
-  int64_t addFactor(bool canSplit = true, Reduction r = Reduction::Sum) {
-    splittable.push_back(canSplit);
-    reduction.push_back(r);
-    return splittable.size() - 1;
-  }
-};
+using FactorRule = OpShardingRule;
+using Reduction = OpShardingRule::Reduction;
+using Linearity = OpShardingRule::Linearity;
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -322,7 +293,7 @@ FactorRule attentionRule(Operation *op) {
   return rule;
 }
 
-FailureOr<FactorRule> ruleOf(Operation *op) {
+FailureOr<FactorRule> builtinRule(Operation *op) {
   if (nn::isElementwise(op) || isa<nn::IdentityOp>(op)) {
     FactorRule rule = broadcastRule(op);
     if (isa<nn::AddOp, nn::SubOp>(op)) {
@@ -497,10 +468,43 @@ SmallVector<StringRef, 1> axesUnion(ArrayRef<StringRef> a,
 
 } // namespace
 
+namespace {
+
+/// The built-in rule of an nn op, as the op's ShardingRuleOpInterface.
+template <typename OpT>
+struct NNShardingRuleModel
+    : public ShardingRuleOpInterface::ExternalModel<NNShardingRuleModel<OpT>,
+                                                    OpT> {
+  FailureOr<OpShardingRule> getShardingRule(Operation *op) const {
+    return builtinRule(op);
+  }
+};
+
+template <typename... OpTs> void attachModels(MLIRContext *context) {
+  (OpTs::template attachInterface<NNShardingRuleModel<OpTs>>(*context), ...);
+}
+
+} // namespace
+
+void dist::registerShardingRuleModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
+    attachModels<
+#define GET_OP_LIST
+#include "dialects/nn/NNOps.cpp.inc"
+        >(context);
+  });
+}
+
+FailureOr<OpShardingRule> dist::shardingRuleOf(Operation *op) {
+  if (auto rule = dyn_cast<ShardingRuleOpInterface>(op))
+    return rule.getShardingRule();
+  return failure();
+}
+
 Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
                       const MeshSizes &mesh) {
   Decision d;
-  FailureOr<FactorRule> maybeRule = ruleOf(op);
+  FailureOr<FactorRule> maybeRule = shardingRuleOf(op);
   if (failed(maybeRule)) {
     for (Value v : op->getOperands())
       d.operands.push_back(Layout::replicated(shapeOf(v).size()));

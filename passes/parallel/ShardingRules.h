@@ -1,12 +1,10 @@
 //===- ShardingRules.h - how shardings flow through nn ops ------*- C++ -*-===//
 //
-// The sharding rule of an op (after Shardy's OpShardingRule and GSPMD's
-// per-op propagation): its iteration space as a list of factors, the factor
-// each operand and result dim indexes, which factors are contracted (summed
-// or averaged) and which must stay whole. `decide` turns the layouts of an
-// op's operands into the layouts its operands must have and the layouts of
-// its results; propagation and spmdization both call it, so they agree by
-// construction.
+// The nn ops' sharding rules (dialects/parallel/ShardingRule.h), attached
+// to them as ShardingRuleOpInterface models. `decide` turns the layouts of
+// an op's operands into the layouts its operands must have and the layouts
+// of its results, from the op's rule; propagation and spmdization both call
+// it, so they agree by construction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +12,10 @@
 #define AUTOPAR_PASSES_PARALLEL_SHARDINGRULES_H
 
 #include "dialects/parallel/DistAttrs.h"
+#include "dialects/parallel/ShardingRule.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -59,6 +59,14 @@ struct Decision {
   /// stand for the global mean's term (1: no scaling).
   llvm::SmallVector<int64_t> resultScale;
 };
+
+/// Attaches the built-in rules to the nn ops (when the nn dialect loads).
+/// The passes that read rules add it to their dependent dialects.
+void registerShardingRuleModels(mlir::DialectRegistry &registry);
+
+/// `op`'s sharding rule through its ShardingRuleOpInterface; failure for an
+/// op without the interface or without a rule.
+mlir::FailureOr<OpShardingRule> shardingRuleOf(mlir::Operation *op);
 
 /// The decision for `op` given its operands' current layouts. Ops without a
 /// rule take replicated operands and give replicated results: correct

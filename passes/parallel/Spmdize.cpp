@@ -212,6 +212,10 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
 }
 
 struct SpmdizePass : public dist::impl::SpmdizePassBase<SpmdizePass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    SpmdizePassBase::getDependentDialects(registry);
+    registerShardingRuleModels(registry);
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = requireMesh(module);
