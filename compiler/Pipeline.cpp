@@ -97,6 +97,8 @@ struct PipelinePass : public PassWrapper<Derived, OperationPass<ModuleOp>> {
   PipelinePass(const PipelinePass &other)
       : PassWrapper<Derived, OperationPass<ModuleOp>>(other) {}
 
+  /// A dynamic pipeline's dialects must be loaded before it runs: those of
+  /// the largest pipeline (every optional pass in).
   void getDependentDialects(DialectRegistry &registry) const override {
     OpPassManager pm(ModuleOp::getOperationName());
     Plan plan;
