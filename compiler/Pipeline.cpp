@@ -14,15 +14,19 @@
 using namespace mlir;
 using namespace autopar;
 
-bool autopar::isDistributed(const Plan &plan) {
+namespace {
+
+/// Whether the plan runs on a mesh: dp > 1 or a ZeRO stage.
+bool isDistributed(const Plan &plan) {
   return plan.meshDp > 1 || plan.zeroStage > 0;
 }
 
-bool autopar::defersReduction(const Plan &plan) {
+/// Stage 0 under gradient accumulation over dp: each rank sums its
+/// micro-batches' gradients and the runtime all-reduces them once per step
+/// (DDP's no_sync).
+bool defersReduction(const Plan &plan) {
   return plan.meshDp > 1 && plan.zeroStage == 0 && plan.microBatches > 1;
 }
-
-namespace {
 
 void addAttentionFusion(OpPassManager &pm, StringRef target) {
   FuseAttentionPassOptions attention;

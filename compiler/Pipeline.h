@@ -24,14 +24,6 @@
 
 namespace autopar {
 
-/// Whether the plan runs on a mesh: dp > 1 or a ZeRO stage.
-bool isDistributed(const Plan &plan);
-
-/// Stage 0 under gradient accumulation over dp: each rank sums its
-/// micro-batches' gradients and the runtime all-reduces them once per step
-/// (DDP's no_sync).
-bool defersReduction(const Plan &plan);
-
 /// Adds the training pipeline to `pm` (anchored on builtin.module): plan
 /// marks and mesh, attention fusion, mixed precision, autodiff, the
 /// distribution passes of the plan, then lowering for `target` (cpu or

@@ -77,14 +77,13 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
   auto module = step->getParentOfType<ModuleOp>();
   auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
   if (stage && stage.getInt() > 0)
-    sync.updateAxes.push_back(dist::kDataAxis.str());
+    sync.updateAxes.push_back(dist::kDataAxis);
   sync.paramSharded = step.getArgAttr(arg, dist::kZeroAttr) != nullptr;
   if (gradResult < 0)
     return sync;
   sync.gradSharded = step.getResultAttr(gradResult, dist::kZeroAttr) != nullptr;
   if (auto sharding = step.getResultAttrOfType<dist::ShardingAttr>(
           gradResult, dist::kShardingAttr))
-    for (StringRef axis : sharding.getPartialAxisNames())
-      sync.gradReduceAxes.push_back(axis.str());
+    sync.gradReduceAxes = sharding.getPartialAxisNames();
   return sync;
 }

@@ -55,7 +55,8 @@ struct ProgramShape {
 /// pending; `dist.zero` on the result and on the argument says the step
 /// returns the gradient and takes the parameter as flat shards.
 struct TensorSync {
-  std::vector<std::string> updateAxes, gradReduceAxes;
+  /// Mesh axis names (held by the IR's context).
+  llvm::SmallVector<llvm::StringRef, 1> updateAxes, gradReduceAxes;
   bool gradSharded = false, paramSharded = false;
 };
 TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,

@@ -13,6 +13,7 @@
 #define AUTOPAR_COMPILER_PROGRAMWRITER_H
 
 #include "compiler/Plan.h"
+#include "compiler/ProgramIR.h"
 #include "frontends/onnx/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -57,6 +58,8 @@ protected:
   }
   /// The plan as the final IR carries it (autopar.plan).
   bool irPlan(Plan &plan);
+  /// The plan and the ProgramShape of train step `step`.
+  bool readShape(mlir::func::FuncOp step, Plan &plan, ProgramShape &shape);
 
   mlir::ModuleOp module;
   const ProgramOptions &o;

@@ -34,22 +34,11 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // amounts), except the FLOPs, which are the whole step's.
   Plan plan;
   ProgramShape shape;
-  std::string why;
-  if (!irPlan(plan))
+  if (!readShape(step, plan, shape))
     return false;
-  if (!readProgramShape(step, plan, shape, why))
-    return fail(o.model + ": internal error: " + why);
   const int64_t dp = shape.dp;
   auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
-  // The ranks of a group over some mesh axes.
-  auto groupSize = [&](ArrayRef<std::string> axes) {
-    int64_t g = 1;
-    for (const std::string &axis : axes)
-      for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
-        if (name == axis)
-          g *= size;
-    return g;
-  };
+  dist::MeshOp meshOp = dist::findMesh(module);
   std::vector<Type> globalArgTypes = logicalTypes(step);
   // The step as the IR says: FLOPs, argument bytes, arena, collectives.
   FunctionCost cost = analyzeCost(step);
@@ -80,8 +69,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                          gradOf.lookup(step.getArgAttrOfType<StringAttr>(
                                                i, nn::NNDialect::kParamAttr)
                                            .getValue()));
-      const int64_t updateGroup = groupSize(sync.updateAxes);
-      const int64_t reduceGroup = groupSize(sync.gradReduceAxes);
+      const int64_t updateGroup = meshOp.getGroupSize(sync.updateAxes);
+      const int64_t reduceGroup = meshOp.getGroupSize(sync.gradReduceAxes);
       rt::ZeroLayout zero = rt::zeroLayout(n, updateGroup, sync.gradSharded,
                                            !sync.gradReduceAxes.empty());
       // Gradients have the stored parameter's type.

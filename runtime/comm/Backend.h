@@ -148,6 +148,32 @@ public:
   virtual void setMaxMessageElements(int64_t) {}
 };
 
+/// The base of the one-rank backends: every group has one rank, so the only
+/// collectives are the copies of one-rank groups (`move`, the subclass's)
+/// and none of the others is ever called.
+class OneRankBackend : public CommBackend {
+public:
+  CommRequest allReduceSum(void *, int64_t, CommType, AxisMask) override {
+    noGroup();
+  }
+  CommRequest reduceScatterFlat(const void *, int64_t, void *, CommType,
+                                AxisMask, int64_t, int64_t) override {
+    noGroup();
+  }
+  CommRequest allGatherFlat(const void *, int64_t, void *, CommType, AxisMask,
+                            int64_t, int64_t, int64_t) override {
+    noGroup();
+  }
+  void wait(CommRequest) override {}
+  void waitAll() override {}
+
+private:
+  [[noreturn]] void noGroup() {
+    failedCall("a collective", "a one-rank build has no group of two ranks",
+               __FILE__, __LINE__, 0);
+  }
+};
+
 /// The backend of one-rank builds without a device: host copies.
 std::unique_ptr<CommBackend> makeHostBackend();
 

@@ -38,32 +38,12 @@ static constexpr int kMaxSplitAxes = 8;
 
 namespace {
 
-/// One rank without a device: a one-rank group's collective is a host copy,
-/// and there is no group of two ranks.
-class HostBackend : public CommBackend {
+/// One rank without a device: a one-rank group's collective is a host copy.
+class HostBackend : public OneRankBackend {
 public:
-  CommRequest allReduceSum(void *, int64_t, CommType, AxisMask) override {
-    noGroup();
-  }
-  CommRequest reduceScatterFlat(const void *, int64_t, void *, CommType,
-                                AxisMask, int64_t, int64_t) override {
-    noGroup();
-  }
-  CommRequest allGatherFlat(const void *, int64_t, void *, CommType, AxisMask,
-                            int64_t, int64_t, int64_t) override {
-    noGroup();
-  }
   void move(void *dst, const void *src, size_t bytes) override {
     if (dst != src && bytes > 0)
       std::memmove(dst, src, bytes);
-  }
-  void wait(CommRequest) override {}
-  void waitAll() override {}
-
-private:
-  [[noreturn]] void noGroup() {
-    failedCall("a collective", "a one-rank build has no group of two ranks",
-               __FILE__, __LINE__, 0);
   }
 };
 

@@ -291,36 +291,19 @@ private:
   int64_t nextId = 0;
 };
 #else
-/// One rank with a device: every group has one rank, so the only
-/// collectives are the copies of one-rank groups, on the compute stream.
-class DeviceBackend : public CommBackend {
+/// One rank with a device: a one-rank group's collective is a device copy
+/// on the compute stream.
+class DeviceBackend : public OneRankBackend {
 public:
-  CommRequest allReduceSum(void *, int64_t, CommType, AxisMask) override {
-    noGroup();
-  }
-  CommRequest reduceScatterFlat(const void *, int64_t, void *, CommType,
-                                AxisMask, int64_t, int64_t) override {
-    noGroup();
-  }
-  CommRequest allGatherFlat(const void *, int64_t, void *, CommType, AxisMask,
-                            int64_t, int64_t, int64_t) override {
-    noGroup();
-  }
   void move(void *dst, const void *src, size_t bytes) override {
     deviceMove(dst, src, bytes, compute, 0);
   }
-  void wait(CommRequest) override {}
-  void waitAll() override {}
   bool setComputeStream(void *stream) override {
     compute = static_cast<cudaStream_t>(stream);
     return true;
   }
 
 private:
-  [[noreturn]] void noGroup() {
-    failedCall("a collective", "a one-rank build has no group of two ranks",
-               __FILE__, __LINE__, 0);
-  }
   cudaStream_t compute = nullptr;
 };
 #endif

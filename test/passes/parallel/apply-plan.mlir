@@ -25,10 +25,20 @@ module attributes {autopar.plan = {frozen = ["wpe.*"], mesh = {dp = 2 : i64, pp 
 
 // -----
 
-// A tensor-parallel mesh is written as the plan says (annotation refuses
-// it until tensor parallelism exists); an empty plan is one device.
+// An empty plan is one device: every axis of size 1.
 // CHECK: dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 1]
 module attributes {autopar.plan = {}} {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A tensor- and pipeline-parallel mesh is written as the plan says
+// (autopar-dist-annotate refuses it until those exist).
+// CHECK: dist.mesh @mesh axes = [dp = 2, pp = 3, tp = 4]
+module attributes {autopar.plan = {mesh = {dp = 2 : i64, pp = 3 : i64, tp = 4 : i64}}} {
   func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
     return %w : tensor<4xf32>
   }
