@@ -78,6 +78,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     pm.addPass(dist::createAnnotateShardingPass(annotate));
     pm.addPass(dist::createPropagateShardingPass());
     pm.addPass(dist::createSpmdizePass());
+    pm.addPass(dist::createLowerCollectivesPass());
     pm.addPass(dist::createZeroPartitionPass());
     pm.addPass(dist::createScheduleCollectivesPass());
     pm.addPass(dist::createOffloadPass());

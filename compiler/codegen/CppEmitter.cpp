@@ -1312,6 +1312,16 @@ LogicalResult Emitter::emitDist(Operation *op) {
       return op->emitOpError() << "the C++ target reduces by sum only";
     return axisMask(op, axes);
   };
+  // A dim-wise collective whose blocks are contiguous (no dim of size > 1
+  // before `dim` in `full`, the unsplit tensor) is a flat one.
+  auto requireLeadingDim = [&](Operation *o, Value full,
+                               int64_t dim) -> LogicalResult {
+    if (product(dims(full).take_front(dim)) == 1)
+      return success();
+    return o->emitOpError() << "splits dim " << dim
+                            << " behind dims of size > 1: run "
+                               "autopar-dist-lower-collectives first";
+  };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](dist::AllReduceOp o) -> LogicalResult {
         FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
@@ -1351,6 +1361,32 @@ LogicalResult Emitter::emitDist(Operation *op) {
                       ptr(o.getInput()),
                       tensorType(o.getResult()).getNumElements(),
                       ptr(o.getResult()), commType, *mask));
+        return success();
+      })
+      .Case([&](dist::ReduceScatterOp o) -> LogicalResult {
+        // Blocks of the leading dims are contiguous: the flat reduce-scatter
+        // with exact chunks (autopar-dist-lower-collectives moves other dims
+        // to the front).
+        FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
+        if (failed(mask) ||
+            failed(requireLeadingDim(o, o.getInput(), o.getDim())))
+          return failure();
+        issue(o.getResult(),
+              formatv("reduceScatterFlat({0}, {1}, {2}, {3}, {4}u)",
+                      ptr(o.getInput()),
+                      tensorType(o.getInput()).getNumElements(),
+                      ptr(o.getResult()), commType, *mask));
+        return success();
+      })
+      .Case([&](dist::AllGatherOp o) -> LogicalResult {
+        FailureOr<uint32_t> mask = collective(o.getAxes());
+        if (failed(mask) ||
+            failed(requireLeadingDim(o, o.getResult(), o.getDim())))
+          return failure();
+        issue(o.getResult(), formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)",
+                                     ptr(o.getInput()),
+                                     tensorType(o.getResult()).getNumElements(),
+                                     ptr(o.getResult()), commType, *mask));
         return success();
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {

@@ -214,6 +214,35 @@ def ZeroPartitionPass : Pass<"autopar-dist-zero", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
+def LowerCollectivesPass
+    : Pass<"autopar-dist-lower-collectives", "mlir::ModuleOp"> {
+  let summary = "Dim-wise collectives as flat ones between transposes";
+  let description = [{
+    The runtime's all-gather and reduce-scatter move one contiguous block
+    per rank. A `dist.all_gather` or `dist.reduce_scatter` whose `dim` has
+    a dim of size > 1 before it (in the unsplit tensor) has strided blocks:
+    it becomes a transpose that moves `dim` to the front, the collective
+    on dim 0 and the inverse transpose. Collectives on a leading dim are
+    left alone.
+
+    ```mlir
+    %1 = dist.all_gather %0 on @mesh axes = [tp] dim = 1
+        : tensor<2x4x8xf32> -> tensor<2x8x8xf32>
+    ```
+    becomes
+    ```mlir
+    %t = nn.transpose %0 {perm = array<i64: 1, 0, 2>}
+        : tensor<2x4x8xf32> -> tensor<4x2x8xf32>
+    %g = dist.all_gather %t on @mesh axes = [tp] dim = 0
+        : tensor<4x2x8xf32> -> tensor<8x2x8xf32>
+    %1 = nn.transpose %g {perm = array<i64: 1, 0, 2>}
+        : tensor<8x2x8xf32> -> tensor<2x8x8xf32>
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect",
+                           "autopar::nn::NNDialect"];
+}
+
 def ScheduleCollectivesPass
     : Pass<"autopar-dist-schedule-collectives", "mlir::ModuleOp"> {
   let summary = "Bucket gradient reductions and issue them during backward";

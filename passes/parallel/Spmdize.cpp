@@ -70,10 +70,29 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
   for (StringRef a : to.partial)
     if (!llvm::is_contained(from.partial, a))
       spread.push_back(a);
+  auto sum = ReductionKindAttr::get(b.getContext(), ReductionKind::sum);
+  // partial -> split: a dim that becomes split over axes whose pending sum
+  // is resolved here takes a reduce-scatter (each rank reduces only its
+  // block: half an all-reduce's traffic, no slicing after it).
+  SmallVector<bool> scattered(from.dims.size(), false);
+  for (size_t d = 0; d < from.dims.size(); ++d) {
+    ArrayRef<StringRef> axes = to.dims[d];
+    if (!from.dims[d].empty() || axes.empty() ||
+        !llvm::all_of(
+            axes, [&](StringRef a) { return llvm::is_contained(reduce, a); }))
+      continue;
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[d] /= groupSize(sizes, axes);
+    v = ReduceScatterOp::create(
+        b, loc, RankedTensorType::get(shape, type.getElementType()), v, sum,
+        meshRef, axesAttr(b, axes), b.getI64IntegerAttr(d));
+    llvm::erase_if(reduce,
+                   [&](StringRef a) { return llvm::is_contained(axes, a); });
+    scattered[d] = true;
+  }
   if (!reduce.empty())
-    v = AllReduceOp::create(
-        b, loc, v, ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
-        meshRef, axesAttr(b, reduce));
+    v = AllReduceOp::create(b, loc, v, sum, meshRef, axesAttr(b, reduce));
   if (!spread.empty()) {
     // A whole value as a pending sum: each rank holds 1/n of it.
     FailureOr<Value> scaled = scaleBy(b, loc, v, groupSize(sizes, spread));
@@ -83,7 +102,7 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
     v = *scaled;
   }
   for (size_t d = 0; d < from.dims.size(); ++d) {
-    if (from.dims[d] == to.dims[d])
+    if (scattered[d] || from.dims[d] == to.dims[d])
       continue;
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<int64_t> shape(type.getShape());

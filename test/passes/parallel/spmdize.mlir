@@ -71,3 +71,29 @@ module {
     return %e, %a, %s, %w : tensor<4x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// partial -> split is one reduce-scatter (each rank reduces only its block),
+// not an all-reduce and a slice; a pending sum over more axes than the split
+// takes an all-reduce over the rest.
+
+// CHECK-LABEL: func.func @partial_to_split
+// CHECK: %[[P:.*]] = nn.gemm
+// CHECK: %[[Q:.*]] = nn.gemm
+// CHECK-NEXT: %[[S:.*]] = dist.reduce_scatter sum %[[P]] on @mesh axes = [tp] dim = 1 : tensor<4x4xf32> -> tensor<4x2xf32>
+// CHECK-NEXT: %[[T:.*]] = dist.reduce_scatter sum %[[Q]] on @mesh axes = [tp] dim = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[U:.*]] = dist.all_reduce sum %[[T]] on @mesh axes = [dp] : tensor<2x4xf32>
+// CHECK: return %[[S]], %[[U]]
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @partial_to_split(
+      %x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>},
+      %y: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp, tp], []]>})
+      -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp]]>},
+          tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>}) {
+    %p = nn.gemm %x, %x {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %q = nn.gemm %y, %y {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    return %p, %q : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+}
