@@ -110,11 +110,23 @@ def Dist_ShardOp : Dist_MeshUserOp<"shard", [Pure,
         to #dist.sharding<@m, [[dp], []], partial = [tp]>
     ```
 
+    `priority` (default 0) orders the seeds as Shardy's priorities do:
+    propagation settles everything that the annotations of priority 0
+    imply before those of priority 1 come in, and so on; where two seeds
+    want a dimension split differently, the earlier one wins.
+
+    ```mlir
+    %2 = dist.shard %1 {priority = 1 : i64} : tensor<8x16xf32>
+        to #dist.sharding<@m, [[], [tp]]>
+    ```
+
     The sharding has one entry per dimension of the tensor, names axes of
     its mesh, and every split dimension is divisible by the product of the
-    sizes of the axes splitting it. Pure: an annotation moves no data.
+    sizes of the axes splitting it. The priority is not negative. Pure: an
+    annotation moves no data.
   }];
-  let arguments = (ins Dist_Tensor:$input, Dist_ShardingAttr:$sharding);
+  let arguments = (ins Dist_Tensor:$input, Dist_ShardingAttr:$sharding,
+                   OptionalAttr<I64Attr>:$priority);
   let results = (outs Dist_Tensor:$result);
   let assemblyFormat = [{
     $input attr-dict `:` type($result) `to` qualified($sharding)

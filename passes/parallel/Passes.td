@@ -100,26 +100,44 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
 }
 
 def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
-  let summary = "Give every value a sharding, from the arguments forward";
+  let summary = "Give every value a sharding, forward and backward to a fixpoint";
   let description = [{
-    Walks every function with `dist.sharding` arguments in program order
-    and applies each op's sharding rule (passes/parallel/ShardingRules.h): a
-    factor of the op's iteration space is split the way its first split
-    operand splits it (if the op lets it be split and the sizes divide); a
-    split factor that a result does not index (a contraction, a reduction,
-    a mean-reduced loss) leaves a partial sum over its axes; linear ops
-    (add, mul by a whole value, reshape, transpose, matmul, reduce_sum,
-    ...) pass a partial sum on, every other op needs it reduced first. The
-    result shardings are attached as `dist.shardings` (one per result).
+    Every value gets a layout from the ops' sharding rules
+    (passes/parallel/ShardingRules.h), in both directions until nothing
+    changes (after GSPMD and Shardy):
+
+    - forward: a factor of an op's iteration space is split the way its
+      first split operand splits it (if the op lets it be split and the
+      sizes divide); a split factor that a result does not index (a
+      contraction, a reduction, a mean-reduced loss) leaves a pending sum
+      over its axes; linear ops (add, mul by a whole value, reshape,
+      transpose, matmul, reduce_sum, ...) pass a pending sum on, every
+      other op needs it reduced first;
+    - backward: a factor that no operand splits is split the way a user of
+      a result wants it (a hint), and each operand is wanted split as the
+      op's decision splits it, so the hint travels up to the producers.
+
+    Seeds: a `dist.sharding` argument is fixed; an argument without one is
+    open and is stored as its users want (a weight that a column split
+    reaches is stored column-split); a `dist.shard` result is laid out as
+    its sharding and wants its operand so, in the order of its `priority`
+    (all of priority 0 settle before priority 1 come in). Hints only gain
+    axes, the first one to want a dim keeps it, so the iteration ends. A
+    gradient result (`nn.grad`) is laid out as its parameter, keeping the
+    pending sums its result sharding asks for. The result layouts are
+    attached as `dist.shardings` (one per result), open arguments get their
+    `dist.sharding`.
 
     ```mlir
-    %0 = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
-    %1 = nn.gemm %x, %0 {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %0 = nn.matmul %x, %w1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = dist.shard %0 : tensor<8x16xf32> to #dist.sharding<@mesh, [[], [tp]]>
+    %2 = nn.matmul %1, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
     ```
-    with `%x` split `[[dp], []]` gains
+    with `%x` replicated and `%w1`, `%w2` open gives `%w1`
+    `[[], [tp]]`, `%w2` `[[tp], []]` and
     ```mlir
-    %0 = nn.matmul ... {dist.shardings = [#dist.sharding<@mesh, [[dp], []]>]}
-    %1 = nn.gemm ... {dist.shardings = [#dist.sharding<@mesh, [[], []], partial = [dp]>]}
+    %0 = nn.matmul ... {dist.shardings = [#dist.sharding<@mesh, [[], [tp]]>]}
+    %2 = nn.matmul ... {dist.shardings = [#dist.sharding<@mesh, [[], []], partial = [tp]>]}
     ```
   }];
   let dependentDialects = ["autopar::dist::DistDialect"];
@@ -153,7 +171,11 @@ def SpmdizePass : Pass<"autopar-dist-spmdize", "mlir::ModuleOp"> {
     (`dist.all_reduce` for a pending sum, `dist.all_gather` for a split dim
     that must be whole, `dist.tensor_split` for a whole dim that must be
     split); results are resharded to the sharding their `func.return`
-    wants. An op that averages over a split factor (a mean-reduced loss,
+    wants. A `dist.shard` becomes the resharding it asks for (its
+    reduction kind kept: a pending max is all-reduced by max), and a
+    pending sum wanted split is one `dist.reduce_scatter`. A result whose
+    `dist.shardings` the rule cannot give is resharded after its op. An
+    op that averages over a split factor (a mean-reduced loss,
     `reduce_mean`, the loss gradient's 1/N) computes its local mean, so its
     result is multiplied by 1/(group size): this is data parallelism's
     gradient averaging, and it makes every rank's terms add up to the

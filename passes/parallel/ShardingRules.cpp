@@ -29,6 +29,7 @@ Layout Layout::fromAttr(ShardingAttr attr) {
   }
   for (StringRef a : attr.getPartialAxisNames())
     l.partial.push_back(a);
+  l.partialKind = attr.getPartialKind();
   return l;
 }
 
@@ -38,7 +39,7 @@ ShardingAttr Layout::toAttr(MLIRContext *context, StringRef mesh) const {
     d.emplace_back(axes.begin(), axes.end());
   return ShardingAttr::get(
       context, mesh, d, SmallVector<StringRef>(partial.begin(), partial.end()),
-      ReductionKind::sum);
+      partial.empty() ? ReductionKind::sum : partialKind);
 }
 
 bool Layout::isReplicated() const {
@@ -502,7 +503,7 @@ FailureOr<OpShardingRule> dist::shardingRuleOf(Operation *op) {
 }
 
 Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
-                      const MeshSizes &mesh) {
+                      const MeshSizes &mesh, ArrayRef<Layout> resultHints) {
   Decision d;
   FailureOr<FactorRule> maybeRule = shardingRuleOf(op);
   if (failed(maybeRule)) {
@@ -522,8 +523,8 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
   if (rule.linearity != Linearity::None) {
     SmallVector<unsigned> partialLinear;
     for (auto [i, l] : llvm::enumerate(operands))
-      if (!l.partial.empty() && i < rule.linearOperand.size() &&
-          rule.linearOperand[i])
+      if (!l.partial.empty() && l.partialKind == ReductionKind::sum &&
+          i < rule.linearOperand.size() && rule.linearOperand[i])
         partialLinear.push_back(i);
     bool ok = !partialLinear.empty();
     if (ok && rule.linearity == Linearity::OneOf) {
@@ -533,7 +534,8 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
       // add(partial, whole) would add the whole value once per rank.
       for (auto [i, linear] : llvm::enumerate(rule.linearOperand))
         if (linear && i < operands.size() &&
-            operands[i].partial != operands[partialLinear[0]].partial)
+            (operands[i].partial != operands[partialLinear[0]].partial ||
+             operands[i].partialKind != ReductionKind::sum))
           ok = false;
     }
     if (ok) {
@@ -558,23 +560,36 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
           sizes.push_back(shapeOf(op->getResult(j))[d]);
     return sizes;
   };
-  for (auto [i, fs] : llvm::enumerate(rule.operandFactors)) {
-    for (auto [d, f] : llvm::enumerate(fs)) {
-      if (f < 0 || !rule.splittable[f] || !factorAxes[f].empty() ||
-          d >= operands[i].dims.size())
-        continue;
-      const auto &axes = operands[i].dims[d];
-      if (axes.empty() || llvm::any_of(axes, [&](StringRef a) {
-            return llvm::is_contained(used, a);
-          }))
-        continue;
-      int64_t n = groupSize(mesh, axes);
-      if (llvm::any_of(dimsOf(f), [&](int64_t size) { return size % n; }))
-        continue;
-      factorAxes[f].assign(axes.begin(), axes.end());
-      used.append(axes.begin(), axes.end());
-    }
-  }
+  // Splits `f` over `axes` if it is free, may be split, the axes are unused
+  // and their group divides every dim that `f` indexes.
+  auto claim = [&](int64_t f, ArrayRef<StringRef> axes) {
+    if (f < 0 || !rule.splittable[f] || !factorAxes[f].empty() ||
+        axes.empty() ||
+        llvm::any_of(axes, [&](StringRef a) { return llvm::is_contained(used, a); }))
+      return;
+    int64_t n = groupSize(mesh, axes);
+    if (llvm::any_of(dimsOf(f), [&](int64_t size) { return size % n; }))
+      return;
+    factorAxes[f].assign(axes.begin(), axes.end());
+    used.append(axes.begin(), axes.end());
+  };
+  for (auto [i, fs] : llvm::enumerate(rule.operandFactors))
+    for (auto [d, f] : llvm::enumerate(fs))
+      if (d < operands[i].dims.size())
+        claim(f, operands[i].dims[d]);
+  // Then the factors the results' users want split (backward propagation):
+  // an operand that does not split them is sliced locally. Only factors an
+  // operand indexes: the others (a constant's dims, a broadcast) hold
+  // values the local op could not place.
+  auto indexed = [&](int64_t f) {
+    return llvm::any_of(rule.operandFactors,
+                        [&](const auto &fs) { return llvm::is_contained(fs, f); });
+  };
+  for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
+    for (auto [d, f] : llvm::enumerate(fs))
+      if (j < resultHints.size() && d < resultHints[j].dims.size() &&
+          f >= 0 && indexed(f))
+        claim(f, resultHints[j].dims[d]);
 
   auto layoutOf = [&](ArrayRef<int64_t> fs) {
     Layout l = Layout::replicated(fs.size());

@@ -27,13 +27,16 @@ namespace autopar::dist {
 struct Layout {
   llvm::SmallVector<llvm::SmallVector<llvm::StringRef, 1>> dims;
   llvm::SmallVector<llvm::StringRef, 1> partial;
+  /// How the pending values over `partial` combine (sum or max).
+  ReductionKind partialKind = ReductionKind::sum;
 
   static Layout replicated(int64_t rank);
   static Layout fromAttr(ShardingAttr attr);
   ShardingAttr toAttr(mlir::MLIRContext *context, llvm::StringRef mesh) const;
   bool isReplicated() const;
   bool operator==(const Layout &other) const {
-    return dims == other.dims && partial == other.partial;
+    return dims == other.dims && partial == other.partial &&
+           (partial.empty() || partialKind == other.partialKind);
   }
   bool operator!=(const Layout &other) const { return !(*this == other); }
 };
@@ -68,11 +71,14 @@ void registerShardingRuleModels(mlir::DialectRegistry &registry);
 /// op without the interface or without a rule.
 mlir::FailureOr<OpShardingRule> shardingRuleOf(mlir::Operation *op);
 
-/// The decision for `op` given its operands' current layouts. Ops without a
-/// rule take replicated operands and give replicated results: correct
-/// everywhere, fast nowhere.
+/// The decision for `op` given its operands' current layouts and, when
+/// given, the layouts its results' users want (hints: a factor no operand
+/// splits is split as a result hint says, its operands sliced locally).
+/// Operand splits win over hints. Ops without a rule take replicated
+/// operands and give replicated results: correct everywhere, fast nowhere.
 Decision decide(mlir::Operation *op, llvm::ArrayRef<Layout> operands,
-                const MeshSizes &mesh);
+                const MeshSizes &mesh,
+                llvm::ArrayRef<Layout> resultHints = {});
 
 } // namespace autopar::dist
 

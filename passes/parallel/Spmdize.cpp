@@ -63,14 +63,18 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
                                    const Layout &from, const Layout &to) {
   Location loc = user->getLoc();
   FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  // Pending values of another kind (a max wanted as a sum) are combined
+  // first and then spread again.
+  bool sameKind = from.partial.empty() || to.partial.empty() ||
+                  from.partialKind == to.partialKind;
   SmallVector<StringRef> reduce, spread;
   for (StringRef a : from.partial)
-    if (!llvm::is_contained(to.partial, a))
+    if (!sameKind || !llvm::is_contained(to.partial, a))
       reduce.push_back(a);
   for (StringRef a : to.partial)
-    if (!llvm::is_contained(from.partial, a))
+    if (!sameKind || !llvm::is_contained(from.partial, a))
       spread.push_back(a);
-  auto sum = ReductionKindAttr::get(b.getContext(), ReductionKind::sum);
+  auto kind = ReductionKindAttr::get(b.getContext(), from.partialKind);
   // partial -> split: a dim that becomes split over axes whose pending sum
   // is resolved here takes a reduce-scatter (each rank reduces only its
   // block: half an all-reduce's traffic, no slicing after it).
@@ -85,15 +89,15 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
     SmallVector<int64_t> shape(type.getShape());
     shape[d] /= groupSize(sizes, axes);
     v = ReduceScatterOp::create(
-        b, loc, RankedTensorType::get(shape, type.getElementType()), v, sum,
+        b, loc, RankedTensorType::get(shape, type.getElementType()), v, kind,
         meshRef, axesAttr(b, axes), b.getI64IntegerAttr(d));
     llvm::erase_if(reduce,
                    [&](StringRef a) { return llvm::is_contained(axes, a); });
     scattered[d] = true;
   }
   if (!reduce.empty())
-    v = AllReduceOp::create(b, loc, v, sum, meshRef, axesAttr(b, reduce));
-  if (!spread.empty()) {
+    v = AllReduceOp::create(b, loc, v, kind, meshRef, axesAttr(b, reduce));
+  if (!spread.empty() && to.partialKind == ReductionKind::sum) {
     // A whole value as a pending sum: each rank holds 1/n of it.
     FailureOr<Value> scaled = scaleBy(b, loc, v, groupSize(sizes, spread));
     if (failed(scaled))
@@ -165,6 +169,21 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       }
       continue;
     }
+    if (auto shard = dyn_cast<ShardOp>(op)) {
+      // The annotation becomes the resharding it asks for.
+      Value input = shard.getInput();
+      Layout from = layouts.lookup(input), to = Layout::fromAttr(shard.getSharding());
+      FailureOr<Value> v = reshard(b, op, input, from, to);
+      if (failed(v))
+        return failure();
+      if (*v == input && from != to)
+        v = nn::IdentityOp::create(b, op->getLoc(), input.getType(), input)
+                .getResult();
+      layouts[*v] = to;
+      shard.getResult().replaceAllUsesWith(*v);
+      op->erase();
+      continue;
+    }
     auto annotated = op->getAttrOfType<ArrayAttr>(kShardingsAttr);
     if (op->getNumResults() > 0 && !annotated)
       return op->emitOpError()
@@ -188,16 +207,15 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     SmallVector<Type> localOperandTypes(op->getOperandTypes());
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       v.setType(globalOperandTypes[i]);
-    Decision d = decide(op, current, sizes);
+    // The annotations are the hints propagation decided with, so the
+    // decision is the one it made; an annotation that the rule cannot give
+    // (written by hand, or a conflict) is a resharding after the op.
+    SmallVector<Layout> annotatedLayouts;
+    for (Attribute a : annotated)
+      annotatedLayouts.push_back(Layout::fromAttr(cast<ShardingAttr>(a)));
+    Decision d = decide(op, current, sizes, annotatedLayouts);
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       v.setType(localOperandTypes[i]);
-    for (auto [r, l] : llvm::enumerate(d.results))
-      if (Layout::fromAttr(cast<ShardingAttr>(annotated[r])) != l)
-        return op->emitOpError()
-               << "result #" << r << " is annotated " << annotated[r]
-               << " but its operands give "
-               << l.toAttr(func.getContext(), mesh.getSymName())
-               << " (stale dist.shardings: rerun autopar-dist-propagate)";
     for (OpOperand &operand : op->getOpOperands()) {
       unsigned i = operand.getOperandNumber();
       FailureOr<Value> v =
@@ -211,15 +229,26 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       auto type = cast<RankedTensorType>(result.getType());
       result.setType(localType(type, d.results[r], sizes));
       layouts[result] = d.results[r];
-      if (d.resultScale[r] == 1)
-        continue;
-      FailureOr<Value> scaled =
-          scaleBy(b, op->getLoc(), result, d.resultScale[r]);
-      if (failed(scaled))
-        return op->emitOpError() << "averages a non-float value over a split "
-                                    "dim";
-      result.replaceAllUsesExcept(*scaled, scaled->getDefiningOp());
-      layouts[*scaled] = d.results[r];
+      SmallVector<OpOperand *> uses =
+          llvm::map_to_vector(result.getUses(), [](OpOperand &u) { return &u; });
+      Value v = result;
+      if (d.resultScale[r] != 1) {
+        FailureOr<Value> scaled = scaleBy(b, op->getLoc(), v, d.resultScale[r]);
+        if (failed(scaled))
+          return op->emitOpError()
+                 << "averages a non-float value over a split dim";
+        v = *scaled;
+      }
+      if (annotatedLayouts[r] != d.results[r]) {
+        FailureOr<Value> resharded =
+            reshard(b, op, v, d.results[r], annotatedLayouts[r]);
+        if (failed(resharded))
+          return failure();
+        v = *resharded;
+      }
+      layouts[v] = annotatedLayouts[r];
+      for (OpOperand *u : uses)
+        u->set(v);
     }
     op->removeAttr(kShardingsAttr);
   }

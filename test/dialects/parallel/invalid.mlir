@@ -51,6 +51,15 @@ func.func @mesh_in_function() {
 // -----
 
 dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @negative_priority(%x: tensor<8x8xf32>) {
+  // expected-error @+1 {{'dist.shard' op priority must not be negative, got -1}}
+  %0 = dist.shard %x {priority = -1 : i64} : tensor<8x8xf32> to #dist.sharding<@m, [[dp], []]>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
 func.func @axis_twice_in_dims(%x: tensor<8x8xf32>) {
   // expected-error @+1 {{mesh axis 'dp' appears more than once in #dist.sharding}}
   %0 = dist.shard %x : tensor<8x8xf32> to #dist.sharding<@m, [[dp], [tp, dp]]>

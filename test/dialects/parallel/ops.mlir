@@ -24,6 +24,8 @@ dist.mesh @single axes = [dp = 1, "dp-inner" = 4]
 func.func @shardings(%x: tensor<8x4x6xf32>, %s: tensor<f32>, %y: tensor<8x16xf32>) {
   // CHECK: dist.shard %{{.*}} : tensor<8x4x6xf32> to #dist.sharding<@m, [{{\[}}dp], [], [tp]]>
   %0 = dist.shard %x : tensor<8x4x6xf32> to #dist.sharding<@m, [[dp], [], [tp]]>
+  // CHECK: dist.shard %{{.*}} {priority = 2 : i64} : tensor<8x4x6xf32> to #dist.sharding<@m, [{{\[}}], [tp], []]>
+  %p = dist.shard %x {priority = 2 : i64} : tensor<8x4x6xf32> to #dist.sharding<@m, [[], [tp], []]>
   // Fully replicated.
   // CHECK: dist.shard %{{.*}} : tensor<8x4x6xf32> to #dist.sharding<@m, [{{\[}}], [], []]>
   %1 = dist.shard %x : tensor<8x4x6xf32> to #dist.sharding<@m, [[], [], []]>

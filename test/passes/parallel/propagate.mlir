@@ -57,3 +57,58 @@ module {
     return %3, %4, %5 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<8x4xf32>
   }
 }
+
+// -----
+
+// Backward and forward to a fixpoint from one seed: the first matmul's
+// output wanted split over tp on its columns makes the open weight %w1
+// column-split (no slicing: the argument is stored split); gelu keeps the
+// split; the second matmul contracts the split dim, so the open %w2 is
+// wanted row-split and the result is a pending sum over tp (Megatron's
+// MLP, found, not matched). The fixed input keeps its dp split; %w1's
+// gradient result takes %w1's layout and keeps its pending dp sum.
+
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: %arg0: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>}
+// CHECK-SAME: %arg1: tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, nn.param = "w1"}
+// CHECK-SAME: %arg2: tensor<16x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.param = "w2"}
+// CHECK-SAME: tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]], partial = [dp]>, nn.grad = "w1"}
+// CHECK: nn.matmul %arg0, %arg1 {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [tp]]>]}
+// CHECK: nn.gelu {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], [tp]]>]
+// CHECK: nn.matmul {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], []], partial = [tp]>]
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @mlp(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>},
+                 %w1: tensor<4x16xf32> {nn.param = "w1"},
+                 %w2: tensor<16x4xf32> {nn.param = "w2"})
+      -> (tensor<8x4xf32>, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>, nn.grad = "w1"}) {
+    %0 = nn.matmul %x, %w1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = dist.shard %0 : tensor<8x16xf32> to #dist.sharding<@mesh, [[dp], [tp]]>
+    %2 = nn.gelu %1 approximate(none) : tensor<8x16xf32>
+    %3 = nn.matmul %2, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    return %3, %w1 : tensor<8x4xf32>, tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// Priorities: %a is wanted split on dim 0 at priority 1 and on dim 1 at
+// priority 0 (both over tp, so only one can hold). Priority 0 settles
+// first, whatever the order in the program: the open argument and the exp
+// take dim 1, and the priority-1 annotation becomes a resharding of its
+// own value only.
+
+// CHECK-LABEL: func.func @priorities
+// CHECK-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>}
+// CHECK: nn.exp %arg0 {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], [tp]]>]}
+// CHECK: dist.shard %0 {priority = 1 : i64} : tensor<4x4xf32> to #dist.sharding<@mesh, {{\[\[}}tp], []]>
+// CHECK: dist.shard %0 : tensor<4x4xf32> to #dist.sharding<@mesh, {{\[\[}}], [tp]]>
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @priorities(%a: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+    %0 = nn.exp %a : tensor<4x4xf32>
+    %1 = dist.shard %0 {priority = 1 : i64} : tensor<4x4xf32> to #dist.sharding<@mesh, [[tp], []]>
+    %2 = dist.shard %0 : tensor<4x4xf32> to #dist.sharding<@mesh, [[], [tp]]>
+    return %1, %2 : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+}

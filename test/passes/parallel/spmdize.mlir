@@ -97,3 +97,27 @@ module {
     return %p, %q : tensor<4x4xf32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// dist.shard is the resharding it asks for, keeping its reduction kind: a
+// whole value as a pending max is itself; a pending max wanted split is a
+// max reduce-scatter. A
+// result annotated otherwise than its rule gives (here by hand) is
+// resharded right after its op.
+
+// CHECK-LABEL: func.func @annotations
+// CHECK: %[[I:.*]] = nn.identity %arg0 : tensor<4x4xf32>
+// CHECK: %[[S:.*]] = dist.reduce_scatter max %[[I]] on @mesh axes = [tp] dim = 1 : tensor<4x4xf32> -> tensor<4x2xf32>
+// CHECK: %[[E:.*]] = nn.exp %[[S]] : tensor<4x2xf32>
+// CHECK: %[[G:.*]] = dist.all_gather %[[E]] on @mesh axes = [tp] dim = 1 : tensor<4x2xf32> -> tensor<4x4xf32>
+// CHECK: return %[[G]]
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @annotations(%a: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>}) -> tensor<4x4xf32> {
+    %0 = dist.shard %a : tensor<4x4xf32> to #dist.sharding<@mesh, [[], []], partial max = [tp]>
+    %1 = dist.shard %0 : tensor<4x4xf32> to #dist.sharding<@mesh, [[], [tp]]>
+    %2 = nn.exp %1 {dist.shardings = [#dist.sharding<@mesh, [[], []]>]} : tensor<4x4xf32>
+    return %2 : tensor<4x4xf32>
+  }
+}
