@@ -106,8 +106,6 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  if (planFile.meshTp > 1)
-    return unsupported("mesh.tp", "tensor parallelism");
   if (planFile.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
   if (planFile.recompute != "none")

@@ -18,7 +18,7 @@ namespace {
 
 /// Whether the plan runs on a mesh: dp > 1 or a ZeRO stage.
 bool isDistributed(const Plan &plan) {
-  return plan.meshDp > 1 || plan.zeroStage > 0;
+  return plan.meshDp > 1 || plan.meshTp > 1 || plan.zeroStage > 0;
 }
 
 /// Stage 0 under gradient accumulation over dp: each rank sums its
@@ -69,13 +69,16 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   if (mixed)
     pm.addPass(createRestoreUntrainedPrecisionPass());
   if (isDistributed(plan)) {
-    // Data parallelism and ZeRO: shardings over the mesh's dp axis.
+    // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor
+    // parallelism: column-parallel seeds over tp, the rest propagated.
     dist::AnnotateShardingPassOptions annotate;
     annotate.zeroStage = plan.zeroStage;
     annotate.offload = plan.zeroOffload;
     annotate.bucketMb = plan.bucketMb;
     annotate.deferReduction = defersReduction(plan);
     pm.addPass(dist::createAnnotateShardingPass(annotate));
+    if (plan.meshTp > 1)
+      pm.addPass(dist::createTensorParallelPass());
     pm.addPass(dist::createPropagateShardingPass());
     pm.addPass(dist::createSpmdizePass());
     pm.addPass(dist::createLowerCollectivesPass());

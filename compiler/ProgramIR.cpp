@@ -79,6 +79,10 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
   if (stage && stage.getInt() > 0)
     sync.updateAxes.push_back(dist::kDataAxis);
   sync.paramSharded = step.getArgAttr(arg, dist::kZeroAttr) != nullptr;
+  if (auto sharding =
+          step.getArgAttrOfType<dist::ShardingAttr>(arg, dist::kShardingAttr))
+    for (int64_t d = 0; d < sharding.getRank(); ++d)
+      sync.splitAxes.emplace_back(sharding.getSplitAxes(d));
   if (gradResult < 0)
     return sync;
   sync.gradSharded = step.getResultAttr(gradResult, dist::kZeroAttr) != nullptr;
@@ -86,4 +90,14 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
           gradResult, dist::kShardingAttr))
     sync.gradReduceAxes = sharding.getPartialAxisNames();
   return sync;
+}
+
+SmallVector<int64_t> TensorSync::localShape(RankedTensorType logical,
+                                            func::FuncOp step) const {
+  SmallVector<int64_t> shape(logical.getShape());
+  dist::MeshOp mesh = dist::findMesh(step->getParentOfType<ModuleOp>());
+  for (auto [d, axes] : llvm::enumerate(splitAxes))
+    if (d < shape.size() && mesh)
+      shape[d] /= mesh.getGroupSize(axes);
+  return shape;
 }

@@ -58,6 +58,13 @@ struct TensorSync {
   /// Mesh axis names (held by the IR's context).
   llvm::SmallVector<llvm::StringRef, 1> updateAxes, gradReduceAxes;
   bool gradSharded = false, paramSharded = false;
+  /// Tensor parallelism: the axes splitting each dim of the logical tensor
+  /// (the argument's dist.sharding); the rank stores that block.
+  llvm::SmallVector<llvm::SmallVector<llvm::StringRef, 1>> splitAxes;
+
+  /// The shape of this rank's block of the logical tensor `logical`.
+  llvm::SmallVector<int64_t> localShape(mlir::RankedTensorType logical,
+                                        mlir::func::FuncOp step) const;
 };
 TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,
                           int gradResult);

@@ -286,7 +286,6 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
           mask |= 1u << bit;
     return mask;
   };
-  uint32_t gradNormAxes = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
@@ -312,7 +311,17 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                   name.getValue().str() +
                   "' is pending over other mesh axes than its update's "
                   "shards");
-    gradNormAxes |= updateAxes;
+    // Tensor parallelism: the rank holds a block of the logical tensor.
+    SmallVector<int64_t> local = sync.localShape(type, step);
+    SmallVector<int64_t> splitAxes(type.getRank(), 0);
+    uint32_t splitUnion = 0;
+    for (auto [d, axes] : llvm::enumerate(sync.splitAxes)) {
+      splitAxes[d] = axisMask(axes);
+      splitUnion |= splitAxes[d];
+    }
+    int64_t localElements = 1;
+    for (int64_t n : local)
+      localElements *= n;
     Fields(fs, "kTensors[" + std::to_string(numTensors++) + "]")
         .string("name", name.getValue())
         .string("initFrom", from ? from.getValue() : name.getValue())
@@ -320,8 +329,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .set("elementBytes", onnx_import::dtypeBytes(onnx_import::mlirToDType(
                                  storedType.getElementType())))
         .set("rank", type.getRank())
-        .dims("shape", type.getShape())
-        .set("numElements", type.getNumElements())
+        .dims("shape", local)
+        .set("numElements", localElements)
+        .dims("logicalShape", type.getShape())
+        .set("logicalElements", type.getNumElements())
+        .dims("splitAxes", splitAxes)
         .set("offset", slots[i].offset)
         .flag("trainable", trainable)
         .flag("decay", decay)
@@ -333,7 +345,10 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .set("updateAxes", updateAxes)
         .set("gradReduceAxes", reduceAxes)
         .flag("gradSharded", trainable && sync.gradSharded)
-        .flag("paramSharded", sync.paramSharded);
+        .flag("paramSharded", sync.paramSharded)
+        // The gradient's squares are spread over the update's shards and
+        // the tensor-parallel blocks.
+        .set("normAxes", trainable ? (updateAxes | splitUnion) : 0);
   }
   int numInputs = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -431,7 +446,6 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
       .set("dpAxis", shape.dpAxis)
-      .set("gradNormAxes", gradNormAxes)
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload);
   os << "  return m;\n}\n\n"

@@ -69,6 +69,10 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                          gradOf.lookup(step.getArgAttrOfType<StringAttr>(
                                                i, nn::NNDialect::kParamAttr)
                                            .getValue()));
+      // The runtime syncs this rank's block of the logical tensor.
+      n = 1;
+      for (int64_t size : sync.localShape(full, step))
+        n *= size;
       const int64_t updateGroup = meshOp.getGroupSize(sync.updateAxes);
       const int64_t reduceGroup = meshOp.getGroupSize(sync.gradReduceAxes);
       rt::ZeroLayout zero = rt::zeroLayout(n, updateGroup, sync.gradSharded,

@@ -50,8 +50,15 @@ struct TensorInfo {
   int32_t onnxType;
   int32_t elementBytes;
   int32_t rank;
+  /// This rank's tensor: the logical tensor, or under tensor parallelism
+  /// its block (dim d split over the mesh axes splitAxes[d]).
   int64_t shape[8];
   int64_t numElements;
+  /// The logical tensor that weights.bin, checkpoints and ONNX exports
+  /// hold, and the axes (masks, 0: whole) splitting each of its dims.
+  int64_t logicalShape[8];
+  int64_t logicalElements;
+  uint32_t splitAxes[8];
   /// Byte offset in the parameter blob.
   int64_t offset;
   bool trainable;
@@ -87,6 +94,10 @@ struct TensorInfo {
   /// (ZeRO-3; otherwise the runtime all-gathers the updated shards).
   bool gradSharded;
   bool paramSharded;
+  /// The squared norm of the gradient is spread over these axes (the
+  /// update's flat shards, the tensor-parallel blocks): the runtime sums
+  /// this rank's share over them (0: this rank holds all of it).
+  uint32_t normAxes;
 };
 
 /// A graph input of the model.
@@ -129,10 +140,6 @@ struct ModelInfo {
   int32_t numMeshAxes;
   /// Index of the data-parallel axis in the mesh.
   int32_t dpAxis;
-  /// The squared gradient norm is a sum over this rank's update shards:
-  /// the runtime all-reduces it over these axes (0: every rank holds the
-  /// whole gradients).
-  uint32_t gradNormAxes;
   /// Bytes of weights.bin: the full tensors at their fileOffset (equal to
   /// paramBytes, and the same layout, when no tensor is sharded).
   int64_t weightFileBytes;

@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -237,6 +238,41 @@ const char *optimizerName(const autopar::rt::OptimizerConfig &config) {
   return config.kind == autopar::rt::OptimizerKind::AdamW ? "adamw" : "sgd";
 }
 
+/// Whether tensor parallelism splits `ti`: this rank stores a block of the
+/// logical tensor.
+bool isSplit(const autopar::rt::TensorInfo &ti) {
+  for (int d = 0; d < ti.rank; ++d)
+    if (ti.splitAxes[d])
+      return true;
+  return false;
+}
+
+/// This rank's block (ti.shape, `eb`-byte elements) of the logical tensor
+/// `logical` (host memory) into `local`: dim d starts at the rank's
+/// position in the group of splitAxes[d] times the block's size.
+void takeBlock(const autopar::rt::TensorInfo &ti, int64_t eb,
+               const char *logical, char *local,
+               const autopar::rt::Communicator &comm) {
+  const int r = ti.rank;
+  int64_t offset[8], stride[8];
+  for (int d = r - 1; d >= 0; --d) {
+    offset[d] =
+        ti.splitAxes[d] ? comm.groupIndex(ti.splitAxes[d]) * ti.shape[d] : 0;
+    stride[d] = d == r - 1 ? 1 : stride[d + 1] * ti.logicalShape[d + 1];
+  }
+  // Rows of the innermost dim are contiguous on both sides.
+  const int64_t run = ti.shape[r - 1];
+  const int64_t rows = run ? ti.numElements / run : 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rest = row, at = offset[r - 1];
+    for (int d = r - 2; d >= 0; --d) {
+      at += (rest % ti.shape[d] + offset[d]) * stride[d];
+      rest /= ti.shape[d];
+    }
+    std::memcpy(local + row * run * eb, logical + at * eb, run * eb);
+  }
+}
+
 /// How this rank stores one trainable tensor and its optimizer state.
 struct Shard {
   const autopar::rt::TensorInfo *tensor;
@@ -292,6 +328,14 @@ private:
   void gatherFull(const char *from, int64_t stored,
                   const autopar::rt::TensorInfo &ti, char *full,
                   bool onHost = false);
+  /// gatherFull's part before tensor parallelism: this rank's block.
+  void gatherBlock(const char *from, int64_t stored,
+                   const autopar::rt::TensorInfo &ti, char *block, bool onHost);
+  /// The logical tensor (host memory) from every rank's block (`block`,
+  /// host memory): all-gathered dim by dim over the axes splitting it
+  /// (collective over them).
+  void gatherBlocks(const autopar::rt::TensorInfo &ti, const char *block,
+                    char *logical);
   /// Stores a tensor's full float32 values (host memory): into its master
   /// and, rounded, into the parameter blob when it has a master, else into
   /// the blob as they are.
@@ -336,6 +380,9 @@ private:
   std::vector<DeviceBuffer> inputs;
   std::vector<Buffer> hostInputs;
   std::vector<autopar::rt::ParamSlice> slices;
+  /// The slices by the axes their gradients' squares are spread over.
+  std::map<autopar::rt::AxisMask, std::vector<autopar::rt::ParamSlice>>
+      normGroups;
   autopar::rt::TokenFile tokens, evalTokens;
   std::vector<int64_t> sampleIds, sampleTargets;
   std::vector<const void *> inputPtrs;
@@ -355,6 +402,14 @@ void Trainer::storeFrom(char *to, int64_t stored,
                         const autopar::rt::TensorInfo &ti, const char *full,
                         bool onHost) {
   const int64_t eb = ti.elementBytes;
+  // Tensor parallelism: `full` is the logical tensor; keep this rank's
+  // block of it.
+  Buffer block;
+  if (isSplit(ti)) {
+    block = allocate(ti.numElements * eb);
+    takeBlock(ti, eb, full, block.get(), comm);
+    full = block.get();
+  }
   auto put = [&](char *dst, const char *src, int64_t bytes) {
     if (onHost)
       std::memcpy(dst, src, bytes);
@@ -376,6 +431,57 @@ void Trainer::storeFrom(char *to, int64_t stored,
 void Trainer::gatherFull(const char *from, int64_t stored,
                          const autopar::rt::TensorInfo &ti, char *full,
                          bool onHost) {
+  if (!isSplit(ti)) {
+    gatherBlock(from, stored, ti, full, onHost);
+    return;
+  }
+  Buffer block = allocate(ti.numElements * ti.elementBytes);
+  gatherBlock(from, stored, ti, block.get(), onHost);
+  gatherBlocks(ti, block.get(), full);
+}
+
+void Trainer::gatherBlocks(const autopar::rt::TensorInfo &ti, const char *block,
+                           char *logical) {
+  const int64_t eb = ti.elementBytes;
+  std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
+  std::vector<char> cur(block, block + ti.numElements * eb);
+  for (int d = 0; d < ti.rank; ++d) {
+    if (!ti.splitAxes[d])
+      continue;
+    const int64_t g = comm.groupSize(ti.splitAxes[d]);
+    const int64_t bytes = static_cast<int64_t>(cur.size());
+    // Moved as raw words: the gather only copies.
+    const bool words = bytes % 4 == 0;
+    const int64_t unit = words ? 4 : 2;
+    DeviceBuffer piece = device.allocate(bytes),
+                 all = device.allocate(g * bytes);
+    device.upload(piece.get(), cur.data(), bytes);
+    comm.wait(comm.allGatherFlat(piece.get(), g * bytes / unit, all.get(),
+                                 words ? autopar::rt::CommType::F32
+                                       : autopar::rt::CommType::BF16,
+                                 ti.splitAxes[d]));
+    std::vector<char> gathered(g * bytes);
+    device.download(gathered.data(), all.get(), g * bytes);
+    // gathered is [g][outer][shape[d] * inner]: concatenate along d.
+    int64_t outer = 1, inner = eb;
+    for (int e = 0; e < d; ++e)
+      outer *= shape[e];
+    for (int e = d + 1; e < ti.rank; ++e)
+      inner *= shape[e];
+    const int64_t run = shape[d] * inner;
+    cur.assign(g * bytes, 0);
+    for (int64_t k = 0; k < g; ++k)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(cur.data() + (o * g + k) * run,
+                    gathered.data() + k * bytes + o * run, run);
+    shape[d] *= g;
+  }
+  std::memcpy(logical, cur.data(), cur.size());
+}
+
+void Trainer::gatherBlock(const char *from, int64_t stored,
+                          const autopar::rt::TensorInfo &ti, char *full,
+                          bool onHost) {
   const int64_t bytes = ti.numElements * ti.elementBytes;
   if (stored == ti.numElements) {
     if (onHost)
@@ -411,7 +517,7 @@ void Trainer::storeTensor(int t, const char *full) {
   const int k = trainableIndex[t];
   storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
             masters[k].onHost());
-  std::vector<uint16_t> low = toLow(ti, full, ti.numElements);
+  std::vector<uint16_t> low = toLow(ti, full, ti.logicalElements);
   storeFrom(param, ti.storedElements, ti,
             reinterpret_cast<const char *>(low.data()));
 }
@@ -419,9 +525,10 @@ void Trainer::storeTensor(int t, const char *full) {
 char *Trainer::hostView(char *stored, int64_t storedElements,
                         const autopar::rt::TensorInfo &ti,
                         std::vector<Buffer> &keep, bool fill, bool onHost) {
-  if ((device.hostMemory() || onHost) && storedElements == ti.numElements)
+  if ((device.hostMemory() || onHost) && storedElements == ti.numElements &&
+      !isSplit(ti))
     return stored;
-  keep.push_back(allocate(ti.numElements * ti.elementBytes));
+  keep.push_back(allocate(ti.logicalElements * ti.elementBytes));
   if (fill)
     gatherFull(stored, storedElements, ti, keep.back().get(), onHost);
   return keep.back().get();
@@ -529,6 +636,7 @@ Status Trainer::setUp() {
     }
     shards.push_back(sh);
     slices.push_back(slice);
+    normGroups[ti.normAxes].push_back(slice);
   }
   if (info.offload) {
     stagingGrad = allocate(largestShard * 4);
@@ -541,7 +649,7 @@ Status Trainer::setUp() {
   bool direct = device.hostMemory();
   for (int t = 0; t < info.numTensors; ++t)
     direct &= info.tensors[t].storedElements == info.tensors[t].numElements &&
-              !info.tensors[t].master;
+              !info.tensors[t].master && !isSplit(info.tensors[t]);
   if (direct) {
     // weights.bin has the parameter blob's layout.
     AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
@@ -595,11 +703,12 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
   bool adamw = config.kind == autopar::rt::OptimizerKind::AdamW;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
-    std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
+    // Checkpoints hold logical tensors: they resume under any plan.
+    std::vector<int64_t> shape(ti.logicalShape, ti.logicalShape + ti.rank);
     const int k = trainableIndex[t];
     // A mixed-precision parameter is saved as its float32 master.
     const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
-    int64_t bytes = ti.numElements * saved.elementBytes;
+    int64_t bytes = ti.logicalElements * saved.elementBytes;
     char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
                              gather, masters[k].onHost())
@@ -663,7 +772,7 @@ Status Trainer::resume() {
     const char *data = static_cast<const char *>(refs[r].data);
     if (ti.master) {
       // The master (maybe loaded in place) and its rounded copy.
-      std::vector<uint16_t> low = toLow(ti, data, ti.numElements);
+      std::vector<uint16_t> low = toLow(ti, data, ti.logicalElements);
       storeFrom(params.get() + ti.offset, ti.storedElements, ti,
                 reinterpret_cast<const char *>(low.data()));
       if (data != masters[k].get())
@@ -706,9 +815,10 @@ Status Trainer::exportOnnx() {
                              /*fill=*/true, masters[k].onHost())
                   : hostView(params.get() + ti.offset, ti.storedElements, ti,
                              full, /*fill=*/true);
-    tensors.push_back({ti.name, saved.onnxType,
-                       std::vector<int64_t>(ti.shape, ti.shape + ti.rank), data,
-                       ti.numElements * saved.elementBytes});
+    tensors.push_back(
+        {ti.name, saved.onnxType,
+         std::vector<int64_t>(ti.logicalShape, ti.logicalShape + ti.rank), data,
+         ti.logicalElements * saved.elementBytes});
   }
   if (!leader())
     return Status::ok();
@@ -831,9 +941,14 @@ Status Trainer::run() {
     }
     if (reducing)
       comm.waitAll();
-    double squares = device.gradSquaredSum(slices);
-    if (info.gradNormAxes)
-      comm.allReduceSumDouble(&squares, 1, info.gradNormAxes);
+    // Each group's squares are summed over the ranks holding its shards.
+    double squares = 0;
+    for (const auto &[axes, group] : normGroups) {
+      double part = device.gradSquaredSum(group);
+      if (axes)
+        comm.allReduceSumDouble(&part, 1, axes);
+      squares += part;
+    }
     double norm = std::sqrt(squares);
     double lr = autopar::rt::scheduledLr(config, step, o.steps);
     // fp16-mixed: gradients of the scaled loss. An inf or NaN among them

@@ -2,8 +2,9 @@
 //
 // Data parallelism and ZeRO as shardings over the `dp` axis: inputs split
 // their batch dim, parameters are replicated (or, at ZeRO-3, stored as flat
-// shards), the loss is wanted replicated and gradients replicated, partial
-// (ZeRO-1) or flat-sharded (ZeRO-2/3).
+// shards; under tensor parallelism left for propagation to lay out), the
+// loss is wanted replicated and gradients replicated, partial (ZeRO-1) or
+// flat-sharded (ZeRO-2/3).
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,13 +60,20 @@ struct AnnotateShardingPass
     if (!dpSize)
       return fail(module, "the mesh has no dp axis");
     for (auto [name, size] :
-         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
-      if (size > 1 && cast<StringAttr>(name).getValue() != "dp")
-        return fail(module, "mesh axis '" +
-                                cast<StringAttr>(name).getValue().str() +
-                                "' has size " + std::to_string(size) +
-                                ": only the dp axis is partitioned yet");
+         llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
+      StringRef axis = cast<StringAttr>(name).getValue();
+      if (size > 1 && axis != "dp" && axis != kTensorAxis)
+        return fail(module, "mesh axis '" + axis.str() + "' has size " +
+                                std::to_string(size) +
+                                ": only the dp and tp axes are partitioned "
+                                "yet");
+    }
     dp = *dpSize;
+    tp = mesh.getAxisSize(kTensorAxis).value_or(1);
+    if (tp > 1 && zeroStage > 1)
+      return fail(module, "ZeRO stage " + std::to_string(zeroStage) +
+                              " with tensor parallelism is not supported yet "
+                              "(stages 0 and 1 are)");
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0 to 3, got " +
                               std::to_string(zeroStage));
@@ -100,8 +108,8 @@ struct AnnotateShardingPass
         return signalPassFailure();
   }
 
-  /// The mesh's size along dp, and its symbol.
-  int64_t dp = 1;
+  /// The mesh's size along dp and tp, and its symbol.
+  int64_t dp = 1, tp = 1;
   StringRef meshName;
 
   void fail(ModuleOp module, const std::string &message) {
@@ -131,9 +139,13 @@ struct AnnotateShardingPass
         func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
-      func.setArgAttr(i, kShardingAttr, replicated(type));
       auto param =
           func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+      // Under tensor parallelism a parameter is stored as propagation
+      // finds its users want it (an open argument).
+      if (tp > 1 && param)
+        continue;
+      func.setArgAttr(i, kShardingAttr, replicated(type));
       if (zeroStage == 3 && param && trainable.contains(param.getValue()))
         func.setArgAttr(i, kZeroAttr, UnitAttr::get(ctx));
     }

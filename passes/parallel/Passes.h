@@ -28,6 +28,8 @@ inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
 inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
 /// The data-parallel mesh axis, over which ZeRO shards too.
 inline constexpr llvm::StringLiteral kDataAxis = "dp";
+/// The tensor-parallel mesh axis.
+inline constexpr llvm::StringLiteral kTensorAxis = "tp";
 /// The mesh autopar-apply-plan creates.
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
 

@@ -99,6 +99,48 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
+def TensorParallelPass
+    : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Seed Megatron's column-parallel splits";
+  let description = [{
+    Tensor parallelism over the mesh axis `axis` (nothing to do when it has
+    size 1), found by propagation rather than by layer names. In program
+    order, every projection of the forward computation (a matmul or gemm
+    of an activation by a parameter, seen through casts, transposes and
+    reshapes) whose activation is not split over the axis on the
+    contraction and whose output is not split yet is tried as
+    column-parallel: a `dist.shard` splitting its output features over the
+    axis. The seed is kept only if propagation then finds a row-parallel
+    partner, a later projection whose activation arrives split on the
+    contraction (its result a pending sum over the axis), as Megatron pairs
+    the two matmuls of an MLP or of attention; otherwise it is removed
+    (the split would only be gathered again). Propagation does the rest:
+    the weights (open arguments) are stored split as their projections
+    want them, heads split through reshapes and transposes, k and v follow
+    q through the attention, biases follow their outputs.
+
+    Kept seeds get increasing priorities, so autopar-dist-propagate
+    settles them in the order they were chosen and reproduces the layouts
+    seen here.
+
+    ```mlir
+    %h = nn.matmul %x, %w1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %a = nn.gelu %h approximate(none) : tensor<8x16xf32>
+    %y = nn.matmul %a, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    ```
+    over tp = 2 gains
+    ```mlir
+    %s = dist.shard %h {priority = 1 : i64} : tensor<8x16xf32>
+        to #dist.sharding<@mesh, [[], [tp]]>
+    ```
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"tp\"",
+           "The tensor-parallel mesh axis">,
+  ];
+  let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
 def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
   let summary = "Give every value a sharding, forward and backward to a fixpoint";
   let description = [{
@@ -124,7 +166,10 @@ def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
     (all of priority 0 settle before priority 1 come in). Hints only gain
     axes, the first one to want a dim keeps it, so the iteration ends. A
     gradient result (`nn.grad`) is laid out as its parameter, keeping the
-    pending sums its result sharding asks for. The result layouts are
+    pending sums its result sharding asks for. A parameter has one layout
+    in the program: the training step (the function returning gradients)
+    lays its parameters out first, and the other functions (the forward of
+    evaluation) take those layouts as fixed. The result layouts are
     attached as `dist.shardings` (one per result), open arguments get their
     `dist.sharding`.
 

@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Propagation.h"
 
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
 #include <set>
 
 #define DEBUG_TYPE "autopar-dist-propagate"
@@ -22,63 +24,57 @@ using namespace mlir;
 using namespace autopar;
 using namespace autopar::dist;
 
+bool dist::returnsGradients(func::FuncOp func) {
+  for (unsigned r = 0; r < func.getNumResults(); ++r)
+    if (func.getResultAttr(r, nn::NNDialect::kGradAttr))
+      return true;
+  return false;
+}
+
 namespace {
 
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 
-int64_t priorityOf(ShardOp shard) {
+} // namespace
+
+int64_t dist::priorityOf(ShardOp shard) {
   IntegerAttr p = shard.getPriorityAttr();
   return p ? p.getInt() : 0;
 }
 
-/// The propagation over one function. Every value has a layout: an op's
-/// results the decision of its rule over its operands' layouts and the
-/// hints on its results; a `dist.shard` result its sharding; an argument
-/// with `dist.sharding` that sharding (fixed); an argument without one
-/// (open) its hints. Hints are the splits a value's users want: a
-/// dist.shard wants its operand laid out as its sharding, an op wants each
-/// operand split as its decision splits it. Hints only ever gain axes (a
-/// dim already split, or an axis already used, keeps what it has: the
-/// first hint wins), so the iteration ends.
-class Propagator {
-public:
-  Propagator(func::FuncOp func, const MeshSizes &sizes)
-      : func(func), sizes(sizes) {}
-
-  LogicalResult run(StringRef meshName);
-
-private:
-  Layout layoutOf(Value v) const {
-    auto it = layouts.find(v);
-    return it != layouts.end() ? it->second : Layout::replicated(rankOf(v));
+ShardingPropagator::ShardingPropagator(func::FuncOp func,
+                                       const MeshSizes &sizes)
+    : func(func), sizes(sizes) {
+  for (BlockArgument arg : func.getArguments()) {
+    if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                        kShardingAttr))
+      layouts[arg] = Layout::fromAttr(attr);
+    else
+      openArgs.insert(arg);
   }
-  Layout hintOf(Value v) const {
-    auto it = hints.find(v);
-    return it != hints.end() ? it->second : Layout::replicated(rankOf(v));
-  }
-  bool setLayout(Value v, const Layout &l) {
-    auto [it, inserted] = layouts.try_emplace(v, l);
-    if (inserted)
-      return true;
-    if (it->second == l)
-      return false;
-    it->second = l;
+}
+
+Layout ShardingPropagator::layoutOf(Value v) const {
+  auto it = layouts.find(v);
+  return it != layouts.end() ? it->second : Layout::replicated(rankOf(v));
+}
+
+Layout ShardingPropagator::hintOf(Value v) const {
+  auto it = hints.find(v);
+  return it != hints.end() ? it->second : Layout::replicated(rankOf(v));
+}
+
+bool ShardingPropagator::setLayout(Value v, const Layout &l) {
+  auto [it, inserted] = layouts.try_emplace(v, l);
+  if (inserted)
     return true;
-  }
-  /// Adds the splits of `want` that `v`'s hint can take; true if it grew.
-  bool addHint(Value v, const Layout &want);
-  /// Applies `op`'s rule (seeds of priority <= `level` only); true if a
-  /// layout or a hint changed.
-  bool visit(Operation *op, int64_t level);
+  if (it->second == l)
+    return false;
+  it->second = l;
+  return true;
+}
 
-  func::FuncOp func;
-  const MeshSizes &sizes;
-  DenseMap<Value, Layout> layouts, hints;
-  /// Arguments without a dist.sharding: laid out as their hints say.
-  llvm::SmallPtrSet<Value, 8> openArgs;
-};
-
-bool Propagator::addHint(Value v, const Layout &want) {
+bool ShardingPropagator::addHint(Value v, const Layout &want) {
   Layout h = hintOf(v);
   bool grew = false;
   for (size_t d = 0; d < h.dims.size() && d < want.dims.size(); ++d) {
@@ -101,7 +97,7 @@ bool Propagator::addHint(Value v, const Layout &want) {
   return true;
 }
 
-bool Propagator::visit(Operation *op, int64_t level) {
+bool ShardingPropagator::visit(Operation *op, int64_t level) {
   if (auto shard = dyn_cast<ShardOp>(op)) {
     Layout l = Layout::fromAttr(shard.getSharding());
     bool changed = setLayout(shard.getResult(), l);
@@ -128,35 +124,24 @@ bool Propagator::visit(Operation *op, int64_t level) {
   return changed;
 }
 
-LogicalResult Propagator::run(StringRef meshName) {
-  MLIRContext *ctx = func.getContext();
-  for (BlockArgument arg : func.getArguments()) {
-    if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                        kShardingAttr))
-      layouts[arg] = Layout::fromAttr(attr);
-    else
-      openArgs.insert(arg);
-  }
+LogicalResult ShardingPropagator::settle(int64_t level) {
   Block &body = func.getBody().front();
-  // Seeds of a higher priority (a lower number) propagate to a fixpoint
-  // before those of the next one come in.
-  std::set<int64_t> levels = {0};
-  for (auto shard : body.getOps<ShardOp>())
-    levels.insert(priorityOf(shard));
-  for (int64_t level : levels) {
-    for (int sweeps = 0;; ++sweeps) {
-      if (sweeps == 1000)
-        return func.emitError() << "sharding propagation does not settle";
-      bool changed = false;
-      for (Operation &op : body)
-        changed |= visit(&op, level);
-      for (Operation &op : llvm::reverse(body))
-        changed |= visit(&op, level);
-      if (!changed)
-        break;
-    }
+  for (int sweeps = 0;; ++sweeps) {
+    if (sweeps == 1000)
+      return func.emitError() << "sharding propagation does not settle";
+    bool changed = false;
+    for (Operation &op : body)
+      changed |= visit(&op, level);
+    for (Operation &op : llvm::reverse(body))
+      changed |= visit(&op, level);
+    if (!changed)
+      return success();
   }
+}
 
+void ShardingPropagator::annotate(StringRef meshName) {
+  MLIRContext *ctx = func.getContext();
+  Block &body = func.getBody().front();
   for (Operation &op : body) {
     if (op.getNumResults() == 0 || isa<ShardOp>(op))
       continue;
@@ -187,8 +172,9 @@ LogicalResult Propagator::run(StringRef meshName) {
     l.partial = Layout::fromAttr(attr).partial;
     func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, meshName));
   }
-  return success();
 }
+
+namespace {
 
 struct PropagateShardingPass
     : public dist::impl::PropagateShardingPassBase<PropagateShardingPass> {
@@ -202,10 +188,41 @@ struct PropagateShardingPass
     if (!mesh)
       return signalPassFailure();
     MeshSizes sizes = meshSizes(mesh);
+    // A parameter has one layout in the whole program (one blob holds it
+    // for every function): the training step (the function returning
+    // gradients) lays its parameters out first, and the others (the
+    // forward of evaluation) take those layouts as fixed.
+    SmallVector<func::FuncOp> funcs;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() &&
-          failed(Propagator(func, sizes).run(mesh.getSymName())))
-        return signalPassFailure();
+      if (!func.isExternal())
+        funcs.push_back(func);
+    std::stable_partition(funcs.begin(), funcs.end(), returnsGradients);
+    llvm::StringMap<ShardingAttr> params;
+    for (func::FuncOp func : funcs) {
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        auto name =
+            func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+        if (name && !func.getArgAttr(i, kShardingAttr) &&
+            params.count(name.getValue()))
+          func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
+      }
+      // Seeds of a higher priority (a lower number) settle before those of
+      // the next one come in.
+      std::set<int64_t> levels = {0};
+      for (auto shard : func.getBody().getOps<ShardOp>())
+        levels.insert(priorityOf(shard));
+      ShardingPropagator propagator(func, sizes);
+      for (int64_t level : levels)
+        if (failed(propagator.settle(level)))
+          return signalPassFailure();
+      propagator.annotate(mesh.getSymName());
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto name =
+                func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
+          params.try_emplace(
+              name.getValue(),
+              func.getArgAttrOfType<ShardingAttr>(i, kShardingAttr));
+    }
   }
 };
 

@@ -32,8 +32,8 @@ module {
 
 // -----
 
-// Only dp is partitioned yet: tensor and pipeline axes must have size 1.
-// expected-error @+1 {{mesh axis 'tp' has size 2: only the dp axis is partitioned yet}}
+// Only dp and tp are partitioned yet: the pipeline axis must have size 1.
+// expected-error @+1 {{mesh axis 'pp' has size 2: only the dp and tp axes are partitioned yet}}
 module {
-  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  dist.mesh @mesh axes = [dp = 2, pp = 2, tp = 1]
 }

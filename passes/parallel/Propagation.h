@@ -1,0 +1,68 @@
+//===- Propagation.h - sharding propagation over a function -----*- C++ -*-===//
+//
+// The engine of autopar-dist-propagate, also driven step by step by the
+// passes that place seeds from what propagation already implies
+// (autopar-dist-tensor-parallel).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_PASSES_PARALLEL_PROPAGATION_H
+#define AUTOPAR_PASSES_PARALLEL_PROPAGATION_H
+
+#include "passes/parallel/Passes.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+
+namespace autopar::dist {
+
+/// Whether `func` is a training step (returns an nn.grad result).
+bool returnsGradients(mlir::func::FuncOp func);
+
+/// A dist.shard's priority (0 when it has none).
+int64_t priorityOf(ShardOp shard);
+
+/// Sharding propagation over one function. Every value has a layout: an
+/// op's results the decision of its rule over its operands' layouts and
+/// the hints on its results; a `dist.shard` result its sharding; an
+/// argument with `dist.sharding` that sharding (fixed); an argument
+/// without one (open) its hints. Hints are the splits a value's users
+/// want: a dist.shard wants its operand laid out as its sharding, an op
+/// wants each operand split as its decision splits it. Hints only ever
+/// gain axes (a dim already split, or an axis already used, keeps what it
+/// has: the first hint wins), so settling ends.
+class ShardingPropagator {
+public:
+  ShardingPropagator(mlir::func::FuncOp func, const MeshSizes &sizes);
+
+  /// Propagates in both directions until nothing changes, with the
+  /// dist.shard seeds of priority <= `level` (the function may have gained
+  /// ops since the last call).
+  mlir::LogicalResult settle(int64_t level);
+
+  /// The layout `v` has now.
+  Layout layoutOf(mlir::Value v) const;
+
+  /// Writes the layouts: `dist.shardings` on every op with results,
+  /// `dist.sharding` on the open arguments, and each gradient result's
+  /// dims as its parameter's.
+  void annotate(llvm::StringRef meshName);
+
+private:
+  Layout hintOf(mlir::Value v) const;
+  bool setLayout(mlir::Value v, const Layout &l);
+  /// Adds the splits of `want` that `v`'s hint can take; true if it grew.
+  bool addHint(mlir::Value v, const Layout &want);
+  /// Applies `op`'s rule (seeds of priority <= `level` only); true if a
+  /// layout or a hint changed.
+  bool visit(mlir::Operation *op, int64_t level);
+
+  mlir::func::FuncOp func;
+  const MeshSizes &sizes;
+  llvm::DenseMap<mlir::Value, Layout> layouts, hints;
+  /// Arguments without a dist.sharding: laid out as their hints say.
+  llvm::SmallPtrSet<mlir::Value, 8> openArgs;
+};
+
+} // namespace autopar::dist
+
+#endif // AUTOPAR_PASSES_PARALLEL_PROPAGATION_H

@@ -1,0 +1,235 @@
+//===- TensorParallel.cpp - Megatron splits as propagation seeds ----------===//
+//
+// Places the column-parallel seeds of tensor parallelism; propagation finds
+// the rest (row-parallel partners, heads, biases, gradients). See
+// Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/Passes.h"
+#include "passes/parallel/Propagation.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <memory>
+
+#define DEBUG_TYPE "autopar-dist-tensor-parallel"
+
+namespace autopar::dist {
+#define GEN_PASS_DEF_TENSORPARALLELPASS
+#include "passes/parallel/Passes.h.inc"
+} // namespace autopar::dist
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::dist;
+
+namespace {
+
+/// Whether `v` is a parameter seen through ops that only change its type or
+/// view (casts of mixed precision, transposes, reshapes).
+bool isParameter(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<nn::CastOp, nn::TransposeOp, nn::ReshapeOp, nn::IdentityOp,
+             nn::SqueezeOp, nn::UnsqueezeOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(v);
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr) !=
+         nullptr;
+}
+
+/// A matmul of an activation by a weight: which operand is which, and the
+/// dims the rule gives them.
+struct Projection {
+  Operation *op;
+  unsigned activation;
+  /// The activation's dims that index the contraction factor.
+  SmallVector<int64_t> contracted;
+  /// The result dim indexed by the weight only (the output features).
+  int64_t outDim = -1;
+};
+
+std::optional<Projection> asProjection(Operation *op) {
+  if (!isa<nn::MatMulOp, nn::GemmOp>(op) || op->getNumOperands() < 2)
+    return std::nullopt;
+  bool lhs = isParameter(op->getOperand(0)),
+       rhs = isParameter(op->getOperand(1));
+  if (lhs == rhs)
+    return std::nullopt;
+  FailureOr<OpShardingRule> rule = shardingRuleOf(op);
+  if (failed(rule))
+    return std::nullopt;
+  Projection p{op, lhs ? 1u : 0u, {}, -1};
+  unsigned weight = 1 - p.activation;
+  const auto &result = rule->resultFactors[0];
+  for (auto [d, f] : llvm::enumerate(rule->operandFactors[p.activation]))
+    if (f >= 0 && !llvm::is_contained(result, f))
+      p.contracted.push_back(d);
+  for (auto [d, f] : llvm::enumerate(result))
+    if (f >= 0 && llvm::is_contained(rule->operandFactors[weight], f) &&
+        !llvm::is_contained(rule->operandFactors[p.activation], f))
+      p.outDim = d;
+  if (p.contracted.empty() || p.outDim < 0)
+    return std::nullopt;
+  return p;
+}
+
+bool uses(const Layout &l, StringRef axis) {
+  return llvm::is_contained(l.partial, axis) ||
+         llvm::any_of(l.dims, [&](const auto &axes) {
+           return llvm::is_contained(axes, axis);
+         });
+}
+
+/// Whether `p`'s activation arrives split over `axis` on the contraction
+/// (a row-parallel projection).
+bool isRowParallel(const ShardingPropagator &prop, const Projection &p,
+                   StringRef axis) {
+  Layout l = prop.layoutOf(p.op->getOperand(p.activation));
+  return llvm::any_of(p.contracted, [&](int64_t d) {
+    return llvm::is_contained(l.dims[d], axis);
+  });
+}
+
+struct TensorParallelPass
+    : public dist::impl::TensorParallelPassBase<TensorParallelPass> {
+  using TensorParallelPassBase::TensorParallelPassBase;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    TensorParallelPassBase::getDependentDialects(registry);
+    registerShardingRuleModels(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MeshOp mesh = requireMesh(module);
+    if (!mesh)
+      return signalPassFailure();
+    std::optional<int64_t> size = mesh.getAxisSize(axis);
+    if (!size) {
+      module.emitError() << "the mesh has no axis '" << axis << "'";
+      return signalPassFailure();
+    }
+    if (*size == 1)
+      return;
+    MeshSizes sizes = meshSizes(mesh);
+    // The training step chooses; the other functions (the forward of
+    // evaluation) take its parameters' layouts (autopar-dist-propagate).
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && returnsGradients(func) &&
+          failed(seed(func, sizes, *size, mesh)))
+        return signalPassFailure();
+  }
+
+  /// The ops the non-gradient results depend on: the forward computation
+  /// (the backward only computes gradients).
+  static llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
+    llvm::DenseSet<Operation *> seen;
+    SmallVector<Operation *> work;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (OpOperand &o : ret->getOpOperands())
+      if (!func.getResultAttr(o.getOperandNumber(), nn::NNDialect::kGradAttr))
+        if (Operation *def = o.get().getDefiningOp())
+          work.push_back(def);
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!seen.insert(op).second)
+        continue;
+      for (Value v : op->getOperands())
+        if (Operation *def = v.getDefiningOp())
+          work.push_back(def);
+    }
+    return seen;
+  }
+
+  /// The values `v` is computed from (itself included), parameters left
+  /// out.
+  static SmallVector<Value> upstream(Value v) {
+    SmallVector<Value> out, work = {v};
+    DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value u = work.pop_back_val();
+      if (!seen.insert(u).second || isParameter(u))
+        continue;
+      out.push_back(u);
+      if (Operation *def = u.getDefiningOp())
+        for (Value operand : def->getOperands())
+          work.push_back(operand);
+    }
+    return out;
+  }
+
+  LogicalResult seed(func::FuncOp func, const MeshSizes &sizes, int64_t n,
+                     MeshOp mesh) {
+    Block &body = func.getBody().front();
+    llvm::DenseSet<Operation *> forward = forwardOps(func);
+    SmallVector<Projection> projections;
+    for (Operation &op : body)
+      if (forward.contains(&op))
+        if (std::optional<Projection> p = asProjection(&op))
+          projections.push_back(*p);
+
+    int64_t level = 0;
+    for (auto shard : body.getOps<ShardOp>())
+      level = std::max(level, priorityOf(shard));
+    auto prop = std::make_unique<ShardingPropagator>(func, sizes);
+    if (failed(prop->settle(level)))
+      return failure();
+    MLIRContext *ctx = func.getContext();
+    for (const Projection &p : projections) {
+      Value result = p.op->getResult(0);
+      Layout l = prop->layoutOf(result);
+      // Already split over the axis (a row-parallel projection's pending
+      // sum, or a column split that propagation reached: GQA's k and v
+      // follow q through the attention), or too small to split.
+      if (uses(l, axis) || isRowParallel(*prop, p, axis) ||
+          cast<RankedTensorType>(result.getType()).getDimSize(p.outDim) % n)
+        continue;
+      if (!l.dims[p.outDim].empty())
+        continue;
+      l.dims[p.outDim].push_back(axis);
+      // Column-parallel, tentatively: kept only if propagation then finds a
+      // row-parallel partner (a later projection contracting over the
+      // split), as Megatron pairs them; otherwise the split would only be
+      // gathered again.
+      auto tentative = std::make_unique<ShardingPropagator>(*prop);
+      OpBuilder b(ctx);
+      b.setInsertionPointAfter(p.op);
+      auto shard = ShardOp::create(b, p.op->getLoc(), result,
+                                   l.toAttr(ctx, mesh.getSymName()),
+                                   b.getI64IntegerAttr(level + 1));
+      result.replaceAllUsesExcept(shard.getResult(), shard.getOperation());
+      if (failed(tentative->settle(level + 1)))
+        return failure();
+      bool paired = llvm::any_of(projections, [&](const Projection &q) {
+        return q.op != p.op && !isRowParallel(*prop, q, axis) &&
+               isRowParallel(*tentative, q, axis);
+      });
+      // The split must stay downstream: a value the projection's input is
+      // computed from (the residual stream, a norm) that it would split
+      // means the seed spreads over the whole network (a projection whose
+      // output meets the residual add is a row-parallel one's place, not a
+      // column-parallel one's). Parameters may take it.
+      bool contained =
+          llvm::none_of(upstream(p.op->getOperand(p.activation)), [&](Value v) {
+            return uses(tentative->layoutOf(v), axis) &&
+                   !uses(prop->layoutOf(v), axis);
+          });
+      if (!paired || !contained) {
+        shard.getResult().replaceAllUsesWith(result);
+        shard.erase();
+        continue;
+      }
+      prop = std::move(tentative);
+      ++level;
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,102 @@
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel --split-input-file | FileCheck %s
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --split-input-file | FileCheck %s --check-prefix=PROP
+
+// Megatron's MLP, found: the first projection is column-parallel (a seed on
+// its output features), the second has its partner's split on the
+// contraction (row-parallel: no seed, a pending sum over tp). Propagation
+// stores %w1 and its bias split on the features, %w2 split on its rows,
+// and lays the gradient of %w1 out as %w1.
+
+// CHECK-LABEL: func.func @mlp
+// CHECK: %[[H:.*]] = nn.matmul %arg0, %arg1
+// CHECK-NEXT: %[[S:.*]] = dist.shard %[[H]] {priority = 1 : i64} : tensor<8x16xf32> to #dist.sharding<@mesh, {{\[\[}}dp], [tp]]>
+// CHECK-NEXT: nn.add %[[S]], %arg2
+// CHECK-NOT: = dist.shard
+// CHECK: return
+
+// PROP-LABEL: func.func @mlp
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, nn.param = "w1"}
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp]]>, nn.param = "b1"}
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.param = "w2"}
+// PROP-SAME: -> (tensor<8x4xf32>, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]], partial = [dp]>, nn.grad = "w1"})
+// PROP: nn.matmul %{{.*}}, %arg3 {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}dp], []], partial = [tp]>]}
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @mlp(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>},
+                 %w1: tensor<4x16xf32> {nn.param = "w1"},
+                 %b1: tensor<16xf32> {nn.param = "b1"},
+                 %w2: tensor<16x4xf32> {nn.param = "w2"})
+      -> (tensor<8x4xf32>, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>, nn.grad = "w1"}) {
+    %0 = nn.matmul %x, %w1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = nn.add %0, %b1 : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    %2 = nn.gelu %1 approximate(none) : tensor<8x16xf32>
+    %3 = nn.matmul %2, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %4 = nn.add %3, %x : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %g = nn.exp %w1 : tensor<4x16xf32>
+    return %4, %g : tensor<8x4xf32>, tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// Attention with separate q, k, v projections: q is seeded; the split of
+// its heads (through the reshape and the transpose) reaches k and v through
+// the attention, so their projections need no seed; the output projection
+// contracts the split heads (row-parallel).
+
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[Q:.*]] = nn.matmul %arg0, %arg1
+// CHECK-NEXT: dist.shard %[[Q]] {priority = 1 : i64} : tensor<2x4x8xf32> to #dist.sharding<@mesh, {{\[\[}}], [], [tp]]>
+// CHECK-NOT: = dist.shard
+// CHECK: return
+
+// PROP-LABEL: func.func @attention
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, nn.param = "wq"}
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, nn.param = "wk"}
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], [tp]]>, nn.param = "wv"}
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.param = "wo"}
+// PROP: nn.attention {{.*}}dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], [tp], [], []]>, #dist.sharding<@mesh, {{\[\[}}], [tp], []]>]
+// PROP: nn.matmul %{{.*}}, %arg4 {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], [], []], partial = [tp]>]}
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @attention(%x: tensor<2x4x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], [], []]>},
+                       %wq: tensor<8x8xf32> {nn.param = "wq"}, %wk: tensor<8x8xf32> {nn.param = "wk"},
+                       %wv: tensor<8x8xf32> {nn.param = "wv"}, %wo: tensor<8x8xf32> {nn.param = "wo"})
+      -> (tensor<2x4x8xf32>, tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "wq"}) {
+    %q = nn.matmul %x, %wq : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %k = nn.matmul %x, %wk : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %v = nn.matmul %x, %wv : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %q1 = nn.reshape %q : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %k1 = nn.reshape %k : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %v1 = nn.reshape %v : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %q2 = nn.transpose %q1 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %k2 = nn.transpose %k1 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %v2 = nn.transpose %v1 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %o, %lse = nn.attention %q2, %k2, %v2 {causal = true, scale = 0.5 : f64} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4xf32>)
+    %o1 = nn.transpose %o {perm = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+    %o2 = nn.reshape %o1 : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+    %y = nn.matmul %o2, %wo : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %g = nn.exp %wq : tensor<8x8xf32>
+    return %y, %g : tensor<2x4x8xf32>, tensor<8x8xf32>
+  }
+}
+
+// -----
+
+// A projection with no row-parallel partner is left whole: the split of a
+// head over a softmax's axis would only be gathered again.
+
+// CHECK-LABEL: func.func @no_partner
+// CHECK-NOT: = dist.shard
+// CHECK: return
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @no_partner(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+                        %w: tensor<4x16xf32> {nn.param = "w"})
+      -> (tensor<8x16xf32>, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "w"}) {
+    %0 = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = nn.softmax %0 {axis = 1 : i64} : tensor<8x16xf32> -> tensor<8x16xf32>
+    %g = nn.exp %w : tensor<4x16xf32>
+    return %1, %g : tensor<8x16xf32>, tensor<4x16xf32>
+  }
+}
