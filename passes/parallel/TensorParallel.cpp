@@ -181,15 +181,22 @@ struct TensorParallelPass
     if (failed(prop->settle(level)))
       return failure();
     MLIRContext *ctx = func.getContext();
+    // The first projection whose output features the axis does not divide.
+    Operation *indivisible = nullptr;
+    bool seeded = false;
     for (const Projection &p : projections) {
       Value result = p.op->getResult(0);
       Layout l = prop->layoutOf(result);
       // Already split over the axis (a row-parallel projection's pending
       // sum, or a column split that propagation reached: GQA's k and v
       // follow q through the attention), or too small to split.
-      if (uses(l, axis) || isRowParallel(*prop, p, axis) ||
-          cast<RankedTensorType>(result.getType()).getDimSize(p.outDim) % n)
+      if (uses(l, axis) || isRowParallel(*prop, p, axis))
         continue;
+      if (cast<RankedTensorType>(result.getType()).getDimSize(p.outDim) % n) {
+        if (!indivisible)
+          indivisible = p.op;
+        continue;
+      }
       if (!l.dims[p.outDim].empty())
         continue;
       l.dims[p.outDim].push_back(axis);
@@ -227,6 +234,21 @@ struct TensorParallelPass
       }
       prop = std::move(tentative);
       ++level;
+      seeded = true;
+    }
+    if (!seeded && indivisible) {
+      // Nothing to split over the axis: a width it does not divide.
+      auto weight = cast<RankedTensorType>(
+          indivisible->getOperand(1 - asProjection(indivisible)->activation)
+              .getType());
+      auto out = cast<RankedTensorType>(indivisible->getResult(0).getType());
+      InFlightDiagnostic d = indivisible->emitError();
+      d << "mesh." << axis << " = " << n << " splits no projection: the "
+        << out.getDimSize(asProjection(indivisible)->outDim)
+        << " output features of this one (weight [";
+      llvm::interleave(weight.getShape(), d, ", ");
+      d << "]) are not divisible by " << n;
+      return failure();
     }
     return success();
   }
