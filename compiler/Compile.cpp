@@ -108,10 +108,7 @@ bool Compiler::checkPlan() {
   }
   if (planFile.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-  if (planFile.meshTp > 1 && planFile.zeroStage > 1)
-    return fail(where + ": zero.stage: stage " +
-                std::to_string(planFile.zeroStage) +
-                " with mesh.tp > 1 is not supported yet (stages 0 and 1 are)");
+
   if (planFile.recompute != "none")
     return unsupported("recompute", "'" + planFile.recompute + "'");
   return true;

@@ -51,7 +51,24 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // All-reduce, reduce-scatter, all-gather: those of the step (the cost
   // analysis) and those the runtime issues once per step around the
   // optimizer, as the IR tells it to (readTensorSync).
-  double commBytes[3] = {0, 0, 0};
+  // Keyed by group (its mesh axes joined by ',', mesh order: every axis of
+  // size > 1, zeros included), then kind, as the program logs them.
+  std::map<std::string, std::array<double, 3>> commBytes;
+  // (Size-1 axes left out, as the runtime's canonical groups leave them.)
+  auto groupName = [&](ArrayRef<StringRef> axes) {
+    std::string name;
+    for (auto [axis, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+      if (size > 1 && llvm::is_contained(axes, axis))
+        name += (name.empty() ? "" : ",") + axis;
+    return name;
+  };
+  auto count = [&](ArrayRef<StringRef> axes, int kind, double bytes) {
+    if (bytes > 0)
+      commBytes[groupName(axes)][kind] += bytes;
+  };
+  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+    if (size > 1)
+      commBytes[name] = {0, 0, 0};
   llvm::StringMap<int> gradOf = gradResults(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
@@ -89,20 +106,32 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // a pending gradient sum reduce-scattered into the update's shard or
       // all-reduced; updated shards of a whole parameter all-gathered.
       if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty())
-        commBytes[1] +=
-            rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes);
+        count(sync.gradReduceAxes, 1,
+              rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes));
       else if (!sync.gradReduceAxes.empty())
-        commBytes[0] += rt::allReduceBytes(n, reduceGroup, elementBytes);
+        count(sync.gradReduceAxes, 0,
+              rt::allReduceBytes(n, reduceGroup, elementBytes));
       if (!sync.updateAxes.empty() && !sync.paramSharded)
-        commBytes[2] += rt::allGatherFlatBytes(n, updateGroup, elementBytes);
+        count(sync.updateAxes, 2,
+              rt::allGatherFlatBytes(n, updateGroup, elementBytes));
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += n;
     }
   }
   // The collectives of the generated step, once per micro-batch.
-  commBytes[0] += cost.commBytesOfKind("all_reduce") * plan.microBatches;
-  commBytes[1] += cost.commBytesOfKind("reduce_scatter") * plan.microBatches;
-  commBytes[2] += cost.commBytesOfKind("all_gather") * plan.microBatches;
+  const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather"};
+  for (const auto &[key, bytes] : cost.commBytes) {
+    const auto &[kind, axes] = key;
+    SmallVector<StringRef> names;
+    StringRef(axes).split(names, ',');
+    for (int k = 0; k < 3; ++k)
+      if (kind == kinds[k])
+        count(names, k, bytes * plan.microBatches);
+  }
+  nlohmann::json commJson = nlohmann::json::object();
+  for (const auto &[group, bytes] : commBytes)
+    commJson[group] = {{kinds[0], bytes[0]}, {kinds[1], bytes[1]},
+                       {kinds[2], bytes[2]}};
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
@@ -130,6 +159,21 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       {"inputs", inputBytes},
       {"workspace", 0},
       {"peak", paramBytes + gradBytes + optBytes + arena + inputBytes}};
+  // Every rank runs the same program on blocks of the same sizes: one entry
+  // per rank, with its mesh coordinates (ranks row-major over the axes).
+  nlohmann::json perRank = nlohmann::json::array();
+  for (int64_t rank = 0; rank < shape.ranks; ++rank) {
+    nlohmann::json coords = nlohmann::json::object();
+    int64_t rest = rank;
+    for (int a = static_cast<int>(shape.axisNames.size()) - 1; a >= 0; --a) {
+      coords[shape.axisNames[a]] = rest % shape.axisSizes[a];
+      rest /= shape.axisSizes[a];
+    }
+    perRank.push_back({{"rank", rank},
+                       {"coords", coords},
+                       {"bytes", r["bytes"]},
+                       {"comm_bytes_per_step", commJson}});
+  }
   r["parallel"] = {{"mesh", mesh},
                    {"ranks", shape.ranks},
                    {"zero_stage", stage ? stage.getInt() : 0},
@@ -143,10 +187,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                      {"optimizer_state", optBytes},
                      {"total", trainableBytes + gradBytes + optBytes}}},
                    {"host_bytes", shape.offload ? optBytes : 0},
-                   {"comm_bytes_per_step",
-                    {{"all_reduce", commBytes[0]},
-                     {"reduce_scatter", commBytes[1]},
-                     {"all_gather", commBytes[2]}}}};
+                   {"comm_bytes_per_step", commJson},
+                   {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
   return true;

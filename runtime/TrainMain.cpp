@@ -38,6 +38,7 @@
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/optim/Optimizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -872,14 +873,34 @@ double Trainer::evaluate() {
 }
 
 /// JSON of the bytes the collectives moved since the last reset.
-std::string commBytesJson(const Communicator &comm) {
+/// The step's comm bytes keyed by group (its mesh axes joined by ',', mesh
+/// order; every axis of size > 1 listed, zeros included), then kind, as
+/// report.json's comm_bytes_per_step.
+std::string commBytesJson(const Communicator &comm,
+                          const autopar::rt::ModelInfo &info) {
   using autopar::rt::jsonExactNumber;
-  return "{\"all_reduce\":" +
-         jsonExactNumber(comm.bytes(CollectiveKind::AllReduce)) +
-         ",\"reduce_scatter\":" +
-         jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter)) +
-         ",\"all_gather\":" +
-         jsonExactNumber(comm.bytes(CollectiveKind::AllGather)) + "}";
+  std::vector<autopar::rt::AxisMask> groups;
+  for (int a = 0; a < info.numMeshAxes; ++a)
+    if (info.meshAxisSizes[a] > 1)
+      groups.push_back(1u << a);
+  for (autopar::rt::AxisMask g : comm.groupsWithBytes())
+    if (std::find(groups.begin(), groups.end(), g) == groups.end())
+      groups.push_back(g);
+  std::sort(groups.begin(), groups.end());
+  std::string json = "{";
+  for (autopar::rt::AxisMask g : groups) {
+    std::string name;
+    for (int a = 0; a < info.numMeshAxes; ++a)
+      if ((g >> a) & 1)
+        name += (name.empty() ? "" : ",") + std::string(info.meshAxisNames[a]);
+    json += (json.size() > 1 ? ",\"" : "\"") + name + "\":{\"all_reduce\":" +
+            jsonExactNumber(comm.bytes(CollectiveKind::AllReduce, g)) +
+            ",\"reduce_scatter\":" +
+            jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter, g)) +
+            ",\"all_gather\":" +
+            jsonExactNumber(comm.bytes(CollectiveKind::AllGather, g)) + "}";
+  }
+  return json + "}";
 }
 
 Status Trainer::run() {
@@ -1013,7 +1034,7 @@ Status Trainer::run() {
       autopar::rt::StepRecord record{step, lossSum / info.microBatches, lr,
                                      norm, ms, stepTokens / (ms / 1000.0)};
       if (comm.worldSize() > 1)
-        record.extra = "\"comm_bytes\":" + commBytesJson(comm);
+        record.extra = "\"comm_bytes\":" + commBytesJson(comm, info);
       if (stepScale > 0)
         record.extra += (record.extra.empty() ? "" : ",") +
                         std::string("\"loss_scale\":") +

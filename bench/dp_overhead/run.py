@@ -86,7 +86,7 @@ def main():
     print(f"{'dp=1':<22}{base:>10.1f}{'-':>24}{'1.00':>8}")
     for stage in (0, 1, 2):
         ms, comm = train(2, stage)
-        sent = sum(comm.values()) if comm else 0
+        sent = sum(v for group in comm.values() for v in group.values()) if comm else 0
         print(f"{'dp=2 zero=' + str(stage):<22}{ms:>10.1f}{sent:>24.0f}{ms / base:>8.2f}")
     if cores < 2:
         print("note: fewer cores than ranks; the ratio includes time-sharing")

@@ -70,10 +70,6 @@ struct AnnotateShardingPass
     }
     dp = *dpSize;
     tp = mesh.getAxisSize(kTensorAxis).value_or(1);
-    if (tp > 1 && zeroStage > 1)
-      return fail(module, "ZeRO stage " + std::to_string(zeroStage) +
-                              " with tensor parallelism is not supported yet "
-                              "(stages 0 and 1 are)");
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0 to 3, got " +
                               std::to_string(zeroStage));
@@ -141,13 +137,14 @@ struct AnnotateShardingPass
       }
       auto param =
           func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+      if (zeroStage == 3 && param && trainable.contains(param.getValue()))
+        func.setArgAttr(i, kZeroAttr, UnitAttr::get(ctx));
       // Under tensor parallelism a parameter is stored as propagation
-      // finds its users want it (an open argument).
+      // finds its users want it (an open argument; ZeRO-3 then keeps a
+      // flat shard of that block).
       if (tp > 1 && param)
         continue;
       func.setArgAttr(i, kShardingAttr, replicated(type));
-      if (zeroStage == 3 && param && trainable.contains(param.getValue()))
-        func.setArgAttr(i, kZeroAttr, UnitAttr::get(ctx));
     }
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       Type t = func.getResultTypes()[r];

@@ -8,9 +8,12 @@
 #include "passes/parallel/Passes.h"
 #include "passes/parallel/Propagation.h"
 
+#include "dialects/nn/NNOps.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #define DEBUG_TYPE "autopar-dist-propagate"
@@ -176,6 +179,83 @@ void ShardingPropagator::annotate(StringRef meshName) {
 
 namespace {
 
+/// An add whose result only feeds another add of the same type, without
+/// broadcasting: an inner node of a sum of several terms.
+bool isInnerSum(nn::AddOp add) {
+  if (!add->hasOneUse())
+    return false;
+  auto user = dyn_cast<nn::AddOp>(*add->getUsers().begin());
+  return user && user.getType() == add.getType() &&
+         add.getLhs().getType() == add.getType() &&
+         add.getRhs().getType() == add.getType();
+}
+
+/// The terms of the sum rooted at `add`, in order, and its inner adds.
+void sumTerms(nn::AddOp add, SmallVectorImpl<Value> &terms,
+              SmallVectorImpl<Operation *> &inner) {
+  for (Value v : {add.getLhs(), add.getRhs()}) {
+    auto def = v.getDefiningOp<nn::AddOp>();
+    if (def && isInnerSum(def)) {
+      inner.push_back(def);
+      sumTerms(def, terms, inner);
+    } else {
+      terms.push_back(v);
+    }
+  }
+}
+
+/// Regroups sums that mix whole terms with terms pending (as sums) over the
+/// same axes so that the pending ones are added first: ((w + p1) + p2)
+/// becomes w + (p1 + p2), reduced once rather than once per term. This is
+/// how Megatron's backward reduces the input gradient of attention once
+/// for q, k and v (autodiff accumulates them one by one into the residual
+/// gradient). Floating-point reassociation: the terms are the same.
+bool groupPendingSums(func::FuncOp func, const ShardingPropagator &prop) {
+  SmallVector<nn::AddOp> roots;
+  func.walk([&](nn::AddOp add) {
+    if (!isInnerSum(add))
+      roots.push_back(add);
+  });
+  bool changed = false;
+  for (nn::AddOp root : roots) {
+    if (llvm::any_of(ValueRange{root.getLhs(), root.getRhs()},
+                     [&](Value v) { return v.getType() != root.getType(); }))
+      continue;
+    SmallVector<Value> terms;
+    SmallVector<Operation *> inner;
+    sumTerms(root, terms, inner);
+    SmallVector<Value> pending, rest;
+    Layout first;
+    for (Value v : terms) {
+      Layout l = prop.layoutOf(v);
+      bool isPending = !l.partial.empty() && l.partialKind == ReductionKind::sum;
+      if (isPending && pending.empty())
+        first = l;
+      if (isPending && l.partial == first.partial)
+        pending.push_back(v);
+      else
+        rest.push_back(v);
+    }
+    if (pending.size() < 2 || rest.empty())
+      continue;
+    // Already grouped: the pending terms are the first ones summed.
+    if (llvm::equal(ArrayRef<Value>(terms).take_front(pending.size()), pending))
+      continue;
+    OpBuilder b(root);
+    Value sum = pending[0];
+    for (Value v : llvm::drop_begin(pending))
+      sum = nn::AddOp::create(b, root.getLoc(), root.getType(), sum, v);
+    for (Value v : rest)
+      sum = nn::AddOp::create(b, root.getLoc(), root.getType(), sum, v);
+    root.getResult().replaceAllUsesWith(sum);
+    root.erase();
+    for (Operation *op : inner)
+      op->erase();
+    changed = true;
+  }
+  return changed;
+}
+
 struct PropagateShardingPass
     : public dist::impl::PropagateShardingPassBase<PropagateShardingPass> {
   void getDependentDialects(DialectRegistry &registry) const override {
@@ -211,11 +291,20 @@ struct PropagateShardingPass
       std::set<int64_t> levels = {0};
       for (auto shard : func.getBody().getOps<ShardOp>())
         levels.insert(priorityOf(shard));
-      ShardingPropagator propagator(func, sizes);
-      for (int64_t level : levels)
-        if (failed(propagator.settle(level)))
-          return signalPassFailure();
-      propagator.annotate(mesh.getSymName());
+      auto propagate = [&]() -> std::unique_ptr<ShardingPropagator> {
+        auto propagator = std::make_unique<ShardingPropagator>(func, sizes);
+        for (int64_t level : levels)
+          if (failed(propagator->settle(level)))
+            return nullptr;
+        return propagator;
+      };
+      std::unique_ptr<ShardingPropagator> propagator = propagate();
+      // Sums regrouped so pending terms are reduced once: propagate again.
+      if (propagator && groupPendingSums(func, *propagator))
+        propagator = propagate();
+      if (!propagator)
+        return signalPassFailure();
+      propagator->annotate(mesh.getSymName());
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
         if (auto name =
                 func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))

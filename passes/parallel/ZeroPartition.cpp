@@ -92,14 +92,17 @@ struct ZeroPartitionPass
         return func.emitError() << "result #" << r
                                 << " has no dist.sharding (run "
                                    "autopar-dist-spmdize first)";
+      // The rank's block (split over other axes, as tensor parallelism
+      // splits it) is what ZeRO shards.
       Layout l = Layout::fromAttr(attr);
-      Layout wanted = Layout::replicated(l.dims.size());
-      wanted.partial.push_back(axis);
-      if (l != wanted)
+      bool splitOverAxis = llvm::any_of(
+          l.dims, [&](const auto &axes) { return llvm::is_contained(axes, axis); });
+      if (l.partial.size() != 1 || l.partial[0] != axis || splitOverAxis ||
+          l.partialKind != ReductionKind::sum)
         return func.emitError()
                << "result #" << r << " is laid out as " << attr
                << "; ZeRO shards only a gradient that is a pending sum over '"
-               << axis << "' and split nowhere";
+               << axis << "' and not split over it";
       if (auto def = v.getDefiningOp())
         b.setInsertionPointAfter(def);
       else

@@ -274,8 +274,7 @@ int64_t Communicator::groupIndex(AxisMask axes) const {
 }
 
 void Communicator::resetBytes() {
-  for (double &b : sentBytes)
-    b = 0;
+  sentBytes.clear();
 }
 
 void Communicator::setMaxMessageElements(int64_t elements) {
@@ -298,7 +297,7 @@ CommRequest Communicator::allReduceSum(void *data, int64_t numElements,
   int64_t g = groupSize(mask);
   if (g == 1 || numElements == 0)
     return {};
-  sentBytes[int(CollectiveKind::AllReduce)] +=
+  sentBytes[mask][int(CollectiveKind::AllReduce)] +=
       allReduceBytes(numElements, g, commTypeBytes(type));
   return impl->backend->allReduceSum(data, numElements, type, mask);
 }
@@ -318,7 +317,7 @@ CommRequest Communicator::reduceScatterFlat(const void *full,
   int64_t chunk = flatChunk(numElements, g);
   if (chunk == 0)
     return {};
-  sentBytes[int(CollectiveKind::ReduceScatter)] +=
+  sentBytes[mask][int(CollectiveKind::ReduceScatter)] +=
       reduceScatterFlatBytes(numElements, g, size);
   return impl->backend->reduceScatterFlat(full, numElements, piece, type, mask,
                                           g, chunk);
@@ -339,7 +338,7 @@ CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
   int64_t chunk = flatChunk(numElements, g);
   if (chunk == 0)
     return {};
-  sentBytes[int(CollectiveKind::AllGather)] +=
+  sentBytes[mask][int(CollectiveKind::AllGather)] +=
       allGatherFlatBytes(numElements, g, size);
   return impl->backend->allGatherFlat(piece, numElements, full, type, mask, g,
                                       chunk, groupIndex(mask));

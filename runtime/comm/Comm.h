@@ -45,8 +45,11 @@
 
 #include "runtime/Status.h"
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <vector>
 
 namespace autopar::rt {
 
@@ -255,7 +258,22 @@ public:
   /// count: allReduceSumDouble, broadcastBytes and barrier (scalars and
   /// metadata) do not. The same in every build.
   double bytes(CollectiveKind kind) const {
-    return sentBytes[static_cast<int>(kind)];
+    double total = 0;
+    for (const auto &entry : sentBytes)
+      total += entry.second[static_cast<int>(kind)];
+    return total;
+  }
+  /// The same for the collectives over one group (a canonical mask).
+  double bytes(CollectiveKind kind, AxisMask group) const {
+    auto it = sentBytes.find(group);
+    return it == sentBytes.end() ? 0 : it->second[static_cast<int>(kind)];
+  }
+  /// The groups (canonical masks) that sent bytes since resetBytes().
+  std::vector<AxisMask> groupsWithBytes() const {
+    std::vector<AxisMask> groups;
+    for (const auto &entry : sentBytes)
+      groups.push_back(entry.first);
+    return groups;
   }
   void resetBytes();
 
@@ -280,7 +298,8 @@ private:
 
   int worldRank = 0;
   int numRanks = 1;
-  double sentBytes[kNumCollectiveKinds] = {0, 0, 0};
+  /// Bytes sent by kind, per group.
+  std::map<AxisMask, std::array<double, kNumCollectiveKinds>> sentBytes;
   std::unique_ptr<Impl> impl;
 };
 

@@ -41,14 +41,16 @@ PLANS = {
                        "zero": {"stage": 2}},
     # fp16-mixed: __half kernels, the loss-scale argument.
     "fp16": {"precision": "fp16-mixed"},
-    # Tensor parallelism on a 2-D mesh: tp-split parameters, collectives
-    # over tp (bf16), ZeRO-1 over dp of the tp blocks.
-    "bf16-dp2-tp2-zero1": {"precision": "bf16-mixed", "mesh": {"dp": 2, "tp": 2},
-                           "zero": {"stage": 1}},
     # ZeRO-Offload: the optimizer on the host.
     "dp2-zero2-offload": {"mesh": {"dp": 2}, "zero": {"stage": 2, "offload": "cpu"}},
 }
-DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}}}
+DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}},
+                 # Tensor parallelism on a 2-D mesh: tp-split parameters,
+                 # bf16 collectives over tp, ZeRO-3 over dp of the tp
+                 # blocks.
+                 "bf16-dp2-tp2-zero3": {"precision": "bf16-mixed",
+                                        "mesh": {"dp": 2, "tp": 2},
+                                        "zero": {"stage": 3}}}
 # None: a forward-only program instead of a training one.
 PLANS["forward-only"] = None
 # Plans refused on the CUDA target for now, and the key the line names.

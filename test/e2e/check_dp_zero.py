@@ -36,7 +36,8 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
      0 (shards are ceil(numel/Nd) elements per tensor, so the forms hold
      exactly when Nd divides every trained tensor, as for the fixtures);
  (c) every step's logged comm_bytes equal report.json's
-     comm_bytes_per_step (relative 1e-9), and what moves is what the stage
+     comm_bytes_per_step (relative 1e-9; both keyed by the group, here
+     "dp" only, then the kind), and what moves is what the stage
      implies: stage 0 only all_reduce (the gradients: at least the ring
      volume 2(Nd-1)/Nd * 4psi, and less than twice that: once per step,
      also with micro-batches); stages 1 and 2 reduce_scatter (the
@@ -268,20 +269,28 @@ def close(a, b, rtol):
     return a == b or abs(a - b) <= rtol * abs(b)
 
 
-def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
+def dp_bytes(report):
+    """report.json's comm_bytes_per_step over the dp group (the only one of
+    a dp mesh), by kind."""
     per_step = report["parallel"].get("comm_bytes_per_step")
-    if not isinstance(per_step, dict) or any(
-            not isinstance(per_step.get(k), (int, float)) for k in KINDS):
-        raise Failure(f"report.json comm_bytes_per_step is {per_step!r}")
+    if not isinstance(per_step, dict) or set(per_step) != {"dp"} or any(
+            not isinstance(per_step["dp"].get(k), (int, float)) for k in KINDS):
+        raise Failure(f"report.json comm_bytes_per_step is {per_step!r}, expected the "
+                      f"kinds {KINDS} under \"dp\" only")
+    return per_step["dp"]
+
+
+def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
+    per_step = dp_bytes(report)
     for r in records:
         logged = r.get("comm_bytes")
-        if not isinstance(logged, dict):
-            raise Failure(f"step {r['step']}: no comm_bytes in the log line")
+        if not isinstance(logged, dict) or set(logged) != {"dp"}:
+            raise Failure(f"step {r['step']}: comm_bytes {logged!r}: expected the dp group only")
         for k in KINDS:
-            if not isinstance(logged.get(k), (int, float)) or not close(logged[k], per_step[k],
-                                                                        COMM_RTOL):
-                raise Failure(f"step {r['step']}: logged comm_bytes.{k} {logged.get(k)!r} != "
-                              f"report.json's comm_bytes_per_step.{k} {per_step[k]!r}")
+            got = logged["dp"].get(k)
+            if not isinstance(got, (int, float)) or not close(got, per_step[k], COMM_RTOL):
+                raise Failure(f"step {r['step']}: logged comm_bytes.dp.{k} {got!r} != "
+                              f"report.json's comm_bytes_per_step.dp.{k} {per_step[k]!r}")
     ar, rs, ag = (per_step[k] for k in KINDS)
     ring = (dp - 1) / dp * wbytes * psi  # one pass of a ring over the parameters
     desc = f"all_reduce {ar:g}, reduce_scatter {rs:g}, all_gather {ag:g}"
@@ -402,8 +411,7 @@ def main(argv=None):
                     print(f"FAIL {name}: {e}", flush=True)
                     return 1
                 if stage == 2:
-                    stage2_all_gather[offload] = report["parallel"]["comm_bytes_per_step"][
-                        "all_gather"]
+                    stage2_all_gather[offload] = dp_bytes(report)["all_gather"]
                 checked += 1
                 print(f"OK {name}: loss max rel diff {rel:.1e}, grad_norm {grel:.1e}",
                       flush=True)

@@ -3,7 +3,7 @@
 
   check_tp.py MODEL.onnx [--input-shape NAME=D0,D1 ...] --data TOKENS.bin
       --steps K --workdir DIR --plan BASE.json --meshes tp=2,dp=2:tp=2,...
-      [--zero 0,1] [--min-split N]
+      [--zero 0,1] [--min-split N] [--pairs P --hidden H]
 
 BASE.json is the plan without "mesh" and "zero"; each configuration adds
 {"mesh": {...}, "zero": {"stage": S}}. Compiles BASE.json alone (one rank)
@@ -18,7 +18,14 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      tp), and the step communicates over tp (a collective with `axes =
      [tp]`);
  (c) every step's logged comm_bytes equal report.json's
-     comm_bytes_per_step (relative 1e-9).
+     comm_bytes_per_step, group by group and kind by kind (relative 1e-9),
+     and report.json's parallel.per_rank lists every rank with its mesh
+     coordinates;
+ (d) with --pairs P --hidden H, the tp traffic is Megatron's count: P
+     column/row pairs each all-reduce one activation of b*s*H floats (b the
+     samples of a rank's micro-batch) forward and one backward, a ring
+     all-reduce sending 2 (tp-1)/tp of it, per micro-batch; nothing else
+     moves over tp.
 
 Prints `OK tp=2 dp=1 zero=0` per configuration; at the first failure one
 line `FAIL ...: reason` and exit 1.
@@ -74,6 +81,8 @@ def main(argv=None):
     p.add_argument("--meshes", type=parse_meshes, required=True)
     p.add_argument("--zero", default="0")
     p.add_argument("--min-split", type=int, default=1)
+    p.add_argument("--pairs", type=int, help="Megatron column/row pairs of the model")
+    p.add_argument("--hidden", type=int, help="the width of the activations they reduce")
     p.add_argument("--autopar", default="autopar")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=int, default=300)
@@ -112,13 +121,37 @@ def main(argv=None):
                     worst = max(worst, base.compare(log, ref, key, RTOL, "one rank",
                                                     args.steps))
                 base.compare(log, ref, "lr", 1e-9, "one rank", args.steps)
-                per_step = report["parallel"]["comm_bytes_per_step"]
+                par = report["parallel"]
+                per_step = par["comm_bytes_per_step"]
                 for r in records:
+                    if set(r["comm_bytes"]) != set(per_step):
+                        raise base.Failure(f"step {r['step']}: logged comm_bytes groups "
+                                           f"{sorted(r['comm_bytes'])} != report.json's "
+                                           f"{sorted(per_step)}")
+                    for g in per_step:
+                        for k in base.KINDS:
+                            got, want = r["comm_bytes"][g][k], per_step[g][k]
+                            if not base.close(got, want, 1e-9):
+                                raise base.Failure(
+                                    f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
+                                    f"!= report.json's {want!r}")
+                ranks = par.get("per_rank", [])
+                coords = [e.get("coords") for e in ranks]
+                want_coords = [{"dp": d, "pp": 0, "tp": t} for d in range(dp) for t in range(tp)]
+                if coords != want_coords:
+                    raise base.Failure(f"report.json per_rank coords {coords} != {want_coords}")
+                if args.pairs:
+                    b = report["micro_batch"]
+                    s = report["sequence_length"]
+                    ring = 2 * (tp - 1) / tp * b * s * args.hidden * 4
+                    want = {"all_reduce": 2 * args.pairs * ring * report["micro_batches"],
+                            "reduce_scatter": 0, "all_gather": 0}
                     for k in base.KINDS:
-                        if not base.close(r["comm_bytes"][k], per_step[k], 1e-9):
+                        if not base.close(per_step["tp"][k], want[k], 1e-9):
                             raise base.Failure(
-                                f"step {r['step']}: logged comm_bytes.{k} "
-                                f"{r['comm_bytes'][k]!r} != report.json's {per_step[k]!r}")
+                                f"tp {k} {per_step['tp'][k]!r} per step, Megatron's count is "
+                                f"{want[k]!r} ({args.pairs} pairs, b={b}, s={s}, "
+                                f"h={args.hidden})")
                 print(f"OK {label}: max rel diff {worst:.2e}, {len(split)} parameters "
                       f"split over tp")
     except base.Failure as e:
