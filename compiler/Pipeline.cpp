@@ -51,6 +51,9 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
                                  StringRef target) {
   pm.addPass(dist::createApplyPlanPass());
   pm.addPass(createCanonicalizerPass());
+  // Tensor parallelism splits a fused QKV per part, before autodiff.
+  if (plan.meshTp > 1)
+    pm.addPass(dist::createSplitFusedProjectionsPass());
   // Attention first: autodiff then derives nn.attention_grad from it.
   addAttentionFusion(pm, target);
   bool fp16 = plan.precision == "fp16-mixed";

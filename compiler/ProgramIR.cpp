@@ -83,6 +83,15 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
           step.getArgAttrOfType<dist::ShardingAttr>(arg, dist::kShardingAttr))
     for (int64_t d = 0; d < sharding.getRank(); ++d)
       sync.splitAxes.emplace_back(sharding.getSplitAxes(d));
+  auto blockType = step.getArgAttrOfType<TypeAttr>(arg, dist::kBlockTypeAttr);
+  auto block = cast<RankedTensorType>(
+      blockType ? blockType.getValue() : step.getArgument(arg).getType());
+  sync.block.assign(block.getShape().begin(), block.getShape().end());
+  sync.whole = sync.block;
+  if (dist::MeshOp mesh = dist::findMesh(module))
+    for (auto [d, axes] : llvm::enumerate(sync.splitAxes))
+      if (d < sync.whole.size())
+        sync.whole[d] *= mesh.getGroupSize(axes);
   if (gradResult < 0)
     return sync;
   sync.gradSharded = step.getResultAttr(gradResult, dist::kZeroAttr) != nullptr;
@@ -90,14 +99,4 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
           gradResult, dist::kShardingAttr))
     sync.gradReduceAxes = sharding.getPartialAxisNames();
   return sync;
-}
-
-SmallVector<int64_t> TensorSync::localShape(RankedTensorType logical,
-                                            func::FuncOp step) const {
-  SmallVector<int64_t> shape(logical.getShape());
-  dist::MeshOp mesh = dist::findMesh(step->getParentOfType<ModuleOp>());
-  for (auto [d, axes] : llvm::enumerate(splitAxes))
-    if (d < shape.size() && mesh)
-      shape[d] /= mesh.getGroupSize(axes);
-  return shape;
 }

@@ -58,13 +58,14 @@ struct TensorSync {
   /// Mesh axis names (held by the IR's context).
   llvm::SmallVector<llvm::StringRef, 1> updateAxes, gradReduceAxes;
   bool gradSharded = false, paramSharded = false;
-  /// Tensor parallelism: the axes splitting each dim of the logical tensor
+  /// Tensor parallelism: the axes splitting each dim of the whole tensor
   /// (the argument's dist.sharding); the rank stores that block.
   llvm::SmallVector<llvm::SmallVector<llvm::StringRef, 1>> splitAxes;
-
-  /// The shape of this rank's block of the logical tensor `logical`.
-  llvm::SmallVector<int64_t> localShape(mlir::RankedTensorType logical,
-                                        mlir::func::FuncOp step) const;
+  /// This rank's block (the argument's type, or at ZeRO-3 the type its flat
+  /// shard stands for, dist.block_type) and the whole tensor it is a block
+  /// of, in the IR's view of it: the logical tensor (nn.logical_type)
+  /// itself, or a reshape of it (autopar-dist-split-fused-projections).
+  llvm::SmallVector<int64_t> block, whole;
 };
 TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,
                           int gradResult);

@@ -12,6 +12,7 @@
 #include "frontends/onnx/HostTensor.h"
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
+#include "runtime/comm/Comm.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -312,8 +313,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                   "' is pending over other mesh axes than its update's "
                   "shards");
     // Tensor parallelism: the rank holds a block of the logical tensor.
-    SmallVector<int64_t> local = sync.localShape(type, step);
-    SmallVector<int64_t> splitAxes(type.getRank(), 0);
+    ArrayRef<int64_t> local = sync.block;
+    SmallVector<int64_t> splitAxes(local.size(), 0);
     uint32_t splitUnion = 0;
     for (auto [d, axes] : llvm::enumerate(sync.splitAxes)) {
       splitAxes[d] = axisMask(axes);
@@ -322,18 +323,40 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     int64_t localElements = 1;
     for (int64_t n : local)
       localElements *= n;
+    // The runtime sizes the gradient from the parameter's block: the step
+    // must return exactly that (a mismatch would be memory corruption).
+    if (trainable) {
+      int64_t updateGroup = 1;
+      for (StringRef axis : sync.updateAxes)
+        for (auto [k, name] : llvm::enumerate(shape.axisNames))
+          if (name == axis)
+            updateGroup *= shape.axisSizes[k];
+      int64_t want = sync.gradSharded
+                         ? autopar::rt::flatChunk(localElements, updateGroup)
+                         : localElements;
+      auto gradType = cast<RankedTensorType>(
+          step.getResultTypes()[gradResult.lookup(name.getValue())]);
+      if (gradType.getNumElements() != want)
+        return fail(o.model + ": internal error: the gradient of '" +
+                    name.getValue().str() + "' has " +
+                    std::to_string(gradType.getNumElements()) +
+                    " elements per rank, its parameter's block " +
+                    std::to_string(want));
+    }
     Fields(fs, "kTensors[" + std::to_string(numTensors++) + "]")
         .string("name", name.getValue())
         .string("initFrom", from ? from.getValue() : name.getValue())
         .set("onnxType", onnxTypeOf(storedType.getElementType()))
         .set("elementBytes", onnx_import::dtypeBytes(onnx_import::mlirToDType(
                                  storedType.getElementType())))
-        .set("rank", type.getRank())
+        .set("rank", static_cast<int64_t>(local.size()))
         .dims("shape", local)
         .set("numElements", localElements)
-        .dims("logicalShape", type.getShape())
+        .dims("logicalShape", sync.whole)
         .set("logicalElements", type.getNumElements())
         .dims("splitAxes", splitAxes)
+        .set("fileRank", type.getRank())
+        .dims("fileShape", type.getShape())
         .set("offset", slots[i].offset)
         .flag("trainable", trainable)
         .flag("decay", decay)

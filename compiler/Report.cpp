@@ -88,7 +88,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                                            .getValue()));
       // The runtime syncs this rank's block of the logical tensor.
       n = 1;
-      for (int64_t size : sync.localShape(full, step))
+      for (int64_t size : sync.block)
         n *= size;
       const int64_t updateGroup = meshOp.getGroupSize(sync.updateAxes);
       const int64_t reduceGroup = meshOp.getGroupSize(sync.gradReduceAxes);
@@ -130,8 +130,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   }
   nlohmann::json commJson = nlohmann::json::object();
   for (const auto &[group, bytes] : commBytes)
-    commJson[group] = {{kinds[0], bytes[0]}, {kinds[1], bytes[1]},
-                       {kinds[2], bytes[2]}};
+    commJson[group] = {
+        {kinds[0], bytes[0]}, {kinds[1], bytes[1]}, {kinds[2], bytes[2]}};
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;

@@ -54,11 +54,17 @@ struct TensorInfo {
   /// its block (dim d split over the mesh axes splitAxes[d]).
   int64_t shape[8];
   int64_t numElements;
-  /// The logical tensor that weights.bin, checkpoints and ONNX exports
-  /// hold, and the axes (masks, 0: whole) splitting each of its dims.
+  /// The whole tensor this rank's is a block of, in the same dims, and
+  /// the axes (masks, 0: whole) splitting each of them.
   int64_t logicalShape[8];
   int64_t logicalElements;
   uint32_t splitAxes[8];
+  /// The shape weights.bin, checkpoints and ONNX exports give the whole
+  /// tensor (the model's): the same row-major elements, in other dims
+  /// where the compiler views it otherwise (a fused QKV weight [h, 3h]
+  /// viewed as [h, 3, h]).
+  int32_t fileRank;
+  int64_t fileShape[8];
   /// Byte offset in the parameter blob.
   int64_t offset;
   bool trainable;

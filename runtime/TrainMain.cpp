@@ -705,7 +705,7 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
     // Checkpoints hold logical tensors: they resume under any plan.
-    std::vector<int64_t> shape(ti.logicalShape, ti.logicalShape + ti.rank);
+    std::vector<int64_t> shape(ti.fileShape, ti.fileShape + ti.fileRank);
     const int k = trainableIndex[t];
     // A mixed-precision parameter is saved as its float32 master.
     const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
@@ -818,7 +818,7 @@ Status Trainer::exportOnnx() {
                              full, /*fill=*/true);
     tensors.push_back(
         {ti.name, saved.onnxType,
-         std::vector<int64_t>(ti.logicalShape, ti.logicalShape + ti.rank), data,
+         std::vector<int64_t>(ti.fileShape, ti.fileShape + ti.fileRank), data,
          ti.logicalElements * saved.elementBytes});
   }
   if (!leader())

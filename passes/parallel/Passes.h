@@ -18,6 +18,9 @@ namespace autopar::dist {
 inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
 /// Op attribute set by propagation: one #dist.sharding per result.
 inline constexpr llvm::StringLiteral kShardingsAttr = "dist.shardings";
+/// Argument attribute of a ZeRO-3 flat shard: the type of the block it
+/// stands for (the tensor before flattening).
+inline constexpr llvm::StringLiteral kBlockTypeAttr = "dist.block_type";
 /// Argument / result attribute: stored as ZeRO flat shards over dp.
 inline constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
 /// Module attributes recording the plan for the later passes.

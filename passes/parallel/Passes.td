@@ -99,6 +99,35 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
+def SplitFusedProjectionsPass
+    : Pass<"autopar-dist-split-fused-projections", "mlir::ModuleOp"> {
+  let summary = "Fused projections split into equal parts as one per part";
+  let description = [{
+    For tensor parallelism, before autodiff: a projection whose output is
+    split into equal parts along its last dim (GPT-2's `c_attn`, q, k and v
+    from one `[h, 3h]` weight), its weight (and bias) parameters used only
+    there, becomes one projection per part. The weight is viewed as
+    `[h, parts, h / parts]` (the bias as `[parts, h / parts]`): the same
+    row-major bytes, its `nn.logical_type` (weights.bin, checkpoints,
+    exports) unchanged, and each part's weight is its slice. Then each
+    part's output features can be split over tp, so every rank stores and
+    computes its heads of q, k and v, as Megatron splits a fused QKV.
+
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
+    %p:3 = nn.split %y {axis = 1 : i64} : (tensor<8x12xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+    ```
+    becomes, `%w` now `tensor<4x3x4xf32>`,
+    ```mlir
+    %w:3 = nn.split %w {axis = 1 : i64} : (tensor<4x3x4xf32>) -> (tensor<4x1x4xf32>, ...)
+    %w0 = nn.reshape %w#0 : tensor<4x1x4xf32> -> tensor<4x4xf32>
+    %p0 = nn.matmul %x, %w0 : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    ...
+    ```
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";

@@ -163,16 +163,21 @@ void ShardingPropagator::annotate(StringRef meshName) {
       params[name.getValue()] = layoutOf(arg);
   }
   // A gradient is laid out as its parameter (the update is elementwise),
-  // keeping the pending sums its result sharding asks for.
+  // keeping the pending sums its result sharding asks for (a ZeRO one, left
+  // to the ZeRO pass, those it has).
+  Operation *ret = body.getTerminator();
   for (unsigned r = 0; r < func.getNumResults(); ++r) {
     auto grad = func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
     auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
-    if (!grad || !attr || !params.count(grad.getValue()))
+    if (!grad || !params.count(grad.getValue()) ||
+        (!attr && !func.getResultAttr(r, kZeroAttr)))
       continue;
     Layout l = params[grad.getValue()];
-    if (l.dims.size() != static_cast<size_t>(attr.getRank()))
+    Layout has = attr ? Layout::fromAttr(attr) : layoutOf(ret->getOperand(r));
+    if (l.dims.size() != has.dims.size())
       continue;
-    l.partial = Layout::fromAttr(attr).partial;
+    l.partial = has.partial;
+    l.partialKind = has.partialKind;
     func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, meshName));
   }
 }
@@ -228,7 +233,8 @@ bool groupPendingSums(func::FuncOp func, const ShardingPropagator &prop) {
     Layout first;
     for (Value v : terms) {
       Layout l = prop.layoutOf(v);
-      bool isPending = !l.partial.empty() && l.partialKind == ReductionKind::sum;
+      bool isPending =
+          !l.partial.empty() && l.partialKind == ReductionKind::sum;
       if (isPending && pending.empty())
         first = l;
       if (isPending && l.partial == first.partial)

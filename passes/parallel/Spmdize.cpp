@@ -150,10 +150,21 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       for (OpOperand &operand : ret->getOpOperands()) {
         unsigned r = operand.getOperandNumber();
         if (func.getResultAttr(r, kZeroAttr)) {
-          // The ZeRO pass shards it; it needs to know what it holds.
+          // The ZeRO pass shards it over dp, and needs to know what it
+          // holds; a sum pending over other axes too (tp: a replicated
+          // parameter reached by split activations) is reduced here.
+          // Laid out as its parameter (propagation's result sharding).
+          Layout from = layouts.lookup(operand.get());
+          auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+          Layout to = attr ? Layout::fromAttr(attr) : from;
+          llvm::erase_if(to.partial,
+                         [](StringRef a) { return a != kDataAxis; });
+          FailureOr<Value> v = reshard(b, op, operand.get(), from, to);
+          if (failed(v))
+            return failure();
+          operand.set(*v);
           func.setResultAttr(r, kShardingAttr,
-                             layouts.lookup(operand.get())
-                                 .toAttr(func.getContext(), mesh.getSymName()));
+                             to.toAttr(func.getContext(), mesh.getSymName()));
           continue;
         }
         auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);

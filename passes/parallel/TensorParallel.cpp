@@ -29,11 +29,12 @@ using namespace autopar::dist;
 namespace {
 
 /// Whether `v` is a parameter seen through ops that only change its type or
-/// view (casts of mixed precision, transposes, reshapes).
+/// view or take a part of it (casts of mixed precision, transposes,
+/// reshapes, the parts of a split fused projection).
 bool isParameter(Value v) {
   while (Operation *def = v.getDefiningOp()) {
     if (!isa<nn::CastOp, nn::TransposeOp, nn::ReshapeOp, nn::IdentityOp,
-             nn::SqueezeOp, nn::UnsqueezeOp>(def))
+             nn::SqueezeOp, nn::UnsqueezeOp, nn::SplitOp, nn::SliceOp>(def))
       return false;
     v = def->getOperand(0);
   }

@@ -65,6 +65,7 @@ struct ZeroPartitionPass
       llvm::SetVector<Operation *> users;
       for (Operation *user : arg.getUsers())
         users.insert(user);
+      func.setArgAttr(arg.getArgNumber(), kBlockTypeAttr, TypeAttr::get(full));
       arg.setType(shardType(full));
       for (Operation *user : users) {
         b.setInsertionPoint(user);
@@ -95,8 +96,9 @@ struct ZeroPartitionPass
       // The rank's block (split over other axes, as tensor parallelism
       // splits it) is what ZeRO shards.
       Layout l = Layout::fromAttr(attr);
-      bool splitOverAxis = llvm::any_of(
-          l.dims, [&](const auto &axes) { return llvm::is_contained(axes, axis); });
+      bool splitOverAxis = llvm::any_of(l.dims, [&](const auto &axes) {
+        return llvm::is_contained(axes, axis);
+      });
       if (l.partial.size() != 1 || l.partial[0] != axis || splitOverAxis ||
           l.partialKind != ReductionKind::sum)
         return func.emitError()

@@ -273,9 +273,7 @@ int64_t Communicator::groupIndex(AxisMask axes) const {
   return index;
 }
 
-void Communicator::resetBytes() {
-  sentBytes.clear();
-}
+void Communicator::resetBytes() { sentBytes.clear(); }
 
 void Communicator::setMaxMessageElements(int64_t elements) {
   impl->maxElements = std::clamp<int64_t>(elements, 1, INT_MAX);

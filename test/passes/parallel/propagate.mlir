@@ -112,3 +112,29 @@ module {
     return %1, %2 : tensor<4x4xf32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// A sum of a whole term and two terms pending over tp (autodiff's order:
+// (w + p1) + p2) is regrouped as (p1 + p2) + w: one all-reduce, not two.
+
+// CHECK-LABEL: func.func @pending_sums
+// CHECK: %[[P1:.*]] = nn.matmul %arg1, %arg2
+// CHECK: %[[P2:.*]] = nn.matmul %arg3, %arg4
+// CHECK: %[[S:.*]] = nn.add %[[P1]], %[[P2]] {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []], partial = [tp]>]}
+// CHECK-NEXT: nn.add %[[S]], %arg0 {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], []]>]}
+// CHECK-NEXT: return
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @pending_sums(%w: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+                          %a: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp]]>},
+                          %b: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>},
+                          %c: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp]]>},
+                          %d: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>}) -> tensor<4x4xf32> {
+    %p1 = nn.matmul %a, %b : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %p2 = nn.matmul %c, %d : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    %s1 = nn.add %w, %p1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %s2 = nn.add %s1, %p2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %s2 : tensor<4x4xf32>
+  }
+}

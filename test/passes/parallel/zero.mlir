@@ -1,5 +1,21 @@
 // RUN: autopar-opt %s --autopar-dist-zero --split-input-file | FileCheck %s
 
+// Under tensor parallelism a gradient is this rank's block (split over tp)
+// and a pending sum over dp: ZeRO shards the block.
+
+// CHECK-LABEL: func.func @tp_block
+// CHECK-SAME: -> (tensor<4xf32> {dist.zero, nn.grad = "w"})
+// CHECK: dist.zero_scatter sum %arg0 on @mesh axes = [dp] : tensor<2x4xf32> -> tensor<4xf32>
+module attributes {dist.zero_stage = 2 : i64} {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @tp_block(%g: tensor<2x4xf32>)
+      -> (tensor<2x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []], partial = [dp]>, dist.zero, nn.grad = "w"}) {
+    return %g : tensor<2x4xf32>
+  }
+}
+
+// -----
+
 // ZeRO-3 over dp = 2: the 3x3 weight (9 elements) is stored as a flat shard
 // of 5 (the last rank's padded by one), gathered right before each use (the
 // forward matmul and the backward gemm: two gathers); its gradient, a
@@ -7,7 +23,7 @@
 // bias is untouched.
 
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %arg0: tensor<5xf32> {dist.zero, nn.param = "w"}
+// CHECK-SAME: %arg0: tensor<5xf32> {dist.block_type = tensor<3x3xf32>, dist.zero, nn.param = "w"}
 // CHECK-SAME: %arg1: tensor<3xf32> {nn.param = "b"}
 // CHECK-SAME: -> (tensor<f32>, tensor<5xf32> {dist.zero, nn.grad = "w"})
 // CHECK: %[[F1:.*]] = dist.zero_gather %arg0 on @mesh axes = [dp] : tensor<5xf32> -> tensor<3x3xf32>

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Tensor parallelism on the CPU target: tp=2 step time over tp=1, and the
+tp traffic over Megatron's formula.
+
+Model: BERT (post-LN encoder, separate q, k, v), 4 layers, d_model 256, 4
+heads, vocab 512, T 128, batch 8, AdamW, fp32: tensor parallelism splits
+every layer's attention and MLP (2 column/row pairs per layer). Both runs
+train the same global batch on the same machine: tp=1 one rank with every
+core, tp=2 two ranks with half the cores each (OMP_NUM_THREADS and
+OpenBLAS threads), so an ideal tensor-parallel program takes the same time
+per step and the ratio tp=2 / tp=1 is its overhead (the all-reduces, the
+work every rank repeats: norms, embedding, loss). On a machine with fewer
+than 2 cores the ratio includes time-sharing (it says so).
+
+Megatron's count of the tp traffic per step: per pair one all-reduce of
+b*s*h floats forward and one backward, a ring all-reduce sending
+2 (tp-1)/tp of it; the measured bytes (the log's comm_bytes.tp) over that
+count is printed as a ratio (1.00 exactly when nothing else moves over tp).
+
+Usage: /usr/bin/python3 bench/tp/run.py [--steps N] [--keep]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = "/usr/bin/python3"
+CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=8)
+
+
+def run(cmd, env):
+    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cores = os.cpu_count() or 1
+    work = tempfile.mkdtemp(prefix="autopar-tp-")
+    c = CONFIG
+    model = os.path.join(work, "model.onnx")
+    run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "bert",
+         "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
+         "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
+         "--opset", "17", "--seed", "0", "-o", model], env)
+    tokens = os.path.join(work, "tokens.bin")
+    count = (args.steps + 1) * c["batch"] * c["seq"] + 1
+    run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
+         "--vocab", str(c["vocab"])], env)
+    autopar = os.path.join(ROOT, "build/bin/autopar")
+
+    def train(tp):
+        plan = os.path.join(work, f"plan-{tp}.json")
+        json.dump({"mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"}},
+                  open(plan, "w"))
+        prog = os.path.join(work, f"prog-{tp}")
+        run([autopar, "compile", model, "--plan", plan, "-o", prog], env)
+        log = os.path.join(work, f"log-{tp}.jsonl")
+        threads = str(max(1, cores // tp))
+        renv = dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+        cmd = [os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
+               "--log", log]
+        if tp > 1:
+            cmd = ["mpirun", "--oversubscribe", "-np", str(tp), "-x", "OMP_NUM_THREADS",
+                   "-x", "OPENBLAS_NUM_THREADS", "--bind-to", "none"] + cmd
+        run(cmd, renv)
+        rows = [json.loads(line) for line in open(log)]
+        warm = max(1, args.steps // 5)
+        return (statistics.median(r["ms"] for r in rows[warm:]),
+                rows[-1].get("comm_bytes", {}).get("tp", {}))
+
+    base, _ = train(1)
+    ms, tp_bytes = train(2)
+    tp = 2
+    formula = 2 * c["layers"] * 2 * (2 * (tp - 1) / tp) * c["batch"] * c["seq"] * c["d_model"] * 4
+    measured = sum(tp_bytes.values())
+    print(f"machine: {cores} cores; BERT {c['layers']} layers, d {c['d_model']}, "
+          f"{c['heads']} heads, T {c['seq']}, batch {c['batch']}, AdamW, fp32, CPU target")
+    print(f"{'run':<10}{'ms/step':>10}{'tp bytes sent/rank/step':>26}{'ratio':>8}")
+    print(f"{'tp=1':<10}{base:>10.1f}{'-':>26}{'1.00':>8}")
+    print(f"{'tp=2':<10}{ms:>10.1f}{measured:>26.0f}{ms / base:>8.2f}")
+    print(f"tp bytes / Megatron's count ({formula:.0f}): {measured / formula:.2f}")
+    if cores < 2:
+        print("note: fewer cores than ranks; the ratio includes time-sharing")
+    if args.keep:
+        print(f"work directory: {work}")
+    else:
+        subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

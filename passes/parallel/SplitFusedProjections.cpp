@@ -1,0 +1,143 @@
+//===- SplitFusedProjections.cpp - fused QKV as separate projections ------===//
+//
+// A projection whose output is split into equal parts (GPT-2's c_attn: q, k
+// and v from one [h, 3h] weight) becomes one projection per part, its
+// weight viewed as [h, parts, h'] so that each part's columns can be split
+// over tp as Megatron splits a fused QKV. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/parallel/Passes.h"
+
+#include "dialects/nn/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#define DEBUG_TYPE "autopar-dist-split-fused-projections"
+
+namespace autopar::dist {
+#define GEN_PASS_DEF_SPLITFUSEDPROJECTIONSPASS
+#include "passes/parallel/Passes.h.inc"
+} // namespace autopar::dist
+
+using namespace mlir;
+using namespace autopar;
+using namespace autopar::dist;
+
+namespace {
+
+/// `v` as a parameter argument of `func` used once, or null.
+BlockArgument singleUseParameter(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front() || !arg.hasOneUse() ||
+      !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr))
+    return nullptr;
+  return arg;
+}
+
+struct SplitFusedProjectionsPass
+    : public dist::impl::SplitFusedProjectionsPassBase<
+          SplitFusedProjectionsPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal())
+        run(func);
+  }
+
+  void run(func::FuncOp func) {
+    SmallVector<nn::SplitOp> splits;
+    func.walk([&](nn::SplitOp s) { splits.push_back(s); });
+    for (nn::SplitOp s : splits)
+      rewrite(func, s);
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    func.setType(FunctionType::get(func.getContext(),
+                                   func.getBody().front().getArgumentTypes(),
+                                   ret.getOperandTypes()));
+  }
+
+  /// split(matmul(x, W) [+ b]) along the last dim into k equal parts, W and
+  /// b parameters used only there: W [h, k*m] becomes [h, k, m] (b [k, m])
+  /// and each part its own matmul (and add) of a part of W (and of b).
+  void rewrite(func::FuncOp func, nn::SplitOp s) {
+    auto in = cast<RankedTensorType>(s.getInput().getType());
+    int64_t k = s.getNumResults(), last = in.getRank() - 1;
+    if (k < 2 || s.getAxis() != last ||
+        llvm::any_of(s.getResultTypes(),
+                     [&](Type t) { return t != s.getResult(0).getType(); }))
+      return;
+    Value y = s.getInput();
+    nn::AddOp add = y.getDefiningOp<nn::AddOp>();
+    BlockArgument bias;
+    if (add) {
+      if (!add->hasOneUse() || add.getType() != in)
+        return;
+      for (auto [a, other] : {std::pair(add.getLhs(), add.getRhs()),
+                              std::pair(add.getRhs(), add.getLhs())}) {
+        BlockArgument arg = singleUseParameter(func, a);
+        if (arg && cast<RankedTensorType>(arg.getType()).getRank() == 1) {
+          bias = arg;
+          y = other;
+          break;
+        }
+      }
+      if (!bias)
+        return;
+    }
+    auto matmul = y.getDefiningOp<nn::MatMulOp>();
+    if (!matmul || !matmul->hasOneUse())
+      return;
+    BlockArgument weight = singleUseParameter(func, matmul.getRhs());
+    if (!weight)
+      return;
+    auto wType = cast<RankedTensorType>(weight.getType());
+    if (wType.getRank() != 2 || wType.getDimSize(1) != in.getDimSize(last) ||
+        wType.getDimSize(1) % k)
+      return;
+    int64_t h = wType.getDimSize(0), m = wType.getDimSize(1) / k;
+    Type elem = wType.getElementType();
+    // The logical tensors (weights.bin, checkpoints) keep their shapes.
+    for (BlockArgument arg : {weight, bias})
+      if (arg &&
+          !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr))
+        func.setArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr,
+                        TypeAttr::get(arg.getType()));
+    weight.setType(RankedTensorType::get({h, k, m}, elem));
+    if (bias)
+      bias.setType(RankedTensorType::get(
+          {k, m}, cast<RankedTensorType>(bias.getType()).getElementType()));
+
+    OpBuilder b(s);
+    Location loc = s.getLoc();
+    auto parts = [&](Value v, int64_t axis, ArrayRef<int64_t> part,
+                     ArrayRef<int64_t> flat) {
+      auto t = cast<RankedTensorType>(v.getType());
+      SmallVector<Type> types(k,
+                              RankedTensorType::get(part, t.getElementType()));
+      auto pieces =
+          nn::SplitOp::create(b, loc, types, v, b.getI64IntegerAttr(axis));
+      SmallVector<Value> out;
+      for (Value p : pieces.getResults())
+        out.push_back(nn::ReshapeOp::create(
+            b, loc, RankedTensorType::get(flat, t.getElementType()), p));
+      return out;
+    };
+    SmallVector<Value> ws = parts(weight, 1, {h, 1, m}, {h, m});
+    SmallVector<Value> bs;
+    if (bias)
+      bs = parts(bias, 0, {1, m}, {m});
+    Type partType = s.getResult(0).getType();
+    for (int64_t i = 0; i < k; ++i) {
+      Value part =
+          nn::MatMulOp::create(b, loc, partType, matmul.getLhs(), ws[i]);
+      if (bias)
+        part = nn::AddOp::create(b, loc, partType, part, bs[i]);
+      s.getResult(i).replaceAllUsesWith(part);
+    }
+    s.erase();
+    if (add)
+      add.erase();
+    matmul.erase();
+  }
+};
+
+} // namespace

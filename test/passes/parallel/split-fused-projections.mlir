@@ -1,0 +1,50 @@
+// RUN: autopar-opt %s --autopar-dist-split-fused-projections --split-input-file | FileCheck %s
+
+// GPT-2's attention input: one [4, 12] projection and bias, split into q, k
+// and v. Each part gets its own projection; the weight is viewed as
+// [4, 3, 4] and the bias as [3, 4] (their logical types stay).
+
+// CHECK-LABEL: func.func @fused_qkv
+// CHECK-SAME: %arg1: tensor<4x3x4xf32> {nn.logical_type = tensor<4x12xf32>, nn.param = "w"}
+// CHECK-SAME: %arg2: tensor<3x4xf32> {nn.logical_type = tensor<12xf32>, nn.param = "b"}
+// CHECK: %[[W:.*]]:3 = nn.split %arg1 {axis = 1 : i64} : (tensor<4x3x4xf32>) -> (tensor<4x1x4xf32>, tensor<4x1x4xf32>, tensor<4x1x4xf32>)
+// CHECK: %[[W0:.*]] = nn.reshape %[[W]]#0 : tensor<4x1x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[B:.*]]:3 = nn.split %arg2 {axis = 0 : i64} : (tensor<3x4xf32>) -> (tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>)
+// CHECK: %[[B0:.*]] = nn.reshape %[[B]]#0 : tensor<1x4xf32> -> tensor<4xf32>
+// CHECK: %[[Q:.*]] = nn.matmul %arg0, %[[W0]] : (tensor<2x8x4xf32>, tensor<4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: %[[QB:.*]] = nn.add %[[Q]], %[[B0]]
+// CHECK: %[[K:.*]] = nn.matmul %arg0, %{{.*}}
+// CHECK: %[[V:.*]] = nn.matmul %arg0, %{{.*}}
+// CHECK-NOT: nn.split %{{.*}} {axis = 2
+// CHECK: return %[[QB]], %{{.*}}, %{{.*}} : tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+module {
+  func.func @fused_qkv(%x: tensor<2x8x4xf32>,
+                       %w: tensor<4x12xf32> {nn.logical_type = tensor<4x12xf32>, nn.param = "w"},
+                       %b: tensor<12xf32> {nn.logical_type = tensor<12xf32>, nn.param = "b"})
+      -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+    %y = nn.matmul %x, %w : (tensor<2x8x4xf32>, tensor<4x12xf32>) -> tensor<2x8x12xf32>
+    %z = nn.add %y, %b : (tensor<2x8x12xf32>, tensor<12xf32>) -> tensor<2x8x12xf32>
+    %p:3 = nn.split %z {axis = 2 : i64} : (tensor<2x8x12xf32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+    return %p#0, %p#1, %p#2 : tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+  }
+}
+
+// -----
+
+// Left alone: a weight used twice (tied), and parts of unequal sizes.
+
+// CHECK-LABEL: func.func @not_fused
+// CHECK-SAME: %arg1: tensor<4x12xf32>
+// CHECK: nn.split %{{.*}} {axis = 1 : i64} : (tensor<8x12xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+// CHECK: nn.split %{{.*}} {axis = 1 : i64} : (tensor<8x12xf32>) -> (tensor<8x4xf32>, tensor<8x8xf32>)
+module {
+  func.func @not_fused(%x: tensor<8x4xf32>, %w: tensor<4x12xf32> {nn.param = "w"},
+                       %v: tensor<4x12xf32> {nn.param = "v"})
+      -> (tensor<8x4xf32>, tensor<4x12xf32>, tensor<8x8xf32>) {
+    %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
+    %p:3 = nn.split %y {axis = 1 : i64} : (tensor<8x12xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>)
+    %u = nn.matmul %x, %v : (tensor<8x4xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
+    %q:2 = nn.split %u {axis = 1 : i64} : (tensor<8x12xf32>) -> (tensor<8x4xf32>, tensor<8x8xf32>)
+    return %p#0, %w, %q#1 : tensor<8x4xf32>, tensor<4x12xf32>, tensor<8x8xf32>
+  }
+}
