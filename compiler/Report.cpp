@@ -137,7 +137,12 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                                               : 0;
   int64_t optBytes = 4 * (stateElements * states + masterElements);
   int64_t arena = cost.arenaBytes;
-  int64_t flops = cost.flops * plan.microBatches * dp;
+  // The whole mesh's step: counted before partitioning where the program
+  // is partitioned (tensor parallelism repeats the replicated ops on every
+  // rank), else this rank's times the data-parallel ranks.
+  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
+  int64_t flops = (modelFlops ? modelFlops.getInt() : cost.flops * dp) *
+                  plan.microBatches;
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
   std::map<std::string, int64_t> mesh;

@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Propagation.h"
+
+#include "passes/analysis/CostAnalysis.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -99,9 +102,13 @@ struct AnnotateShardingPass
                 r, nn::NNDialect::kGradAttr))
           trainable.insert(p.getValue());
 
-    for (auto func : module.getOps<func::FuncOp>())
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (!func.isExternal() && returnsGradients(func))
+        module->setAttr(kModelFlopsAttr,
+                        b.getI64IntegerAttr(analyzeCost(func).flops));
       if (failed(annotate(func, trainable)))
         return signalPassFailure();
+    }
   }
 
   /// The mesh's size along dp and tp, and its symbol.

@@ -19,8 +19,9 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      [tp]`);
  (c) every step's logged comm_bytes equal report.json's
      comm_bytes_per_step, group by group and kind by kind (relative 1e-9),
-     and report.json's parallel.per_rank lists every rank with its mesh
-     coordinates;
+     report.json's parallel.per_rank lists every rank with its mesh
+     coordinates, and its flops_per_step (the whole step's) is one
+     device's;
  (d) with --pairs P --hidden H, the tp traffic is Megatron's count: P
      column/row pairs each all-reduce one activation of b*s*H floats (b the
      samples of a rank's micro-batch) forward and one backward, a ring
@@ -96,7 +97,7 @@ def main(argv=None):
     label = "baseline"
     try:
         cfg = os.path.join(args.workdir, "one")
-        out, _ = base.compile_plan(args, plan, cfg)
+        out, one = base.compile_plan(args, plan, cfg)
         ref, _ = base.train(args, out, cfg, 1)
         print("OK tp=1 (baseline)")
         for mesh in args.meshes:
@@ -135,6 +136,10 @@ def main(argv=None):
                                 raise base.Failure(
                                     f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
                                     f"!= report.json's {want!r}")
+                if report["flops_per_step"] != one["flops_per_step"]:
+                    raise base.Failure(f"report.json flops_per_step {report['flops_per_step']} "
+                                       f"!= one device's {one['flops_per_step']} (the same "
+                                       f"model and global batch)")
                 ranks = par.get("per_rank", [])
                 coords = [e.get("coords") for e in ranks]
                 want_coords = [{"dp": d, "pp": 0, "tp": t} for d in range(dp) for t in range(tp)]
