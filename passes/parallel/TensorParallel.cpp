@@ -165,6 +165,36 @@ struct TensorParallelPass
     return out;
   }
 
+  /// Fails with one line if `v` (a projection's output, maybe through its
+  /// bias add) is reshaped into heads, its features dim `dim` becoming
+  /// [heads, head_dim], with heads not divisible by `n`.
+  LogicalResult checkHeads(Value v, int64_t dim, int64_t n) {
+    SmallVector<Value> values = {v};
+    for (Operation *user : v.getUsers())
+      if (isa<nn::AddOp>(user))
+        values.push_back(user->getResult(0));
+    for (Value u : values)
+      for (Operation *user : u.getUsers()) {
+        auto reshape = dyn_cast<nn::ReshapeOp>(user);
+        if (!reshape)
+          continue;
+        auto in = cast<RankedTensorType>(reshape.getInput().getType());
+        auto out = cast<RankedTensorType>(reshape.getType());
+        if (dim != in.getRank() - 1 || out.getRank() != in.getRank() + 1 ||
+            out.getShape().take_front(dim) != in.getShape().take_front(dim))
+          continue;
+        int64_t heads = out.getDimSize(dim);
+        if (heads * out.getDimSize(dim + 1) != in.getDimSize(dim) || heads % n == 0)
+          continue;
+        return reshape.emitError()
+               << "mesh." << axis << " = " << n << " does not divide the "
+               << heads << " heads of this attention (" << in.getDimSize(dim)
+               << " features as " << heads << " x " << out.getDimSize(dim + 1)
+               << ")";
+      }
+    return success();
+  }
+
   LogicalResult seed(func::FuncOp func, const MeshSizes &sizes, int64_t n,
                      MeshOp mesh) {
     Block &body = func.getBody().front();
@@ -231,6 +261,9 @@ struct TensorParallelPass
       if (!paired || !contained) {
         shard.getResult().replaceAllUsesWith(result);
         shard.erase();
+        // Heads that the axis does not divide: Megatron refuses them too.
+        if (failed(checkHeads(result, p.outDim, n)))
+          return failure();
         continue;
       }
       prop = std::move(tentative);

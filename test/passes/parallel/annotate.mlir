@@ -7,9 +7,10 @@
 // is wanted replicated; gradients replicated (stage 0), partial (stage 1:
 // the runtime reduce-scatters them once per step) or flat shards (stages 2
 // and 3, `dist.zero`). At stage 3 trainable parameters are flat shards too;
-// the frozen one (no gradient) stays replicated.
+// the frozen one (no gradient) stays replicated. The module records the
+// step's model FLOPs before partitioning (the matmul and the gemm, 2 x 256).
 
-// Z0: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
+// Z0: module attributes {dist.bucket_bytes = 26214400 : i64, dist.model_flops = 512 : i64, dist.zero_stage = 0 : i64}
 // Z0: dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // Z0-LABEL: func.func @train_step
 // Z0-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []]>, nn.param = "w"}
@@ -17,16 +18,16 @@
 // Z0-SAME: %arg2: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.input = "x"}
 // Z0-SAME: -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"}, tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []]>, nn.grad = "w"})
 
-// Z1: module attributes {dist.bucket_bytes = 1048576 : i64, dist.zero_stage = 1 : i64}
+// Z1: module attributes {dist.bucket_bytes = 1048576 : i64, dist.model_flops = 512 : i64, dist.zero_stage = 1 : i64}
 // Z1-LABEL: func.func @train_step
 // Z1-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
 // Stage 0 with deferred reduction (gradient accumulation): partial, as Z1.
-// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.zero_stage = 0 : i64}
+// DEFER: module attributes {dist.bucket_bytes = 26214400 : i64, dist.model_flops = 512 : i64, dist.zero_stage = 0 : i64}
 // DEFER-LABEL: func.func @train_step
 // DEFER-SAME: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"}
 
-// Z3: module attributes {dist.bucket_bytes = 26214400 : i64, dist.offload = "cpu", dist.zero_stage = 3 : i64}
+// Z3: module attributes {dist.bucket_bytes = 26214400 : i64, dist.model_flops = 512 : i64, dist.offload = "cpu", dist.zero_stage = 3 : i64}
 // Z3-LABEL: func.func @train_step
 // Z3-SAME: %arg0: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []]>, dist.zero, nn.param = "w"}
 // Z3-SAME: %arg1: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]]>, nn.param = "frozen"}
