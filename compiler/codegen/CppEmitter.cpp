@@ -1322,6 +1322,26 @@ LogicalResult Emitter::emitDist(Operation *op) {
                             << " behind dims of size > 1: run "
                                "autopar-dist-lower-collectives first";
   };
+  auto reduceScatter = [&](Value full, Value piece, ArrayAttr axes,
+                           dist::ReductionKind kind) -> LogicalResult {
+    FailureOr<uint32_t> mask = collective(axes, kind);
+    if (failed(mask))
+      return failure();
+    issue(piece, formatv("reduceScatterFlat({0}, {1}, {2}, {3}, {4}u)",
+                         ptr(full), tensorType(full).getNumElements(),
+                         ptr(piece), commType, *mask));
+    return success();
+  };
+  auto allGather = [&](Value piece, Value full,
+                       ArrayAttr axes) -> LogicalResult {
+    FailureOr<uint32_t> mask = collective(axes);
+    if (failed(mask))
+      return failure();
+    issue(full, formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)", ptr(piece),
+                        tensorType(full).getNumElements(), ptr(full), commType,
+                        *mask));
+    return success();
+  };
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](dist::AllReduceOp o) -> LogicalResult {
         FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
@@ -1341,53 +1361,26 @@ LogicalResult Emitter::emitDist(Operation *op) {
                       n, commType, *mask));
         return success();
       })
-      .Case([&](dist::ZeroScatterOp o) -> LogicalResult {
-        FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
-        if (failed(mask))
-          return failure();
-        issue(o.getResult(),
-              formatv("reduceScatterFlat({0}, {1}, {2}, {3}, {4}u)",
-                      ptr(o.getInput()),
-                      tensorType(o.getInput()).getNumElements(),
-                      ptr(o.getResult()), commType, *mask));
-        return success();
+      // ZeRO's flat collectives, and the dim-wise ones on a leading dim
+      // (their blocks are contiguous: autopar-dist-lower-collectives moves
+      // other dims to the front), are the runtime's flat ones.
+      .Case([&](dist::ZeroScatterOp o) {
+        return reduceScatter(o.getInput(), o.getResult(), o.getAxes(),
+                             o.getKind());
       })
-      .Case([&](dist::ZeroGatherOp o) -> LogicalResult {
-        FailureOr<uint32_t> mask = collective(o.getAxes());
-        if (failed(mask))
+      .Case([&](dist::ReduceScatterOp o) {
+        if (failed(requireLeadingDim(o, o.getInput(), o.getDim())))
           return failure();
-        issue(o.getResult(),
-              formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)",
-                      ptr(o.getInput()),
-                      tensorType(o.getResult()).getNumElements(),
-                      ptr(o.getResult()), commType, *mask));
-        return success();
+        return reduceScatter(o.getInput(), o.getResult(), o.getAxes(),
+                             o.getKind());
       })
-      .Case([&](dist::ReduceScatterOp o) -> LogicalResult {
-        // Blocks of the leading dims are contiguous: the flat reduce-scatter
-        // with exact chunks (autopar-dist-lower-collectives moves other dims
-        // to the front).
-        FailureOr<uint32_t> mask = collective(o.getAxes(), o.getKind());
-        if (failed(mask) ||
-            failed(requireLeadingDim(o, o.getInput(), o.getDim())))
-          return failure();
-        issue(o.getResult(),
-              formatv("reduceScatterFlat({0}, {1}, {2}, {3}, {4}u)",
-                      ptr(o.getInput()),
-                      tensorType(o.getInput()).getNumElements(),
-                      ptr(o.getResult()), commType, *mask));
-        return success();
+      .Case([&](dist::ZeroGatherOp o) {
+        return allGather(o.getInput(), o.getResult(), o.getAxes());
       })
-      .Case([&](dist::AllGatherOp o) -> LogicalResult {
-        FailureOr<uint32_t> mask = collective(o.getAxes());
-        if (failed(mask) ||
-            failed(requireLeadingDim(o, o.getResult(), o.getDim())))
+      .Case([&](dist::AllGatherOp o) {
+        if (failed(requireLeadingDim(o, o.getResult(), o.getDim())))
           return failure();
-        issue(o.getResult(), formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)",
-                                     ptr(o.getInput()),
-                                     tensorType(o.getResult()).getNumElements(),
-                                     ptr(o.getResult()), commType, *mask));
-        return success();
+        return allGather(o.getInput(), o.getResult(), o.getAxes());
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {
         // This rank's block of dim `dim`: a strided copy, no communication.
