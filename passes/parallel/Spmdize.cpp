@@ -60,8 +60,18 @@ private:
 };
 
 FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
-                                   const Layout &from, const Layout &to) {
+                                   const Layout &fromLayout,
+                                   const Layout &toLayout) {
   Location loc = user->getLoc();
+  // Axes of size 1 move nothing (a split over one rank, a sum of one term).
+  auto nontrivial = [&](Layout l) {
+    auto trivial = [&](StringRef a) { return sizes.lookup(a) == 1; };
+    for (auto &axes : l.dims)
+      llvm::erase_if(axes, trivial);
+    llvm::erase_if(l.partial, trivial);
+    return l;
+  };
+  Layout from = nontrivial(fromLayout), to = nontrivial(toLayout);
   FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
   // Pending values of another kind (a max wanted as a sum) are combined
   // first and then spread again.

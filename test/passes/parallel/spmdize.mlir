@@ -121,3 +121,22 @@ module {
     return %2 : tensor<4x4xf32>
   }
 }
+
+// -----
+
+// Axes of size 1 move nothing: a split over dp = 1 wanted whole, or a sum
+// pending over it wanted reduced, is no collective.
+
+// CHECK-LABEL: func.func @trivial_axes
+// CHECK-NOT: = dist.
+// CHECK: return %arg0, %{{.*}} : tensor<4x2xi64>, tensor<2x2xf32>
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @trivial_axes(%ids: tensor<4x2xi64> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>},
+                          %x: tensor<4x2xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>})
+      -> (tensor<4x2xi64> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+          tensor<2x2xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>}) {
+    %p = nn.gemm %x, %x {trans_a = true} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<2x2xf32>
+    return %ids, %p : tensor<4x2xi64>, tensor<2x2xf32>
+  }
+}
