@@ -219,8 +219,8 @@ struct TensorParallelPass
       Value result = p.op->getResult(0);
       Layout l = prop->layoutOf(result);
       // Already split over the axis (a row-parallel projection's pending
-      // sum, or a column split that propagation reached: GQA's k and v
-      // follow q through the attention), or too small to split.
+      // sum, or a column split that propagation reached: k and v follow q
+      // through the attention) or contracting over it (row-parallel).
       if (uses(l, axis) || isRowParallel(*prop, p, axis))
         continue;
       if (cast<RankedTensorType>(result.getType()).getDimSize(p.outDim) % n) {
