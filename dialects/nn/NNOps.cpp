@@ -318,6 +318,70 @@ void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
   patterns.add<TransposeOfProduct>(context);
 }
 
+namespace {
+/// The repeat of each piece of one split, concatenated in order, is the
+/// repeat of the whole: concat_i(reshape(expand(unsqueeze(split(x)#i, a +
+/// 1)))) along a, each piece one slice of x along a, is
+/// reshape(expand(unsqueeze(x, a + 1))). Grouped-query attention's
+/// repeat_kv as exported piece by piece: the kv heads become one dim that
+/// sharding can split.
+struct RepeatOfSplitPieces : OpRewritePattern<ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ConcatOp op,
+                                PatternRewriter &rewriter) const override {
+    int64_t axis = op.getAxis();
+    SplitOp split;
+    RankedTensorType expanded;
+    for (auto [i, in] : llvm::enumerate(op.getInputs())) {
+      auto reshape = in.getDefiningOp<ReshapeOp>();
+      auto expand =
+          reshape ? reshape.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
+      auto unsqueeze = expand ? expand.getInput().getDefiningOp<UnsqueezeOp>()
+                              : UnsqueezeOp();
+      if (!unsqueeze || unsqueeze.getAxes().size() != 1 ||
+          unsqueeze.getAxes()[0] != axis + 1)
+        return failure();
+      auto piece = dyn_cast<OpResult>(unsqueeze.getInput());
+      auto from = piece ? dyn_cast<SplitOp>(piece.getOwner()) : SplitOp();
+      if (!from || from.getAxis() != axis || piece.getResultNumber() != i ||
+          (split && from != split) || tensorType(piece).getDimSize(axis) != 1)
+        return failure();
+      if (expanded && expand.getType() != expanded)
+        return failure();
+      // The reshape merges the piece's dim with its repeats.
+      ArrayRef<int64_t> e = expand.getType().getShape();
+      SmallVector<int64_t> merged(e.take_front(axis));
+      merged.push_back(e[axis] * e[axis + 1]);
+      merged.append(e.begin() + axis + 2, e.end());
+      if (reshape.getType().getShape() != ArrayRef<int64_t>(merged))
+        return failure();
+      split = from;
+      expanded = expand.getType();
+    }
+    if (!split || split.getNumResults() != op.getInputs().size())
+      return failure();
+    Value x = split.getInput();
+    RankedTensorType xt = tensorType(x);
+    SmallVector<int64_t> shape(xt.getShape());
+    shape.insert(shape.begin() + axis + 1, 1);
+    Location loc = op.getLoc();
+    Value u = rewriter.create<UnsqueezeOp>(
+        loc, RankedTensorType::get(shape, xt.getElementType()), x,
+        rewriter.getDenseI64ArrayAttr({axis + 1}));
+    shape[axis + 1] = expanded.getDimSize(axis + 1);
+    Value e = rewriter.create<ExpandOp>(
+        loc, RankedTensorType::get(shape, xt.getElementType()), u);
+    rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), e);
+    return success();
+  }
+};
+} // namespace
+
+void ConcatOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<RepeatOfSplitPieces>(context);
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

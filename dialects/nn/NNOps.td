@@ -473,6 +473,7 @@ def NN_ConcatOp : NN_Op<"concat"> {
   let builders = [OpBuilder<(ins "::mlir::ValueRange":$inputs,
                                  "int64_t":$axis)>];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def NN_SplitOp : NN_Op<"split"> {

@@ -70,3 +70,43 @@ func.func @kept_products(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %c: tensor<6x
   %5 = nn.transpose %4 {perm = array<i64: 0, 2, 1>} : tensor<2x3x2xf32> -> tensor<2x2x3xf32>
   return %1, %3, %2, %5 : tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<2x2x3xf32>
 }
+
+// -----
+
+// Grouped-query attention's repeat_kv, exported piece by piece (each kv head
+// sliced off, repeated, the repeats concatenated), is the repeat of the
+// whole: one unsqueeze, expand and reshape, with the kv heads one dim.
+// CHECK-LABEL: func.func @repeat_kv
+// CHECK-SAME:  (%[[X:.+]]: tensor<4x2x16x8xf32>)
+// CHECK-NEXT:  %[[U:.+]] = nn.unsqueeze %[[X]] {axes = array<i64: 2>} : tensor<4x2x16x8xf32> -> tensor<4x2x1x16x8xf32>
+// CHECK-NEXT:  %[[E:.+]] = nn.expand %[[U]] : tensor<4x2x1x16x8xf32> -> tensor<4x2x3x16x8xf32>
+// CHECK-NEXT:  %[[R:.+]] = nn.reshape %[[E]] : tensor<4x2x3x16x8xf32> -> tensor<4x6x16x8xf32>
+// CHECK-NEXT:  return %[[R]]
+func.func @repeat_kv(%x: tensor<4x2x16x8xf32>) -> tensor<4x6x16x8xf32> {
+  %p:2 = nn.split %x {axis = 1 : i64} : (tensor<4x2x16x8xf32>) -> (tensor<4x1x16x8xf32>, tensor<4x1x16x8xf32>)
+  %u0 = nn.unsqueeze %p#0 {axes = array<i64: 2>} : tensor<4x1x16x8xf32> -> tensor<4x1x1x16x8xf32>
+  %e0 = nn.expand %u0 : tensor<4x1x1x16x8xf32> -> tensor<4x1x3x16x8xf32>
+  %r0 = nn.reshape %e0 : tensor<4x1x3x16x8xf32> -> tensor<4x3x16x8xf32>
+  %u1 = nn.unsqueeze %p#1 {axes = array<i64: 2>} : tensor<4x1x16x8xf32> -> tensor<4x1x1x16x8xf32>
+  %e1 = nn.expand %u1 : tensor<4x1x1x16x8xf32> -> tensor<4x1x3x16x8xf32>
+  %r1 = nn.reshape %e1 : tensor<4x1x3x16x8xf32> -> tensor<4x3x16x8xf32>
+  %c = nn.concat %r0, %r1 {axis = 1 : i64} : (tensor<4x3x16x8xf32>, tensor<4x3x16x8xf32>) -> tensor<4x6x16x8xf32>
+  return %c : tensor<4x6x16x8xf32>
+}
+
+// -----
+
+// Pieces out of order are not a repeat of the whole.
+// CHECK-LABEL: func.func @pieces_out_of_order
+// CHECK: nn.concat
+func.func @pieces_out_of_order(%x: tensor<4x2x16x8xf32>) -> tensor<4x6x16x8xf32> {
+  %p:2 = nn.split %x {axis = 1 : i64} : (tensor<4x2x16x8xf32>) -> (tensor<4x1x16x8xf32>, tensor<4x1x16x8xf32>)
+  %u0 = nn.unsqueeze %p#1 {axes = array<i64: 2>} : tensor<4x1x16x8xf32> -> tensor<4x1x1x16x8xf32>
+  %e0 = nn.expand %u0 : tensor<4x1x1x16x8xf32> -> tensor<4x1x3x16x8xf32>
+  %r0 = nn.reshape %e0 : tensor<4x1x3x16x8xf32> -> tensor<4x3x16x8xf32>
+  %u1 = nn.unsqueeze %p#0 {axes = array<i64: 2>} : tensor<4x1x16x8xf32> -> tensor<4x1x1x16x8xf32>
+  %e1 = nn.expand %u1 : tensor<4x1x1x16x8xf32> -> tensor<4x1x3x16x8xf32>
+  %r1 = nn.reshape %e1 : tensor<4x1x3x16x8xf32> -> tensor<4x3x16x8xf32>
+  %c = nn.concat %r0, %r1 {axis = 1 : i64} : (tensor<4x3x16x8xf32>, tensor<4x3x16x8xf32>) -> tensor<4x6x16x8xf32>
+  return %c : tensor<4x6x16x8xf32>
+}
