@@ -141,8 +141,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // is partitioned (tensor parallelism repeats the replicated ops on every
   // rank), else this rank's times the data-parallel ranks.
   auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
-  int64_t flops = (modelFlops ? modelFlops.getInt() : cost.flops * dp) *
-                  plan.microBatches;
+  int64_t flops =
+      (modelFlops ? modelFlops.getInt() : cost.flops * dp) * plan.microBatches;
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
   std::map<std::string, int64_t> mesh;

@@ -303,7 +303,8 @@ LogicalResult ShardOp::verify() {
   if (getSharding().getRank() != rank)
     return emitOpError() << "sharding describes " << getSharding().getRank()
                          << " dims, the tensor has rank " << rank;
-  if (IntegerAttr priority = getPriorityAttr(); priority && priority.getInt() < 0)
+  if (IntegerAttr priority = getPriorityAttr();
+      priority && priority.getInt() < 0)
     return emitOpError() << "priority must not be negative, got "
                          << priority.getInt();
   return success();

@@ -36,7 +36,9 @@ bool dist::returnsGradients(func::FuncOp func) {
 
 namespace {
 
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
 
 } // namespace
 
@@ -84,8 +86,9 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
     if (!h.dims[d].empty() || want.dims[d].empty())
       continue;
     bool clash = llvm::any_of(want.dims[d], [&](StringRef a) {
-      return llvm::any_of(h.dims,
-                          [&](const auto &axes) { return llvm::is_contained(axes, a); });
+      return llvm::any_of(h.dims, [&](const auto &axes) {
+        return llvm::is_contained(axes, a);
+      });
     });
     if (clash)
       continue;
@@ -121,7 +124,8 @@ bool ShardingPropagator::visit(Operation *op, int64_t level) {
   bool changed = false;
   for (auto [r, l] : llvm::zip(op->getResults(), d.results))
     changed |= setLayout(r, l);
-  for (auto [v, want, have] : llvm::zip(op->getOperands(), d.operands, operands))
+  for (auto [v, want, have] :
+       llvm::zip(op->getOperands(), d.operands, operands))
     if (want.dims != have.dims)
       changed |= addHint(v, want);
   return changed;
@@ -167,7 +171,8 @@ void ShardingPropagator::annotate(StringRef meshName) {
   // to the ZeRO pass, those it has).
   Operation *ret = body.getTerminator();
   for (unsigned r = 0; r < func.getNumResults(); ++r) {
-    auto grad = func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
+    auto grad =
+        func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
     auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
     if (!grad || !params.count(grad.getValue()) ||
         (!attr && !func.getResultAttr(r, kZeroAttr)))

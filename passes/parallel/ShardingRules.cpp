@@ -564,8 +564,9 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
   // and their group divides every dim that `f` indexes.
   auto claim = [&](int64_t f, ArrayRef<StringRef> axes) {
     if (f < 0 || !rule.splittable[f] || !factorAxes[f].empty() ||
-        axes.empty() ||
-        llvm::any_of(axes, [&](StringRef a) { return llvm::is_contained(used, a); }))
+        axes.empty() || llvm::any_of(axes, [&](StringRef a) {
+          return llvm::is_contained(used, a);
+        }))
       return;
     int64_t n = groupSize(mesh, axes);
     if (llvm::any_of(dimsOf(f), [&](int64_t size) { return size % n; }))
@@ -582,13 +583,14 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
   // operand indexes: the others (a constant's dims, a broadcast) hold
   // values the local op could not place.
   auto indexed = [&](int64_t f) {
-    return llvm::any_of(rule.operandFactors,
-                        [&](const auto &fs) { return llvm::is_contained(fs, f); });
+    return llvm::any_of(rule.operandFactors, [&](const auto &fs) {
+      return llvm::is_contained(fs, f);
+    });
   };
   for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
     for (auto [d, f] : llvm::enumerate(fs))
-      if (j < resultHints.size() && d < resultHints[j].dims.size() &&
-          f >= 0 && indexed(f))
+      if (j < resultHints.size() && d < resultHints[j].dims.size() && f >= 0 &&
+          indexed(f))
         claim(f, resultHints[j].dims[d]);
 
   auto layoutOf = [&](ArrayRef<int64_t> fs) {

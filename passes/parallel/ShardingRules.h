@@ -77,8 +77,7 @@ mlir::FailureOr<OpShardingRule> shardingRuleOf(mlir::Operation *op);
 /// Operand splits win over hints. Ops without a rule take replicated
 /// operands and give replicated results: correct everywhere, fast nowhere.
 Decision decide(mlir::Operation *op, llvm::ArrayRef<Layout> operands,
-                const MeshSizes &mesh,
-                llvm::ArrayRef<Layout> resultHints = {});
+                const MeshSizes &mesh, llvm::ArrayRef<Layout> resultHints = {});
 
 } // namespace autopar::dist
 

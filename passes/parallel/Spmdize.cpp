@@ -193,7 +193,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     if (auto shard = dyn_cast<ShardOp>(op)) {
       // The annotation becomes the resharding it asks for.
       Value input = shard.getInput();
-      Layout from = layouts.lookup(input), to = Layout::fromAttr(shard.getSharding());
+      Layout from = layouts.lookup(input),
+             to = Layout::fromAttr(shard.getSharding());
       FailureOr<Value> v = reshard(b, op, input, from, to);
       if (failed(v))
         return failure();
@@ -250,8 +251,8 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       auto type = cast<RankedTensorType>(result.getType());
       result.setType(localType(type, d.results[r], sizes));
       layouts[result] = d.results[r];
-      SmallVector<OpOperand *> uses =
-          llvm::map_to_vector(result.getUses(), [](OpOperand &u) { return &u; });
+      SmallVector<OpOperand *> uses = llvm::map_to_vector(
+          result.getUses(), [](OpOperand &u) { return &u; });
       Value v = result;
       if (d.resultScale[r] != 1) {
         FailureOr<Value> scaled = scaleBy(b, op->getLoc(), v, d.resultScale[r]);

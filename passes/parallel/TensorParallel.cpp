@@ -184,7 +184,8 @@ struct TensorParallelPass
             out.getShape().take_front(dim) != in.getShape().take_front(dim))
           continue;
         int64_t heads = out.getDimSize(dim);
-        if (heads * out.getDimSize(dim + 1) != in.getDimSize(dim) || heads % n == 0)
+        if (heads * out.getDimSize(dim + 1) != in.getDimSize(dim) ||
+            heads % n == 0)
           continue;
         return reshape.emitError()
                << "mesh." << axis << " = " << n << " does not divide the "
