@@ -326,14 +326,12 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // The runtime sizes the gradient from the parameter's block: the step
     // must return exactly that (a mismatch would be memory corruption).
     if (trainable) {
-      int64_t updateGroup = 1;
-      for (StringRef axis : sync.updateAxes)
-        for (auto [k, name] : llvm::enumerate(shape.axisNames))
-          if (name == axis)
-            updateGroup *= shape.axisSizes[k];
-      int64_t want = sync.gradSharded
-                         ? autopar::rt::flatChunk(localElements, updateGroup)
-                         : localElements;
+      int64_t want =
+          sync.gradSharded
+              ? autopar::rt::flatChunk(
+                    localElements,
+                    dist::findMesh(module).getGroupSize(sync.updateAxes))
+              : localElements;
       auto gradType = cast<RankedTensorType>(
           step.getResultTypes()[gradResult.lookup(name.getValue())]);
       if (gradType.getNumElements() != want)

@@ -160,10 +160,10 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       for (OpOperand &operand : ret->getOpOperands()) {
         unsigned r = operand.getOperandNumber();
         if (func.getResultAttr(r, kZeroAttr)) {
-          // The ZeRO pass shards it over dp, and needs to know what it
-          // holds; a sum pending over other axes too (tp: a replicated
-          // parameter reached by split activations) is reduced here.
-          // Laid out as its parameter (propagation's result sharding).
+          // Laid out as its parameter (propagation's result sharding); the
+          // ZeRO pass shards it over dp and needs to know what it holds. A
+          // sum pending over other axes too (tp: a replicated parameter
+          // reached by split activations) is reduced here.
           Layout from = layouts.lookup(operand.get());
           auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
           Layout to = attr ? Layout::fromAttr(attr) : from;
@@ -233,8 +233,9 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     // decision is the one it made; an annotation that the rule cannot give
     // (written by hand, or a conflict) is a resharding after the op.
     SmallVector<Layout> annotatedLayouts;
-    for (Attribute a : annotated)
-      annotatedLayouts.push_back(Layout::fromAttr(cast<ShardingAttr>(a)));
+    if (annotated)
+      for (Attribute a : annotated)
+        annotatedLayouts.push_back(Layout::fromAttr(cast<ShardingAttr>(a)));
     Decision d = decide(op, current, sizes, annotatedLayouts);
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       v.setType(localOperandTypes[i]);
