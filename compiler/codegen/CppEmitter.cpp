@@ -467,6 +467,36 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                             common);
             return success();
           })
+      .Case([&](nn::CrossEntropyShardStatsOp o) {
+        if (failed(requireF32(o)))
+          return failure();
+        ArrayRef<int64_t> shape = dims(o.getScores());
+        os << "  " << rt("crossEntropyShardStats")
+           << formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});\n",
+                      ptr(o.getScores()), ptr(o.getLabels()),
+                      tensorType(o.getLabels()).getElementType().isInteger(64),
+                      ptr(o.getMax()), ptr(o.getOffset()), ptr(o.getSumExp()),
+                      ptr(o.getTarget()), shape[0], shape[1],
+                      product(shape.drop_front(2)));
+        return success();
+      })
+      .Case([&](nn::CrossEntropyShardGradOp o) {
+        if (failed(requireF32(o)))
+          return failure();
+        ArrayRef<int64_t> shape = dims(o.getScores());
+        auto ignore = o.getIgnoreIndexAttr();
+        os << "  " << rt("crossEntropyShardBackward")
+           << formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+                      "autopar::rt::cpu::Reduction({10}), {11}, {12}LL);\n",
+                      ptr(o.getScores()), ptr(o.getLabels()),
+                      tensorType(o.getLabels()).getElementType().isInteger(64),
+                      ptr(o.getGrad()), ptr(o.getLse()), ptr(o.getOffset()),
+                      ptr(o.getResult()), shape[0], shape[1],
+                      product(shape.drop_front(2)),
+                      static_cast<int>(o.getReduction()),
+                      ignore ? "true" : "false", ignore ? ignore.getInt() : 0);
+        return success();
+      })
       .Case([&](nn::GatherOp o) {
         ArrayRef<int64_t> shape = dims(o.getData());
         int64_t axis = o.getAxis();
@@ -1289,6 +1319,19 @@ FailureOr<uint32_t> Emitter::axisMask(Operation *op, ArrayAttr axes) {
 }
 
 LogicalResult Emitter::emitDist(Operation *op) {
+  if (auto index = dyn_cast<dist::AxisIndexOp>(op)) {
+    FailureOr<uint32_t> mask = axisMask(op, index.getAxes());
+    if (failed(mask))
+      return failure();
+    std::string value = formatv("io.comm->groupIndex({0}u)", *mask);
+    if (cuda())
+      emitCudaLoop("axis_index" + std::to_string(counter++),
+                   "int64_t *out, int64_t index", 1, "out[t] = index;",
+                   ptr(index.getResult()) + ", " + value);
+    else
+      os << formatv("  {0}[0] = {1};\n", ptr(index.getResult()), value);
+    return success();
+  }
   auto issue = [&](Value result, const std::string &call) {
     std::string req = "r" + std::to_string(counter++);
     os << "  autopar::rt::CommRequest " << req << " = io.comm->" << call
@@ -1308,8 +1351,12 @@ LogicalResult Emitter::emitDist(Operation *op) {
       return op->emitOpError() << "the " << targetName()
                                << " target communicates f32, bf16 and f16 "
                                   "tensors only";
-    if (kind && *kind != dist::ReductionKind::sum)
-      return op->emitOpError() << "the C++ target reduces by sum only";
+    if (kind && *kind != dist::ReductionKind::sum &&
+        !(*kind == dist::ReductionKind::max && element.isF32() &&
+          isa<dist::AllReduceOp>(op)))
+      return op->emitOpError() << "the " << targetName()
+                               << " target reduces by sum only (and "
+                                  "all-reduces f32 tensors by max)";
     return axisMask(op, axes);
   };
   // A dim-wise collective whose blocks are contiguous (no dim of size > 1
@@ -1356,9 +1403,12 @@ LogicalResult Emitter::emitDist(Operation *op) {
         else
           os << formatv("  std::memcpy({0}, {1}, {2});\n", ptr(o.getResult()),
                         ptr(o.getInput()), bytes);
-        issue(o.getResult(),
-              formatv("allReduceSum({0}, {1}, {2}, {3}u)", ptr(o.getResult()),
-                      n, commType, *mask));
+        if (o.getKind() == dist::ReductionKind::max)
+          issue(o.getResult(), formatv("allReduceMax({0}, {1}, {2}u)",
+                                       ptr(o.getResult()), n, *mask));
+        else
+          issue(o.getResult(), formatv("allReduceSum({0}, {1}, {2}, {3}u)",
+                                       ptr(o.getResult()), n, commType, *mask));
         return success();
       })
       // ZeRO's flat collectives, and the dim-wise ones on a leading dim

@@ -561,6 +561,30 @@ LogicalResult SoftmaxCrossEntropyOp::verify() {
   return verifyResultType(*this, getType(), *loss);
 }
 
+/// The per-element statistics of a vocab-parallel cross-entropy: f32 of
+/// the labels' shape. Checks `scores` and `labels` on the way.
+static FailureOr<RankedTensorType> shardStatsType(Operation *op, Value scores,
+                                                  Value labels) {
+  FailureOr<RankedTensorType> perElement =
+      lossType(op, scores, labels, LossReduction::none);
+  if (failed(perElement))
+    return failure();
+  return perElement->clone(Float32Type::get(op->getContext()));
+}
+
+LogicalResult CrossEntropyShardStatsOp::verify() {
+  FailureOr<RankedTensorType> stats =
+      shardStatsType(*this, getScores(), getLabels());
+  if (failed(stats))
+    return failure();
+  if (getMax().getType() != *stats)
+    return emitOpError() << "operand 'max' type " << getMax().getType()
+                         << " must be " << *stats;
+  if (failed(verifyResultType(*this, getSumExp().getType(), *stats)))
+    return failure();
+  return verifyResultType(*this, getTarget().getType(), *stats);
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//
@@ -1006,6 +1030,22 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
       lossType(*this, getScores(), getLabels(), getReduction());
   if (failed(loss))
     return failure();
+  if (!isLossType(getGrad().getType(), *loss))
+    return emitOpError() << "operand 'grad' type " << getGrad().getType()
+                         << " must be the loss type " << *loss;
+  return verifyResultType(*this, getType(), getScores().getType());
+}
+
+LogicalResult CrossEntropyShardGradOp::verify() {
+  FailureOr<RankedTensorType> stats =
+      shardStatsType(*this, getScores(), getLabels());
+  FailureOr<RankedTensorType> loss =
+      lossType(*this, getScores(), getLabels(), getReduction());
+  if (failed(stats) || failed(loss))
+    return failure();
+  if (getLse().getType() != *stats)
+    return emitOpError() << "operand 'lse' type " << getLse().getType()
+                         << " must be " << *stats;
   if (!isLossType(getGrad().getType(), *loss))
     return emitOpError() << "operand 'grad' type " << getGrad().getType()
                          << " must be the loss type " << *loss;

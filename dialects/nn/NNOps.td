@@ -340,6 +340,50 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy"> {
   let hasVerifier = 1;
 }
 
+def NN_CrossEntropyShardStatsOp : NN_Op<"cross_entropy_shard_stats"> {
+  let summary = "Softmax statistics of one block of the classes";
+  let description = [{
+    Vocab-parallel cross-entropy (Megatron-LM): `scores` [N, C, d...] are
+    this rank's block of the classes, whose first class is `offset` (a
+    0-d i64 tensor); `labels` [N, d...] are class numbers over all the
+    classes and `max` [N, d...] the scores' maximum over all the classes.
+    `sum_exp` = the sum over the block of exp(scores - max); `target` =
+    the score of the label if the block holds it, else 0. Summed over the
+    blocks, they give each element's loss log(sum_exp) + max - target.
+    `max`, `sum_exp` and `target` are f32.
+  }];
+  let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
+                   NN_FloatTensor:$max, 0DTensorOf<[I64]>:$offset);
+  let results = (outs NN_FloatTensor:$sum_exp, NN_FloatTensor:$target);
+  let assemblyFormat = [{
+    $scores `,` $labels `,` $max `,` $offset attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def NN_CrossEntropyShardGradOp : NN_Op<"cross_entropy_shard_grad"> {
+  let summary = "Gradient of a vocab-parallel cross-entropy for one block";
+  let description = [{
+    The block [N, C, d...] of softmax_cross_entropy_grad's result whose
+    first class is `offset`: dscores = (exp(scores - lse) - onehot(label -
+    offset)) * dloss, zero where the label is `ignore_index`; `mean` also
+    divides by the number of non-ignored labels. `lse` [N, d...] (f32) is
+    the log of the sum of exp(scores) over all the classes; `labels` and
+    `grad` are softmax_cross_entropy_grad's.
+  }];
+  let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
+                   NN_FloatTensor:$grad, NN_FloatTensor:$lse,
+                   0DTensorOf<[I64]>:$offset, NN_LossReduction:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $scores `,` $labels `,` $grad `,` $lse `,` $offset `reduction` `(`
+    $reduction `)` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//

@@ -354,6 +354,13 @@ TensorSplitOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return verifyBlockOfDim(*this, symbolTables);
 }
 
+LogicalResult AxisIndexOp::verify() { return verifyAxisList(*this, getAxes()); }
+
+LogicalResult
+AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  return verifyGroup(*this, getMeshAttr(), getAxes(), symbolTables);
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

@@ -168,6 +168,30 @@ def Dist_TensorSplitOp : Dist_MeshUserOp<"tensor_split", [Pure,
   let hasVerifier = 1;
 }
 
+def Dist_AxisIndexOp : Dist_MeshUserOp<"axis_index", [Pure]> {
+  let summary = "This rank's position in its group over some mesh axes";
+  let description = [{
+    A 0-d integer tensor holding the rank's position in the group over
+    `axes` (`axes` major to minor): the block number that
+    `dist.tensor_split` keeps. Local ops of a split dimension read it to
+    know which part they hold (the first class of a vocab-parallel loss's
+    block is axis_index * block size).
+
+    ```mlir
+    // On @m axes = [dp = 2, tp = 4]: rank 6 (dp = 1, tp = 2) holds 2.
+    %i = dist.axis_index on @m axes = [tp] : tensor<i64>
+    ```
+
+    Pure: the result depends only on the rank that runs the program.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, Dist_AxesAttr:$axes);
+  let results = (outs 0DTensorOf<[I32, I64]>:$result);
+  let assemblyFormat = [{
+    `on` $mesh `axes` `=` custom<Axes>($axes) attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

@@ -78,6 +78,11 @@ void OpShardingRule::print(llvm::raw_ostream &os, Operation *op) const {
   factorSet("mean", [&](size_t f) {
     return splittable[f] && !indexed(f) && reduction[f] == Reduction::Mean;
   });
+  factorSet("within", [&](size_t f) {
+    return splittable[f] && !indexed(f) && reduction[f] == Reduction::Within;
+  });
+  factorSet("placeable",
+            [&](size_t f) { return llvm::is_contained(placeable, f); });
   factorSet("mean_scaled",
             [&](size_t f) { return llvm::is_contained(meanScaled, f); });
   if (linearity != Linearity::None) {

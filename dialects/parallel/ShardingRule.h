@@ -20,7 +20,10 @@ namespace autopar::dist {
 
 struct OpShardingRule {
   /// The reduction over a factor for the results that do not index it.
-  enum class Reduction { Sum, Mean };
+  /// `Within`: the op's local form reduces over the factor itself, with
+  /// collectives (the classes of a vocab-parallel cross-entropy), so those
+  /// results are whole.
+  enum class Reduction { Sum, Mean, Within };
   /// How the op may pass a pending sum of an operand on to its results.
   enum class Linearity {
     /// Not linear: partial operands are all-reduced first.
@@ -43,6 +46,9 @@ struct OpShardingRule {
   /// Factors that, when split, make the local op's results a local mean
   /// that must be scaled (a mean-reduced loss's gradient).
   llvm::SmallVector<int64_t> meanScaled;
+  /// Factors only results index whose block the local op computes (the
+  /// table rows of a gather's gradient): users may have them split.
+  llvm::SmallVector<int64_t> placeable;
   Linearity linearity = Linearity::None;
   llvm::SmallVector<bool> linearOperand;
 

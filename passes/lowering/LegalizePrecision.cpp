@@ -52,7 +52,8 @@ bool computesInF32(Operation *op) {
   return isa<nn::MatMulOp, nn::GemmOp, nn::AttentionOp, nn::AttentionGradOp,
              nn::LayerNormOp, nn::LayerNormGradOp, nn::SoftmaxOp,
              nn::SoftmaxGradOp, nn::SoftmaxCrossEntropyOp,
-             nn::SoftmaxCrossEntropyGradOp, nn::GatherGradOp, nn::ReduceSumOp,
+             nn::SoftmaxCrossEntropyGradOp, nn::CrossEntropyShardStatsOp,
+             nn::CrossEntropyShardGradOp, nn::GatherGradOp, nn::ReduceSumOp,
              nn::ReduceMeanOp, nn::ReduceMaxOp>(op);
 }
 

@@ -57,6 +57,16 @@ ShardingPropagator::ShardingPropagator(func::FuncOp func,
     else
       openArgs.insert(arg);
   }
+  DenseMap<StringRef, BlockArgument> params;
+  for (BlockArgument arg : func.getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), nn::NNDialect::kParamAttr))
+      params[name.getValue()] = arg;
+  for (unsigned r = 0; r < func.getNumResults(); ++r)
+    if (auto grad =
+            func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+      if (BlockArgument arg = params.lookup(grad.getValue()))
+        gradients.push_back({r, arg});
 }
 
 Layout ShardingPropagator::layoutOf(Value v) const {
@@ -110,6 +120,17 @@ bool ShardingPropagator::visit(Operation *op, int64_t level) {
     if (priorityOf(shard) <= level) {
       l.partial.clear();
       changed |= addHint(shard.getInput(), l);
+    }
+    return changed;
+  }
+  if (isa<func::ReturnOp>(op)) {
+    // A gradient is wanted laid out as its parameter: the ops computing it
+    // then compute the parameter's block (the rows of a split embedding).
+    bool changed = false;
+    for (auto [r, arg] : gradients) {
+      Layout l = layoutOf(arg);
+      l.partial.clear();
+      changed |= addHint(op->getOperand(r), l);
     }
     return changed;
   }

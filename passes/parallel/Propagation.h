@@ -61,6 +61,8 @@ private:
   llvm::DenseMap<mlir::Value, Layout> layouts, hints;
   /// Arguments without a dist.sharding: laid out as their hints say.
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
+  /// Per gradient result: its parameter, whose layout it is wanted in.
+  llvm::SmallVector<std::pair<unsigned, mlir::BlockArgument>> gradients;
 };
 
 } // namespace autopar::dist

@@ -228,7 +228,9 @@ FactorRule reduceRule(Operation *op, ArrayRef<int64_t> axes, bool keepdims,
   return rule;
 }
 
-/// Loss ops: scores [N, C, d1...], labels [N, d1...]; C stays whole.
+/// Loss ops: scores [N, C, d1...], labels [N, d1...]. The classes C split
+/// as Megatron's vocab-parallel cross-entropy: the local form all-reduces
+/// the max and the softmax sums over them (Spmdize), so the loss is whole.
 FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
   FactorRule rule;
   Reduction kind =
@@ -236,7 +238,7 @@ FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
   int64_t rank = shapeOf(op->getOperand(0)).size();
   SmallVector<int64_t> scores, labels;
   for (int64_t d = 0; d < rank; ++d) {
-    scores.push_back(rule.addFactor(d != 1, kind));
+    scores.push_back(rule.addFactor(true, d == 1 ? Reduction::Within : kind));
     if (d != 1)
       labels.push_back(scores.back());
   }
@@ -391,8 +393,11 @@ FailureOr<FactorRule> builtinRule(Operation *op) {
         ArrayRef<int64_t> data = shapeOf(o.getData());
         int64_t idxRank = shapeOf(o.getIndices()).size(), axis = o.getAxis();
         SmallVector<int64_t> fd, fi, out;
+        // The table's rows split as Megatron's vocab-parallel embedding:
+        // each rank looks up the rows it holds, zeros for the others
+        // (Spmdize), and the result is their pending sum.
         for (int64_t d = 0; d < static_cast<int64_t>(data.size()); ++d)
-          fd.push_back(rule.addFactor(d != axis));
+          fd.push_back(rule.addFactor());
         for (int64_t k = 0; k < idxRank; ++k)
           fi.push_back(rule.addFactor());
         out.append(fd.begin(), fd.begin() + axis);
@@ -408,8 +413,10 @@ FailureOr<FactorRule> builtinRule(Operation *op) {
         ArrayRef<int64_t> table = shapeOf(o.getResult());
         int64_t idxRank = shapeOf(o.getIndices()).size(), axis = o.getAxis();
         SmallVector<int64_t> ft, fi, grad;
+        // Rows split: each rank adds the slices of its own rows.
         for (int64_t d = 0; d < static_cast<int64_t>(table.size()); ++d)
-          ft.push_back(rule.addFactor(d != axis));
+          ft.push_back(rule.addFactor());
+        rule.placeable.push_back(ft[axis]);
         for (int64_t k = 0; k < idxRank; ++k)
           fi.push_back(rule.addFactor(true, Reduction::Sum));
         grad.append(ft.begin(), ft.begin() + axis);
@@ -538,6 +545,22 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
              operands[i].partialKind != ReductionKind::sum))
           ok = false;
     }
+    // A pending sum over axes that another operand is split over is
+    // resolved here rather than passed on: passing it would gather the
+    // split operand (a row-parallel weight reached by a pending input
+    // gradient, in backward) where one all-reduce of the sum suffices.
+    // So is one over axes that the results' users want a dim split over
+    // (a table's gradient split over its rows).
+    auto splitOverPartial = [&](ArrayRef<Layout> layouts) {
+      for (const Layout &l : layouts)
+        for (const auto &axes : l.dims)
+          for (StringRef a : axes)
+            if (llvm::is_contained(operands[partialLinear[0]].partial, a))
+              return true;
+      return false;
+    };
+    if (ok && (splitOverPartial(operands) || splitOverPartial(resultHints)))
+      ok = false;
     if (ok) {
       for (unsigned i : partialLinear)
         keepPartial[i] = true;
@@ -583,9 +606,10 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
   // operand indexes: the others (a constant's dims, a broadcast) hold
   // values the local op could not place.
   auto indexed = [&](int64_t f) {
-    return llvm::any_of(rule.operandFactors, [&](const auto &fs) {
-      return llvm::is_contained(fs, f);
-    });
+    return llvm::is_contained(rule.placeable, f) ||
+           llvm::any_of(rule.operandFactors, [&](const auto &fs) {
+             return llvm::is_contained(fs, f);
+           });
   };
   for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
     for (auto [d, f] : llvm::enumerate(fs))
@@ -611,7 +635,8 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     l.partial = partial;
     int64_t scale = 1;
     for (int64_t f = 0; f < numFactors; ++f) {
-      if (factorAxes[f].empty() || llvm::is_contained(fs, f))
+      if (factorAxes[f].empty() || llvm::is_contained(fs, f) ||
+          rule.reduction[f] == Reduction::Within)
         continue;
       // A split factor the result does not index: a sum (or mean) of
       // per-rank terms is pending over its axes.

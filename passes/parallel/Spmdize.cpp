@@ -44,6 +44,32 @@ FailureOr<Value> scaleBy(OpBuilder &b, Location loc, Value v, int64_t n) {
   return nn::MulOp::create(b, loc, type, v, c).getResult();
 }
 
+/// A 0-d constant of `type`'s element type (float or integer).
+Value scalar(OpBuilder &b, Location loc, Type element, double value) {
+  auto type = RankedTensorType::get({}, element);
+  Attribute a =
+      isa<FloatType>(element)
+          ? Attribute(FloatAttr::get(element, value))
+          : Attribute(IntegerAttr::get(element, static_cast<int64_t>(value)));
+  return nn::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a));
+}
+
+Value castTo(OpBuilder &b, Location loc, Value v, Type element) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getElementType() == element)
+    return v;
+  return nn::CastOp::create(b, loc, type.clone(element), v);
+}
+
+/// Lookup indices into a table whose rows are split: this rank holds rows
+/// [start, start + rows) of `total`.
+struct BlockIndices {
+  /// The index into the local block, 0 for rows held elsewhere.
+  Value local;
+  /// Whether the row is held here (i1, the indices' shape).
+  Value held;
+};
+
 class Spmdizer {
 public:
   Spmdizer(MeshOp mesh) : mesh(mesh), sizes(meshSizes(mesh)) {}
@@ -55,9 +81,216 @@ private:
   FailureOr<Value> reshard(OpBuilder &b, Operation *user, Value v,
                            const Layout &from, const Layout &to);
 
+  /// The first index of this rank's block of a dim split over `axes` into
+  /// blocks of `block` (an i64 0-d tensor).
+  Value blockStart(OpBuilder &b, Location loc, ArrayRef<StringRef> axes,
+                   int64_t block);
+  BlockIndices blockIndices(OpBuilder &b, Location loc, Value indices,
+                            Value start, int64_t rows, int64_t total);
+
+  /// The local form of `op` where its decision `d` splits a dim that the
+  /// local op must know its block of (Megatron's vocab-parallel embedding
+  /// and cross-entropy). Inserts ops after `op` and returns the values
+  /// that stand for its results (null: the op's own result); `op` itself
+  /// is erased if `replaced`.
+  FailureOr<SmallVector<Value>> lowerBlockOp(OpBuilder &b, Operation *op,
+                                             const Decision &d,
+                                             ArrayRef<Value> original,
+                                             bool &replaced);
+  /// The log-sum-exp over all classes of a vocab-parallel loss's scores
+  /// (class dim 1 split over `axes`) and the block's first class; shared
+  /// by a loss and its gradient.
+  std::pair<Value, Value> lossStatistics(OpBuilder &b, Location loc,
+                                         Value scores, Value labels,
+                                         ArrayRef<StringRef> axes,
+                                         Value &target);
+
   MeshOp mesh;
   MeshSizes sizes;
+  /// Per global scores value of a vocab-parallel loss: its log-sum-exp and
+  /// block start, for the gradient.
+  DenseMap<Value, std::pair<Value, Value>> lossStats;
 };
+
+Value Spmdizer::blockStart(OpBuilder &b, Location loc, ArrayRef<StringRef> axes,
+                           int64_t block) {
+  Type i64 = b.getI64Type();
+  FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  Value index = AxisIndexOp::create(b, loc, RankedTensorType::get({}, i64),
+                                    meshRef, axesAttr(b, axes));
+  return nn::MulOp::create(b, loc, index, scalar(b, loc, i64, block));
+}
+
+BlockIndices Spmdizer::blockIndices(OpBuilder &b, Location loc, Value indices,
+                                    Value start, int64_t rows, int64_t total) {
+  Type i64 = b.getI64Type();
+  Value idx = castTo(b, loc, indices, i64);
+  Value zero = scalar(b, loc, i64, 0);
+  // A negative index counts from the end (ONNX Gather).
+  Value negative =
+      nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, idx, zero);
+  idx = nn::WhereOp::create(
+      b, loc, negative,
+      nn::AddOp::create(b, loc, idx, scalar(b, loc, i64, total)), idx);
+  Value local = nn::SubOp::create(b, loc, idx, start);
+  Value above =
+      nn::CompareOp::create(b, loc, nn::ComparePredicate::ge, local, zero);
+  Value below = nn::CompareOp::create(b, loc, nn::ComparePredicate::lt, local,
+                                      scalar(b, loc, i64, rows));
+  Value held = nn::WhereOp::create(b, loc, above, below,
+                                   scalar(b, loc, b.getI1Type(), 0));
+  return {nn::WhereOp::create(b, loc, held, local, zero), held};
+}
+
+std::pair<Value, Value> Spmdizer::lossStatistics(OpBuilder &b, Location loc,
+                                                 Value scores, Value labels,
+                                                 ArrayRef<StringRef> axes,
+                                                 Value &target) {
+  FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  Type f32 = b.getF32Type();
+  auto max = ReductionKindAttr::get(b.getContext(), ReductionKind::max);
+  auto sum = ReductionKindAttr::get(b.getContext(), ReductionKind::sum);
+  Value m = castTo(
+      b, loc,
+      nn::ReduceMaxOp::create(b, loc, scores, ArrayRef<int64_t>{1}, false),
+      f32);
+  m = AllReduceOp::create(b, loc, m, max, meshRef, axesAttr(b, axes));
+  int64_t block = cast<RankedTensorType>(scores.getType()).getDimSize(1);
+  Value start = blockStart(b, loc, axes, block);
+  auto stats = nn::CrossEntropyShardStatsOp::create(
+      b, loc, m.getType(), m.getType(), scores, labels, m, start);
+  Value sumExp = AllReduceOp::create(b, loc, stats.getSumExp(), sum, meshRef,
+                                     axesAttr(b, axes));
+  target = AllReduceOp::create(b, loc, stats.getTarget(), sum, meshRef,
+                               axesAttr(b, axes));
+  Value lse = nn::AddOp::create(b, loc, nn::LogOp::create(b, loc, sumExp), m);
+  return {lse, start};
+}
+
+FailureOr<SmallVector<Value>>
+Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
+                       ArrayRef<Value> original, bool &replaced) {
+  SmallVector<Value> out(op->getNumResults());
+  Location loc = op->getLoc();
+  replaced = false;
+  auto splitOf = [&](const Layout &l, int64_t dim) {
+    SmallVector<StringRef> axes;
+    for (StringRef a : l.dims[dim])
+      if (sizes.lookup(a) != 1)
+        axes.push_back(a);
+    return axes;
+  };
+  if (auto gather = dyn_cast<nn::GatherOp>(op)) {
+    // Rows held elsewhere read row 0 and are zeroed: the ranks' results sum
+    // to the lookup.
+    int64_t axis = gather.getAxis();
+    SmallVector<StringRef> axes = splitOf(d.operands[0], axis);
+    if (axes.empty())
+      return out;
+    auto table = cast<RankedTensorType>(gather.getData().getType());
+    int64_t rows = table.getDimSize(axis);
+    b.setInsertionPoint(op);
+    BlockIndices idx = blockIndices(b, loc, gather.getIndices(),
+                                    blockStart(b, loc, axes, rows), rows,
+                                    rows * groupSize(sizes, axes));
+    gather.getIndicesMutable().assign(idx.local);
+    b.setInsertionPointAfter(op);
+    auto result = cast<RankedTensorType>(gather.getType());
+    SmallVector<int64_t> shape(result.getRank(), 1);
+    auto indicesShape = cast<RankedTensorType>(idx.held.getType()).getShape();
+    llvm::copy(indicesShape, shape.begin() + axis);
+    Value held = nn::ReshapeOp::create(
+        b, loc, RankedTensorType::get(shape, b.getI1Type()), idx.held);
+    out[0] = nn::WhereOp::create(b, loc, held, gather.getResult(),
+                                 scalar(b, loc, result.getElementType(), 0));
+    return out;
+  }
+  if (auto grad = dyn_cast<nn::GatherGradOp>(op)) {
+    // Each rank adds the slices of its own rows.
+    int64_t axis = grad.getAxis();
+    SmallVector<StringRef> axes = splitOf(d.results[0], axis);
+    if (axes.empty())
+      return out;
+    // (The result has its local type already.)
+    int64_t rows = cast<RankedTensorType>(grad.getType()).getDimSize(axis);
+    b.setInsertionPoint(op);
+    BlockIndices idx =
+        blockIndices(b, loc, grad.getIndices(), blockStart(b, loc, axes, rows),
+                     rows, rows * groupSize(sizes, axes));
+    auto dy = cast<RankedTensorType>(grad.getGrad().getType());
+    SmallVector<int64_t> shape(dy.getRank(), 1);
+    auto indicesShape = cast<RankedTensorType>(idx.held.getType()).getShape();
+    llvm::copy(indicesShape, shape.begin() + axis);
+    Value held = nn::ReshapeOp::create(
+        b, loc, RankedTensorType::get(shape, b.getI1Type()), idx.held);
+    grad.getIndicesMutable().assign(idx.local);
+    grad.getGradMutable().assign(nn::WhereOp::create(
+        b, loc, held, grad.getGrad(), scalar(b, loc, dy.getElementType(), 0)));
+    return out;
+  }
+  if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
+    SmallVector<StringRef> axes = splitOf(d.operands[0], 1);
+    if (axes.empty())
+      return out;
+    b.setInsertionPointAfter(op);
+    Value target;
+    auto [lse, start] = lossStatistics(b, loc, loss.getScores(),
+                                       loss.getLabels(), axes, target);
+    lossStats[original[0]] = {lse, start};
+    Type f32 = b.getF32Type();
+    Value perElement = nn::SubOp::create(b, loc, lse, target);
+    Value valid;
+    if (std::optional<int64_t> ignore = loss.getIgnoreIndex()) {
+      Value labels = loss.getLabels();
+      Type index = cast<RankedTensorType>(labels.getType()).getElementType();
+      valid = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne, labels,
+                                    scalar(b, loc, index, *ignore));
+      perElement = nn::WhereOp::create(b, loc, valid, perElement,
+                                       scalar(b, loc, f32, 0));
+    }
+    auto type = cast<RankedTensorType>(perElement.getType());
+    SmallVector<int64_t> all =
+        llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+    Value result = perElement;
+    if (loss.getReduction() != nn::LossReduction::none)
+      result = nn::ReduceSumOp::create(b, loc, perElement, all, false);
+    if (loss.getReduction() == nn::LossReduction::mean) {
+      Value count = valid ? nn::ReduceSumOp::create(
+                                b, loc, castTo(b, loc, valid, f32), all, false)
+                                .getResult()
+                          : scalar(b, loc, f32, type.getNumElements());
+      result = nn::DivOp::create(b, loc, result, count);
+    }
+    out[0] = castTo(b, loc, result,
+                    cast<RankedTensorType>(loss.getType()).getElementType());
+    replaced = true;
+    return out;
+  }
+  if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(op)) {
+    SmallVector<StringRef> axes = splitOf(d.operands[0], 1);
+    if (axes.empty())
+      return out;
+    b.setInsertionPointAfter(op);
+    // The forward's statistics, or (a gradient without its loss) the same
+    // computed again.
+    auto it = lossStats.find(original[0]);
+    std::pair<Value, Value> stats;
+    if (it != lossStats.end()) {
+      stats = it->second;
+    } else {
+      Value target;
+      stats = lossStatistics(b, loc, grad.getScores(), grad.getLabels(), axes,
+                             target);
+    }
+    out[0] = nn::CrossEntropyShardGradOp::create(
+        b, loc, grad.getScores().getType(), grad.getScores(), grad.getLabels(),
+        grad.getGrad(), stats.first, stats.second, grad.getReductionAttr(),
+        grad.getIgnoreIndexAttr());
+    replaced = true;
+    return out;
+  }
+  return out;
+}
 
 FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
                                    const Layout &fromLayout,
@@ -153,6 +386,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
   SmallVector<Operation *> ops;
   for (Operation &op : func.getBody().front())
     ops.push_back(&op);
+  DenseMap<std::pair<Value, Attribute>, Value> resharded;
   OpBuilder b(func.getContext());
   for (Operation *op : ops) {
     b.setInsertionPoint(op);
@@ -239,22 +473,63 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     Decision d = decide(op, current, sizes, annotatedLayouts);
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       v.setType(localOperandTypes[i]);
+    SmallVector<Value> original(op->getOperands());
     for (OpOperand &operand : op->getOpOperands()) {
       unsigned i = operand.getOperandNumber();
-      FailureOr<Value> v =
-          reshard(b, op, operand.get(), current[i], d.operands[i]);
-      if (failed(v))
-        return failure();
-      operand.set(*v);
+      // A value resharded the same way for an earlier op is reused (its
+      // collectives ran once; the earlier op dominates this one).
+      auto key = std::make_pair(
+          operand.get(),
+          d.operands[i].toAttr(func.getContext(), mesh.getSymName()));
+      Value &cached = resharded[key];
+      // A pending sum resolved for a view (a reshape of a gradient) whose
+      // input was resolved already: the view of that.
+      Operation *def = operand.get().getDefiningOp();
+      Layout resolved = current[i];
+      resolved.partial.clear();
+      if (!cached && def && !current[i].partial.empty() &&
+          resolved == d.operands[i] &&
+          isa<nn::ReshapeOp, nn::TransposeOp, nn::SqueezeOp, nn::UnsqueezeOp>(
+              def)) {
+        Value input = def->getOperand(0);
+        Layout in = layouts.lookup(input);
+        in.partial.clear();
+        auto it = resharded.find(
+            {input, in.toAttr(func.getContext(), mesh.getSymName())});
+        if (it != resharded.end()) {
+          Operation *view = b.clone(*def);
+          view->setOperand(0, it->second);
+          cached = view->getResult(0);
+        }
+      }
+      if (!cached) {
+        FailureOr<Value> v =
+            reshard(b, op, operand.get(), current[i], d.operands[i]);
+        if (failed(v))
+          return failure();
+        cached = *v;
+      }
+      operand.set(cached);
     }
-    b.setInsertionPointAfter(op);
+    SmallVector<SmallVector<OpOperand *>> resultUses;
     for (auto [r, result] : llvm::enumerate(op->getResults())) {
       auto type = cast<RankedTensorType>(result.getType());
       result.setType(localType(type, d.results[r], sizes));
       layouts[result] = d.results[r];
-      SmallVector<OpOperand *> uses = llvm::map_to_vector(
-          result.getUses(), [](OpOperand &u) { return &u; });
-      Value v = result;
+      resultUses.push_back(llvm::map_to_vector(
+          result.getUses(), [](OpOperand &u) { return &u; }));
+    }
+    bool replaced = false;
+    FailureOr<SmallVector<Value>> block =
+        lowerBlockOp(b, op, d, original, replaced);
+    if (failed(block))
+      return failure();
+    b.setInsertionPointAfter(op);
+    if (!(*block).empty() && (*block).back())
+      b.setInsertionPointAfter((*block).back().getDefiningOp());
+    for (auto [r, result] : llvm::enumerate(op->getResults())) {
+      ArrayRef<OpOperand *> uses = resultUses[r];
+      Value v = (*block)[r] ? (*block)[r] : result;
       if (d.resultScale[r] != 1) {
         FailureOr<Value> scaled = scaleBy(b, op->getLoc(), v, d.resultScale[r]);
         if (failed(scaled))
@@ -274,6 +549,11 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
         u->set(v);
     }
     op->removeAttr(kShardingsAttr);
+    if (replaced) {
+      for (Value result : op->getResults())
+        layouts.erase(result);
+      op->erase();
+    }
   }
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   func.setType(FunctionType::get(func.getContext(),

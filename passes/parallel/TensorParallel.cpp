@@ -80,6 +80,23 @@ std::optional<Projection> asProjection(Operation *op) {
   return p;
 }
 
+/// Whether `v` is computed from an input of `func` that is not a
+/// parameter (token ids, not positions made of constants).
+bool readsInput(Value v) {
+  SmallVector<Value> work = {v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value u = work.pop_back_val();
+    if (!seen.insert(u).second || isParameter(u))
+      continue;
+    if (isa<BlockArgument>(u))
+      return true;
+    for (Value operand : u.getDefiningOp()->getOperands())
+      work.push_back(operand);
+  }
+  return false;
+}
+
 bool uses(const Layout &l, StringRef axis) {
   return llvm::is_contained(l.partial, axis) ||
          llvm::any_of(l.dims, [&](const auto &axes) {
@@ -213,6 +230,41 @@ struct TensorParallelPass
     if (failed(prop->settle(level)))
       return failure();
     MLIRContext *ctx = func.getContext();
+    // Embeddings first, split over their rows as Megatron's vocab-parallel
+    // embedding (each rank looks up the rows it holds; the lookups are
+    // all-reduced): a table that is a parameter read at token ids. A tied
+    // LM head then finds its weight split over the vocabulary.
+    for (Operation &op : body) {
+      auto gather = dyn_cast<nn::GatherOp>(&op);
+      if (!gather || !forward.contains(gather) ||
+          !isParameter(gather.getData()) || !readsInput(gather.getIndices()))
+        continue;
+      Layout l = prop->layoutOf(gather.getData());
+      int64_t dim = gather.getAxis();
+      if (uses(l, axis) || !l.dims[dim].empty() ||
+          cast<RankedTensorType>(gather.getData().getType()).getDimSize(dim) %
+              n)
+        continue;
+      l.dims[dim].push_back(axis);
+      OpBuilder b(gather);
+      auto shard = ShardOp::create(b, gather.getLoc(), gather.getData(),
+                                   l.toAttr(ctx, mesh.getSymName()),
+                                   b.getI64IntegerAttr(++level));
+      gather.getDataMutable().assign(shard.getResult());
+      // The lookups are summed right away, as Megatron does: a pending sum
+      // carried into the network would be multiplied by the norms' scales
+      // and reach the projections, which could then not split.
+      b.setInsertionPointAfter(gather);
+      Value lookup = gather.getResult();
+      auto sum = ShardOp::create(
+          b, gather.getLoc(), lookup,
+          Layout::replicated(cast<RankedTensorType>(lookup.getType()).getRank())
+              .toAttr(ctx, mesh.getSymName()),
+          b.getI64IntegerAttr(level));
+      lookup.replaceAllUsesExcept(sum.getResult(), sum.getOperation());
+      if (failed(prop->settle(level)))
+        return failure();
+    }
     // The first projection whose output features the axis does not divide.
     Operation *indivisible = nullptr;
     bool seeded = false;
@@ -245,10 +297,23 @@ struct TensorParallelPass
       result.replaceAllUsesExcept(shard.getResult(), shard.getOperation());
       if (failed(tentative->settle(level + 1)))
         return failure();
-      bool paired = llvm::any_of(projections, [&](const Projection &q) {
-        return q.op != p.op && !isRowParallel(*prop, q, axis) &&
-               isRowParallel(*tentative, q, axis);
-      });
+      // Or the LM head: its logits split over the vocabulary reach the
+      // loss, which takes them split (vocab-parallel cross-entropy).
+      bool paired =
+          llvm::any_of(projections,
+                       [&](const Projection &q) {
+                         return q.op != p.op &&
+                                !isRowParallel(*prop, q, axis) &&
+                                isRowParallel(*tentative, q, axis);
+                       }) ||
+          llvm::any_of(
+              body.getOps<nn::SoftmaxCrossEntropyOp>(),
+              [&](nn::SoftmaxCrossEntropyOp loss) {
+                return llvm::is_contained(
+                           tentative->layoutOf(loss.getScores()).dims[1],
+                           axis) &&
+                       !uses(prop->layoutOf(loss.getScores()), axis);
+              });
       // The split must stay downstream: a value the projection's input is
       // computed from (the residual stream, a norm) that it would split
       // means the seed spreads over the whole network (a projection whose

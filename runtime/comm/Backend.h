@@ -125,6 +125,8 @@ public:
 
   virtual CommRequest allReduceSum(void *data, int64_t numElements,
                                    CommType type, AxisMask mask) = 0;
+  virtual CommRequest allReduceMax(float *data, int64_t numElements,
+                                   AxisMask mask) = 0;
   virtual CommRequest reduceScatterFlat(const void *full, int64_t numElements,
                                         void *piece, CommType type,
                                         AxisMask mask, int64_t group,
@@ -156,6 +158,7 @@ public:
   CommRequest allReduceSum(void *, int64_t, CommType, AxisMask) override {
     noGroup();
   }
+  CommRequest allReduceMax(float *, int64_t, AxisMask) override { noGroup(); }
   CommRequest reduceScatterFlat(const void *, int64_t, void *, CommType,
                                 AxisMask, int64_t, int64_t) override {
     noGroup();

@@ -300,6 +300,19 @@ CommRequest Communicator::allReduceSum(void *data, int64_t numElements,
   return impl->backend->allReduceSum(data, numElements, type, mask);
 }
 
+CommRequest Communicator::allReduceMax(float *data, int64_t numElements,
+                                       AxisMask axes) {
+  AxisMask mask = canonical(axes, "allReduceMax");
+  if (numElements < 0)
+    fail("allReduceMax", "negative element count");
+  int64_t g = groupSize(mask);
+  if (g == 1 || numElements == 0)
+    return {};
+  sentBytes[mask][int(CollectiveKind::AllReduce)] +=
+      allReduceBytes(numElements, g, commTypeBytes(CommType::F32));
+  return impl->backend->allReduceMax(data, numElements, mask);
+}
+
 CommRequest Communicator::reduceScatterFlat(const void *full,
                                             int64_t numElements, void *piece,
                                             CommType type, AxisMask axes) {

@@ -184,6 +184,9 @@ public:
   /// In-place sum over the group (NCCL build: ncclAllReduce, ncclSum).
   CommRequest allReduceSum(void *data, int64_t numElements, CommType type,
                            AxisMask axes);
+  /// In-place maximum over the group, of float32 elements (NCCL build:
+  /// ncclAllReduce, ncclMax): the max of a vocab-parallel loss's scores.
+  CommRequest allReduceMax(float *data, int64_t numElements, AxisMask axes);
   /// ZeRO flat shards: the tensor's numElements elements padded with zeros to
   /// g * chunk, chunk = flatChunk(numElements, g), g = groupSize(axes); the
   /// rank at group position i receives into `piece` (chunk elements) the sum

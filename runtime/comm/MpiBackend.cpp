@@ -74,6 +74,19 @@ public:
     return {id};
   }
 
+  CommRequest allReduceMax(float *data, int64_t numElements,
+                           AxisMask mask) override {
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    for (int64_t off = 0; off < numElements; off += maxElements) {
+      int count = int(std::min(maxElements, numElements - off));
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Iallreduce, MPI_IN_PLACE, data + off, count,
+                       MPI_FLOAT, MPI_MAX, comms.at(mask), &p.requests.back());
+    }
+    return {id};
+  }
+
   CommRequest reduceScatterFlat(const void *full, int64_t numElements,
                                 void *piece, CommType type, AxisMask mask,
                                 int64_t group, int64_t chunk) override {

@@ -149,6 +149,14 @@ public:
     return {finish()};
   }
 
+  CommRequest allReduceMax(float *data, int64_t numElements,
+                           AxisMask mask) override {
+    follow();
+    AUTOPAR_NCCL_CALL(rank, ncclAllReduce, data, data, size_t(numElements),
+                      ncclFloat32, ncclMax, ncclComms.at(mask), commStream);
+    return {finish()};
+  }
+
   CommRequest reduceScatterFlat(const void *full, int64_t numElements,
                                 void *piece, CommType type, AxisMask mask,
                                 int64_t group, int64_t chunk) override {

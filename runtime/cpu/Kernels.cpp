@@ -393,6 +393,67 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
   }
 }
 
+void crossEntropyShardStats(const float *scores, const void *labels,
+                            bool labels64, const float *max,
+                            const int64_t *offset, float *sumExp, float *target,
+                            int64_t outer, int64_t classes, int64_t inner) {
+  int64_t count = outer * inner;
+  const int64_t first = *offset;
+#pragma omp parallel for if (count * classes > 16384)
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t o = e / inner, i = e % inner;
+    const float *s = scores + o * classes * inner + i;
+    int64_t c = labelAt(labels, labels64, e) - first;
+    target[e] = c >= 0 && c < classes ? s[c * inner] : 0.0f;
+    if (inner == 1) {
+      sumExp[e] = rowExpSum(s, classes, max[e], nullptr);
+      continue;
+    }
+    double sum = 0;
+    for (int64_t k = 0; k < classes; ++k)
+      sum += std::exp(static_cast<double>(s[k * inner]) - max[e]);
+    sumExp[e] = static_cast<float>(sum);
+  }
+}
+
+void crossEntropyShardBackward(const float *scores, const void *labels,
+                               bool labels64, const float *dloss,
+                               const float *lse, const int64_t *offset,
+                               float *dscores, int64_t outer, int64_t classes,
+                               int64_t inner, Reduction reduction,
+                               bool hasIgnoreIndex, int64_t ignoreIndex) {
+  int64_t count = outer * inner;
+  int64_t valid = count;
+  if (hasIgnoreIndex) {
+    valid = 0;
+    for (int64_t e = 0; e < count; ++e)
+      valid += labelAt(labels, labels64, e) != ignoreIndex;
+  }
+  const int64_t first = *offset;
+#pragma omp parallel for if (count * classes > 16384)
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t o = e / inner, i = e % inner;
+    int64_t label = labelAt(labels, labels64, e);
+    const float *s = scores + o * classes * inner + i;
+    float *ds = dscores + o * classes * inner + i;
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      for (int64_t c = 0; c < classes; ++c)
+        ds[c * inner] = 0.0f;
+      continue;
+    }
+    double g = reduction == Reduction::None ? dloss[e] : dloss[0];
+    if (reduction == Reduction::Mean)
+      g /= static_cast<double>(valid);
+    const float gf = static_cast<float>(g), l = lse[e];
+#pragma omp simd
+    for (int64_t c = 0; c < classes; ++c)
+      ds[c * inner] = expf(s[c * inner] - l) * gf;
+    int64_t c = label - first;
+    if (c >= 0 && c < classes)
+      ds[c * inner] -= gf;
+  }
+}
+
 void gather(const void *data, const void *indices, bool indices64, void *out,
             int64_t outer, int64_t axisSize, int64_t innerBytes,
             int64_t numIndices) {

@@ -126,6 +126,25 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
                                  int64_t inner, Reduction reduction,
                                  bool hasIgnoreIndex, int64_t ignoreIndex);
 
+/// Vocab-parallel cross-entropy: scores [outer, classes, inner] are the
+/// block of the classes that starts at class *offset, labels [outer, inner]
+/// class numbers over all the classes, max [outer, inner] the scores' max
+/// over all the classes. sumExp = sum over the block of exp(scores - max);
+/// target = the label's score if the block holds it, else 0.
+void crossEntropyShardStats(const float *scores, const void *labels,
+                            bool labels64, const float *max,
+                            const int64_t *offset, float *sumExp, float *target,
+                            int64_t outer, int64_t classes, int64_t inner);
+/// The block's dscores of softmaxCrossEntropyBackward, given lse [outer,
+/// inner], the log of the sum of exp(scores) over all the classes:
+/// (exp(scores - lse) - onehot(label - *offset)) * dloss.
+void crossEntropyShardBackward(const float *scores, const void *labels,
+                               bool labels64, const float *dloss,
+                               const float *lse, const int64_t *offset,
+                               float *dscores, int64_t outer, int64_t classes,
+                               int64_t inner, Reduction reduction,
+                               bool hasIgnoreIndex, int64_t ignoreIndex);
+
 /// out[o, i, :] = data[o, idx[i], :] for data [outer, axisSize, inner]
 /// (inner counted in bytes of elements: innerBytes); negative indices count
 /// from the end.

@@ -1021,6 +1021,87 @@ void crossEntropyBackwardT(DeviceContext &ctx, const S *scores,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
+/// Vocab-parallel statistics, one block per element e = (o, i).
+template <typename L>
+__global__ void __launch_bounds__(kBlock)
+    crossEntropyShardStatsKernel(const float *scores, const L *labels,
+                                 const float *max, const int64_t *offset,
+                                 float *sumExp, float *target, int64_t count,
+                                 int64_t classes, int64_t inner) {
+  __shared__ double sharedD[kWarp];
+  const int64_t first = *offset;
+  for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
+    const int64_t o = e / inner, i = e % inner;
+    const float *s = scores + o * classes * inner + i;
+    const float m = max[e];
+    double sm = 0;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      sm += expf(s[c * inner] - m);
+    sm = blockReduce(sm, SumOp(), 0.0, sharedD);
+    if (threadIdx.x == 0) {
+      const int64_t c = loadIndex(labels, e) - first;
+      sumExp[e] = static_cast<float>(sm);
+      target[e] = c >= 0 && c < classes ? s[c * inner] : 0.0f;
+    }
+  }
+}
+
+/// The block's dscores of a vocab-parallel cross-entropy, one block per
+/// element: (exp(s - lse) - onehot(label - offset)) * g, 0 when ignored.
+template <typename L>
+__global__ void __launch_bounds__(kBlock)
+    crossEntropyShardBackwardKernel(const float *scores, const L *labels,
+                                    const float *dloss, const float *lse,
+                                    const int64_t *offset, float *dscores,
+                                    int64_t count, int64_t classes,
+                                    int64_t inner, int reduction,
+                                    bool hasIgnoreIndex, int64_t ignoreIndex,
+                                    const long long *valid) {
+  const int64_t first = *offset;
+  for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
+    const int64_t label = loadIndex(labels, e);
+    const int64_t o = e / inner, i = e % inner;
+    const float *s = scores + o * classes * inner + i;
+    float *ds = dscores + o * classes * inner + i;
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+        ds[c * inner] = 0.0f;
+      continue;
+    }
+    double g =
+        reduction == static_cast<int>(Reduction::None) ? dloss[e] : dloss[0];
+    if (reduction == static_cast<int>(Reduction::Mean))
+      g /= static_cast<double>(*valid);
+    const float gf = static_cast<float>(g), l = lse[e];
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      ds[c * inner] =
+          expf(s[c * inner] - l) * gf - (c == label - first ? gf : 0.0f);
+  }
+}
+
+template <typename L>
+void crossEntropyShardBackwardT(DeviceContext &ctx, const float *scores,
+                                const L *labels, const float *dloss,
+                                const float *lse, const int64_t *offset,
+                                float *dscores, int64_t count, int64_t classes,
+                                int64_t inner, Reduction reduction,
+                                bool hasIgnoreIndex, int64_t ignoreIndex) {
+  if (count <= 0 || classes <= 0)
+    return;
+  long long *valid = nullptr;
+  if (reduction == Reduction::Mean) {
+    valid = static_cast<long long *>(scratch(ctx, sizeof(long long)));
+    countValidLabelsKernel<L><<<1, kFinalBlock, 0, ctx.stream>>>(
+        labels, count, hasIgnoreIndex, ignoreIndex, valid);
+    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  }
+  crossEntropyShardBackwardKernel<L>
+      <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
+          scores, labels, dloss, lse, offset, dscores, count, classes, inner,
+          static_cast<int>(reduction), hasIgnoreIndex, ignoreIndex, valid);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
 /// The public entry points' label dispatch.
 template <typename S>
 void crossEntropyForwardS(DeviceContext &ctx, const S *scores,
@@ -1114,6 +1195,44 @@ void softmaxCrossEntropyBackward(DeviceContext &ctx, const __half *scores,
                                  int64_t ignoreIndex) {
   crossEntropyBackwardS(ctx, scores, labels, labels64, dloss, dscores, outer,
                         classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
+}
+
+void crossEntropyShardStats(DeviceContext &ctx, const float *scores,
+                            const void *labels, bool labels64, const float *max,
+                            const int64_t *offset, float *sumExp, float *target,
+                            int64_t outer, int64_t classes, int64_t inner) {
+  const int64_t count = outer * inner;
+  if (count <= 0)
+    return;
+  if (labels64)
+    crossEntropyShardStatsKernel<<<rowGrid(ctx, count), kBlock, 0,
+                                   ctx.stream>>>(
+        scores, static_cast<const int64_t *>(labels), max, offset, sumExp,
+        target, count, classes, inner);
+  else
+    crossEntropyShardStatsKernel<<<rowGrid(ctx, count), kBlock, 0,
+                                   ctx.stream>>>(
+        scores, static_cast<const int32_t *>(labels), max, offset, sumExp,
+        target, count, classes, inner);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+void crossEntropyShardBackward(DeviceContext &ctx, const float *scores,
+                               const void *labels, bool labels64,
+                               const float *dloss, const float *lse,
+                               const int64_t *offset, float *dscores,
+                               int64_t outer, int64_t classes, int64_t inner,
+                               Reduction reduction, bool hasIgnoreIndex,
+                               int64_t ignoreIndex) {
+  const int64_t count = outer * inner;
+  if (labels64)
+    crossEntropyShardBackwardT(
+        ctx, scores, static_cast<const int64_t *>(labels), dloss, lse, offset,
+        dscores, count, classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
+  else
+    crossEntropyShardBackwardT(
+        ctx, scores, static_cast<const int32_t *>(labels), dloss, lse, offset,
+        dscores, count, classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
 }
 
 //===----------------------------------------------------------------------===//

@@ -120,6 +120,20 @@ void softmaxCrossEntropyBackward(DeviceContext &ctx, const __half *scores,
                                  Reduction reduction, bool hasIgnoreIndex,
                                  int64_t ignoreIndex);
 
+/// Vocab-parallel cross-entropy (cpu::crossEntropyShardStats and
+/// cpu::crossEntropyShardBackward; *offset is read on the device).
+void crossEntropyShardStats(DeviceContext &ctx, const float *scores,
+                            const void *labels, bool labels64, const float *max,
+                            const int64_t *offset, float *sumExp, float *target,
+                            int64_t outer, int64_t classes, int64_t inner);
+void crossEntropyShardBackward(DeviceContext &ctx, const float *scores,
+                               const void *labels, bool labels64,
+                               const float *dloss, const float *lse,
+                               const int64_t *offset, float *dscores,
+                               int64_t outer, int64_t classes, int64_t inner,
+                               Reduction reduction, bool hasIgnoreIndex,
+                               int64_t ignoreIndex);
+
 void gather(DeviceContext &ctx, const void *data, const void *indices,
             bool indices64, void *out, int64_t outer, int64_t axisSize,
             int64_t innerBytes, int64_t numIndices);

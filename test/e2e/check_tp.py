@@ -3,7 +3,7 @@
 
   check_tp.py MODEL.onnx [--input-shape NAME=D0,D1 ...] --data TOKENS.bin
       --steps K --workdir DIR --plan BASE.json --meshes tp=2,dp=2:tp=2,...
-      [--zero 0,1] [--min-split N] [--pairs P --hidden H]
+      [--zero 0,1] [--min-split N] [--pairs P --hidden H [--vocab V]]
 
 BASE.json is the plan without "mesh" and "zero"; each configuration adds
 {"mesh": {...}, "zero": {"stage": S}}. Compiles BASE.json alone (one rank)
@@ -24,9 +24,14 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      device's;
  (d) with --pairs P --hidden H, the tp traffic is Megatron's count: P
      column/row pairs each all-reduce one activation of b*s*H floats (b the
-     samples of a rank's micro-batch) forward and one backward, a ring
-     all-reduce sending 2 (tp-1)/tp of it, per micro-batch; nothing else
-     moves over tp.
+     samples of a rank's micro-batch) forward and one backward; the
+     vocab-parallel embedding all-reduces its lookups (b*s*H) forward, the
+     LM head its input gradient (b*s*H) backward, and the vocab-parallel
+     cross-entropy the max, the sum of exponentials and the target logit
+     (b*s floats each) forward; a ring all-reduce sends 2 (tp-1)/tp of each,
+     per micro-batch; nothing else moves over tp. With --vocab V that tp
+     does not divide, the embedding, head and loss stay whole (no padding
+     yet) and move nothing.
 
 Prints `OK tp=2 dp=1 zero=0` per configuration; at the first failure one
 line `FAIL ...: reason` and exit 1.
@@ -84,6 +89,7 @@ def main(argv=None):
     p.add_argument("--min-split", type=int, default=1)
     p.add_argument("--pairs", type=int, help="Megatron column/row pairs of the model")
     p.add_argument("--hidden", type=int, help="the width of the activations they reduce")
+    p.add_argument("--vocab", type=int, help="the vocabulary (when tp does not divide it)")
     p.add_argument("--autopar", default="autopar")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=int, default=300)
@@ -148,8 +154,11 @@ def main(argv=None):
                 if args.pairs:
                     b = report["micro_batch"]
                     s = report["sequence_length"]
-                    ring = 2 * (tp - 1) / tp * b * s * args.hidden * 4
-                    want = {"all_reduce": 2 * args.pairs * ring * report["micro_batches"],
+                    ring = 2 * (tp - 1) / tp * b * s * 4
+                    per_micro = 2 * args.pairs * args.hidden * ring
+                    if not args.vocab or args.vocab % tp == 0:
+                        per_micro += 2 * args.hidden * ring + 3 * ring
+                    want = {"all_reduce": per_micro * report["micro_batches"],
                             "reduce_scatter": 0, "all_gather": 0}
                     for k in base.KINDS:
                         if not base.close(per_step["tp"][k], want[k], 1e-9):

@@ -19,9 +19,10 @@
 // CHECK-NEXT: nn.reduce_max: ([i, j])->([i]) {i=8, j=16} need_replication={j}
 // CHECK-NEXT: nn.softmax: ([i, j])->([i, j]) {i=8, j=16} need_replication={j}
 // CHECK-NEXT: nn.layer_norm: ([i, j, k], [k], [k])->([i, j, k]) {i=2, j=8, k=16} need_replication={k}
-// CHECK-NEXT: nn.gather: ([i, j], [k, l])->([k, l, j]) {i=10, j=4, k=2, l=3} need_replication={i}
-// CHECK-NEXT: nn.softmax_cross_entropy: ([i, j], [i])->([]) {i=8, j=16} need_replication={j} mean={i}
-// CHECK-NEXT: nn.softmax_cross_entropy_grad: ([i, j], [i], [])->([i, j]) {i=8, j=16} need_replication={j} mean_scaled={i}
+// CHECK-NEXT: nn.gather: ([i, j], [k, l])->([k, l, j]) {i=10, j=4, k=2, l=3} reduction={i}
+// CHECK-NEXT: nn.gather_grad: ([k, l], [k, l, j])->([i, j]) {i=10, j=4, k=2, l=3} reduction={k, l} placeable={i} linear=one_of(1)
+// CHECK-NEXT: nn.softmax_cross_entropy: ([i, j], [i])->([]) {i=8, j=16} mean={i} within={j}
+// CHECK-NEXT: nn.softmax_cross_entropy_grad: ([i, j], [i], [])->([i, j]) {i=8, j=16} mean_scaled={i}
 // CHECK-NEXT: nn.attention: ([i, j, k, m], [i, j, l, m], [i, j, l, m])->([i, j, k, m], [i, j, k]) {i=2, j=4, k=16, l=16, m=8} need_replication={k, l, m}
 // CHECK-NEXT: nn.constant: ()->([]) {}
 // CHECK-NEXT: dist.all_reduce: none
@@ -41,6 +42,7 @@ func.func @rules(%w: tensor<4x16xf32>, %x: tensor<8x4xf32>, %b: tensor<16xf32>,
   %8 = nn.softmax %2 {axis = 1 : i64} : tensor<8x16xf32> -> tensor<8x16xf32>
   %9 = nn.layer_norm %y, %b, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   %10 = nn.gather %e, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %g = nn.gather_grad %ids, %10 {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<10x4xf32>
   %11 = nn.softmax_cross_entropy %2, %t reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
   %12 = nn.softmax_cross_entropy_grad %2, %t, %11 reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
   %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
