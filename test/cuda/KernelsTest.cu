@@ -634,6 +634,65 @@ void testCrossEntropy(Tester &t, int64_t outer, int64_t classes, int64_t inner,
       compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
 }
 
+/// One block of a vocab-parallel cross-entropy (classes [offset, offset +
+/// classes) of more): statistics and dscores against the CPU kernels, some
+/// labels in the block, some outside it, some ignored.
+void testCrossEntropyShard(Tester &t, int64_t outer, int64_t classes,
+                           int64_t inner, int64_t offset, bool labels64,
+                           cpu::Reduction reduction) {
+  const std::string name =
+      std::to_string(outer) + "x" + std::to_string(classes) + "x" +
+      std::to_string(inner) + " offset " + std::to_string(offset) + " " +
+      reductionName(reduction);
+  const int64_t count = outer * inner;
+  const size_t numScores = static_cast<size_t>(outer * classes * inner);
+  std::vector<float> scores = t.uniform(numScores, -4.0f, 4.0f);
+  std::vector<int64_t> labels(static_cast<size_t>(count));
+  for (int64_t &l : labels)
+    l = t.randomInt(0, 5) == 0 ? -100 : t.randomInt(0, offset + 2 * classes);
+  std::vector<unsigned char> labelBytes = t.indexBytes(labels, labels64);
+  std::vector<float> max = t.uniform(static_cast<size_t>(count), 3.0f, 4.0f);
+  std::vector<float> sumExp(count), target(count);
+  cpu::crossEntropyShardStats(scores.data(), labelBytes.data(), labels64,
+                              max.data(), &offset, sumExp.data(), target.data(),
+                              outer, classes, inner);
+  std::vector<int64_t> offsetHost = {offset};
+  DeviceBuffer sD = t.upload(scores), lD = t.upload(labelBytes),
+               mD = t.upload(max), oD = t.upload(offsetHost),
+               seD = t.alloc(count * 4), tD = t.alloc(count * 4);
+  gpu::crossEntropyShardStats(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
+      reinterpret_cast<const float *>(mD.get()),
+      reinterpret_cast<const int64_t *>(oD.get()),
+      reinterpret_cast<float *>(seD.get()), reinterpret_cast<float *>(tD.get()),
+      outer, classes, inner);
+  t.check("crossEntropyShardStats sum_exp " + name,
+          compareFloats(t.download<float>(seD.get(), count), sumExp, kTol));
+  t.check("crossEntropyShardStats target " + name,
+          compareFloats(t.download<float>(tD.get(), count), target, kTol));
+
+  std::vector<float> lse = t.uniform(static_cast<size_t>(count), 4.0f, 6.0f);
+  const size_t numLoss =
+      reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
+  std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
+  std::vector<float> dscores(numScores);
+  cpu::crossEntropyShardBackward(
+      scores.data(), labelBytes.data(), labels64, dloss.data(), lse.data(),
+      &offset, dscores.data(), outer, classes, inner, reduction, true, -100);
+  DeviceBuffer dlD = t.upload(dloss), lseD = t.upload(lse);
+  DeviceBuffer dsD = t.upload(t.uniform(numScores)); // overwritten
+  gpu::crossEntropyShardBackward(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
+      reinterpret_cast<const float *>(dlD.get()),
+      reinterpret_cast<const float *>(lseD.get()),
+      reinterpret_cast<const int64_t *>(oD.get()),
+      reinterpret_cast<float *>(dsD.get()), outer, classes, inner, reduction,
+      true, -100);
+  t.check(
+      "crossEntropyShardBackward " + name,
+      compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
+}
+
 /// Cross-entropy on 16-bit scores (f32 loss and dloss) against the CPU
 /// kernels on the same 16-bit values in float: the loss within the f32
 /// tolerance, dscores within one rounding of the type.
@@ -711,6 +770,10 @@ void testNormalizations(Tester &t) {
   testCrossEntropy(t, 5, 1, 1, true, R::Mean, false, 0, 0.0);
   testCrossEntropy(t, 4, 9, 1, true, R::Mean, true, -100, 1.0);
   testCrossEntropy(t, 3, 5, 2, false, R::Sum, true, -1, 1.0);
+  for (R r : {R::None, R::Sum, R::Mean}) {
+    testCrossEntropyShard(t, 64, 25129, 1, 25128, true, r);
+    testCrossEntropyShard(t, 6, 11, 7, 0, false, r);
+  }
   for (R r : {R::None, R::Mean}) {
     testCrossEntropy16<__nv_bfloat16>(t, Float16Kind::BF16, 64, 50257, 1, r);
     testCrossEntropy16<__half>(t, Float16Kind::Half, 6, 11, 7, r);

@@ -682,6 +682,87 @@ TEST(RuntimeKernelsTest, SoftmaxCrossEntropyAllIgnored) {
   }
 }
 
+/// Vocab-parallel cross-entropy: the classes split into `blocks` blocks;
+/// the max over the blocks, then each block's statistics summed, give the
+/// loss of the whole, and each block's dscores are the whole's columns.
+TEST(RuntimeKernelsTest, CrossEntropyShards) {
+  for (auto [outer, classes, inner, blocks] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{6, 12, 1, 3},
+        {4, 10, 3, 2},
+        {5, 8, 1, 4}}) {
+    const int64_t count = outer * inner, block = classes / blocks;
+    std::vector<float> scores =
+        randomFloats(outer * classes * inner, 7 + classes, -4.0f, 4.0f);
+    std::vector<int64_t> labels(count);
+    for (int64_t e = 0; e < count; ++e)
+      labels[e] = e % 4 == 1 ? -100 : (e * 7 + 3) % classes;
+    std::vector<int32_t> labels32(labels.begin(), labels.end());
+    for (bool l64 : {false, true}) {
+      const void *lab = l64 ? static_cast<const void *>(labels.data())
+                            : static_cast<const void *>(labels32.data());
+      // Block b: scores[o, b * block + c, i].
+      auto blockOf = [&](const std::vector<float> &all, int64_t b) {
+        std::vector<float> out(outer * block * inner);
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t c = 0; c < block; ++c)
+            for (int64_t i = 0; i < inner; ++i)
+              out[(o * block + c) * inner + i] =
+                  all[(o * classes + b * block + c) * inner + i];
+        return out;
+      };
+      std::vector<float> max(count, -INFINITY);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < classes; ++c)
+          for (int64_t i = 0; i < inner; ++i)
+            max[o * inner + i] = std::max(
+                max[o * inner + i], scores[(o * classes + c) * inner + i]);
+      std::vector<float> sumExp(count, 0.0f), target(count, 0.0f);
+      for (int64_t b = 0; b < blocks; ++b) {
+        std::vector<float> s = blockOf(scores, b), se(count, kNaN),
+                           t(count, kNaN);
+        int64_t offset = b * block;
+        crossEntropyShardStats(s.data(), lab, l64, max.data(), &offset,
+                               se.data(), t.data(), outer, block, inner);
+        for (int64_t e = 0; e < count; ++e) {
+          sumExp[e] += se[e];
+          target[e] += t[e];
+        }
+      }
+      std::vector<float> whole(count, kNaN);
+      softmaxCrossEntropyForward(scores.data(), lab, l64, whole.data(), outer,
+                                 classes, inner, Reduction::None, true, -100);
+      std::vector<double> lse(count);
+      for (int64_t e = 0; e < count; ++e) {
+        lse[e] = std::log(static_cast<double>(sumExp[e])) + max[e];
+        if (labels[e] != -100)
+          EXPECT_NEAR(lse[e] - target[e], whole[e], 1e-5 * (1 + whole[e]))
+              << "element " << e;
+      }
+      // The gradient, each reduction.
+      for (Reduction red : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
+        std::vector<float> dloss =
+            randomFloats(red == Reduction::None ? count : 1, 3, 0.5f, 2.0f);
+        std::vector<float> ds(scores.size(), kNaN);
+        softmaxCrossEntropyBackward(scores.data(), lab, l64, dloss.data(),
+                                    ds.data(), outer, classes, inner, red, true,
+                                    -100);
+        std::vector<float> lsef(lse.begin(), lse.end());
+        for (int64_t b = 0; b < blocks; ++b) {
+          std::vector<float> s = blockOf(scores, b), want = blockOf(ds, b);
+          std::vector<float> got(s.size(), kNaN);
+          int64_t offset = b * block;
+          crossEntropyShardBackward(s.data(), lab, l64, dloss.data(),
+                                    lsef.data(), &offset, got.data(), outer,
+                                    block, inner, red, true, -100);
+          for (size_t k = 0; k < got.size(); ++k)
+            EXPECT_NEAR(got[k], want[k], 1e-6 + 1e-5 * std::fabs(want[k]))
+                << "block " << b << " element " << k;
+        }
+      }
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Gather
 //===----------------------------------------------------------------------===//

@@ -1086,3 +1086,43 @@ func.func private @loss_scale_param(tensor<f32> {nn.loss_scale, nn.param = "s"})
 
 // expected-error @+1 {{argument attribute 'nn.loss_scale' must be a unit attribute}}
 func.func private @loss_scale_not_unit(tensor<f32> {nn.loss_scale = 2.0 : f32})
+
+// -----
+
+func.func @shard_stats_max_type(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %m: tensor<8xf16>, %o: tensor<i64>) {
+  // expected-error @+1 {{'nn.cross_entropy_shard_stats' op operand 'max' type 'tensor<8xf16>' must be 'tensor<8xf32>'}}
+  %e, %t = nn.cross_entropy_shard_stats %s, %l, %m, %o : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf16>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @shard_stats_labels(%s: tensor<8x16xf32>, %l: tensor<16xi64>, %m: tensor<8xf32>, %o: tensor<i64>) {
+  // expected-error @+1 {{'nn.cross_entropy_shard_stats' op operand 'labels' shape [16] must be the shape of operand 'scores' without its class dim: [8]}}
+  %e, %t = nn.cross_entropy_shard_stats %s, %l, %m, %o : (tensor<8x16xf32>, tensor<16xi64>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @shard_stats_offset(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %m: tensor<8xf32>, %o: tensor<1xi64>) {
+  // expected-error @+1 {{'nn.cross_entropy_shard_stats' op operand #3 must be 0D tensor of 64-bit signless integer values}}
+  %e, %t = nn.cross_entropy_shard_stats %s, %l, %m, %o : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf32>, tensor<1xi64>) -> (tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @shard_grad_lse(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %g: tensor<f32>, %lse: tensor<8x1xf32>, %o: tensor<i64>) {
+  // expected-error @+1 {{'nn.cross_entropy_shard_grad' op operand 'lse' type 'tensor<8x1xf32>' must be 'tensor<8xf32>'}}
+  %0 = nn.cross_entropy_shard_grad %s, %l, %g, %lse, %o reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>, tensor<8x1xf32>, tensor<i64>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @shard_grad_grad(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %g: tensor<8xf32>, %lse: tensor<8xf32>, %o: tensor<i64>) {
+  // expected-error @+1 {{'nn.cross_entropy_shard_grad' op operand 'grad' type 'tensor<8xf32>' must be the loss type 'tensor<f32>'}}
+  %0 = nn.cross_entropy_shard_grad %s, %l, %g, %lse, %o reduction(sum) : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> tensor<8x16xf32>
+  return
+}

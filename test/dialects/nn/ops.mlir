@@ -247,6 +247,22 @@ func.func @softmax_cross_entropy(%s: tensor<8x16xf32>, %l: tensor<8xi64>,
   return
 }
 
+// CHECK-LABEL: func.func @cross_entropy_shard(
+// CHECK: nn.cross_entropy_shard_stats %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+// CHECK: nn.cross_entropy_shard_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} reduction(mean) {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>, tensor<8xf32>, tensor<i64>) -> tensor<8x16xf32>
+// CHECK: nn.cross_entropy_shard_stats %{{.*}} : (tensor<2x16x5xbf16>, tensor<2x5xi32>, tensor<2x5xf32>, tensor<i64>) -> (tensor<2x5xf32>, tensor<2x5xf32>)
+// CHECK: nn.cross_entropy_shard_grad %{{.*}} reduction(none) : (tensor<2x16x5xbf16>, tensor<2x5xi32>, tensor<2x5xf32>, tensor<2x5xf32>, tensor<i64>) -> tensor<2x16x5xbf16>
+func.func @cross_entropy_shard(%s: tensor<8x16xf32>, %l: tensor<8xi64>,
+                               %m: tensor<8xf32>, %o: tensor<i64>,
+                               %g: tensor<f32>, %s3: tensor<2x16x5xbf16>,
+                               %l3: tensor<2x5xi32>, %m3: tensor<2x5xf32>) {
+  %e, %t = nn.cross_entropy_shard_stats %s, %l, %m, %o : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>)
+  %0 = nn.cross_entropy_shard_grad %s, %l, %g, %m, %o reduction(mean) {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>, tensor<8xf32>, tensor<i64>) -> tensor<8x16xf32>
+  %e3, %t3 = nn.cross_entropy_shard_stats %s3, %l3, %m3, %o : (tensor<2x16x5xbf16>, tensor<2x5xi32>, tensor<2x5xf32>, tensor<i64>) -> (tensor<2x5xf32>, tensor<2x5xf32>)
+  %1 = nn.cross_entropy_shard_grad %s3, %l3, %m3, %m3, %o reduction(none) : (tensor<2x16x5xbf16>, tensor<2x5xi32>, tensor<2x5xf32>, tensor<2x5xf32>, tensor<i64>) -> tensor<2x16x5xbf16>
+  return
+}
+
 // 16-bit scores: the loss has their type or f32 (mixed precision), and so
 // has the gradient's `grad`.
 // CHECK-LABEL: func.func @softmax_cross_entropy_16(

@@ -188,6 +188,28 @@ func.func @shard_type_mismatch(%x: tensor<8x8xf32>) {
 }
 
 //===----------------------------------------------------------------------===//
+// dist.axis_index
+//===----------------------------------------------------------------------===//
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @axis_index_unknown_axis() {
+  // expected-error @+1 {{'dist.axis_index' op mesh @m has no axis 'pp'}}
+  %0 = dist.axis_index on @m axes = [pp] : tensor<i64>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, tp = 2]
+func.func @axis_index_rank() {
+  // expected-error @+1 {{'dist.axis_index' op result #0 must be 0D tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = dist.axis_index on @m axes = [tp] : tensor<1xi64>
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // dist.tensor_split
 //===----------------------------------------------------------------------===//
 

@@ -68,6 +68,10 @@ func.func @collectives(%x: tensor<4x8xf32>, %i: tensor<8x8xi32>) {
   %0 = dist.tensor_split %x on @m axes = [tp] dim = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
   // CHECK: dist.tensor_split %{{.*}} on @m axes = [dp, tp] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
   %1 = dist.tensor_split %x on @m axes = [dp, tp] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  // CHECK: dist.axis_index on @m axes = [tp] : tensor<i64>
+  %idx = dist.axis_index on @m axes = [tp] : tensor<i64>
+  // CHECK: dist.axis_index on @m axes = [dp, tp] : tensor<i32>
+  %idx2 = dist.axis_index on @m axes = [dp, tp] : tensor<i32>
   // CHECK: dist.all_reduce sum %{{.*}} on @m axes = [tp] : tensor<4x8xf32>
   %2 = dist.all_reduce sum %x on @m axes = [tp] : tensor<4x8xf32>
   // CHECK: dist.all_reduce max %{{.*}} on @m axes = [dp, tp] : tensor<8x8xi32>

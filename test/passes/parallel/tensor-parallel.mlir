@@ -1,5 +1,6 @@
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --split-input-file | FileCheck %s --check-prefix=PROP
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SPMD
 
 // Megatron's MLP, found: the first projection is column-parallel (a seed on
 // its output features), the second has its partner's split on the
@@ -98,5 +99,83 @@ module {
     %1 = nn.softmax %0 {axis = 1 : i64} : tensor<8x16xf32> -> tensor<8x16xf32>
     %g = nn.exp %w : tensor<4x16xf32>
     return %1, %g : tensor<8x16xf32>, tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// Megatron's vocab-parallel embedding and loss, with a tied LM head: the
+// table read at the token ids is split over its rows (a seed on the
+// lookup's table) and the lookups are summed at once (a replicated seed on
+// the result); the head's logits split over the vocabulary reach the loss,
+// so the head is column-parallel with the loss as its partner. Locally:
+// each rank looks up its rows (indices shifted by its first row, rows held
+// elsewhere zeroed), the lookups are all-reduced; the loss all-reduces the
+// max (by max), then the sum of exponentials and the target logit; the
+// gradient reuses the forward's log-sum-exp; the table's gradient is the
+// scatter of the rows a rank holds (after one all-reduce of the pending
+// input gradient), added to the head's.
+
+// CHECK-LABEL: func.func @vocab_parallel
+// CHECK: %[[T:.*]] = dist.shard %arg0 {priority = 1 : i64} : tensor<8x4xf32> to #dist.sharding<@mesh, {{\[\[}}tp], []]>
+// CHECK-NEXT: %[[X:.*]] = nn.gather %[[T]], %arg1
+// CHECK-NEXT: dist.shard %[[X]] {priority = 1 : i64} : tensor<2x3x4xf32> to #dist.sharding<@mesh, {{\[\[}}], [], []]>
+// CHECK-NOT: = dist.shard
+// CHECK: return
+
+// PROP-LABEL: func.func @vocab_parallel
+// PROP-SAME: {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.param = "wte"}
+// PROP-SAME: -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"}, tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.grad = "wte"})
+
+// SPMD-LABEL: func.func @vocab_parallel
+// SPMD-SAME: %arg0: tensor<4x4xf32>
+// SPMD: %[[I:.*]] = dist.axis_index on @mesh axes = [tp] : tensor<i64>
+// SPMD: %[[START:.*]] = nn.mul %[[I]], %{{.*}} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// SPMD: %[[LOCAL:.*]] = nn.sub %{{.*}}, %[[START]] : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+// SPMD: %[[HELD:.*]] = nn.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3xi1>, tensor<2x3xi1>, tensor<i1>) -> tensor<2x3xi1>
+// SPMD: %[[IDX:.*]] = nn.where %[[HELD]], %[[LOCAL]], %{{.*}} : (tensor<2x3xi1>, tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+// SPMD: %[[LOOKUP:.*]] = nn.gather %arg0, %[[IDX]] {axis = 0 : i64} : (tensor<4x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+// SPMD: %[[M:.*]] = nn.reshape %[[HELD]] : tensor<2x3xi1> -> tensor<2x3x1xi1>
+// SPMD: %[[Z:.*]] = nn.where %[[M]], %[[LOOKUP]], %{{.*}} : (tensor<2x3x1xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// SPMD: dist.all_reduce sum %[[Z]] on @mesh axes = [tp] : tensor<2x3x4xf32>
+// SPMD: %[[LOGITS:.*]] = nn.matmul %{{.*}}, %{{.*}} : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+// SPMD: %[[LMAX:.*]] = nn.reduce_max %[[LOGITS]] {axes = array<i64: 1>, keepdims = false} : tensor<6x4xf32> -> tensor<6xf32>
+// SPMD: %[[MAX:.*]] = dist.all_reduce max %[[LMAX]] on @mesh axes = [tp] : tensor<6xf32>
+// SPMD: %[[SE:.*]], %[[TG:.*]] = nn.cross_entropy_shard_stats %[[LOGITS]], %arg2, %[[MAX]], %{{.*}} : (tensor<6x4xf32>, tensor<6xi64>, tensor<6xf32>, tensor<i64>) -> (tensor<6xf32>, tensor<6xf32>)
+// SPMD: %[[SUM:.*]] = dist.all_reduce sum %[[SE]] on @mesh axes = [tp] : tensor<6xf32>
+// SPMD: %[[TARGET:.*]] = dist.all_reduce sum %[[TG]] on @mesh axes = [tp] : tensor<6xf32>
+// SPMD: %[[LOG:.*]] = nn.log %[[SUM]] : tensor<6xf32>
+// SPMD: %[[LSE:.*]] = nn.add %[[LOG]], %[[MAX]]
+// SPMD: nn.sub %[[LSE]], %[[TARGET]]
+// SPMD: nn.compare ne, %arg2, %{{.*}} : (tensor<6xi64>, tensor<i64>) -> tensor<6xi1>
+// SPMD: nn.reduce_sum
+// SPMD: nn.div
+// SPMD: nn.cross_entropy_shard_grad %[[LOGITS]], %arg2, %{{.*}}, %[[LSE]], %{{.*}} reduction(mean) {ignore_index = -100 : i64} : (tensor<6x4xf32>, tensor<6xi64>, tensor<f32>, tensor<6xf32>, tensor<i64>) -> tensor<6x4xf32>
+// SPMD: dist.all_reduce sum %{{.*}} on @mesh axes = [tp] : tensor<2x3x4xf32>
+// SPMD: %[[DE:.*]] = nn.gather_grad %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<4x4xf32>
+// SPMD: nn.add %{{.*}}, %[[DE]] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// SPMD-NOT: dist.
+// SPMD: return
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @vocab_parallel(%e: tensor<8x4xf32> {nn.param = "wte"},
+                            %ids: tensor<2x3xi64> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, nn.input = "ids"},
+                            %t: tensor<6xi64> {dist.sharding = #dist.sharding<@mesh, [[dp]]>, nn.input = "t"})
+      -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"},
+          tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "wte"}) {
+    %x = nn.gather %e, %ids {axis = 0 : i64} : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+    %h = nn.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+    %et = nn.transpose %e {perm = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+    %s = nn.matmul %h, %et : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+    %l = nn.softmax_cross_entropy %s, %t reduction(mean) {ignore_index = -100 : i64} : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    %one = nn.constant dense<1.0> : tensor<f32>
+    %ds = nn.softmax_cross_entropy_grad %s, %t, %one reduction(mean) {ignore_index = -100 : i64} : (tensor<6x8xf32>, tensor<6xi64>, tensor<f32>) -> tensor<6x8xf32>
+    %dh = nn.matmul %ds, %e : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+    %det = nn.gemm %h, %ds {trans_a = true} : (tensor<6x4xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+    %de1 = nn.transpose %det {perm = array<i64: 1, 0>} : tensor<4x8xf32> -> tensor<8x4xf32>
+    %dx = nn.reshape %dh : tensor<6x4xf32> -> tensor<2x3x4xf32>
+    %de2 = nn.gather_grad %ids, %dx {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<8x4xf32>
+    %de = nn.add %de1, %de2 : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %l, %de : tensor<f32>, tensor<8x4xf32>
   }
 }
