@@ -80,8 +80,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     annotate.bucketMb = plan.bucketMb;
     annotate.deferReduction = defersReduction(plan);
     pm.addPass(dist::createAnnotateShardingPass(annotate));
-    if (plan.meshTp > 1)
-      pm.addPass(dist::createTensorParallelPass());
+    if (plan.meshTp > 1) {
+      dist::TensorParallelPassOptions tp;
+      tp.sequenceParallel = plan.sequenceParallel;
+      pm.addPass(dist::createTensorParallelPass(tp));
+    }
     pm.addPass(dist::createPropagateShardingPass());
     pm.addPass(dist::createSpmdizePass());
     pm.addPass(dist::createLowerCollectivesPass());

@@ -489,10 +489,14 @@ bool PlanParser::parse(const json &root, Plan &plan) {
   }
 
   if (const json *tp = member(root, "tensor_parallel")) {
-    if (!expectObject(*tp, "tensor_parallel", {"rules"}))
+    if (!expectObject(*tp, "tensor_parallel", {"rules", "sequence_parallel"}))
       return false;
     if (const json *v = member(*tp, "rules"))
       if (!readEnum(*v, "tensor_parallel.rules", {"auto"}, plan.tpRules))
+        return false;
+    if (const json *v = member(*tp, "sequence_parallel"))
+      if (!readBool(*v, "tensor_parallel.sequence_parallel",
+                    plan.sequenceParallel))
         return false;
   }
 
@@ -864,7 +868,8 @@ json toJson(const Plan &plan) {
                         {"stages", plan.pipelineStages == 0
                                        ? json("auto")
                                        : json(plan.pipelineStages)}};
-  result["tensor_parallel"] = {{"rules", plan.tpRules}};
+  result["tensor_parallel"] = {{"rules", plan.tpRules},
+                               {"sequence_parallel", plan.sequenceParallel}};
   result["optimizer"] = std::move(optimizer);
   result["frozen"] = plan.frozen;
   result["lr_schedule"] = {{"warmup_steps", plan.lrSchedule.warmupSteps},

@@ -71,6 +71,7 @@ struct Plan {
   std::string pipelineSchedule = "1f1b"; // "gpipe" | "1f1b"
   int64_t pipelineStages = 0;            // 0 = "auto"
   std::string tpRules = "auto";          // only "auto"
+  bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;
   std::vector<std::string> frozen; // globs over initializer names
   LrSchedulePlan lrSchedule;

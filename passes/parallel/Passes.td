@@ -166,6 +166,9 @@ def TensorParallelPass
   let options = [
     Option<"axis", "axis", "std::string", "\"tp\"",
            "The tensor-parallel mesh axis">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Split norms, dropout and the residual stream over the tokens "
+           "(Megatron's sequence parallelism)">,
   ];
   let dependentDialects = ["autopar::dist::DistDialect"];
 }

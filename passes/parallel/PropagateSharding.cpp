@@ -235,13 +235,15 @@ void sumTerms(nn::AddOp add, SmallVectorImpl<Value> &terms,
   }
 }
 
+} // namespace
+
 /// Regroups sums that mix whole terms with terms pending (as sums) over the
 /// same axes so that the pending ones are added first: ((w + p1) + p2)
 /// becomes w + (p1 + p2), reduced once rather than once per term. This is
 /// how Megatron's backward reduces the input gradient of attention once
 /// for q, k and v (autodiff accumulates them one by one into the residual
 /// gradient). Floating-point reassociation: the terms are the same.
-bool groupPendingSums(func::FuncOp func, const ShardingPropagator &prop) {
+bool dist::groupPendingSums(func::FuncOp func, const ShardingPropagator &prop) {
   SmallVector<nn::AddOp> roots;
   func.walk([&](nn::AddOp add) {
     if (!isInnerSum(add))
@@ -287,6 +289,8 @@ bool groupPendingSums(func::FuncOp func, const ShardingPropagator &prop) {
   }
   return changed;
 }
+
+namespace {
 
 struct PropagateShardingPass
     : public dist::impl::PropagateShardingPassBase<PropagateShardingPass> {

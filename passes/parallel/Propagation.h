@@ -65,6 +65,11 @@ private:
   llvm::SmallVector<std::pair<unsigned, mlir::BlockArgument>> gradients;
 };
 
+/// Regroups sums that mix whole terms with terms pending (as sums) over the
+/// same axes under `prop`'s layouts so the pending ones are added first and
+/// reduced once; true if it changed `func`.
+bool groupPendingSums(mlir::func::FuncOp func, const ShardingPropagator &prop);
+
 } // namespace autopar::dist
 
 #endif // AUTOPAR_PASSES_PARALLEL_PROPAGATION_H

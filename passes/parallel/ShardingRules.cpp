@@ -550,17 +550,28 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     // split operand (a row-parallel weight reached by a pending input
     // gradient, in backward) where one all-reduce of the sum suffices.
     // So is one over axes that the results' users want a dim split over
-    // (a table's gradient split over its rows).
-    auto splitOverPartial = [&](ArrayRef<Layout> layouts) {
-      for (const Layout &l : layouts)
-        for (const auto &axes : l.dims)
-          for (StringRef a : axes)
-            if (llvm::is_contained(operands[partialLinear[0]].partial, a))
-              return true;
-      return false;
+    // that the pending operands do not index (a table's gradient split over
+    // its rows; a dim they index is split by one reduce-scatter later).
+    ArrayRef<StringRef> pendingAxes;
+    if (ok)
+      pendingAxes = operands[partialLinear[0]].partial;
+    auto overPending = [&](ArrayRef<StringRef> axes) {
+      return llvm::any_of(axes, [&](StringRef a) {
+        return llvm::is_contained(pendingAxes, a);
+      });
     };
-    if (ok && (splitOverPartial(operands) || splitOverPartial(resultHints)))
-      ok = false;
+    for (const Layout &l : operands)
+      for (const auto &axes : l.dims)
+        if (overPending(axes))
+          ok = false;
+    for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
+      for (auto [d, f] : llvm::enumerate(fs))
+        if (j < resultHints.size() && d < resultHints[j].dims.size() &&
+            overPending(resultHints[j].dims[d]) &&
+            llvm::none_of(partialLinear, [&](unsigned i) {
+              return llvm::is_contained(rule.operandFactors[i], f);
+            }))
+          ok = false;
     if (ok) {
       for (unsigned i : partialLinear)
         keepPartial[i] = true;

@@ -425,13 +425,25 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       continue;
     }
     if (auto shard = dyn_cast<ShardOp>(op)) {
-      // The annotation becomes the resharding it asks for.
+      // A shard read only by another: only the last layout is wanted (the
+      // summed lookups that sequence parallelism splits over the tokens
+      // are one reduce-scatter).
+      if (shard->hasOneUse() && isa<ShardOp>(*shard->getUsers().begin())) {
+        shard.getResult().replaceAllUsesWith(shard.getInput());
+        op->erase();
+        continue;
+      }
+      // The annotation becomes the resharding it asks for (made once per
+      // value and layout: a pinned input of several projections).
       Value input = shard.getInput();
       Layout from = layouts.lookup(input),
              to = Layout::fromAttr(shard.getSharding());
-      FailureOr<Value> v = reshard(b, op, input, from, to);
+      Value &cached = resharded[{input, shard.getSharding()}];
+      FailureOr<Value> v =
+          cached ? FailureOr<Value>(cached) : reshard(b, op, input, from, to);
       if (failed(v))
         return failure();
+      cached = *v;
       if (*v == input && from != to)
         v = nn::IdentityOp::create(b, op->getLoc(), input.getType(), input)
                 .getResult();

@@ -218,6 +218,7 @@ struct TensorParallelPass
     Block &body = func.getBody().front();
     llvm::DenseSet<Operation *> forward = forwardOps(func);
     SmallVector<Projection> projections;
+    SmallVector<ShardOp> lookupSums;
     for (Operation &op : body)
       if (forward.contains(&op))
         if (std::optional<Projection> p = asProjection(&op))
@@ -262,6 +263,7 @@ struct TensorParallelPass
               .toAttr(ctx, mesh.getSymName()),
           b.getI64IntegerAttr(level));
       lookup.replaceAllUsesExcept(sum.getResult(), sum.getOperation());
+      lookupSums.push_back(sum);
       if (failed(prop->settle(level)))
         return failure();
     }
@@ -350,7 +352,97 @@ struct TensorParallelPass
       d << "]) are not divisible by " << n;
       return failure();
     }
+    if (sequenceParallel) {
+      // The pending terms of a sum added first, so that the sum is split
+      // once (as autopar-dist-propagate will group them).
+      if (groupPendingSums(func, *prop)) {
+        prop = std::make_unique<ShardingPropagator>(func, sizes);
+        if (failed(prop->settle(level)))
+          return failure();
+      }
+      seedSequence(body, *prop, lookupSums, level + 1, n, mesh);
+    }
     return success();
+  }
+
+  /// The token dim of an activation [..., tokens, features], if the axis
+  /// divides it.
+  static std::optional<int64_t> tokenDim(Value v, int64_t n) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getRank() < 2 || type.getDimSize(type.getRank() - 2) % n)
+      return std::nullopt;
+    return type.getRank() - 2;
+  }
+
+  /// Megatron's sequence parallelism, as seeds of the last priority (after
+  /// every column/row choice). Sums over the axis that tensor-parallel
+  /// matmuls produce (row-parallel outputs forward, column-parallel input
+  /// gradients backward) and the summed vocab-parallel lookups are split
+  /// over the tokens (one reduce-scatter each), so norms, dropout and the
+  /// residual stream, forward and backward, run on 1/n of the tokens; every
+  /// other activation a tensor-parallel matmul reads is pinned whole over
+  /// the tokens (an all-gather where it arrives split). What runs on split
+  /// tokens has its parameters' gradients summed over the axis (norm
+  /// weights, row-parallel biases).
+  void seedSequence(Block &body, const ShardingPropagator &prop,
+                    ArrayRef<ShardOp> lookupSums, int64_t level, int64_t n,
+                    MeshOp mesh) {
+    MLIRContext *ctx = mesh.getContext();
+    IntegerAttr priority = IntegerAttr::get(IntegerType::get(ctx, 64), level);
+    auto splitTokens = [&](OpBuilder &b, Value v) {
+      Layout l = prop.layoutOf(v);
+      std::optional<int64_t> dim = tokenDim(v, n);
+      l.partial.clear();
+      if (!dim || uses(l, axis))
+        return;
+      l.dims[*dim].push_back(axis);
+      auto shard = ShardOp::create(b, v.getLoc(), v,
+                                   l.toAttr(ctx, mesh.getSymName()), priority);
+      v.replaceAllUsesExcept(shard.getResult(), shard.getOperation());
+    };
+    for (ShardOp sum : lookupSums) {
+      OpBuilder b(ctx);
+      b.setInsertionPointAfter(sum);
+      splitTokens(b, sum.getResult());
+    }
+    // Tensor-parallel matmuls, and the gradients of split tables (their
+    // rows are scattered from the whole tokens' gradient).
+    SmallVector<Operation *> matmuls;
+    for (Operation &op : body)
+      if (isa<nn::MatMulOp, nn::GemmOp, nn::GatherGradOp>(op) &&
+          (llvm::any_of(
+               op.getOperands(),
+               [&](Value v) { return uses(prop.layoutOf(v), axis); }) ||
+           uses(prop.layoutOf(op.getResult(0)), axis)))
+        matmuls.push_back(&op);
+    DenseSet<Value> split;
+    for (Operation *op : matmuls) {
+      OpBuilder b(op);
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value v = operand.get();
+        if (isParameter(v) || !tokenDim(v, n))
+          continue;
+        Layout l = prop.layoutOf(v);
+        l.partial.clear();
+        operand.set(ShardOp::create(
+            b, op->getLoc(), v, l.toAttr(ctx, mesh.getSymName()), priority));
+      }
+      Value result = op->getResult(0);
+      if (!llvm::is_contained(prop.layoutOf(result).partial, axis))
+        continue;
+      // A sum of such terms (the input gradient of q, k and v) is split
+      // once, at its root.
+      while (result.hasOneUse()) {
+        auto add = dyn_cast<nn::AddOp>(*result.getUsers().begin());
+        if (!add || !llvm::is_contained(prop.layoutOf(add).partial, axis))
+          break;
+        result = add.getResult();
+      }
+      if (!split.insert(result).second)
+        continue;
+      b.setInsertionPointAfter(result.getDefiningOp());
+      splitTokens(b, result);
+    }
   }
 };
 

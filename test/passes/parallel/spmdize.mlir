@@ -104,21 +104,29 @@ module {
 // whole value as a pending max is itself; a pending max wanted split is a
 // max reduce-scatter. A
 // result annotated otherwise than its rule gives (here by hand) is
-// resharded right after its op.
+// resharded right after its op. A shard read only by another shard is
+// skipped: only the last layout is made (whole -> split: a local slice).
 
 // CHECK-LABEL: func.func @annotations
 // CHECK: %[[I:.*]] = nn.identity %arg0 : tensor<4x4xf32>
 // CHECK: %[[S:.*]] = dist.reduce_scatter max %[[I]] on @mesh axes = [tp] dim = 1 : tensor<4x4xf32> -> tensor<4x2xf32>
 // CHECK: %[[E:.*]] = nn.exp %[[S]] : tensor<4x2xf32>
+// CHECK: %[[T:.*]] = dist.tensor_split %arg0 on @mesh axes = [tp] dim = 1 : tensor<4x4xf32> -> tensor<4x2xf32>
+// CHECK: %[[L:.*]] = nn.log %[[T]] : tensor<4x2xf32>
 // CHECK: %[[G:.*]] = dist.all_gather %[[E]] on @mesh axes = [tp] dim = 1 : tensor<4x2xf32> -> tensor<4x4xf32>
-// CHECK: return %[[G]]
+// CHECK: %[[M:.*]] = dist.all_reduce max %[[I]] on @mesh axes = [tp] : tensor<4x4xf32>
+// CHECK: %[[G2:.*]] = dist.all_gather %[[L]]
+// CHECK: return %[[G]], %[[M]], %[[G2]]
 module {
   dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
-  func.func @annotations(%a: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>}) -> tensor<4x4xf32> {
+  func.func @annotations(%a: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>}) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) {
     %0 = dist.shard %a : tensor<4x4xf32> to #dist.sharding<@mesh, [[], []], partial max = [tp]>
     %1 = dist.shard %0 : tensor<4x4xf32> to #dist.sharding<@mesh, [[], [tp]]>
     %2 = nn.exp %1 {dist.shardings = [#dist.sharding<@mesh, [[], []]>]} : tensor<4x4xf32>
-    return %2 : tensor<4x4xf32>
+    %3 = dist.shard %a : tensor<4x4xf32> to #dist.sharding<@mesh, [[], []], partial max = [tp]>
+    %4 = dist.shard %3 : tensor<4x4xf32> to #dist.sharding<@mesh, [[], [tp]]>
+    %5 = nn.log %4 {dist.shardings = [#dist.sharding<@mesh, [[], []]>]} : tensor<4x4xf32>
+    return %2, %0, %5 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
   }
 }
 

@@ -1,6 +1,7 @@
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --split-input-file | FileCheck %s
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --split-input-file | FileCheck %s --check-prefix=PROP
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SPMD
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel=sequence-parallel=true --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SEQ
 
 // Megatron's MLP, found: the first projection is column-parallel (a seed on
 // its output features), the second has its partner's split on the
@@ -177,5 +178,36 @@ module {
     %de2 = nn.gather_grad %ids, %dx {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<8x4xf32>
     %de = nn.add %de1, %de2 : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
     return %l, %de : tensor<f32>, tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// Sequence parallelism: the row-parallel projection's pending sum is split
+// over the tokens (the dim before the features: a reduce-scatter), so the
+// residual add runs on half the tokens (its other operand sliced locally);
+// the column-parallel projection's input is pinned whole (an all-gather
+// where it arrives split; here it is an input, whole already).
+
+// SEQ-LABEL: func.func @mlp_sequence
+// SEQ: nn.matmul %arg0, %arg1 : (tensor<2x8x4xf32>, tensor<4x8xf32>) -> tensor<2x8x8xf32>
+// SEQ: %[[P:.*]] = nn.matmul %{{.*}}, %arg2 : (tensor<2x8x8xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+// SEQ: %[[R:.*]] = dist.reduce_scatter sum %[[P]] on @mesh axes = [tp] dim = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+// SEQ: %[[X:.*]] = dist.tensor_split %arg0 on @mesh axes = [tp] dim = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
+// SEQ: %[[S:.*]] = nn.add %[[R]], %[[X]] : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// SEQ: %[[G:.*]] = dist.all_gather %[[S]] on @mesh axes = [tp] dim = 1 : tensor<2x4x4xf32> -> tensor<2x8x4xf32>
+// SEQ: return %[[G]]
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @mlp_sequence(%x: tensor<2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], [], []]>},
+                          %w1: tensor<4x16xf32> {nn.param = "w1"},
+                          %w2: tensor<16x4xf32> {nn.param = "w2"})
+      -> (tensor<2x8x4xf32>, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "w1"}) {
+    %0 = nn.matmul %x, %w1 : (tensor<2x8x4xf32>, tensor<4x16xf32>) -> tensor<2x8x16xf32>
+    %1 = nn.gelu %0 approximate(none) : tensor<2x8x16xf32>
+    %2 = nn.matmul %1, %w2 : (tensor<2x8x16xf32>, tensor<16x4xf32>) -> tensor<2x8x4xf32>
+    %3 = nn.add %2, %x : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+    %g = nn.exp %w1 : tensor<4x16xf32>
+    return %3, %g : tensor<2x8x4xf32>, tensor<4x16xf32>
   }
 }
