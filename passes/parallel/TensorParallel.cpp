@@ -389,10 +389,14 @@ struct TensorParallelPass
                     MeshOp mesh) {
     MLIRContext *ctx = mesh.getContext();
     IntegerAttr priority = IntegerAttr::get(IntegerType::get(ctx, 64), level);
+    // (Sums pending over other axes, a gradient's over dp, stay pending.)
+    auto withoutAxis = [&](Layout l) {
+      llvm::erase(l.partial, StringRef(axis));
+      return l;
+    };
     auto splitTokens = [&](OpBuilder &b, Value v) {
-      Layout l = prop.layoutOf(v);
+      Layout l = withoutAxis(prop.layoutOf(v));
       std::optional<int64_t> dim = tokenDim(v, n);
-      l.partial.clear();
       if (!dim || uses(l, axis))
         return;
       l.dims[*dim].push_back(axis);
@@ -422,8 +426,7 @@ struct TensorParallelPass
         Value v = operand.get();
         if (isParameter(v) || !tokenDim(v, n))
           continue;
-        Layout l = prop.layoutOf(v);
-        l.partial.clear();
+        Layout l = withoutAxis(prop.layoutOf(v));
         operand.set(ShardOp::create(
             b, op->getLoc(), v, l.toAttr(ctx, mesh.getSymName()), priority));
       }

@@ -78,6 +78,7 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.pipelineSchedule, b.pipelineSchedule);
   EXPECT_EQ(a.pipelineStages, b.pipelineStages);
   EXPECT_EQ(a.tpRules, b.tpRules);
+  EXPECT_EQ(a.sequenceParallel, b.sequenceParallel);
   const OptimizerPlan &oa = a.optimizer, &ob = b.optimizer;
   EXPECT_EQ(oa.type, ob.type);
   EXPECT_EQ(oa.lr, ob.lr);
@@ -121,7 +122,7 @@ const char *fullAdamw = R"({
   "precision": "bf16-mixed",
   "recompute": "selective",
   "pipeline": {"schedule": "gpipe", "stages": 6},
-  "tensor_parallel": {"rules": "auto"},
+  "tensor_parallel": {"rules": "auto", "sequence_parallel": false},
   "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
                 "eps": 1e-6, "weight_decay": 0.1, "max_grad_norm": 1.0,
                 "no_decay": ["*.bias", "*ln*"]},
@@ -194,7 +195,7 @@ TEST(PlanTest, DefaultsResolved) {
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
     "pipeline": {"schedule": "1f1b", "stages": "auto"},
-    "tensor_parallel": {"rules": "auto"},
+    "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
                   "no_decay": []},
@@ -223,6 +224,7 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_EQ(plan.pipelineSchedule, "gpipe");
   EXPECT_EQ(plan.pipelineStages, 6);
   EXPECT_EQ(plan.tpRules, "auto");
+  EXPECT_FALSE(plan.sequenceParallel);
   EXPECT_EQ(plan.optimizer.type, "adamw");
   EXPECT_EQ(plan.optimizer.lr, 3e-4);
   EXPECT_EQ(plan.optimizer.beta1, 0.9);
@@ -477,6 +479,8 @@ TEST(PlanTest, ErrorOutOfRange) {
             "pipeline.stages: expected \"auto\" or an integer >= 1, got \"4\"");
   EXPECT_EQ(errorOf(R"({"tensor_parallel": {"rules": "megatron"}})"),
             "tensor_parallel.rules: expected \"auto\", got \"megatron\"");
+  EXPECT_EQ(errorOf(R"({"tensor_parallel": {"sequence_parallel": 1}})"),
+            "tensor_parallel.sequence_parallel: expected true or false, got 1");
   EXPECT_EQ(errorOf(R"({"optimizer": {"type": "adam"}})"),
             "optimizer.type: expected one of \"adamw\", \"sgd\", got \"adam\"");
   EXPECT_EQ(errorOf(R"({"optimizer": {"lr": 0}})"),
