@@ -108,9 +108,6 @@ bool Compiler::checkPlan() {
   }
   if (planFile.meshPp > 1)
     return unsupported("mesh.pp", "pipeline parallelism");
-
-  if (planFile.recompute != "none")
-    return unsupported("recompute", "'" + planFile.recompute + "'");
   return true;
 }
 

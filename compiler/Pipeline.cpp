@@ -71,6 +71,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   pm.addPass(createLossOnlyForwardPass());
   if (mixed)
     pm.addPass(createRestoreUntrainedPrecisionPass());
+  if (plan.recompute != "none") {
+    RecomputePassOptions recompute;
+    recompute.mode = plan.recompute;
+    pm.addPass(createRecomputePass(recompute));
+  }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor
     // parallelism: column-parallel seeds over tp, the rest propagated.

@@ -1336,7 +1336,12 @@ LogicalResult Emitter::emitDist(Operation *op) {
     std::string req = "r" + std::to_string(counter++);
     os << "  autopar::rt::CommRequest " << req << " = io.comm->" << call
        << ";\n";
-    pending[result] = req;
+    // A result nothing reads has no storage past its op (the memory plan
+    // reuses it at once): the collective completes here.
+    if (result.use_empty())
+      os << "  io.comm->wait(" << req << ");\n";
+    else
+      pending[result] = req;
   };
   // The mask of a collective's axes, after checking what the runtime's
   // communicator supports: f32, bf16 and f16 tensors, sums.

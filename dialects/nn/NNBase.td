@@ -63,6 +63,9 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
+    /// On an op the backward pass recomputes (autopar-recompute): keeps
+    /// CSE from merging it with the forward op it repeats.
+    static constexpr llvm::StringLiteral kRecomputedAttr = "nn.recomputed";
     static constexpr llvm::StringLiteral kLossScaleAttr = "nn.loss_scale";
     static constexpr llvm::StringLiteral kLogicalTypeAttr = "nn.logical_type";
   }];

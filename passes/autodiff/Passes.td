@@ -95,4 +95,36 @@ def LossOnlyForwardPass : Pass<"autopar-loss-only-forward", "mlir::ModuleOp"> {
   ];
 }
 
+def RecomputePass : Pass<"autopar-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute forward activations in the backward pass";
+  let description = [{
+    Run after autopar-autodiff, on every function that returns gradients.
+    Its forward ops are those the non-gradient results (the loss) depend
+    on; an activation is a forward value computed from a parameter. A
+    backward op that reads an activation chosen for recomputation reads a
+    copy instead, made right before the first backward op that needs it
+    from the kept values (a copy of each op it needs, once), so the
+    forward value dies in the forward pass:
+
+    - `selective`: cheap ops (elementwise, norms, softmax, reductions; not
+      views, which the lowering folds) are recomputed from what the expensive ones (matmuls,
+      attention, lookups) and the arguments produce, in chains of at most
+      6 ops; a longer chain keeps its value (the residual stream is kept
+      every few adds). Korthikanti et al.'s attention core is nn.attention
+      itself, which keeps only its output and log-sum-exp.
+    - `full`: only the checkpoints are kept, the points where a single
+      activation crosses the forward (the residual stream between blocks:
+      each layer's input and its middle); each block is recomputed whole
+      when the backward pass reaches it.
+
+    Copies carry `nn.recomputed`, which keeps CSE from merging them back.
+    Losses and gradients are unchanged (the same ops on the same values).
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "none, selective or full">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
 #endif // AUTOPAR_PASSES_AUTODIFF

@@ -99,11 +99,11 @@ private:
                                              bool &replaced);
   /// The log-sum-exp over all classes of a vocab-parallel loss's scores
   /// (class dim 1 split over `axes`) and the block's first class; shared
-  /// by a loss and its gradient.
+  /// by a loss and its gradient. With `target`, also the labels' scores.
   std::pair<Value, Value> lossStatistics(OpBuilder &b, Location loc,
                                          Value scores, Value labels,
                                          ArrayRef<StringRef> axes,
-                                         Value &target);
+                                         Value *target);
 
   MeshOp mesh;
   MeshSizes sizes;
@@ -145,7 +145,7 @@ BlockIndices Spmdizer::blockIndices(OpBuilder &b, Location loc, Value indices,
 std::pair<Value, Value> Spmdizer::lossStatistics(OpBuilder &b, Location loc,
                                                  Value scores, Value labels,
                                                  ArrayRef<StringRef> axes,
-                                                 Value &target) {
+                                                 Value *target) {
   FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
   Type f32 = b.getF32Type();
   auto max = ReductionKindAttr::get(b.getContext(), ReductionKind::max);
@@ -161,8 +161,9 @@ std::pair<Value, Value> Spmdizer::lossStatistics(OpBuilder &b, Location loc,
       b, loc, m.getType(), m.getType(), scores, labels, m, start);
   Value sumExp = AllReduceOp::create(b, loc, stats.getSumExp(), sum, meshRef,
                                      axesAttr(b, axes));
-  target = AllReduceOp::create(b, loc, stats.getTarget(), sum, meshRef,
-                               axesAttr(b, axes));
+  if (target)
+    *target = AllReduceOp::create(b, loc, stats.getTarget(), sum, meshRef,
+                                  axesAttr(b, axes));
   Value lse = nn::AddOp::create(b, loc, nn::LogOp::create(b, loc, sumExp), m);
   return {lse, start};
 }
@@ -235,7 +236,7 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     b.setInsertionPointAfter(op);
     Value target;
     auto [lse, start] = lossStatistics(b, loc, loss.getScores(),
-                                       loss.getLabels(), axes, target);
+                                       loss.getLabels(), axes, &target);
     lossStats[original[0]] = {lse, start};
     Type f32 = b.getF32Type();
     Value perElement = nn::SubOp::create(b, loc, lse, target);
@@ -271,17 +272,13 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     if (axes.empty())
       return out;
     b.setInsertionPointAfter(op);
-    // The forward's statistics, or (a gradient without its loss) the same
-    // computed again.
+    // The forward's statistics, or (a gradient without its loss, scores
+    // recomputed) the same computed again.
     auto it = lossStats.find(original[0]);
-    std::pair<Value, Value> stats;
-    if (it != lossStats.end()) {
-      stats = it->second;
-    } else {
-      Value target;
-      stats = lossStatistics(b, loc, grad.getScores(), grad.getLabels(), axes,
-                             target);
-    }
+    std::pair<Value, Value> stats =
+        it != lossStats.end() ? it->second
+                              : lossStatistics(b, loc, grad.getScores(),
+                                               grad.getLabels(), axes, nullptr);
     out[0] = nn::CrossEntropyShardGradOp::create(
         b, loc, grad.getScores().getType(), grad.getScores(), grad.getLabels(),
         grad.getGrad(), stats.first, stats.second, grad.getReductionAttr(),
