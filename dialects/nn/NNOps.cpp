@@ -343,8 +343,9 @@ struct RepeatOfSplitPieces : OpRewritePattern<ConcatOp> {
         return failure();
       auto piece = dyn_cast<OpResult>(unsqueeze.getInput());
       auto from = piece ? dyn_cast<SplitOp>(piece.getOwner()) : SplitOp();
-      if (!from || from.getAxis() != axis || piece.getResultNumber() != i ||
-          (split && from != split) || tensorType(piece).getDimSize(axis) != 1)
+      if (!from || static_cast<int64_t>(from.getAxis()) != axis ||
+          piece.getResultNumber() != i || (split && from != split) ||
+          tensorType(piece).getDimSize(axis) != 1)
         return failure();
       if (expanded && expand.getType() != expanded)
         return failure();
@@ -365,12 +366,12 @@ struct RepeatOfSplitPieces : OpRewritePattern<ConcatOp> {
     SmallVector<int64_t> shape(xt.getShape());
     shape.insert(shape.begin() + axis + 1, 1);
     Location loc = op.getLoc();
-    Value u = rewriter.create<UnsqueezeOp>(
-        loc, RankedTensorType::get(shape, xt.getElementType()), x,
+    Value u = UnsqueezeOp::create(
+        rewriter, loc, RankedTensorType::get(shape, xt.getElementType()), x,
         rewriter.getDenseI64ArrayAttr({axis + 1}));
     shape[axis + 1] = expanded.getDimSize(axis + 1);
-    Value e = rewriter.create<ExpandOp>(
-        loc, RankedTensorType::get(shape, xt.getElementType()), u);
+    Value e = ExpandOp::create(
+        rewriter, loc, RankedTensorType::get(shape, xt.getElementType()), u);
     rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), e);
     return success();
   }

@@ -61,7 +61,7 @@ struct SplitFusedProjectionsPass
   void rewrite(func::FuncOp func, nn::SplitOp s) {
     auto in = cast<RankedTensorType>(s.getInput().getType());
     int64_t k = s.getNumResults(), last = in.getRank() - 1;
-    if (k < 2 || s.getAxis() != last ||
+    if (k < 2 || static_cast<int64_t>(s.getAxis()) != last ||
         llvm::any_of(s.getResultTypes(),
                      [&](Type t) { return t != s.getResult(0).getType(); }))
       return;
