@@ -13,9 +13,15 @@ work every rank repeats: norms, embedding, loss). On a machine with fewer
 than 2 cores the ratio includes time-sharing (it says so).
 
 Megatron's count of the tp traffic per step: per pair one all-reduce of
-b*s*h floats forward and one backward, a ring all-reduce sending
-2 (tp-1)/tp of it; the measured bytes (the log's comm_bytes.tp) over that
-count is printed as a ratio (1.00 exactly when nothing else moves over tp).
+b*s*h floats forward and one backward, the vocab-parallel embedding and LM
+head one each, the vocab-parallel loss three of b*s floats, a ring
+all-reduce sending 2 (tp-1)/tp of each; with sequence parallelism each
+b*s*h all-reduce is an all-gather plus a reduce-scatter (the same bytes),
+and the gradients of the norms and row-parallel biases (run on split
+tokens) are all-reduced besides. The measured bytes (the log's
+comm_bytes.tp) over that count is printed as a ratio (1.00 exactly when
+nothing else moves over tp), for tp = 2 without and with sequence
+parallelism, with report.json's activation bytes per rank.
 
 Usage: /usr/bin/python3 bench/tp/run.py [--steps N] [--keep]
 """
@@ -56,13 +62,14 @@ def main():
          "--vocab", str(c["vocab"])], env)
     autopar = os.path.join(ROOT, "build/bin/autopar")
 
-    def train(tp):
-        plan = os.path.join(work, f"plan-{tp}.json")
-        json.dump({"mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"}},
-                  open(plan, "w"))
-        prog = os.path.join(work, f"prog-{tp}")
+    def train(tp, sp=True):
+        name = f"{tp}-{'sp' if sp else 'nosp'}"
+        plan = os.path.join(work, f"plan-{name}.json")
+        json.dump({"mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"},
+                   "tensor_parallel": {"sequence_parallel": sp}}, open(plan, "w"))
+        prog = os.path.join(work, f"prog-{name}")
         run([autopar, "compile", model, "--plan", plan, "-o", prog], env)
-        log = os.path.join(work, f"log-{tp}.jsonl")
+        log = os.path.join(work, f"log-{name}.jsonl")
         threads = str(max(1, cores // tp))
         renv = dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
         cmd = [os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
@@ -73,20 +80,28 @@ def main():
         run(cmd, renv)
         rows = [json.loads(line) for line in open(log)]
         warm = max(1, args.steps // 5)
+        with open(os.path.join(prog, "report.json")) as f:
+            activations = json.load(f)["bytes"]["activations"]
         return (statistics.median(r["ms"] for r in rows[warm:]),
-                rows[-1].get("comm_bytes", {}).get("tp", {}))
+                rows[-1].get("comm_bytes", {}).get("tp", {}), activations)
 
-    base, _ = train(1)
-    ms, tp_bytes = train(2)
+    base, _, base_act = train(1)
     tp = 2
-    formula = 2 * c["layers"] * 2 * (2 * (tp - 1) / tp) * c["batch"] * c["seq"] * c["d_model"] * 4
-    measured = sum(tp_bytes.values())
+    ring = 2 * (tp - 1) / tp * c["batch"] * c["seq"] * 4
+    formula = (2 * c["layers"] * 2 + 2) * ring * c["d_model"] + 3 * ring
     print(f"machine: {cores} cores; BERT {c['layers']} layers, d {c['d_model']}, "
-          f"{c['heads']} heads, T {c['seq']}, batch {c['batch']}, AdamW, fp32, CPU target")
-    print(f"{'run':<10}{'ms/step':>10}{'tp bytes sent/rank/step':>26}{'ratio':>8}")
-    print(f"{'tp=1':<10}{base:>10.1f}{'-':>26}{'1.00':>8}")
-    print(f"{'tp=2':<10}{ms:>10.1f}{measured:>26.0f}{ms / base:>8.2f}")
-    print(f"tp bytes / Megatron's count ({formula:.0f}): {measured / formula:.2f}")
+          f"{c['heads']} heads, vocab {c['vocab']}, T {c['seq']}, batch {c['batch']}, AdamW, "
+          f"fp32, CPU target")
+    print(f"{'run':<14}{'ms/step':>10}{'ratio':>8}{'tp bytes/rank/step':>21}"
+          f"{'/ Megatron':>12}{'activations':>13}")
+    print(f"{'tp=1':<14}{base:>10.1f}{'1.00':>8}{'-':>21}{'-':>12}{base_act:>13}")
+    for sp in (False, True):
+        ms, tp_bytes, act = train(2, sp)
+        measured = sum(tp_bytes.values())
+        label = "tp=2 SP" if sp else "tp=2"
+        print(f"{label:<14}{ms:>10.1f}{ms / base:>8.2f}{measured:>21.0f}"
+              f"{measured / formula:>12.2f}{act:>13}")
+    print(f"Megatron's count: {formula:.0f} bytes per rank and step")
     if cores < 2:
         print("note: fewer cores than ranks; the ratio includes time-sharing")
     if args.keep:

@@ -148,6 +148,21 @@ def TensorParallelPass
     want them, heads split through reshapes and transposes, k and v follow
     q through the attention, biases follow their outputs.
 
+    Before the projections, Megatron's vocab-parallel embedding: a lookup
+    (`nn.gather`) of a parameter table at indices computed from an input
+    (token ids) gets its table split over its rows, when the axis divides
+    them, and its result summed at once (a replicated seed). An LM head is
+    kept column-parallel when its logits, split over the vocabulary, reach
+    `nn.softmax_cross_entropy` (which takes them split: Spmdize's
+    vocab-parallel loss); a tied head reads the split table.
+
+    With `sequence-parallel`, seeds of the last priority split over the
+    tokens (the dim before the features) every sum over the axis that a
+    tensor-parallel matmul produces and every summed lookup (a
+    reduce-scatter), and pin every other activation such a matmul reads
+    whole over the tokens (an all-gather where it arrives split): norms
+    and the residual stream run on 1/n of the tokens.
+
     Kept seeds get increasing priorities, so autopar-dist-propagate
     settles them in the order they were chosen and reproduces the layouts
     seen here.
