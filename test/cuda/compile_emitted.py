@@ -46,11 +46,13 @@ PLANS = {
 }
 DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}},
                  # Tensor parallelism on a 2-D mesh: tp-split parameters,
+                 # vocab-parallel embedding and loss, sequence parallelism,
                  # bf16 collectives over tp, ZeRO-3 over dp of the tp
-                 # blocks.
+                 # blocks, full recompute (collectives in backward).
                  "bf16-dp2-tp2-zero3": {"precision": "bf16-mixed",
                                         "mesh": {"dp": 2, "tp": 2},
-                                        "zero": {"stage": 3}}}
+                                        "zero": {"stage": 3},
+                                        "recompute": "full"}}
 # None: a forward-only program instead of a training one.
 PLANS["forward-only"] = None
 # Plans refused on the CUDA target for now, and the key the line names.
