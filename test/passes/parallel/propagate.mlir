@@ -138,3 +138,49 @@ module {
     return %s2 : tensor<4x4xf32>
   }
 }
+
+// -----
+
+// A pending sum over tp (an input gradient in backward) meets an operand
+// split over tp (a row-parallel weight, here transposed): the sum is
+// resolved at the matmul (its operand is wanted whole: one all-reduce),
+// so the weight keeps its split and the result is split over its
+// features, rather than the weight being gathered to pass the sum on.
+
+// CHECK-LABEL: func.func @pending_meets_split
+// CHECK: nn.matmul %{{.*}}, %{{.*}} {dist.shardings = [#dist.sharding<@mesh, {{\[\[}}], [tp]]>]}
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @pending_meets_split(
+      %dy: tensor<4x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>},
+      %w: tensor<16x8xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>})
+      -> tensor<4x16xf32> {
+    %p = dist.shard %dy : tensor<4x8xf32> to #dist.sharding<@mesh, [[], []], partial = [tp]>
+    %wt = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
+    %dx = nn.matmul %p, %wt : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+    return %dx : tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// A gradient is wanted laid out as its parameter: the table split over its
+// rows makes its gradient's scatter compute the rows this rank holds (the
+// pending input gradient is resolved first: its rows are not indexed by
+// it).
+
+// CHECK-LABEL: func.func @gradient_hint
+// CHECK-SAME: -> (tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}tp], []]>, nn.grad = "e"})
+// CHECK: nn.gather_grad %{{.*}}, %{{.*}} {axis = 0 : i64, dist.shardings = [#dist.sharding<@mesh, {{\[\[}}tp], []]>]}
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @gradient_hint(
+      %e: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>, nn.param = "e"},
+      %ids: tensor<6xi64> {dist.sharding = #dist.sharding<@mesh, [[]]>},
+      %g: tensor<6x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>})
+      -> (tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []]>, nn.grad = "e"}) {
+    %p = dist.shard %g : tensor<6x4xf32> to #dist.sharding<@mesh, [[], []], partial = [tp]>
+    %de = nn.gather_grad %ids, %p {axis = 0 : i64} : (tensor<6xi64>, tensor<6x4xf32>) -> tensor<8x4xf32>
+    return %de : tensor<8x4xf32>
+  }
+}
