@@ -318,12 +318,21 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
   // partial -> split: a dim that becomes split over axes whose pending sum
   // is resolved here takes a reduce-scatter (each rank reduces only its
   // block: half an all-reduce's traffic, no slicing after it).
+  // A dim split over more axes than it was (the same ones first: [dp] ->
+  // [dp, tp]) splits each rank's block further over the extra ones.
+  auto extraAxes = [](ArrayRef<StringRef> fewer, ArrayRef<StringRef> more) {
+    if (fewer.size() >= more.size() || more.take_front(fewer.size()) != fewer)
+      return ArrayRef<StringRef>();
+    return more.drop_front(fewer.size());
+  };
   SmallVector<bool> scattered(from.dims.size(), false);
   for (size_t d = 0; d < from.dims.size(); ++d) {
-    ArrayRef<StringRef> axes = to.dims[d];
-    if (!from.dims[d].empty() || axes.empty() ||
-        !llvm::all_of(
-            axes, [&](StringRef a) { return llvm::is_contained(reduce, a); }))
+    ArrayRef<StringRef> axes = from.dims[d].empty()
+                                   ? ArrayRef<StringRef>(to.dims[d])
+                                   : extraAxes(from.dims[d], to.dims[d]);
+    if (axes.empty() || !llvm::all_of(axes, [&](StringRef a) {
+          return llvm::is_contained(reduce, a);
+        }))
       continue;
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<int64_t> shape(type.getShape());
@@ -350,6 +359,22 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
       continue;
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<int64_t> shape(type.getShape());
+    if (ArrayRef<StringRef> more = extraAxes(from.dims[d], to.dims[d]);
+        !more.empty() && !from.dims[d].empty()) {
+      shape[d] /= groupSize(sizes, more);
+      v = TensorSplitOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+          meshRef, axesAttr(b, more), b.getI64IntegerAttr(d));
+      continue;
+    }
+    if (ArrayRef<StringRef> fewer = extraAxes(to.dims[d], from.dims[d]);
+        !fewer.empty() && !to.dims[d].empty()) {
+      shape[d] *= groupSize(sizes, fewer);
+      v = AllGatherOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+          meshRef, axesAttr(b, fewer), b.getI64IntegerAttr(d));
+      continue;
+    }
     if (!from.dims[d].empty()) {
       shape[d] *= groupSize(sizes, from.dims[d]);
       v = AllGatherOp::create(

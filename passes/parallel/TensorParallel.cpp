@@ -252,16 +252,19 @@ struct TensorParallelPass
                                    l.toAttr(ctx, mesh.getSymName()),
                                    b.getI64IntegerAttr(++level));
       gather.getDataMutable().assign(shard.getResult());
+      if (failed(prop->settle(level)))
+        return failure();
       // The lookups are summed right away, as Megatron does: a pending sum
       // carried into the network would be multiplied by the norms' scales
-      // and reach the projections, which could then not split.
+      // and reach the projections, which could then not split. (Their
+      // other splits, the samples' over dp, stay.)
       b.setInsertionPointAfter(gather);
       Value lookup = gather.getResult();
-      auto sum = ShardOp::create(
-          b, gather.getLoc(), lookup,
-          Layout::replicated(cast<RankedTensorType>(lookup.getType()).getRank())
-              .toAttr(ctx, mesh.getSymName()),
-          b.getI64IntegerAttr(level));
+      Layout summed = prop->layoutOf(lookup);
+      llvm::erase(summed.partial, StringRef(axis));
+      auto sum = ShardOp::create(b, gather.getLoc(), lookup,
+                                 summed.toAttr(ctx, mesh.getSymName()),
+                                 b.getI64IntegerAttr(level));
       lookup.replaceAllUsesExcept(sum.getResult(), sum.getOperation());
       lookupSums.push_back(sum);
       if (failed(prop->settle(level)))
@@ -360,18 +363,27 @@ struct TensorParallelPass
         if (failed(prop->settle(level)))
           return failure();
       }
-      seedSequence(body, *prop, lookupSums, level + 1, n, mesh);
+      seedSequence(body, *prop, lookupSums, level + 1, n, mesh, sizes);
     }
     return success();
   }
 
-  /// The token dim of an activation [..., tokens, features], if the axis
-  /// divides it.
-  static std::optional<int64_t> tokenDim(Value v, int64_t n) {
+  /// The dim of an activation [batch, ..., tokens, features] that
+  /// sequence parallelism splits: any split of the tokens works (norms and
+  /// residual adds are per token), so the leading one (the samples, or the
+  /// flattened tokens; within each dp block) when the axis divides its
+  /// blocks, as Megatron's [s, b, h] splits its leading dim: reshapes that
+  /// flatten the tokens keep the split and the collectives move contiguous
+  /// blocks. Else the one before the features.
+  static std::optional<int64_t> tokenDim(Value v, const Layout &l, int64_t n,
+                                         const MeshSizes &sizes) {
     auto type = cast<RankedTensorType>(v.getType());
-    if (type.getRank() < 2 || type.getDimSize(type.getRank() - 2) % n)
+    if (type.getRank() < 2)
       return std::nullopt;
-    return type.getRank() - 2;
+    for (int64_t d : {int64_t(0), type.getRank() - 2})
+      if (type.getDimSize(d) % (groupSize(sizes, l.dims[d]) * n) == 0)
+        return d;
+    return std::nullopt;
   }
 
   /// Megatron's sequence parallelism, as seeds of the last priority (after
@@ -386,7 +398,7 @@ struct TensorParallelPass
   /// weights, row-parallel biases).
   void seedSequence(Block &body, const ShardingPropagator &prop,
                     ArrayRef<ShardOp> lookupSums, int64_t level, int64_t n,
-                    MeshOp mesh) {
+                    MeshOp mesh, const MeshSizes &sizes) {
     MLIRContext *ctx = mesh.getContext();
     IntegerAttr priority = IntegerAttr::get(IntegerType::get(ctx, 64), level);
     // (Sums pending over other axes, a gradient's over dp, stay pending.)
@@ -396,7 +408,7 @@ struct TensorParallelPass
     };
     auto splitTokens = [&](OpBuilder &b, Value v) {
       Layout l = withoutAxis(prop.layoutOf(v));
-      std::optional<int64_t> dim = tokenDim(v, n);
+      std::optional<int64_t> dim = tokenDim(v, l, n, sizes);
       if (!dim || uses(l, axis))
         return;
       l.dims[*dim].push_back(axis);
@@ -424,8 +436,23 @@ struct TensorParallelPass
       OpBuilder b(op);
       for (OpOperand &operand : op->getOpOperands()) {
         Value v = operand.get();
-        if (isParameter(v) || !tokenDim(v, n))
+        if (isParameter(v) || !tokenDim(v, prop.layoutOf(v), n, sizes))
           continue;
+        // A reshape (a weight gradient's flattened tokens) is pinned at its
+        // input, so the pin is the one its other readers have (one
+        // all-gather, kept).
+        auto reshape = v.getDefiningOp<nn::ReshapeOp>();
+        if (reshape && !isParameter(reshape.getInput()) &&
+            tokenDim(reshape.getInput(), prop.layoutOf(reshape.getInput()), n,
+                     sizes)) {
+          Value in = reshape.getInput();
+          Layout l = withoutAxis(prop.layoutOf(in));
+          Value whole = ShardOp::create(
+              b, op->getLoc(), in, l.toAttr(ctx, mesh.getSymName()), priority);
+          operand.set(
+              nn::ReshapeOp::create(b, op->getLoc(), v.getType(), whole));
+          continue;
+        }
         Layout l = withoutAxis(prop.layoutOf(v));
         operand.set(ShardOp::create(
             b, op->getLoc(), v, l.toAttr(ctx, mesh.getSymName()), priority));

@@ -120,7 +120,7 @@ module {
 // CHECK-LABEL: func.func @vocab_parallel
 // CHECK: %[[T:.*]] = dist.shard %arg0 {priority = 1 : i64} : tensor<8x4xf32> to #dist.sharding<@mesh, {{\[\[}}tp], []]>
 // CHECK-NEXT: %[[X:.*]] = nn.gather %[[T]], %arg1
-// CHECK-NEXT: dist.shard %[[X]] {priority = 1 : i64} : tensor<2x3x4xf32> to #dist.sharding<@mesh, {{\[\[}}], [], []]>
+// CHECK-NEXT: dist.shard %[[X]] {priority = 1 : i64} : tensor<2x3x4xf32> to #dist.sharding<@mesh, {{\[\[}}dp], [], []]>
 // CHECK-NOT: = dist.shard
 // CHECK: return
 
@@ -184,18 +184,19 @@ module {
 // -----
 
 // Sequence parallelism: the row-parallel projection's pending sum is split
-// over the tokens (the dim before the features: a reduce-scatter), so the
-// residual add runs on half the tokens (its other operand sliced locally);
-// the column-parallel projection's input is pinned whole (an all-gather
-// where it arrives split; here it is an input, whole already).
+// over the tokens (the leading dim, the samples, when tp divides it: a
+// reduce-scatter of contiguous blocks), so the residual add runs on half
+// the tokens (its other operand sliced locally); the column-parallel
+// projection's input is pinned whole (an all-gather where it arrives
+// split; here it is an input, whole already).
 
 // SEQ-LABEL: func.func @mlp_sequence
 // SEQ: nn.matmul %arg0, %arg1 : (tensor<2x8x4xf32>, tensor<4x8xf32>) -> tensor<2x8x8xf32>
 // SEQ: %[[P:.*]] = nn.matmul %{{.*}}, %arg2 : (tensor<2x8x8xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
-// SEQ: %[[R:.*]] = dist.reduce_scatter sum %[[P]] on @mesh axes = [tp] dim = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
-// SEQ: %[[X:.*]] = dist.tensor_split %arg0 on @mesh axes = [tp] dim = 1 : tensor<2x8x4xf32> -> tensor<2x4x4xf32>
-// SEQ: %[[S:.*]] = nn.add %[[R]], %[[X]] : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
-// SEQ: %[[G:.*]] = dist.all_gather %[[S]] on @mesh axes = [tp] dim = 1 : tensor<2x4x4xf32> -> tensor<2x8x4xf32>
+// SEQ: %[[R:.*]] = dist.reduce_scatter sum %[[P]] on @mesh axes = [tp] dim = 0 : tensor<2x8x4xf32> -> tensor<1x8x4xf32>
+// SEQ: %[[X:.*]] = dist.tensor_split %arg0 on @mesh axes = [tp] dim = 0 : tensor<2x8x4xf32> -> tensor<1x8x4xf32>
+// SEQ: %[[S:.*]] = nn.add %[[R]], %[[X]] : (tensor<1x8x4xf32>, tensor<1x8x4xf32>) -> tensor<1x8x4xf32>
+// SEQ: %[[G:.*]] = dist.all_gather %[[S]] on @mesh axes = [tp] dim = 0 : tensor<1x8x4xf32> -> tensor<2x8x4xf32>
 // SEQ: return %[[G]]
 module {
   dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
@@ -209,5 +210,34 @@ module {
     %3 = nn.add %2, %x : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
     %g = nn.exp %w1 : tensor<4x16xf32>
     return %3, %g : tensor<2x8x4xf32>, tensor<4x16xf32>
+  }
+}
+
+// -----
+
+// Under dp x tp the samples are split over dp already: sequence
+// parallelism splits each dp block further over tp ([dp] -> [dp, tp] on
+// the leading dim: a reduce-scatter over tp of the local block; back to
+// [dp]: an all-gather over tp).
+
+// SEQ-LABEL: func.func @mlp_sequence_2d
+// SEQ: %[[P:.*]] = nn.matmul %{{.*}}, %arg2 : (tensor<2x8x8xf32>, tensor<8x4xf32>) -> tensor<2x8x4xf32>
+// SEQ: %[[R:.*]] = dist.reduce_scatter sum %[[P]] on @mesh axes = [tp] dim = 0 : tensor<2x8x4xf32> -> tensor<1x8x4xf32>
+// SEQ: %[[X:.*]] = dist.tensor_split %arg0 on @mesh axes = [tp] dim = 0 : tensor<2x8x4xf32> -> tensor<1x8x4xf32>
+// SEQ: %[[S:.*]] = nn.add %[[R]], %[[X]]
+// SEQ: dist.all_gather %[[S]] on @mesh axes = [tp] dim = 0 : tensor<1x8x4xf32> -> tensor<2x8x4xf32>
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @mlp_sequence_2d(%x: tensor<4x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], [], []]>},
+                             %w1: tensor<4x16xf32> {nn.param = "w1"},
+                             %w2: tensor<16x4xf32> {nn.param = "w2"})
+      -> (tensor<4x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], [], []]>},
+          tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>, nn.grad = "w1"}) {
+    %0 = nn.matmul %x, %w1 : (tensor<4x8x4xf32>, tensor<4x16xf32>) -> tensor<4x8x16xf32>
+    %1 = nn.gelu %0 approximate(none) : tensor<4x8x16xf32>
+    %2 = nn.matmul %1, %w2 : (tensor<4x8x16xf32>, tensor<16x4xf32>) -> tensor<4x8x4xf32>
+    %3 = nn.add %2, %x : (tensor<4x8x4xf32>, tensor<4x8x4xf32>) -> tensor<4x8x4xf32>
+    %g = nn.exp %w1 : tensor<4x16xf32>
+    return %3, %g : tensor<4x8x4xf32>, tensor<4x16xf32>
   }
 }
