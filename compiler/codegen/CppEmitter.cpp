@@ -644,8 +644,10 @@ LogicalResult Emitter::emitConstant(nn::ConstantOp op) {
     if (fill) {
       s << formatv("static __device__ {0} {1}[{2}];\n", ct, data, n);
     } else {
+      // (A zero-sized array is not allowed in device code: an empty
+      // constant takes one unused element.)
       s << formatv("static __device__ {0} {1}[{2}] = {{",
-                   bits ? "unsigned short" : ct, data, n);
+                   bits ? "unsigned short" : ct, data, std::max<int64_t>(n, 1));
       int64_t i = 0;
       for (Attribute v : elements.getValues<Attribute>()) {
         s << (i++ % 8 == 0 ? "\n  " : " ");
