@@ -87,6 +87,8 @@ private:
   onnx_import::ImportResult imported;
   /// The IR the pipeline started from and the pipeline, as text.
   std::string inputIR, pipelineText;
+  /// The bounds of the graph inputs' values, read before the pipeline.
+  llvm::StringMap<int64_t> valueBounds;
 };
 
 bool Compiler::checkPlan() {
@@ -246,8 +248,15 @@ std::string Compiler::pipelineError(StringRef pass,
 
 bool Compiler::lower() {
   ModuleOp module = *imported.module;
-  if (!o.forwardOnly)
+  if (!o.forwardOnly) {
     setPlanAttr(module, planFile);
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto name =
+              func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr))
+        valueBounds[name.getValue()] =
+            inputValueBound(func, func.getArgument(i));
+  }
   {
     llvm::raw_string_ostream os(inputIR);
     module.print(os);
@@ -282,6 +291,7 @@ ProgramOptions Compiler::programOptions() const {
   p.graphInputs = imported.graphInputs;
   p.inputValues = &o.import.inputValues;
   p.inputIR = inputIR;
+  p.valueBounds = valueBounds;
   p.pipelineText = pipelineText;
   return p;
 }

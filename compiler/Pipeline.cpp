@@ -51,9 +51,12 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
                                  StringRef target) {
   pm.addPass(dist::createApplyPlanPass());
   pm.addPass(createCanonicalizerPass());
-  // Tensor parallelism splits a fused QKV per part, before autodiff.
-  if (plan.meshTp > 1)
+  // Tensor parallelism, before autodiff: a fused QKV split per part and a
+  // vocabulary tp does not divide padded.
+  if (plan.meshTp > 1) {
     pm.addPass(dist::createSplitFusedProjectionsPass());
+    pm.addPass(dist::createPadVocabularyPass());
+  }
   // Attention first: autodiff then derives nn.attention_grad from it.
   addAttentionFusion(pm, target);
   bool fp16 = plan.precision == "fp16-mixed";

@@ -125,26 +125,6 @@ bool reaches(Value from, Value to) {
   return def && isViewOp(def) && reaches(def->getOperand(0), to);
 }
 
-/// The first dim of the tables `input` indexes (embedding rows) or the
-/// class count of the losses it labels, whichever bounds its values.
-int64_t valueBound(func::FuncOp func, Value input) {
-  int64_t bound = 65536; // uint16 tokens
-  func.walk([&](Operation *op) {
-    if (auto gather = dyn_cast<nn::GatherOp>(op)) {
-      if (reaches(gather.getIndices(), input))
-        bound =
-            std::min(bound, cast<RankedTensorType>(gather.getData().getType())
-                                .getDimSize(gather.getAxis()));
-    } else if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
-      if (reaches(loss.getLabels(), input))
-        bound = std::min(
-            bound,
-            cast<RankedTensorType>(loss.getScores().getType()).getDimSize(1));
-    }
-  });
-  return bound;
-}
-
 std::string onnxTypeOf(Type t) {
   return std::to_string(static_cast<int>(onnx_import::mlirToDType(t)));
 }
@@ -320,9 +300,21 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       splitAxes[d] = axisMask(axes);
       splitUnion |= splitAxes[d];
     }
-    int64_t localElements = 1;
+    int64_t localElements = 1, wholeElements = 1;
     for (int64_t n : local)
       localElements *= n;
+    for (int64_t n : sync.whole)
+      wholeElements *= n;
+    // The logical tensor is the model's, or the model's padded with zeros
+    // in the same dims (autopar-dist-pad-vocabulary).
+    if (wholeElements != type.getNumElements() &&
+        (type.getRank() != static_cast<int64_t>(sync.whole.size()) ||
+         llvm::any_of(llvm::zip(type.getShape(), sync.whole),
+                      [](auto p) { return std::get<0>(p) > std::get<1>(p); })))
+      return fail(o.model + ": internal error: parameter '" +
+                  name.getValue().str() +
+                  "' is neither a view of its logical tensor nor that "
+                  "tensor padded");
     // The runtime sizes the gradient from the parameter's block: the step
     // must return exactly that (a mismatch would be memory corruption).
     if (trainable) {
@@ -351,10 +343,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .dims("shape", local)
         .set("numElements", localElements)
         .dims("logicalShape", sync.whole)
-        .set("logicalElements", type.getNumElements())
+        .set("logicalElements", wholeElements)
         .dims("splitAxes", splitAxes)
         .set("fileRank", type.getRank())
         .dims("fileShape", type.getShape())
+        .set("fileElements", type.getNumElements())
         .set("offset", slots[i].offset)
         .flag("trainable", trainable)
         .flag("decay", decay)
@@ -442,6 +435,16 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   os << "};\n\n"
      << "static autopar::rt::ModelInfo makeModelInfo() {\n"
      << fill << "  autopar::rt::ModelInfo m = {};\n";
+  // The bound of an input's values, from the IR before the pipeline where
+  // the compiler read it there.
+  auto bound = [&](int arg) {
+    auto name =
+        step.getArgAttrOfType<StringAttr>(arg, nn::NNDialect::kInputAttr);
+    auto it = name ? o.valueBounds.find(name.getValue()) : o.valueBounds.end();
+    return it != o.valueBounds.end()
+               ? it->second
+               : inputValueBound(step, step.getArgument(arg));
+  };
   Fields(os, "m")
       .string("fingerprint", fingerprint(step, globalArgTypes))
       .set("tensors", "kTensors")
@@ -461,8 +464,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("microBatch", shape.microBatch)
       .set("microBatches", plan.microBatches)
       .set("seqLen", shape.seqLen)
-      .set("inputVocab", valueBound(step, step.getArgument(shape.tokens)))
-      .set("targetVocab", valueBound(step, step.getArgument(shape.targets)))
+      .set("inputVocab", bound(shape.tokens))
+      .set("targetVocab", bound(shape.targets))
       .set("meshAxisNames", "kMeshAxisNames")
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
@@ -715,6 +718,24 @@ bool Writer::run(const std::string &dir) {
 }
 
 } // namespace
+
+int64_t autopar::inputValueBound(func::FuncOp func, Value input) {
+  int64_t bound = 65536; // uint16 tokens
+  func.walk([&](Operation *op) {
+    if (auto gather = dyn_cast<nn::GatherOp>(op)) {
+      if (reaches(gather.getIndices(), input))
+        bound =
+            std::min(bound, cast<RankedTensorType>(gather.getData().getType())
+                                .getDimSize(gather.getAxis()));
+    } else if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(op)) {
+      if (reaches(loss.getLabels(), input))
+        bound = std::min(
+            bound,
+            cast<RankedTensorType>(loss.getScores().getType()).getDimSize(1));
+    }
+  });
+  return bound;
+}
 
 bool ProgramStep::irPlan(Plan &plan) {
   std::string why;

@@ -40,7 +40,16 @@ struct ProgramOptions {
   const llvm::StringMap<onnx_import::HostTensor> *inputValues = nullptr;
   /// The IR the pipeline started from, and the pipeline, as text.
   std::string inputIR, pipelineText;
+  /// Training programs: the bound of each graph input's values (by name),
+  /// read off the IR the pipeline started from (inputValueBound): the
+  /// final IR's tables and classes are the ranks' blocks, maybe padded.
+  llvm::StringMap<int64_t> valueBounds;
 };
+
+/// The rows of the tables `input` (an argument of `func`) indexes or the
+/// class count of the losses it labels, whichever bounds its values
+/// (65536, uint16 tokens, when neither does).
+int64_t inputValueBound(mlir::func::FuncOp func, mlir::Value input);
 
 /// What the program writer and the report share: the final IR, the
 /// options, and the first error (one line).

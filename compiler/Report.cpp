@@ -70,12 +70,26 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     if (size > 1)
       commBytes[name] = {0, 0, 0};
   llvm::StringMap<int> gradOf = gradResults(step);
+  // Parameters whose vocabulary is padded to a multiple of tp: the model's
+  // shape and the padded one the ranks split.
+  nlohmann::json padded = nlohmann::json::object();
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     if (!step.getArgAttr(i, nn::NNDialect::kParamAttr))
       continue;
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
+    {
+      TensorSync sync = readTensorSync(step, i, -1);
+      int64_t whole = 1;
+      for (int64_t size : sync.whole)
+        whole *= size;
+      if (whole != n)
+        padded[step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
+                   .getValue()
+                   .str()] = {{"shape", full.getShape()},
+                              {"padded", sync.whole}};
+    }
     if (gradOf.count(
             step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
                 .getValue())) {
@@ -193,6 +207,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                      {"total", trainableBytes + gradBytes + optBytes}}},
                    {"host_bytes", shape.offload ? optBytes : 0},
                    {"comm_bytes_per_step", commJson},
+                   {"padded", padded},
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);

@@ -62,9 +62,12 @@ struct TensorInfo {
   /// The shape weights.bin, checkpoints and ONNX exports give the whole
   /// tensor (the model's): the same row-major elements, in other dims
   /// where the compiler views it otherwise (a fused QKV weight [h, 3h]
-  /// viewed as [h, 3, h]).
+  /// viewed as [h, 3, h]), or, with fewer elements than the logical
+  /// tensor, its leading block in the same dims: the logical tensor is the
+  /// file's padded with zeros (a vocabulary padded to a multiple of tp).
   int32_t fileRank;
   int64_t fileShape[8];
+  int64_t fileElements;
   /// Byte offset in the parameter blob.
   int64_t offset;
   bool trainable;

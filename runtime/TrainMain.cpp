@@ -248,6 +248,35 @@ bool isSplit(const autopar::rt::TensorInfo &ti) {
   return false;
 }
 
+/// Whether the logical tensor of `ti` is its file tensor padded with zeros
+/// (a vocabulary padded to a multiple of tp).
+bool isPadded(const autopar::rt::TensorInfo &ti) {
+  return ti.fileElements != ti.logicalElements;
+}
+
+/// Copies the file tensor (ti.fileShape) at `from` into the leading block
+/// of the logical tensor (ti.logicalShape, its padding already zero) at
+/// `to`, or, with `back`, that block of the logical tensor at `from` to
+/// the file tensor at `to`.
+void copyPadded(const autopar::rt::TensorInfo &ti, int64_t eb, const char *from,
+                char *to, bool back) {
+  const int r = ti.fileRank;
+  const int64_t run = ti.fileShape[r - 1] * eb;
+  const int64_t rows = run ? ti.fileElements * eb / run : 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rest = row, at = 0, stride = ti.logicalShape[r - 1];
+    for (int d = r - 2; d >= 0; --d) {
+      at += rest % ti.fileShape[d] * stride;
+      rest /= ti.fileShape[d];
+      stride *= ti.logicalShape[d];
+    }
+    if (back)
+      std::memcpy(to + row * run, from + at * eb, run);
+    else
+      std::memcpy(to + at * eb, from + row * run, run);
+  }
+}
+
 /// This rank's block (ti.shape, `eb`-byte elements) of the logical tensor
 /// `logical` (host memory) into `local`: dim d starts at the rank's
 /// position in the group of splitAxes[d] times the block's size.
@@ -403,6 +432,15 @@ void Trainer::storeFrom(char *to, int64_t stored,
                         const autopar::rt::TensorInfo &ti, const char *full,
                         bool onHost) {
   const int64_t eb = ti.elementBytes;
+  // A padded tensor: `full` is the model's, the logical tensor has zeros
+  // around it.
+  Buffer logical;
+  if (isPadded(ti)) {
+    logical = allocate(ti.logicalElements * eb);
+    std::memset(logical.get(), 0, ti.logicalElements * eb);
+    copyPadded(ti, eb, full, logical.get(), /*back=*/false);
+    full = logical.get();
+  }
   // Tensor parallelism: `full` is the logical tensor; keep this rank's
   // block of it.
   Buffer block;
@@ -432,13 +470,25 @@ void Trainer::storeFrom(char *to, int64_t stored,
 void Trainer::gatherFull(const char *from, int64_t stored,
                          const autopar::rt::TensorInfo &ti, char *full,
                          bool onHost) {
-  if (!isSplit(ti)) {
+  if (!isSplit(ti) && !isPadded(ti)) {
     gatherBlock(from, stored, ti, full, onHost);
     return;
   }
-  Buffer block = allocate(ti.numElements * ti.elementBytes);
-  gatherBlock(from, stored, ti, block.get(), onHost);
-  gatherBlocks(ti, block.get(), full);
+  Buffer logical;
+  char *into = full;
+  if (isPadded(ti)) {
+    logical = allocate(ti.logicalElements * ti.elementBytes);
+    into = logical.get();
+  }
+  if (!isSplit(ti)) {
+    gatherBlock(from, stored, ti, into, onHost);
+  } else {
+    Buffer block = allocate(ti.numElements * ti.elementBytes);
+    gatherBlock(from, stored, ti, block.get(), onHost);
+    gatherBlocks(ti, block.get(), into);
+  }
+  if (isPadded(ti))
+    copyPadded(ti, ti.elementBytes, into, full, /*back=*/true);
 }
 
 void Trainer::gatherBlocks(const autopar::rt::TensorInfo &ti, const char *block,
@@ -518,7 +568,7 @@ void Trainer::storeTensor(int t, const char *full) {
   const int k = trainableIndex[t];
   storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
             masters[k].onHost());
-  std::vector<uint16_t> low = toLow(ti, full, ti.logicalElements);
+  std::vector<uint16_t> low = toLow(ti, full, ti.fileElements);
   storeFrom(param, ti.storedElements, ti,
             reinterpret_cast<const char *>(low.data()));
 }
@@ -527,9 +577,9 @@ char *Trainer::hostView(char *stored, int64_t storedElements,
                         const autopar::rt::TensorInfo &ti,
                         std::vector<Buffer> &keep, bool fill, bool onHost) {
   if ((device.hostMemory() || onHost) && storedElements == ti.numElements &&
-      !isSplit(ti))
+      !isSplit(ti) && !isPadded(ti))
     return stored;
-  keep.push_back(allocate(ti.logicalElements * ti.elementBytes));
+  keep.push_back(allocate(ti.fileElements * ti.elementBytes));
   if (fill)
     gatherFull(stored, storedElements, ti, keep.back().get(), onHost);
   return keep.back().get();
@@ -650,7 +700,8 @@ Status Trainer::setUp() {
   bool direct = device.hostMemory();
   for (int t = 0; t < info.numTensors; ++t)
     direct &= info.tensors[t].storedElements == info.tensors[t].numElements &&
-              !info.tensors[t].master && !isSplit(info.tensors[t]);
+              !info.tensors[t].master && !isSplit(info.tensors[t]) &&
+              !isPadded(info.tensors[t]);
   if (direct) {
     // weights.bin has the parameter blob's layout.
     AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
@@ -709,7 +760,7 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
     const int k = trainableIndex[t];
     // A mixed-precision parameter is saved as its float32 master.
     const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
-    int64_t bytes = ti.logicalElements * saved.elementBytes;
+    int64_t bytes = ti.fileElements * saved.elementBytes;
     char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
                              gather, masters[k].onHost())
@@ -773,7 +824,7 @@ Status Trainer::resume() {
     const char *data = static_cast<const char *>(refs[r].data);
     if (ti.master) {
       // The master (maybe loaded in place) and its rounded copy.
-      std::vector<uint16_t> low = toLow(ti, data, ti.logicalElements);
+      std::vector<uint16_t> low = toLow(ti, data, ti.fileElements);
       storeFrom(params.get() + ti.offset, ti.storedElements, ti,
                 reinterpret_cast<const char *>(low.data()));
       if (data != masters[k].get())
@@ -819,7 +870,7 @@ Status Trainer::exportOnnx() {
     tensors.push_back(
         {ti.name, saved.onnxType,
          std::vector<int64_t>(ti.fileShape, ti.fileShape + ti.fileRank), data,
-         ti.logicalElements * saved.elementBytes});
+         ti.fileElements * saved.elementBytes});
   }
   if (!leader())
     return Status::ok();

@@ -166,7 +166,9 @@ def RestoreUntrainedPrecisionPass
       %c = nn.cast %m : tensor<4x4xf32> to tensor<4x4xbf16>
       %0 = nn.compare gt %c, ...
     ```
-    A logical type whose shape is not the argument's is an error.
+    The argument keeps its shape (a view of the logical tensor, or the
+    logical tensor padded: autopar-dist-pad-vocabulary); a logical type
+    with more elements than the argument is an error.
   }];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }

@@ -53,14 +53,19 @@ struct RestoreUntrainedPrecisionPass
         if (!name || !logical || trained.contains(name.getValue()) ||
             arg.getType() == logical.getValue())
           continue;
+        // The logical type's precision; its shape may be another view of
+        // the same elements (a fused projection's weight split per part)
+        // or lack the zeros of a padded vocabulary.
         auto low = cast<RankedTensorType>(arg.getType());
-        auto full = cast<RankedTensorType>(logical.getValue());
-        if (low.getShape() != full.getShape()) {
+        auto model = cast<RankedTensorType>(logical.getValue());
+        if (model.getNumElements() > low.getNumElements()) {
           f.emitError() << "parameter '" << name.getValue() << "' of type "
-                        << low << " has the logical type " << full
-                        << " of another shape";
+                        << low << " cannot hold its logical type " << model;
           return signalPassFailure();
         }
+        auto full = low.clone(model.getElementType());
+        if (full == low)
+          continue;
         arg.setType(full);
         auto down = nn::CastOp::create(b, f.getLoc(), low, arg);
         arg.replaceAllUsesExcept(down, down);

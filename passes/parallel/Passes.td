@@ -128,6 +128,47 @@ def SplitFusedProjectionsPass
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def PadVocabularyPass
+    : Pass<"autopar-dist-pad-vocabulary", "mlir::ModuleOp"> {
+  let summary = "Pad a vocabulary that tp does not divide, masked in the loss";
+  let description = [{
+    For tensor parallelism, before autodiff, as Megatron-LM pads its
+    vocabulary to a multiple of tp so that the embedding and the LM head
+    split over it (vocab-parallel): each vocabulary the axis `axis` does
+    not divide is padded to the next multiple of the axis size. A
+    vocabulary is the class dim of an `nn.softmax_cross_entropy`, or the
+    rows of a parameter table looked up at token ids, and every dim the
+    ops' sharding rules tie to it: the logits, the LM head's weight and
+    bias, a tied embedding's rows. Those parameters become padded
+    arguments (their `nn.logical_type`, which weights.bin, checkpoints and
+    exports hold, stays the model's: the runtime adds zero rows), the ops
+    on the way take the padded types, and each loss's scores get -inf on
+    the padded classes (a mask added before the loss), so the losses and
+    the real classes' gradients are the unpadded model's and the padded
+    rows' gradients are zero (they stay zero). A use that cannot take the
+    padded tensor (a graph output, a softmax) reads its unpadded slice.
+    Nothing changes where the vocabulary reaches an op the pass cannot
+    pad through (the vocabulary then stays whole on every rank).
+
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x5xf32>) -> tensor<8x5xf32>
+    %l = nn.softmax_cross_entropy %y, %t reduction(mean) : (tensor<8x5xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+    over tp = 2 becomes, `%w` now `tensor<4x6xf32>`,
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+    %m = nn.concat %zeros, %minus_inf {axis = 0 : i64} : (tensor<5xf32>, tensor<1xf32>) -> tensor<6xf32>
+    %s = nn.add %y, %m : (tensor<8x6xf32>, tensor<6xf32>) -> tensor<8x6xf32>
+    %l = nn.softmax_cross_entropy %s, %t reduction(mean) : (tensor<8x6xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"tp\"",
+           "The tensor-parallel mesh axis">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";

@@ -21,7 +21,7 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      comm_bytes_per_step, group by group and kind by kind (relative 1e-9),
      report.json's parallel.per_rank lists every rank with its mesh
      coordinates, and its flops_per_step (the whole step's) is one
-     device's;
+     device's (but see (e));
  (d) with --pairs P --hidden H, the tp traffic is Megatron's count. Without
      sequence parallelism (tensor_parallel.sequence_parallel false): P
      column/row pairs each all-reduce one activation of b*s*H floats (b the
@@ -34,8 +34,12 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      each all-reduce of b*s*H becomes an all-gather and a reduce-scatter
      (each sending (tp-1)/tp of it), and the gradients of the parameters
      used on split tokens are all-reduced (at most all the replicated
-     parameters' bytes per micro-batch). With --vocab V that tp does not divide, the
-     embedding, head and loss stay whole (no padding yet) and move nothing.
+     parameters' bytes per micro-batch).
+ (e) with --vocab V, where tp does not divide V, report.json's
+     parallel.padded lists the tensors padded to the next multiple of tp
+     (the embedding, the head), and nothing where tp divides V; a padded
+     vocabulary's flops_per_step exceeds one device's by at most its
+     padding's share (Megatron counts the padded vocabulary).
 
 Prints `OK tp=2 dp=1 zero=0` per configuration; at the first failure one
 line `FAIL ...: reason` and exit 1.
@@ -79,13 +83,57 @@ def split_params(ir):
     return out
 
 
+def check_padding(args, padded, tp):
+    """(e): a vocabulary that tp does not divide is padded to the next
+    multiple of tp (and only then); --vocab V names it."""
+    if not args.vocab:
+        return
+    want = -(-args.vocab // tp) * tp
+    if want == args.vocab:
+        if padded:
+            raise base.Failure(f"report.json parallel.padded {padded}, but tp = {tp} "
+                               f"divides the vocabulary {args.vocab}")
+        return
+    rows = [(name, p) for name, p in padded.items() if args.vocab in p["shape"]]
+    if not rows:
+        raise base.Failure(f"report.json parallel.padded {padded} does not pad the "
+                           f"vocabulary {args.vocab} over tp = {tp}")
+    for name, p in rows:
+        got = [w for s_, w in zip(p["shape"], p["padded"]) if s_ != w]
+        if got != [want]:
+            raise base.Failure(f"{name}: {p['shape']} padded to {p['padded']}, "
+                               f"expected the vocabulary {args.vocab} padded to {want}")
+
+
+def check_flops(report, one, padded):
+    """flops_per_step is one device's (the same model and global batch); a
+    padded vocabulary adds its padding's share at most (Megatron counts the
+    padded vocabulary too)."""
+    got, base_flops = report["flops_per_step"], one["flops_per_step"]
+    if not padded:
+        if got != base_flops:
+            raise base.Failure(f"report.json flops_per_step {got} != one device's "
+                               f"{base_flops} (the same model and global batch)")
+        return
+    share = 0.0
+    for p in padded.values():
+        n = m = 1
+        for a, b in zip(p["shape"], p["padded"]):
+            n, m = n * a, m * b
+        share = max(share, (m - n) / n)
+    if not base_flops < got <= base_flops * (1 + share):
+        raise base.Failure(f"report.json flops_per_step {got} not within one device's "
+                           f"{base_flops} and {base_flops * (1 + share):.0f} (the padded "
+                           f"vocabulary's share)")
+
+
 def check_megatron_count(args, plan, report, got, tp, out, params):
     """(d): the tp bytes of a step against Megatron's count."""
     b, s, micro = report["micro_batch"], report["sequence_length"], report["micro_batches"]
     tokens = b * s * 4                   # bytes of one float per token
     ring = 2 * (tp - 1) / tp * tokens    # an all-reduce
     half = (tp - 1) / tp * tokens        # an all-gather or a reduce-scatter
-    vocab = not args.vocab or args.vocab % tp == 0
+    vocab = 1  # vocab-parallel, the vocabulary padded where tp does not divide it
     # Sequence parallelism applies where tp divides the tokens.
     sp = plan.get("tensor_parallel", {}).get("sequence_parallel", True) and s % tp == 0
     h, pairs = args.hidden, args.pairs
@@ -136,7 +184,7 @@ def main(argv=None):
     p.add_argument("--min-split", type=int, default=1)
     p.add_argument("--pairs", type=int, help="Megatron column/row pairs of the model")
     p.add_argument("--hidden", type=int, help="the width of the activations they reduce")
-    p.add_argument("--vocab", type=int, help="the vocabulary (when tp does not divide it)")
+    p.add_argument("--vocab", type=int, help="the vocabulary: checks its padding (e)")
     p.add_argument("--autopar", default="autopar")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=int, default=300)
@@ -189,10 +237,8 @@ def main(argv=None):
                                 raise base.Failure(
                                     f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
                                     f"!= report.json's {want!r}")
-                if report["flops_per_step"] != one["flops_per_step"]:
-                    raise base.Failure(f"report.json flops_per_step {report['flops_per_step']} "
-                                       f"!= one device's {one['flops_per_step']} (the same "
-                                       f"model and global batch)")
+                check_padding(args, par.get("padded", {}), tp)
+                check_flops(report, one, par.get("padded", {}))
                 ranks = par.get("per_rank", [])
                 coords = [e.get("coords") for e in ranks]
                 want_coords = [{"dp": d, "pp": 0, "tp": t} for d in range(dp) for t in range(tp)]

@@ -44,7 +44,18 @@ func.func @no_logical_type(%m: tensor<4xbf16> {nn.param = "m"}) -> tensor<4xbf16
 
 // -----
 
-// expected-error @+1 {{parameter 'm' of type 'tensor<4xbf16>' has the logical type 'tensor<8xf32>' of another shape}}
+// A padded vocabulary (autopar-dist-pad-vocabulary): the argument keeps its
+// padded shape in the logical type's precision.
+// CHECK-LABEL: func.func @padded
+// CHECK-SAME: %arg0: tensor<6x2xf32> {nn.logical_type = tensor<5x2xf32>, nn.param = "wte"}
+// CHECK: nn.cast %arg0 : tensor<6x2xf32> to tensor<6x2xbf16>
+func.func @padded(%wte: tensor<6x2xbf16> {nn.param = "wte", nn.logical_type = tensor<5x2xf32>}) -> tensor<6x2xbf16> {
+  return %wte : tensor<6x2xbf16>
+}
+
+// -----
+
+// expected-error @+1 {{parameter 'm' of type 'tensor<4xbf16>' cannot hold its logical type 'tensor<8xf32>'}}
 func.func @sharded(%m: tensor<4xbf16> {nn.param = "m", nn.logical_type = tensor<8xf32>}) -> tensor<4xbf16> {
   return %m : tensor<4xbf16>
 }
