@@ -304,13 +304,13 @@ struct TensorParallelPass
         return failure();
       // Or the LM head: its logits split over the vocabulary reach the
       // loss, which takes them split (vocab-parallel cross-entropy).
+      bool pairedProjection =
+          llvm::any_of(projections, [&](const Projection &q) {
+            return q.op != p.op && !isRowParallel(*prop, q, axis) &&
+                   isRowParallel(*tentative, q, axis);
+          });
       bool paired =
-          llvm::any_of(projections,
-                       [&](const Projection &q) {
-                         return q.op != p.op &&
-                                !isRowParallel(*prop, q, axis) &&
-                                isRowParallel(*tentative, q, axis);
-                       }) ||
+          pairedProjection ||
           llvm::any_of(
               body.getOps<nn::SoftmaxCrossEntropyOp>(),
               [&](nn::SoftmaxCrossEntropyOp loss) {
@@ -339,10 +339,11 @@ struct TensorParallelPass
       }
       prop = std::move(tentative);
       ++level;
-      seeded = true;
+      seeded |= pairedProjection;
     }
     if (!seeded && indivisible) {
-      // Nothing to split over the axis: a width it does not divide.
+      // No layer to split over the axis (an LM head over a vocabulary,
+      // padded to a multiple of it, may be): a width it does not divide.
       auto weight = cast<RankedTensorType>(
           indivisible->getOperand(1 - asProjection(indivisible)->activation)
               .getType());
