@@ -467,25 +467,66 @@ bool PlanParser::parse(const json &root, Plan &plan) {
       return false;
 
   if (const json *pipeline = member(root, "pipeline")) {
-    if (!expectObject(*pipeline, "pipeline", {"schedule", "stages"}))
+    if (!expectObject(*pipeline, "pipeline", {"schedule", "chunks", "split"}))
       return false;
     if (const json *v = member(*pipeline, "schedule"))
-      if (!readEnum(*v, "pipeline.schedule", {"gpipe", "1f1b"},
+      if (!readEnum(*v, "pipeline.schedule",
+                    {"gpipe", "1f1b", "interleaved", "zb-h1"},
                     plan.pipelineSchedule))
         return false;
-    if (const json *v = member(*pipeline, "stages")) {
+    bool interleaved = plan.pipelineSchedule == "interleaved";
+    plan.pipelineChunks = interleaved ? 2 : 1;
+    if (const json *v = member(*pipeline, "chunks")) {
+      if (!readInt(*v, "pipeline.chunks", 1, plan.pipelineChunks))
+        return false;
+      if (interleaved && plan.pipelineChunks < 2)
+        return fail("pipeline.chunks",
+                    "the interleaved schedule needs at least 2 model chunks "
+                    "per rank, got " +
+                        describe(*v));
+      if (!interleaved && plan.pipelineChunks != 1)
+        return fail("pipeline.chunks",
+                    "only the interleaved schedule runs several model chunks "
+                    "per rank (" +
+                        plan.pipelineSchedule + " got " + describe(*v) + ")");
+    }
+    if (const json *v = member(*pipeline, "split")) {
       const auto *s = v->get_ptr<const json::string_t *>();
-      if (s && *s == "auto") {
-        plan.pipelineStages = 0;
-      } else {
-        int64_t stages = 0;
-        if (s || !readInt(*v, "pipeline.stages", 1, stages))
-          return fail("pipeline.stages",
-                      "expected \"auto\" or an integer >= 1, got " +
+      if (!(s && *s == "auto")) {
+        if (!v->is_array())
+          return fail("pipeline.split",
+                      "expected \"auto\" or a list of layer boundaries, got " +
                           describe(*v));
-        plan.pipelineStages = stages;
+        int64_t last = 0;
+        for (size_t i = 0; i < v->size(); ++i) {
+          int64_t at = 0;
+          std::string key = "pipeline.split[" + std::to_string(i) + "]";
+          if (!readInt((*v)[i], key, 1, at))
+            return false;
+          if (at <= last)
+            return fail(key, "layer boundaries must increase, got " +
+                                 std::to_string(at) + " after " +
+                                 std::to_string(last));
+          last = at;
+          plan.pipelineSplit.push_back(at);
+        }
+        int64_t stages = plan.meshPp * plan.pipelineChunks;
+        if (static_cast<int64_t>(plan.pipelineSplit.size()) != stages - 1)
+          return fail("pipeline.split",
+                      "mesh.pp = " + std::to_string(plan.meshPp) + " x " +
+                          std::to_string(plan.pipelineChunks) +
+                          " chunks makes " + std::to_string(stages) +
+                          " stages, cut at " + std::to_string(stages - 1) +
+                          " layer boundaries, got " +
+                          std::to_string(plan.pipelineSplit.size()));
       }
     }
+    if (interleaved && plan.microBatches % plan.meshPp)
+      return fail("batch.micro_batches",
+                  "the interleaved schedule runs the micro-batches in groups "
+                  "of mesh.pp = " +
+                      std::to_string(plan.meshPp) + ", which does not divide " +
+                      std::to_string(plan.microBatches));
   }
 
   if (const json *tp = member(root, "tensor_parallel")) {
@@ -865,9 +906,10 @@ json toJson(const Plan &plan) {
                           {"growth_interval", plan.lossScale.growthInterval}};
   result["recompute"] = plan.recompute;
   result["pipeline"] = {{"schedule", plan.pipelineSchedule},
-                        {"stages", plan.pipelineStages == 0
-                                       ? json("auto")
-                                       : json(plan.pipelineStages)}};
+                        {"chunks", plan.pipelineChunks},
+                        {"split", plan.pipelineSplit.empty()
+                                      ? json("auto")
+                                      : json(plan.pipelineSplit)}};
   result["tensor_parallel"] = {{"rules", plan.tpRules},
                                {"sequence_parallel", plan.sequenceParallel}};
   result["optimizer"] = std::move(optimizer);

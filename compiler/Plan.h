@@ -68,8 +68,10 @@ struct Plan {
   std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
   LossScalePlan lossScale;               // used by fp16-mixed
   std::string recompute = "none";        // "none" | "selective" | "full"
-  std::string pipelineSchedule = "1f1b"; // "gpipe" | "1f1b"
-  int64_t pipelineStages = 0;            // 0 = "auto"
+  // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
+  std::string pipelineSchedule = "1f1b";
+  int64_t pipelineChunks = 1; // model chunks per rank (interleaved: >= 2)
+  std::vector<int64_t> pipelineSplit;    // layer boundaries; empty = "auto"
   std::string tpRules = "auto";          // only "auto"
   bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;

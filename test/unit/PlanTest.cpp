@@ -76,7 +76,8 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.lossScale.growthInterval, b.lossScale.growthInterval);
   EXPECT_EQ(a.recompute, b.recompute);
   EXPECT_EQ(a.pipelineSchedule, b.pipelineSchedule);
-  EXPECT_EQ(a.pipelineStages, b.pipelineStages);
+  EXPECT_EQ(a.pipelineChunks, b.pipelineChunks);
+  EXPECT_EQ(a.pipelineSplit, b.pipelineSplit);
   EXPECT_EQ(a.tpRules, b.tpRules);
   EXPECT_EQ(a.sequenceParallel, b.sequenceParallel);
   const OptimizerPlan &oa = a.optimizer, &ob = b.optimizer;
@@ -121,7 +122,7 @@ const char *fullAdamw = R"({
   "comm": {"bucket_mb": 12.5},
   "precision": "bf16-mixed",
   "recompute": "selective",
-  "pipeline": {"schedule": "gpipe", "stages": 6},
+  "pipeline": {"schedule": "gpipe", "split": [2, 5]},
   "tensor_parallel": {"rules": "auto", "sequence_parallel": false},
   "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
                 "eps": 1e-6, "weight_decay": 0.1, "max_grad_norm": 1.0,
@@ -158,7 +159,8 @@ TEST(PlanTest, EmptyObjectGivesDefaults) {
   EXPECT_EQ(plan.precision, "fp32");
   EXPECT_EQ(plan.recompute, "none");
   EXPECT_EQ(plan.pipelineSchedule, "1f1b");
-  EXPECT_EQ(plan.pipelineStages, 0);
+  EXPECT_EQ(plan.pipelineChunks, 1);
+  EXPECT_TRUE(plan.pipelineSplit.empty());
   EXPECT_EQ(plan.tpRules, "auto");
   EXPECT_EQ(plan.optimizer.type, "adamw");
   EXPECT_EQ(plan.optimizer.lr, 1e-3);
@@ -194,7 +196,7 @@ TEST(PlanTest, DefaultsResolved) {
     "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
-    "pipeline": {"schedule": "1f1b", "stages": "auto"},
+    "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
@@ -222,7 +224,8 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_EQ(plan.precision, "bf16-mixed");
   EXPECT_EQ(plan.recompute, "selective");
   EXPECT_EQ(plan.pipelineSchedule, "gpipe");
-  EXPECT_EQ(plan.pipelineStages, 6);
+  EXPECT_EQ(plan.pipelineChunks, 1);
+  EXPECT_EQ(plan.pipelineSplit, (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(plan.tpRules, "auto");
   EXPECT_FALSE(plan.sequenceParallel);
   EXPECT_EQ(plan.optimizer.type, "adamw");
@@ -289,12 +292,25 @@ TEST(PlanTest, NumbersAcceptIntegers) {
   EXPECT_EQ(plan.lrSchedule.minLr, 1);
 }
 
-TEST(PlanTest, PipelineStages) {
-  EXPECT_EQ(planOf(R"({"pipeline": {"stages": "auto"}})").pipelineStages, 0);
-  EXPECT_EQ(planOf(R"({"pipeline": {"stages": 1}})").pipelineStages, 1);
-  EXPECT_EQ(planOf(R"({"pipeline": {"stages": 12}})").pipelineStages, 12);
-  EXPECT_EQ(toJson(planOf(R"({"pipeline": {"stages": 12}})"))["pipeline"],
-            parseJson(R"({"schedule": "1f1b", "stages": 12})"));
+TEST(PlanTest, Pipeline) {
+  EXPECT_TRUE(
+      planOf(R"({"pipeline": {"split": "auto"}})").pipelineSplit.empty());
+  EXPECT_EQ(planOf(R"({"mesh": {"pp": 4}, "pipeline": {"split": [1, 3, 5]}})")
+                .pipelineSplit,
+            (std::vector<int64_t>{1, 3, 5}));
+  // Interleaved: 2 chunks per rank unless told; pp x chunks stages.
+  Plan p = planOf(R"({"mesh": {"pp": 2}, "batch": {"micro_batches": 4},
+                      "pipeline": {"schedule": "interleaved"}})");
+  EXPECT_EQ(p.pipelineChunks, 2);
+  p = planOf(R"({"mesh": {"pp": 2}, "batch": {"micro_batches": 4},
+                 "pipeline": {"schedule": "interleaved", "chunks": 3,
+                              "split": [1, 2, 3, 4, 5]}})");
+  EXPECT_EQ(p.pipelineChunks, 3);
+  EXPECT_EQ(toJson(p)["pipeline"],
+            parseJson(R"({"schedule": "interleaved", "chunks": 3,
+                          "split": [1, 2, 3, 4, 5]})"));
+  EXPECT_EQ(planOf(R"({"pipeline": {"schedule": "zb-h1"}})").pipelineSchedule,
+            "zb-h1");
 }
 
 TEST(PlanTest, EdgeValuesAccepted) {
@@ -470,13 +486,30 @@ TEST(PlanTest, ErrorOutOfRange) {
   EXPECT_EQ(errorOf(R"({"recompute": "all"})"),
             "recompute: expected one of \"none\", \"selective\", \"full\", got "
             "\"all\"");
-  EXPECT_EQ(errorOf(R"({"pipeline": {"schedule": "interleaved"}})"),
-            "pipeline.schedule: expected one of \"gpipe\", \"1f1b\", got "
-            "\"interleaved\"");
-  EXPECT_EQ(errorOf(R"({"pipeline": {"stages": 0}})"),
-            "pipeline.stages: expected \"auto\" or an integer >= 1, got 0");
-  EXPECT_EQ(errorOf(R"({"pipeline": {"stages": "4"}})"),
-            "pipeline.stages: expected \"auto\" or an integer >= 1, got \"4\"");
+  EXPECT_EQ(errorOf(R"({"pipeline": {"schedule": "dualpipe"}})"),
+            "pipeline.schedule: expected one of \"gpipe\", \"1f1b\", "
+            "\"interleaved\", \"zb-h1\", got \"dualpipe\"");
+  EXPECT_EQ(errorOf(R"({"pipeline": {"chunks": 2}})"),
+            "pipeline.chunks: only the interleaved schedule runs several model "
+            "chunks per rank (1f1b got 2)");
+  EXPECT_EQ(
+      errorOf(R"({"pipeline": {"schedule": "interleaved", "chunks": 1}})"),
+      "pipeline.chunks: the interleaved schedule needs at least 2 model "
+      "chunks per rank, got 1");
+  EXPECT_EQ(errorOf(R"({"mesh": {"pp": 2}, "batch": {"micro_batches": 3},
+                        "pipeline": {"schedule": "interleaved"}})"),
+            "batch.micro_batches: the interleaved schedule runs the "
+            "micro-batches in groups of mesh.pp = 2, which does not divide 3");
+  EXPECT_EQ(errorOf(R"({"pipeline": {"split": 4}})"),
+            "pipeline.split: expected \"auto\" or a list of layer boundaries, "
+            "got 4");
+  EXPECT_EQ(errorOf(R"({"mesh": {"pp": 3}, "pipeline": {"split": [2, 2]}})"),
+            "pipeline.split[1]: layer boundaries must increase, got 2 after 2");
+  EXPECT_EQ(errorOf(R"({"mesh": {"pp": 3}, "pipeline": {"split": [0, 2]}})"),
+            "pipeline.split[0]: expected an integer >= 1, got 0");
+  EXPECT_EQ(errorOf(R"({"mesh": {"pp": 2}, "pipeline": {"split": [1, 2]}})"),
+            "pipeline.split: mesh.pp = 2 x 1 chunks makes 2 stages, cut at 1 "
+            "layer boundaries, got 2");
   EXPECT_EQ(errorOf(R"({"tensor_parallel": {"rules": "megatron"}})"),
             "tensor_parallel.rules: expected \"auto\", got \"megatron\"");
   EXPECT_EQ(errorOf(R"({"tensor_parallel": {"sequence_parallel": 1}})"),

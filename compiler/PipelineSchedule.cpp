@@ -1,0 +1,344 @@
+//===- PipelineSchedule.cpp - pipeline schedules as static action lists ---===//
+
+#include "compiler/PipelineSchedule.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <tuple>
+
+using namespace autopar::pipeline;
+
+const char *autopar::pipeline::opName(Op op) {
+  switch (op) {
+  case Op::Forward:
+    return "F";
+  case Op::Backward:
+    return "B";
+  case Op::BackwardInput:
+    return "I";
+  case Op::BackwardWeight:
+    return "W";
+  }
+  return "?";
+}
+
+namespace {
+
+Action act(Op op, int64_t stage, int64_t micro) {
+  return {op, static_cast<int32_t>(stage), static_cast<int32_t>(micro)};
+}
+
+/// GPipe: every forward, then every backward, in micro-batch order.
+void gpipe(Schedule &s, int64_t r) {
+  for (int64_t j = 0; j < s.microBatches; ++j)
+    s.actions[r].push_back(act(Op::Forward, r, j));
+  for (int64_t j = 0; j < s.microBatches; ++j)
+    s.actions[r].push_back(act(Op::Backward, r, j));
+}
+
+/// 1F1B (PipeDream-Flush, Megatron's non-interleaved schedule): rank r runs
+/// min(p - r - 1, m) forwards, then alternates one forward and one
+/// backward, then runs the backwards left. Zero-bubble H1 (Qi et al. 2023,
+/// PyTorch's ZB1P for one chunk) splits each backward into the input's
+/// gradient, in 1F1B's place, and the weights', which rank r defers by r
+/// micro-batches into the cooldown (the later stages, whose input
+/// gradients the earlier ones wait for, defer the most).
+void oneFOneB(Schedule &s, int64_t r, bool zeroBubble) {
+  const int64_t p = s.ranks, m = s.microBatches;
+  const int64_t warmup = std::min(p - r - 1, m);
+  std::vector<Action> &out = s.actions[r];
+  int64_t forwards = 0, inputs = 0, weights = 0;
+  auto backward = [&](int64_t steady) {
+    if (!zeroBubble) {
+      out.push_back(act(Op::Backward, r, inputs++));
+      return;
+    }
+    out.push_back(act(Op::BackwardInput, r, inputs++));
+    if (steady >= r)
+      out.push_back(act(Op::BackwardWeight, r, weights++));
+  };
+  for (; forwards < warmup; ++forwards)
+    out.push_back(act(Op::Forward, r, forwards));
+  for (int64_t k = 0; forwards < m; ++k) {
+    out.push_back(act(Op::Forward, r, forwards++));
+    backward(k);
+  }
+  for (int64_t k = m - warmup; inputs < m; ++k)
+    backward(k);
+  while (zeroBubble && weights < m)
+    out.push_back(act(Op::BackwardWeight, r, weights++));
+}
+
+/// Megatron's interleaved 1F1B: the m x v virtual micro-batches run in
+/// groups of p micro-batches per chunk (forwards through chunks 0..v-1,
+/// backwards through v-1..0); rank r warms up with (p - r - 1) * 2 +
+/// (v - 1) * p forwards (all of them when m == p).
+void interleaved(Schedule &s, int64_t r) {
+  const int64_t p = s.ranks, v = s.chunks, m = s.microBatches;
+  const int64_t total = m * v;
+  const int64_t warmup =
+      m == p ? total : std::min((p - r - 1) * 2 + (v - 1) * p, total);
+  auto stageOf = [&](int64_t k, bool forward) {
+    int64_t chunk = (k % (p * v)) / p;
+    if (!forward)
+      chunk = v - 1 - chunk;
+    return chunk * p + r;
+  };
+  auto microOf = [&](int64_t k) { return k / (p * v) * p + k % p; };
+  std::vector<Action> &out = s.actions[r];
+  int64_t forwards = 0, backwards = 0;
+  for (; forwards < warmup; ++forwards)
+    out.push_back(act(Op::Forward, stageOf(forwards, true), microOf(forwards)));
+  while (forwards < total) {
+    out.push_back(act(Op::Forward, stageOf(forwards, true), microOf(forwards)));
+    ++forwards;
+    out.push_back(
+        act(Op::Backward, stageOf(backwards, false), microOf(backwards)));
+    ++backwards;
+  }
+  for (; backwards < total; ++backwards)
+    out.push_back(
+        act(Op::Backward, stageOf(backwards, false), microOf(backwards)));
+}
+
+} // namespace
+
+bool autopar::pipeline::buildSchedule(const ScheduleOptions &o, Schedule &s,
+                                      std::string &error) {
+  auto fail = [&](const std::string &message) {
+    error = message;
+    return false;
+  };
+  if (o.ranks < 1 || o.chunks < 1 || o.microBatches < 1)
+    return fail("pipeline: ranks, chunks and micro-batches must be positive");
+  bool isInterleaved = o.kind == "interleaved";
+  if (!isInterleaved && o.kind != "gpipe" && o.kind != "1f1b" &&
+      o.kind != "zb-h1")
+    return fail("pipeline.schedule: unknown schedule '" + o.kind + "'");
+  if (isInterleaved && o.chunks < 2)
+    return fail("pipeline.chunks: the interleaved schedule needs at least 2 "
+                "model chunks per rank, got " +
+                std::to_string(o.chunks));
+  if (!isInterleaved && o.chunks != 1)
+    return fail("pipeline.chunks: only the interleaved schedule runs several "
+                "model chunks per rank (" +
+                o.kind + " got " + std::to_string(o.chunks) + ")");
+  if (isInterleaved && o.microBatches % o.ranks)
+    return fail("batch.micro_batches: the interleaved schedule runs the "
+                "micro-batches in groups of mesh.pp = " +
+                std::to_string(o.ranks) + ", which does not divide " +
+                std::to_string(o.microBatches));
+  s = Schedule();
+  s.kind = o.kind;
+  s.ranks = o.ranks;
+  s.chunks = o.chunks;
+  s.microBatches = o.microBatches;
+  s.actions.assign(o.ranks, {});
+  for (int64_t r = 0; r < o.ranks; ++r) {
+    if (o.kind == "gpipe")
+      gpipe(s, r);
+    else if (isInterleaved)
+      interleaved(s, r);
+    else
+      oneFOneB(s, r, o.kind == "zb-h1");
+  }
+  return true;
+}
+
+StageTimes StageTimes::uniform(int64_t stages, double f, double b, double w,
+                               double transfer) {
+  StageTimes t;
+  t.forward.assign(stages, f);
+  t.backward.assign(stages, b);
+  t.weight.assign(stages, w);
+  t.transfer = transfer;
+  return t;
+}
+
+bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
+                                 Simulation &sim, std::string &error) {
+  const int64_t p = s.ranks, S = s.stages(), m = s.microBatches;
+  auto text = [](const Action &a) {
+    return std::string(opName(a.op)) + std::to_string(a.micro) + " of stage " +
+           std::to_string(a.stage);
+  };
+  auto fail = [&](const std::string &message) {
+    error = "pipeline schedule " + s.kind + ": " + message;
+    return false;
+  };
+  if (static_cast<int64_t>(s.actions.size()) != p)
+    return fail("has " + std::to_string(s.actions.size()) +
+                " action lists for " + std::to_string(p) + " ranks");
+  if (static_cast<int64_t>(times.forward.size()) != S ||
+      static_cast<int64_t>(times.backward.size()) != S ||
+      static_cast<int64_t>(times.weight.size()) != S)
+    return fail("stage times for " + std::to_string(times.forward.size()) +
+                " stages, the schedule has " + std::to_string(S));
+  // Every action once, on its stage's rank; per stage either whole
+  // backwards or both halves.
+  using Key = std::tuple<int, int, int>; // op, stage, micro
+  std::map<Key, double> done;            // end times
+  std::map<Key, int> seen;
+  for (int64_t r = 0; r < p; ++r)
+    for (const Action &a : s.actions[r]) {
+      if (a.stage < 0 || a.stage >= S || a.micro < 0 || a.micro >= m)
+        return fail("rank " + std::to_string(r) + " runs " + text(a) +
+                    ", outside the schedule's stages and micro-batches");
+      if (s.rankOf(a.stage) != r)
+        return fail("rank " + std::to_string(r) + " runs " + text(a) +
+                    ", a stage of rank " + std::to_string(s.rankOf(a.stage)));
+      if (seen[{static_cast<int>(a.op), a.stage, a.micro}]++)
+        return fail("rank " + std::to_string(r) + " runs " + text(a) +
+                    " twice");
+    }
+  for (int64_t st = 0; st < S; ++st)
+    for (int64_t j = 0; j < m; ++j) {
+      auto count = [&](Op op) {
+        auto it = seen.find({static_cast<int>(op), st, j});
+        return it == seen.end() ? 0 : it->second;
+      };
+      Action f = act(Op::Forward, st, j);
+      if (!count(Op::Forward))
+        return fail("no rank runs " + text(f));
+      bool whole = count(Op::Backward);
+      bool split = count(Op::BackwardInput) || count(Op::BackwardWeight);
+      if (whole == split ||
+          (split && !(count(Op::BackwardInput) && count(Op::BackwardWeight))))
+        return fail("stage " + std::to_string(st) + " micro-batch " +
+                    std::to_string(j) +
+                    " needs one whole backward or both its halves (I and W)");
+    }
+
+  sim = Simulation();
+  sim.busy.assign(p, 0);
+  sim.peakInFlight.assign(p, 0);
+  std::vector<size_t> next(p, 0);
+  std::vector<double> free(p, 0);
+  std::vector<int64_t> inFlight(p, 0);
+  auto endOf = [&](Op op, int64_t stage, int64_t micro, double &t) {
+    auto it = done.find({static_cast<int>(op), static_cast<int>(stage),
+                         static_cast<int>(micro)});
+    if (it == done.end())
+      return false;
+    t = it->second;
+    return true;
+  };
+  // The time `a` (on rank r) may start from its inputs, if they are ready.
+  auto ready = [&](int64_t r, const Action &a, double &t) {
+    t = 0;
+    double u = 0;
+    auto from = [&](int64_t stage) {
+      return s.rankOf(stage) != r ? times.transfer : 0.0;
+    };
+    switch (a.op) {
+    case Op::Forward:
+      if (a.stage == 0)
+        return true;
+      if (!endOf(Op::Forward, a.stage - 1, a.micro, u))
+        return false;
+      t = u + from(a.stage - 1);
+      return true;
+    case Op::Backward:
+    case Op::BackwardInput:
+      if (!endOf(Op::Forward, a.stage, a.micro, u))
+        return false;
+      t = u;
+      if (a.stage == S - 1)
+        return true;
+      // The next stage's input gradient, whole or its first half.
+      if (!endOf(Op::Backward, a.stage + 1, a.micro, u) &&
+          !endOf(Op::BackwardInput, a.stage + 1, a.micro, u))
+        return false;
+      t = std::max(t, u + from(a.stage + 1));
+      return true;
+    case Op::BackwardWeight:
+      if (!endOf(Op::BackwardInput, a.stage, a.micro, u))
+        return false;
+      t = u;
+      return true;
+    }
+    return false;
+  };
+  size_t total = 0;
+  for (const auto &list : s.actions)
+    total += list.size();
+  while (sim.events.size() < total) {
+    // The rank whose next action can start earliest goes first.
+    int64_t best = -1;
+    double bestStart = 0;
+    for (int64_t r = 0; r < p; ++r) {
+      if (next[r] == s.actions[r].size())
+        continue;
+      double t;
+      if (!ready(r, s.actions[r][next[r]], t))
+        continue;
+      t = std::max(t, free[r]);
+      if (best < 0 || t < bestStart) {
+        best = r;
+        bestStart = t;
+      }
+    }
+    if (best < 0) {
+      std::string stuck;
+      for (int64_t r = 0; r < p; ++r)
+        if (next[r] < s.actions[r].size())
+          stuck += (stuck.empty() ? "" : ", ") + std::string("rank ") +
+                   std::to_string(r) + " waits at " +
+                   text(s.actions[r][next[r]]);
+      return fail("deadlocks: " + stuck);
+    }
+    const Action &a = s.actions[best][next[best]++];
+    double cost = a.op == Op::Forward ? times.forward[a.stage]
+                  : a.op == Op::Backward
+                      ? times.backward[a.stage] + times.weight[a.stage]
+                  : a.op == Op::BackwardInput ? times.backward[a.stage]
+                                              : times.weight[a.stage];
+    double end = bestStart + cost;
+    done[{static_cast<int>(a.op), a.stage, a.micro}] = end;
+    free[best] = end;
+    sim.busy[best] += cost;
+    sim.events.push_back({static_cast<int32_t>(best), a, bestStart, end});
+    sim.makespan = std::max(sim.makespan, end);
+    if (a.op == Op::Forward)
+      sim.peakInFlight[best] =
+          std::max(sim.peakInFlight[best], ++inFlight[best]);
+    else if (a.op != Op::BackwardWeight)
+      --inFlight[best];
+  }
+  double idle = 0;
+  for (double b : sim.busy)
+    idle += sim.makespan - b;
+  sim.bubbleFraction = sim.makespan > 0 ? idle / (p * sim.makespan) : 0;
+  return true;
+}
+
+std::string autopar::pipeline::chromeTrace(const Simulation &sim,
+                                           double timeScale) {
+  std::vector<std::string> items;
+  char buf[256];
+  int64_t ranks = static_cast<int64_t>(sim.busy.size());
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::snprintf(buf, sizeof(buf),
+                  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+                  "\"tid\": %lld, \"args\": {\"name\": \"pp rank %lld\"}}",
+                  static_cast<long long>(r), static_cast<long long>(r));
+    items.push_back(buf);
+  }
+  for (const Event &e : sim.events) {
+    std::snprintf(buf, sizeof(buf),
+                  "{\"name\": \"%s%d s%d\", \"cat\": \"%s\", \"ph\": \"X\", "
+                  "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                  "\"args\": {\"stage\": %d, \"micro_batch\": %d}}",
+                  opName(e.action.op), e.action.micro, e.action.stage,
+                  opName(e.action.op), e.rank, e.start * timeScale,
+                  (e.end - e.start) * timeScale, e.action.stage,
+                  e.action.micro);
+    items.push_back(buf);
+  }
+  std::string out = "{\"traceEvents\": [\n";
+  for (size_t i = 0; i < items.size(); ++i)
+    out += items[i] + (i + 1 < items.size() ? ",\n" : "\n");
+  return out + "],\n\"displayTimeUnit\": \"ms\"}\n";
+}
