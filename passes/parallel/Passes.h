@@ -34,6 +34,11 @@ inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
 inline constexpr llvm::StringLiteral kModelFlopsAttr = "dist.model_flops";
 /// Op attribute: the gradient bucket of a scheduled collective.
 inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
+/// Op attribute: the pipeline stage an op of the forward runs in.
+inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
+/// Function attribute: the forward's layers and stages
+/// (autopar-dist-pipeline-split).
+inline constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
 /// The data-parallel mesh axis, over which ZeRO shards too.
 inline constexpr llvm::StringLiteral kDataAxis = "dp";
 /// The tensor-parallel mesh axis.

@@ -169,6 +169,46 @@ def PadVocabularyPass
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def PipelineSplitPass
+    : Pass<"autopar-dist-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut the forward into balanced pipeline stages at its layers";
+  let description = [{
+    Pipeline parallelism, before autodiff: the plan's (`autopar.plan`)
+    `mesh.pp` x `pipeline.chunks` stages, each a contiguous run of the
+    model's layers (nothing to do for one stage).
+
+    Activations are the values computed from a parameter that is not a
+    buffer; what only depends on graph inputs, constants and buffers (the
+    attention mask, position ids, rotary tables) each stage can compute
+    itself. A cut is a point of the forward where exactly one float
+    activation is live (the residual stream), and a layer begins at each
+    cut followed by an attention (`nn.attention` or `nn.softmax`) before
+    the next cut; a model without attention has a layer at every cut. The
+    ops before the first layer (the embeddings) belong to the first stage,
+    those after the last layer's last cut (final norm, head, loss) to the
+    last one.
+
+    Stages begin at the layers `pipeline.split` lists, or, for `"auto"`,
+    where the most expensive stage is cheapest (a DP over the layers'
+    predicted cost: each op's model FLOPs or, if more, the bytes it moves
+    times `flops-per-byte`; the embeddings and the head counted with their
+    stages). Every stage holds at least one layer: more stages than layers
+    is an error, as is a split at a layer the model does not have.
+
+    Each activation op gets `dist.stage = s`; the function gets
+    `dist.pipeline = {layers = L, stage_first_layer = array<i64: ...>,
+    stage_cost = array<i64: ...>}` (the predicted costs, rounded).
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "The function to split">,
+    Option<"flopsPerByte", "flops-per-byte", "double", "16.0",
+           "The machine's balance: the FLOPs that cost as much as one byte "
+           "moved">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";
