@@ -47,6 +47,13 @@ def NN_Dialect : Dialect {
     - `nn.input = "<name>"`: a graph input; `nn.output = "<name>"` on a
       result: a graph output; `nn.grad = "<param>"` on a result: the
       gradient of the loss with respect to that parameter.
+    - `nn.stage_input`: an argument of a pipeline stage's function, the
+      activation the previous stage sends; `nn.input_grad` on a result of
+      its training step: the gradient with respect to it (what goes back
+      to the previous stage).
+    - `nn.output_grad`: an argument of a pipeline stage's training step,
+      the gradient of the loss with respect to the stage's output (what
+      the next stage sends back), which seeds its backward pass.
   }];
   let cppNamespace = "::autopar::nn";
   let hasConstantMaterializer = 1;
@@ -68,6 +75,9 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kRecomputedAttr = "nn.recomputed";
     static constexpr llvm::StringLiteral kLossScaleAttr = "nn.loss_scale";
     static constexpr llvm::StringLiteral kLogicalTypeAttr = "nn.logical_type";
+    static constexpr llvm::StringLiteral kStageInputAttr = "nn.stage_input";
+    static constexpr llvm::StringLiteral kOutputGradAttr = "nn.output_grad";
+    static constexpr llvm::StringLiteral kInputGradAttr = "nn.input_grad";
   }];
 }
 

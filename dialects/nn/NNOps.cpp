@@ -47,14 +47,17 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   static constexpr StringLiteral argStringAttrs[] = {
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
-      NNDialect::kBufferAttr, NNDialect::kFrozenAttr, NNDialect::kNoDecayAttr,
-      NNDialect::kTrilAttr, NNDialect::kLossScaleAttr};
-  bool unit = !isResult && llvm::is_contained(argUnitAttrs, name);
+      NNDialect::kBufferAttr,    NNDialect::kFrozenAttr,
+      NNDialect::kNoDecayAttr,   NNDialect::kTrilAttr,
+      NNDialect::kLossScaleAttr, NNDialect::kStageInputAttr,
+      NNDialect::kOutputGradAttr};
+  bool unit = isResult ? name == NNDialect::kInputGradAttr
+                       : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
-  bool known =
-      isResult
-          ? (name == NNDialect::kOutputAttr || name == NNDialect::kGradAttr)
-          : (llvm::is_contained(argStringAttrs, name) || unit || logicalType);
+  bool known = isResult ? (name == NNDialect::kOutputAttr ||
+                           name == NNDialect::kGradAttr || unit)
+                        : (llvm::is_contained(argStringAttrs, name) || unit ||
+                           logicalType);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
@@ -67,8 +70,8 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
                              << "' must be a statically shaped tensor type";
   } else if (unit) {
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << "argument attribute '" << name
-                             << "' must be a unit attribute";
+      return op->emitError()
+             << what << " attribute '" << name << "' must be a unit attribute";
   } else if (!isa<StringAttr>(attr.getValue())) {
     return op->emitError() << what << " attribute '" << name
                            << "' must be a string";
@@ -91,6 +94,16 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
     if (tensor.getRank() != 0 || !isa<FloatType>(tensor.getElementType()))
       return op->emitError() << "argument #" << index << " with '" << name
                              << "' must be a float scalar, got " << type;
+    if (param || attrs.contains(NNDialect::kInputAttr))
+      return op->emitError() << "argument #" << index << " with '" << name
+                             << "' cannot be a parameter or a graph input";
+    return success();
+  }
+  if (name == NNDialect::kStageInputAttr ||
+      name == NNDialect::kOutputGradAttr) {
+    if (!isa<FloatType>(tensor.getElementType()))
+      return op->emitError() << "argument #" << index << " with '" << name
+                             << "' must be a float tensor, got " << type;
     if (param || attrs.contains(NNDialect::kInputAttr))
       return op->emitError() << "argument #" << index << " with '" << name
                              << "' cannot be a parameter or a graph input";

@@ -493,7 +493,21 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
     return module.emitError() << "@" << trainStepName << " already exists";
   if (!forward.getBody().hasOneBlock())
     return forward.emitError() << "must have a single block";
-  FailureOr<unsigned> lossIndex = findLoss(forward, lossName);
+  // A pipeline stage's output: a float tensor named by `lossName`, whose
+  // gradient (the next stage's) seeds the backward pass.
+  std::optional<unsigned> stageOutput;
+  if (!lossName.empty())
+    for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+      auto name =
+          forward.getResultAttrOfType<StringAttr>(i, NNDialect::kOutputAttr);
+      auto type = dyn_cast<RankedTensorType>(forward.getResultTypes()[i]);
+      if (name && name.getValue() == lossName && type && type.getRank() > 0 &&
+          isa<FloatType>(type.getElementType()))
+        stageOutput = i;
+    }
+  FailureOr<unsigned> lossIndex = stageOutput
+                                      ? FailureOr<unsigned>(*stageOutput)
+                                      : findLoss(forward, lossName);
   if (failed(lossIndex))
     return failure();
 
@@ -505,15 +519,21 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(*lossIndex);
 
-  SmallVector<unsigned> trainable;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+  SmallVector<unsigned> trainable, stageInputs;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (isTrainableParam(step, i))
       trainable.push_back(i);
+    if (step.getArgAttr(i, NNDialect::kStageInputAttr))
+      stageInputs.push_back(i);
+  }
 
   // Active values: floating-point values that depend on a trainable
-  // parameter. Only they get gradients.
+  // parameter (or on the activation a pipeline stage receives). Only they
+  // get gradients.
   DenseSet<Value> active;
   for (unsigned i : trainable)
+    active.insert(step.getArgument(i));
+  for (unsigned i : stageInputs)
     active.insert(step.getArgument(i));
   for (Operation &op : body.without_terminator()) {
     bool depends = llvm::any_of(op.getOperands(),
@@ -530,7 +550,17 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
   Location loc = step.getLoc();
   auto lossType = tensorType(loss);
   Value seed;
-  if (lossScaleArgument) {
+  if (stageOutput) {
+    // The gradient of the stage's output, from the next stage.
+    unsigned index = step.getNumArguments();
+    if (failed(step.insertArgument(
+            index, lossType,
+            b.getDictionaryAttr(
+                b.getNamedAttr(NNDialect::kOutputGradAttr, b.getUnitAttr())),
+            loc)))
+      return step.emitError() << "cannot add the output-gradient argument";
+    seed = step.getArgument(index);
+  } else if (lossScaleArgument) {
     unsigned index = step.getNumArguments();
     if (failed(step.insertArgument(
             index, lossType,
@@ -563,9 +593,9 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
 
   SmallVector<Value> results = {loss};
   SmallVector<Type> resultTypes = {loss.getType()};
-  SmallVector<DictionaryAttr> resultAttrs = {
-      b.getDictionaryAttr(b.getNamedAttr(NNDialect::kOutputAttr,
-                                         b.getStringAttr("loss")))};
+  SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
+      b.getNamedAttr(NNDialect::kOutputAttr,
+                     b.getStringAttr(stageOutput ? lossName : "loss")))};
   for (unsigned i : trainable) {
     // A parameter the loss does not depend on gets no gradient result (as a
     // torch parameter whose .grad stays None: no update, no decay).
@@ -577,6 +607,23 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
     resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
         NNDialect::kGradAttr,
         step.getArgAttrOfType<StringAttr>(i, NNDialect::kParamAttr))));
+  }
+  // The gradient each received activation sends back (zeros if the loss
+  // does not depend on it).
+  for (unsigned i : stageInputs) {
+    Value input = step.getArgument(i);
+    Value grad = reverse.gradOf(input);
+    if (!grad) {
+      auto type = tensorType(input);
+      grad = ConstantOp::create(
+          b, loc, type,
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 0.0)));
+    }
+    results.push_back(grad);
+    resultTypes.push_back(grad.getType());
+    resultAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(NNDialect::kInputGradAttr, b.getUnitAttr())));
   }
   func::ReturnOp::create(b, ret.getLoc(), results);
   ret.erase();

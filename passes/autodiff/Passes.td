@@ -47,6 +47,14 @@ def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
     multiplied by it (fp16 mixed precision's loss scaling). Ops without a
     gradient rule on the path from a trainable parameter to the loss are
     errors naming the op.
+
+    A pipeline stage (autopar-dist-pipeline-stages) is differentiated the
+    same way: `loss` may name a float tensor result (`stage_output`), whose
+    gradient then comes in as a new last argument (`nn.output_grad`) and
+    seeds the backward pass (a vector-Jacobian product), and every
+    argument marked `nn.stage_input` (the activation the stage received)
+    gets its gradient returned after the parameters' (`nn.input_grad`;
+    zeros if the result does not depend on it).
   }];
   let options = [
     Option<"forward", "forward", "std::string", "\"forward\"",

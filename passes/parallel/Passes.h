@@ -39,6 +39,9 @@ inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
 /// Function attribute: the forward's layers and stages
 /// (autopar-dist-pipeline-split).
 inline constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
+/// The nn.output name of a pipeline stage's result (the activation it
+/// sends to the next stage).
+inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";
 /// The data-parallel mesh axis, over which ZeRO shards too.
 inline constexpr llvm::StringLiteral kDataAxis = "dp";
 /// The tensor-parallel mesh axis.

@@ -209,6 +209,35 @@ def PipelineSplitPass
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def PipelineStagesPass
+    : Pass<"autopar-dist-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "One function per pipeline stage of the split forward";
+  let description = [{
+    After autopar-dist-pipeline-split: for each stage `s` of `@forward`,
+    a function `@forward_stage<s>` (`dist.stage = s`) holding the stage's
+    ops and the unstaged ones they read (what only depends on inputs,
+    constants and buffers: each stage computes it itself). Its arguments
+    are the parameters and graph inputs it reads, in the forward's order
+    and with their attributes, then, after the first stage, the activation
+    the previous stage sends (`nn.stage_input`). Every stage but the last
+    returns the one activation the next stage reads (`nn.output =
+    "stage_output"`); the last returns what the forward returns (the
+    loss). `@forward` stays as it is.
+
+    autopar-autodiff then gives each stage its training step: the
+    gradient of `stage_output` seeded by an `nn.output_grad` argument (the
+    gradient the next stage sends back), and the gradient of the
+    `nn.stage_input` (`nn.input_grad`, what it sends to the previous
+    stage). A stage boundary crossed by more than one activation is an
+    error.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"forward\"",
+           "The function whose ops carry dist.stage">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";

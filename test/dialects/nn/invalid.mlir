@@ -1126,3 +1126,18 @@ func.func @shard_grad_grad(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %g: tensor<8
   %0 = nn.cross_entropy_shard_grad %s, %l, %g, %lse, %o reduction(sum) : (tensor<8x16xf32>, tensor<8xi64>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> tensor<8x16xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.stage_input' must be a float tensor, got 'tensor<4xi64>'}}
+func.func private @stage_input_int(tensor<4xi64> {nn.stage_input})
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.output_grad' cannot be a parameter or a graph input}}
+func.func private @output_grad_param(tensor<4xf32> {nn.output_grad, nn.param = "g"})
+
+// -----
+
+// expected-error @+1 {{result attribute 'nn.input_grad' must be a unit attribute}}
+func.func private @input_grad_string() -> (tensor<4xf32> {nn.input_grad = "x"})

@@ -24,6 +24,18 @@ func.func @attributes(%w: tensor<4x4xf32> {nn.param = "h.0.attn.w"},
   return %ids, %w, %tied : tensor<2x8xi64>, tensor<4x4xf32>, tensor<4x4xf32>
 }
 
+// A pipeline stage's training step: the activation it receives, the
+// gradient of its output it is sent, the gradient it sends back.
+// CHECK-LABEL: func.func @stage_attributes(
+// CHECK-SAME: %{{[a-z0-9_]+}}: tensor<2x4xf32> {nn.stage_input},
+// CHECK-SAME: %{{[a-z0-9_]+}}: tensor<2x4xf32> {nn.output_grad})
+// CHECK-SAME: -> (tensor<2x4xf32> {nn.input_grad})
+func.func @stage_attributes(%x: tensor<2x4xf32> {nn.stage_input},
+                            %g: tensor<2x4xf32> {nn.output_grad})
+    -> (tensor<2x4xf32> {nn.input_grad}) {
+  return %g : tensor<2x4xf32>
+}
+
 //===----------------------------------------------------------------------===//
 // Constants
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,238 @@
+//===- PipelineStagesTest.cpp - stage programs against the whole model ----===//
+//
+// A model cut into pipeline stages (autopar-dist-pipeline-split and
+// -stages), each stage differentiated on its own (autopar-autodiff: the
+// next stage's gradient seeds it, it returns its input's gradient), must
+// give the whole model's loss and gradients when the stages are chained as
+// a pipeline runs them: forwards from the first stage to the last, then
+// training steps from the last to the first, each fed the gradient the
+// next one sent back. A parameter on two stages (a tied embedding and
+// head) gets the sum of its stages' gradients. Evaluated by the reference
+// interpreter in double precision.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Interpreter.h"
+#include "passes/autodiff/Passes.h"
+#include "passes/parallel/Passes.h"
+
+#include "dialects/nn/NNDialect.h"
+#include "dialects/parallel/DistDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+
+using namespace mlir;
+using autopar::HostValue;
+
+namespace {
+
+/// `layers` residual blocks around a softmax, a mask buffer every block
+/// reads, an embedding tied to the LM head, a cross-entropy loss.
+std::string model(int layers, const std::string &plan) {
+  std::string args = "%wte: tensor<16x8xf64> {nn.param = \"wte\"}, "
+                     "%mask: tensor<4x8xf64> {nn.param = \"mask\", nn.buffer}";
+  for (int i = 0; i < layers; ++i)
+    args += ", %q" + std::to_string(i) + ": tensor<8x8xf64> {nn.param = \"h." +
+            std::to_string(i) + ".q\"}, %o" + std::to_string(i) +
+            ": tensor<8x8xf64> {nn.param = \"h." + std::to_string(i) + ".o\"}";
+  args += ", %ids: tensor<4xi64> {nn.input = \"ids\"}, %t: tensor<4xi64> "
+          "{nn.input = \"targets\"}";
+  std::string s = "module attributes {autopar.plan = " + plan + "} {\n" +
+                  "func.func @forward(" + args +
+                  ") -> (tensor<f64> {nn.output = \"loss\"}) {\n"
+                  "  %m = nn.exp %mask : tensor<4x8xf64>\n"
+                  "  %x0 = nn.gather %wte, %ids {axis = 0 : i64} : "
+                  "(tensor<16x8xf64>, tensor<4xi64>) -> tensor<4x8xf64>\n";
+  const std::string t = "tensor<4x8xf64>", w = "tensor<8x8xf64>";
+  for (int i = 0; i < layers; ++i) {
+    std::string n = std::to_string(i), next = std::to_string(i + 1);
+    s += "  %a" + n + " = nn.matmul %x" + n + ", %q" + n + " : (" + t + ", " +
+         w + ") -> " + t + "\n";
+    s += "  %b" + n + " = nn.add %a" + n + ", %m : (" + t + ", " + t + ") -> " +
+         t + "\n";
+    s += "  %s" + n + " = nn.softmax %b" + n + " {axis = 1 : i64} : " + t +
+         " -> " + t + "\n";
+    s += "  %c" + n + " = nn.matmul %s" + n + ", %o" + n + " : (" + t + ", " +
+         w + ") -> " + t + "\n";
+    s += "  %x" + next + " = nn.add %x" + n + ", %c" + n + " : (" + t + ", " +
+         t + ") -> " + t + "\n";
+  }
+  s += "  %h = nn.transpose %wte {perm = array<i64: 1, 0>} : "
+       "tensor<16x8xf64> -> tensor<8x16xf64>\n"
+       "  %l = nn.matmul %x" +
+       std::to_string(layers) +
+       ", %h : (tensor<4x8xf64>, tensor<8x16xf64>) -> tensor<4x16xf64>\n"
+       "  %loss = nn.softmax_cross_entropy %l, %t reduction(mean) : "
+       "(tensor<4x16xf64>, tensor<4xi64>) -> tensor<f64>\n"
+       "  return %loss : tensor<f64>\n}\n}\n";
+  return s;
+}
+
+HostValue random(ArrayRef<int64_t> shape, std::mt19937 &rng) {
+  std::normal_distribution<double> d(0, 0.5);
+  HostValue v = HostValue::filled(shape, 0);
+  for (double &x : v.data)
+    x = d(rng);
+  return v;
+}
+
+struct Run {
+  std::map<std::string, HostValue> params, inputs;
+  HostValue received, sentBack; // stage input, output gradient
+};
+
+/// `func`'s arguments from `run` by their attributes.
+std::vector<HostValue> argumentsOf(func::FuncOp func, const Run &run) {
+  std::vector<HostValue> args;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (auto p = func.getArgAttrOfType<StringAttr>(
+            i, autopar::nn::NNDialect::kParamAttr))
+      args.push_back(run.params.at(p.getValue().str()));
+    else if (auto in = func.getArgAttrOfType<StringAttr>(
+                 i, autopar::nn::NNDialect::kInputAttr))
+      args.push_back(run.inputs.at(in.getValue().str()));
+    else if (func.getArgAttr(i, autopar::nn::NNDialect::kStageInputAttr))
+      args.push_back(run.received);
+    else if (func.getArgAttr(i, autopar::nn::NNDialect::kOutputGradAttr))
+      args.push_back(run.sentBack);
+    else
+      ADD_FAILURE() << "argument #" << i << " of @" << func.getSymName().str()
+                    << " has no value";
+  }
+  return args;
+}
+
+void checkStages(int layers, const std::string &plan, int stages) {
+  MLIRContext ctx;
+  ctx.loadDialect<autopar::nn::NNDialect, autopar::dist::DistDialect,
+                  func::FuncDialect>();
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(model(layers, plan), &ctx);
+  ASSERT_TRUE(module);
+  PassManager pm(&ctx);
+  pm.addPass(autopar::dist::createPipelineSplitPass());
+  pm.addPass(autopar::dist::createPipelineStagesPass());
+  pm.addPass(autopar::createAutodiffPass());
+  for (int s = 0; s < stages; ++s) {
+    autopar::AutodiffPassOptions o;
+    o.forward = "forward_stage" + std::to_string(s);
+    o.trainStep = "train_step_stage" + std::to_string(s);
+    if (s + 1 < stages)
+      o.loss = "stage_output";
+    pm.addPass(autopar::createAutodiffPass(o));
+  }
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+
+  std::mt19937 rng(7);
+  Run run;
+  auto whole = module->lookupSymbol<func::FuncOp>("train_step");
+  for (unsigned i = 0; i < whole.getNumArguments(); ++i) {
+    auto type = cast<RankedTensorType>(whole.getArgument(i).getType());
+    if (auto p = whole.getArgAttrOfType<StringAttr>(
+            i, autopar::nn::NNDialect::kParamAttr))
+      run.params[p.getValue().str()] = random(type.getShape(), rng);
+  }
+  run.inputs["ids"] = HostValue({4}, {3, 0, 15, 7});
+  run.inputs["targets"] = HostValue({4}, {1, 9, 4, 15});
+
+  FailureOr<std::vector<HostValue>> want =
+      autopar::interpret(whole, argumentsOf(whole, run));
+  ASSERT_TRUE(succeeded(want));
+  std::map<std::string, HostValue> wantGrads;
+  for (unsigned r = 1; r < whole.getNumResults(); ++r)
+    wantGrads[whole
+                  .getResultAttrOfType<StringAttr>(
+                      r, autopar::nn::NNDialect::kGradAttr)
+                  .getValue()
+                  .str()] = (*want)[r];
+
+  // Forwards, first stage to last: each stage's input is the previous
+  // one's output.
+  std::vector<HostValue> received(stages);
+  for (int s = 0; s + 1 < stages; ++s) {
+    auto f =
+        module->lookupSymbol<func::FuncOp>("forward_stage" + std::to_string(s));
+    ASSERT_TRUE(f);
+    run.received = received[s];
+    FailureOr<std::vector<HostValue>> out =
+        autopar::interpret(f, argumentsOf(f, run));
+    ASSERT_TRUE(succeeded(out));
+    received[s + 1] = (*out)[0];
+  }
+  // Backwards, last stage to first: each is sent the gradient of its
+  // output by the next.
+  std::map<std::string, HostValue> grads;
+  double loss = 0;
+  for (int s = stages - 1; s >= 0; --s) {
+    auto step = module->lookupSymbol<func::FuncOp>("train_step_stage" +
+                                                   std::to_string(s));
+    ASSERT_TRUE(step);
+    run.received = received[s];
+    FailureOr<std::vector<HostValue>> out =
+        autopar::interpret(step, argumentsOf(step, run));
+    ASSERT_TRUE(succeeded(out));
+    if (s == stages - 1)
+      loss = (*out)[0].data[0];
+    for (unsigned r = 1; r < step.getNumResults(); ++r) {
+      if (step.getResultAttr(r, autopar::nn::NNDialect::kInputGradAttr)) {
+        run.sentBack = (*out)[r];
+        continue;
+      }
+      std::string name = step.getResultAttrOfType<StringAttr>(
+                                 r, autopar::nn::NNDialect::kGradAttr)
+                             .getValue()
+                             .str();
+      HostValue &g = grads[name];
+      if (g.data.empty())
+        g = (*out)[r];
+      else
+        for (size_t k = 0; k < g.data.size(); ++k)
+          g.data[k] += (*out)[r].data[k];
+    }
+    EXPECT_EQ(s > 0, step.getResultAttr(
+                         step.getNumResults() - 1,
+                         autopar::nn::NNDialect::kInputGradAttr) != nullptr)
+        << "stage " << s;
+  }
+  EXPECT_NEAR(loss, (*want)[0].data[0], 1e-12);
+  ASSERT_EQ(grads.size(), wantGrads.size());
+  for (const auto &[name, g] : wantGrads) {
+    ASSERT_TRUE(grads.count(name)) << name;
+    const HostValue &got = grads[name];
+    ASSERT_EQ(got.data.size(), g.data.size()) << name;
+    for (size_t k = 0; k < g.data.size(); ++k)
+      EXPECT_NEAR(got.data[k], g.data[k], 1e-12 + 1e-10 * std::abs(g.data[k]))
+          << name << "[" << k << "]";
+  }
+}
+
+TEST(PipelineStages, TwoStagesMatchTheWholeModel) {
+  checkStages(5, "{mesh = {pp = 2 : i64}}", 2);
+}
+
+TEST(PipelineStages, ThreeStagesAtThePlansBoundaries) {
+  // A middle stage receives and sends; the tied table is on the first
+  // (lookup) and last (head) stages.
+  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3);
+}
+
+TEST(PipelineStages, InterleavedChunks) {
+  checkStages(
+      6,
+      "{mesh = {pp = 2 : i64}, batch = {micro_batches = 2 : i64}, pipeline = "
+      "{schedule = \"interleaved\"}}",
+      4);
+}
+
+} // namespace
