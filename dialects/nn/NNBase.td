@@ -51,6 +51,11 @@ def NN_Dialect : Dialect {
       activation the previous stage sends; `nn.input_grad` on a result of
       its training step: the gradient with respect to it (what goes back
       to the previous stage).
+    - `nn.saved = "<key>"`: on a result of one phase of a pipeline
+      stage's training step (its forward, or its input-gradient half), a
+      value a later phase reads; on an argument of that later phase, the
+      value saved under that key (the stash the runtime keeps per
+      micro-batch).
     - `nn.output_grad`: an argument of a pipeline stage's training step,
       the gradient of the loss with respect to the stage's output (what
       the next stage sends back), which seeds its backward pass.
@@ -78,6 +83,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kStageInputAttr = "nn.stage_input";
     static constexpr llvm::StringLiteral kOutputGradAttr = "nn.output_grad";
     static constexpr llvm::StringLiteral kInputGradAttr = "nn.input_grad";
+    static constexpr llvm::StringLiteral kSavedAttr = "nn.saved";
   }];
 }
 

@@ -45,7 +45,8 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   StringRef name = attr.getName().getValue();
   StringRef what = isResult ? "result" : "argument";
   static constexpr StringLiteral argStringAttrs[] = {
-      NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr};
+      NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr,
+      NNDialect::kSavedAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
       NNDialect::kBufferAttr,    NNDialect::kFrozenAttr,
       NNDialect::kNoDecayAttr,   NNDialect::kTrilAttr,
@@ -54,10 +55,11 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   bool unit = isResult ? name == NNDialect::kInputGradAttr
                        : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
-  bool known = isResult ? (name == NNDialect::kOutputAttr ||
-                           name == NNDialect::kGradAttr || unit)
-                        : (llvm::is_contained(argStringAttrs, name) || unit ||
-                           logicalType);
+  bool known =
+      isResult
+          ? (name == NNDialect::kOutputAttr || name == NNDialect::kGradAttr ||
+             name == NNDialect::kSavedAttr || unit)
+          : (llvm::is_contained(argStringAttrs, name) || unit || logicalType);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";

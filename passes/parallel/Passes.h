@@ -39,6 +39,10 @@ inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
 /// Function attribute: the forward's layers and stages
 /// (autopar-dist-pipeline-split).
 inline constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
+/// Function attribute: the phase of a pipeline stage's training step a
+/// function computes ("forward", "backward", "input", "weight";
+/// autopar-dist-pipeline-phases).
+inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
 /// The nn.output name of a pipeline stage's result (the activation it
 /// sends to the next stage).
 inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";

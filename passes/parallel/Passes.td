@@ -238,6 +238,40 @@ def PipelineStagesPass
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }
 
+def PipelinePhasesPass
+    : Pass<"autopar-dist-pipeline-phases", "mlir::ModuleOp"> {
+  let summary = "A pipeline stage's training step as forward and backward";
+  let description = [{
+    After autopar-autodiff of the stages: each stage's training step (a
+    function with `dist.stage` returning gradients) is split into the
+    functions a pipeline schedule runs at different times, each tagged
+    `dist.phase`:
+
+    - `<step>_f` (`forward`): what the stage's output (or loss) depends
+      on; it returns the output, then every value the backward reads
+      (`nn.saved = "f<n>"`): the activations the runtime stashes per
+      micro-batch in flight.
+    - `<step>_b` (`backward`): the rest, reading those values as
+      arguments with the same `nn.saved` keys, and the gradient of the
+      output (`nn.output_grad`); it returns the parameters' gradients and
+      the received activation's (`nn.input_grad`).
+    - With `split-weight-gradients` (zero-bubble schedules), instead of
+      `_b`: `<step>_i` (`input`), the ops the input's gradient depends on,
+      returning it and saving what the rest reads (`nn.saved = "i<n>"`),
+      and `<step>_w` (`weight`), the parameters' gradients.
+
+    What only depends on graph inputs, constants and buffers (masks) is
+    recomputed by the phases that read it rather than saved. The step
+    itself stays. Running F then B (or F, I, W) computes exactly what the
+    step computes.
+  }];
+  let options = [
+    Option<"splitWeights", "split-weight-gradients", "bool", "false",
+           "Split the backward into the input's and the weights' gradients">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";

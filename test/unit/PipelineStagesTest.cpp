@@ -90,6 +90,8 @@ HostValue random(ArrayRef<int64_t> shape, std::mt19937 &rng) {
 struct Run {
   std::map<std::string, HostValue> params, inputs;
   HostValue received, sentBack; // stage input, output gradient
+  /// The values the phases of the current stage saved, by key.
+  std::map<std::string, HostValue> saved;
 };
 
 /// `func`'s arguments from `run` by their attributes.
@@ -106,6 +108,9 @@ std::vector<HostValue> argumentsOf(func::FuncOp func, const Run &run) {
       args.push_back(run.received);
     else if (func.getArgAttr(i, autopar::nn::NNDialect::kOutputGradAttr))
       args.push_back(run.sentBack);
+    else if (auto key = func.getArgAttrOfType<StringAttr>(
+                 i, autopar::nn::NNDialect::kSavedAttr))
+      args.push_back(run.saved.at(key.getValue().str()));
     else
       ADD_FAILURE() << "argument #" << i << " of @" << func.getSymName().str()
                     << " has no value";
@@ -113,7 +118,46 @@ std::vector<HostValue> argumentsOf(func::FuncOp func, const Run &run) {
   return args;
 }
 
-void checkStages(int layers, const std::string &plan, int stages) {
+/// How the stages' training steps run: whole (each recomputes its
+/// forward), or as the phases of autopar-dist-pipeline-phases: forward
+/// then backward, or forward, input gradient, weight gradient.
+enum class Phases { Whole, ForwardBackward, ZeroBubble };
+
+/// Runs phase function `name` on `run`: its saved values go to run.saved,
+/// its input gradient to `inputGrad`, its parameters' gradients are added
+/// to `grads`; returns its first result when `first`.
+void runPhase(ModuleOp module, const std::string &name, Run &run,
+              std::map<std::string, HostValue> &grads,
+              HostValue *first = nullptr, HostValue *inputGrad = nullptr) {
+  auto f = module.lookupSymbol<func::FuncOp>(name);
+  ASSERT_TRUE(f) << name;
+  FailureOr<std::vector<HostValue>> out =
+      autopar::interpret(f, argumentsOf(f, run));
+  ASSERT_TRUE(succeeded(out)) << name;
+  for (unsigned r = 0; r < f.getNumResults(); ++r) {
+    const HostValue &v = (*out)[r];
+    if (auto key = f.getResultAttrOfType<StringAttr>(
+            r, autopar::nn::NNDialect::kSavedAttr)) {
+      run.saved[key.getValue().str()] = v;
+    } else if (f.getResultAttr(r, autopar::nn::NNDialect::kInputGradAttr)) {
+      ASSERT_TRUE(inputGrad) << name;
+      *inputGrad = v;
+    } else if (auto p = f.getResultAttrOfType<StringAttr>(
+                   r, autopar::nn::NNDialect::kGradAttr)) {
+      HostValue &g = grads[p.getValue().str()];
+      if (g.data.empty())
+        g = v;
+      else
+        for (size_t k = 0; k < g.data.size(); ++k)
+          g.data[k] += v.data[k];
+    } else if (first) {
+      *first = v;
+    }
+  }
+}
+
+void checkStages(int layers, const std::string &plan, int stages,
+                 Phases phases = Phases::Whole) {
   MLIRContext ctx;
   ctx.loadDialect<autopar::nn::NNDialect, autopar::dist::DistDialect,
                   func::FuncDialect>();
@@ -131,6 +175,11 @@ void checkStages(int layers, const std::string &plan, int stages) {
     if (s + 1 < stages)
       o.loss = "stage_output";
     pm.addPass(autopar::createAutodiffPass(o));
+  }
+  if (phases != Phases::Whole) {
+    autopar::dist::PipelinePhasesPassOptions o;
+    o.splitWeights = phases == Phases::ZeroBubble;
+    pm.addPass(autopar::dist::createPipelinePhasesPass(o));
   }
   ASSERT_TRUE(succeeded(pm.run(*module)));
 
@@ -157,6 +206,42 @@ void checkStages(int layers, const std::string &plan, int stages) {
                   .getValue()
                   .str()] = (*want)[r];
 
+  std::map<std::string, HostValue> grads;
+  double loss = 0;
+  if (phases != Phases::Whole) {
+    // The phases as a schedule runs them: every stage's forward (saving
+    // its stash), then from the last stage its backward (or input then
+    // weight gradients), each sent the next stage's input gradient.
+    std::vector<std::map<std::string, HostValue>> stash(stages);
+    std::vector<HostValue> received(stages);
+    for (int s = 0; s < stages; ++s) {
+      std::string step = "train_step_stage" + std::to_string(s);
+      run.received = received[s];
+      run.saved.clear();
+      HostValue out;
+      runPhase(*module, step + "_f", run, grads, &out);
+      if (s + 1 < stages)
+        received[s + 1] = out;
+      else
+        loss = out.data[0];
+      stash[s] = run.saved;
+    }
+    for (int s = stages - 1; s >= 0; --s) {
+      std::string step = "train_step_stage" + std::to_string(s);
+      run.received = received[s];
+      run.saved = stash[s];
+      // The gradient of this stage's output stays until its weights'
+      // gradients are done; the input's goes to the previous stage.
+      HostValue inputGrad;
+      if (phases == Phases::ForwardBackward) {
+        runPhase(*module, step + "_b", run, grads, nullptr, &inputGrad);
+      } else {
+        runPhase(*module, step + "_i", run, grads, nullptr, &inputGrad);
+        runPhase(*module, step + "_w", run, grads);
+      }
+      run.sentBack = inputGrad;
+    }
+  }
   // Forwards, first stage to last: each stage's input is the previous
   // one's output.
   std::vector<HostValue> received(stages);
@@ -172,9 +257,7 @@ void checkStages(int layers, const std::string &plan, int stages) {
   }
   // Backwards, last stage to first: each is sent the gradient of its
   // output by the next.
-  std::map<std::string, HostValue> grads;
-  double loss = 0;
-  for (int s = stages - 1; s >= 0; --s) {
+  for (int s = stages - 1; s >= 0 && phases == Phases::Whole; --s) {
     auto step = module->lookupSymbol<func::FuncOp>("train_step_stage" +
                                                    std::to_string(s));
     ASSERT_TRUE(step);
@@ -225,6 +308,20 @@ TEST(PipelineStages, ThreeStagesAtThePlansBoundaries) {
   // A middle stage receives and sends; the tied table is on the first
   // (lookup) and last (head) stages.
   checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3);
+}
+
+TEST(PipelineStages, ForwardThenBackward) {
+  // The forward saves what the backward reads; nothing is recomputed.
+  checkStages(5, "{mesh = {pp = 2 : i64}}", 2, Phases::ForwardBackward);
+  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3,
+              Phases::ForwardBackward);
+}
+
+TEST(PipelineStages, ZeroBubbleHalves) {
+  // The input's gradient first (what the previous stage waits for), the
+  // weights' later, from what the forward and the first half saved.
+  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3,
+              Phases::ZeroBubble);
 }
 
 TEST(PipelineStages, InterleavedChunks) {
