@@ -549,25 +549,17 @@ LogicalResult autopar::differentiate(ModuleOp module, StringRef forwardName,
   ReverseBuilder reverse(b);
   Location loc = step.getLoc();
   auto lossType = tensorType(loss);
+  // The seed: an argument (the gradient of a pipeline stage's output, from
+  // the next stage; fp16's loss scale) or 1.
   Value seed;
-  if (stageOutput) {
-    // The gradient of the stage's output, from the next stage.
+  if (stageOutput || lossScaleArgument) {
     unsigned index = step.getNumArguments();
+    StringRef attr =
+        stageOutput ? NNDialect::kOutputGradAttr : NNDialect::kLossScaleAttr;
     if (failed(step.insertArgument(
             index, lossType,
-            b.getDictionaryAttr(
-                b.getNamedAttr(NNDialect::kOutputGradAttr, b.getUnitAttr())),
-            loc)))
-      return step.emitError() << "cannot add the output-gradient argument";
-    seed = step.getArgument(index);
-  } else if (lossScaleArgument) {
-    unsigned index = step.getNumArguments();
-    if (failed(step.insertArgument(
-            index, lossType,
-            b.getDictionaryAttr(
-                b.getNamedAttr(NNDialect::kLossScaleAttr, b.getUnitAttr())),
-            loc)))
-      return step.emitError() << "cannot add the loss-scale argument";
+            b.getDictionaryAttr(b.getNamedAttr(attr, b.getUnitAttr())), loc)))
+      return step.emitError() << "cannot add the " << attr << " argument";
     seed = step.getArgument(index);
   } else {
     seed = ConstantOp::create(

@@ -40,6 +40,16 @@ MeshOp dist::requireMesh(ModuleOp module) {
   return mesh;
 }
 
+FailureOr<int64_t> dist::requireAxisSize(ModuleOp module, StringRef axis) {
+  MeshOp mesh = requireMesh(module);
+  if (!mesh)
+    return failure();
+  std::optional<int64_t> size = mesh.getAxisSize(axis);
+  if (!size)
+    return module.emitError() << "the mesh has no axis '" << axis << "'";
+  return *size;
+}
+
 MeshSizes dist::meshSizes(MeshOp mesh) {
   MeshSizes sizes;
   for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))

@@ -172,14 +172,9 @@ struct PadVocabularyPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshOp mesh = requireMesh(module);
-    if (!mesh)
+    FailureOr<int64_t> n = requireAxisSize(module, axis);
+    if (failed(n))
       return signalPassFailure();
-    std::optional<int64_t> n = mesh.getAxisSize(axis);
-    if (!n) {
-      module.emitError() << "the mesh has no axis '" << axis << "'";
-      return signalPassFailure();
-    }
     if (*n == 1)
       return;
     for (auto func : module.getOps<func::FuncOp>())

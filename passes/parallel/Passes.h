@@ -60,6 +60,11 @@ MeshOp findMesh(mlir::ModuleOp module);
 /// autopar-apply-plan first.
 MeshOp requireMesh(mlir::ModuleOp module);
 
+/// The size of the module's mesh axis `axis`, or failure after an error
+/// (no mesh, or no such axis).
+mlir::FailureOr<int64_t> requireAxisSize(mlir::ModuleOp module,
+                                         llvm::StringRef axis);
+
 /// Axis sizes of `mesh` by name.
 MeshSizes meshSizes(MeshOp mesh);
 

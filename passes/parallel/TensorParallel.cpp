@@ -125,16 +125,12 @@ struct TensorParallelPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshOp mesh = requireMesh(module);
-    if (!mesh)
+    FailureOr<int64_t> size = requireAxisSize(module, axis);
+    if (failed(size))
       return signalPassFailure();
-    std::optional<int64_t> size = mesh.getAxisSize(axis);
-    if (!size) {
-      module.emitError() << "the mesh has no axis '" << axis << "'";
-      return signalPassFailure();
-    }
     if (*size == 1)
       return;
+    MeshOp mesh = findMesh(module);
     MeshSizes sizes = meshSizes(mesh);
     // The training step chooses; the other functions (the forward of
     // evaluation) take its parameters' layouts (autopar-dist-propagate).
