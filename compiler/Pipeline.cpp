@@ -35,6 +35,26 @@ void addAttentionFusion(OpPassManager &pm, StringRef target) {
   pm.addNestedPass<func::FuncOp>(createFuseAttentionPass(attention));
 }
 
+/// Pipeline parallelism: the forward cut into the plan's stages, one
+/// function per stage, each differentiated on its own (the last stage's
+/// loss seeds its backward, the others' the gradient the next stage sends;
+/// fp16's loss scale seeds the last stage only).
+void addPipelineStages(OpPassManager &pm, const Plan &plan, bool fp16) {
+  pm.addPass(dist::createPipelineSplitPass());
+  pm.addPass(dist::createPipelineStagesPass());
+  const int64_t stages = plan.meshPp * plan.pipelineChunks;
+  for (int64_t s = 0; s < stages; ++s) {
+    AutodiffPassOptions autodiff;
+    autodiff.forward = "forward_stage" + std::to_string(s);
+    autodiff.trainStep = "train_step_stage" + std::to_string(s);
+    if (s + 1 < stages)
+      autodiff.loss = dist::kStageOutputName.str();
+    else
+      autodiff.lossScaleArgument = fp16;
+    pm.addPass(createAutodiffPass(autodiff));
+  }
+}
+
 void addLowering(OpPassManager &pm, StringRef target) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -66,11 +86,15 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     options.dtype = fp16 ? "f16" : "bf16";
     pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(options));
   }
-  // fp16: the backward is seeded with the dynamic loss scale (a last
-  // argument of the step, nn.loss_scale).
-  AutodiffPassOptions autodiff;
-  autodiff.lossScaleArgument = fp16;
-  pm.addPass(createAutodiffPass(autodiff));
+  if (plan.meshPp > 1) {
+    addPipelineStages(pm, plan, fp16);
+  } else {
+    // fp16: the backward is seeded with the dynamic loss scale (a last
+    // argument of the step, nn.loss_scale).
+    AutodiffPassOptions autodiff;
+    autodiff.lossScaleArgument = fp16;
+    pm.addPass(createAutodiffPass(autodiff));
+  }
   pm.addPass(createLossOnlyForwardPass());
   if (mixed)
     pm.addPass(createRestoreUntrainedPrecisionPass());
@@ -78,6 +102,13 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     RecomputePassOptions recompute;
     recompute.mode = plan.recompute;
     pm.addPass(createRecomputePass(recompute));
+  }
+  // A pipeline stage's training step in the phases its schedule runs
+  // apart (after recompute: what it recomputes, the forward need not save).
+  if (plan.meshPp > 1) {
+    dist::PipelinePhasesPassOptions phases;
+    phases.splitWeights = plan.pipelineSchedule == "zb-h1";
+    pm.addPass(dist::createPipelinePhasesPass(phases));
   }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor

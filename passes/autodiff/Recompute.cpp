@@ -69,11 +69,14 @@ struct RecomputePass : public autopar::impl::RecomputePassBase<RecomputePass> {
   void recompute(func::FuncOp func) {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    // The forward: what the non-gradient results depend on.
+    // The forward: what the non-gradient results depend on (a pipeline
+    // stage's input gradient is a gradient too).
     llvm::DenseSet<Operation *> forward;
     SmallVector<Operation *> work;
     for (OpOperand &o : ret->getOpOperands())
-      if (!func.getResultAttr(o.getOperandNumber(), nn::NNDialect::kGradAttr))
+      if (!func.getResultAttr(o.getOperandNumber(), nn::NNDialect::kGradAttr) &&
+          !func.getResultAttr(o.getOperandNumber(),
+                              nn::NNDialect::kInputGradAttr))
         if (Operation *def = o.get().getDefiningOp())
           work.push_back(def);
     while (!work.empty()) {
