@@ -355,6 +355,33 @@ CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
                                       chunk, groupIndex(mask));
 }
 
+CommRequest Communicator::exchange(const PointToPoint *ops, int count) {
+  if (count < 0)
+    fail("exchange", "negative transfer count");
+  for (int i = 0; i < count; ++i) {
+    const PointToPoint &op = ops[i];
+    if (op.peer < 0 || op.peer >= numRanks || op.peer == worldRank)
+      fail("exchange", "the peer is not another rank of the world");
+    if (op.bytes < 0 || op.tag < 0)
+      fail("exchange", "negative byte count or tag");
+    if (!op.send)
+      continue;
+    // The axes on which the two ranks' coordinates differ (ranks are
+    // row-major over the axes).
+    AxisMask mask = 0;
+    int64_t peer = op.peer;
+    for (int a = numAxes() - 1; a >= 0; --a) {
+      if (peer % impl->sizes[a] != impl->coords[a])
+        mask |= 1u << a;
+      peer /= impl->sizes[a];
+    }
+    sentBytes[mask][int(CollectiveKind::Send)] += double(op.bytes);
+  }
+  if (count == 0)
+    return {};
+  return impl->backend->exchange(ops, count);
+}
+
 void Communicator::wait(CommRequest request) { impl->backend->wait(request); }
 
 void Communicator::waitAll() { impl->backend->waitAll(); }

@@ -65,8 +65,24 @@ struct MeshAxisInfo {
 /// minor in mesh axis order (row-major). The empty mask is the rank alone.
 using AxisMask = uint32_t;
 
-enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather };
-constexpr int kNumCollectiveKinds = 3;
+/// Point-to-point sends (pipeline stages' activations and gradients) are
+/// counted as `Send`, under the axes on which the two ranks' coordinates
+/// differ.
+enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather, Send };
+constexpr int kNumCollectiveKinds = 4;
+
+/// One point-to-point transfer of `exchange`: `bytes` bytes of `data` (the
+/// backend's kind of memory) sent to or received from world rank `peer`.
+/// `tag` tells apart the messages between two ranks in the MPI build; in
+/// the NCCL build (no tags) the receiver must post its receives from a
+/// peer in the order that peer sends.
+struct PointToPoint {
+  bool send;
+  void *data;
+  int64_t bytes;
+  int peer;
+  int tag;
+};
 
 /// Element type of a collective's buffers.
 enum class CommType {
@@ -230,6 +246,14 @@ public:
                             float *full, AxisMask axes) {
     return allGatherFlat(piece, numElements, full, CommType::F32, axes);
   }
+  /// Starts the transfers `ops` together (MPI: MPI_Isend / MPI_Irecv of
+  /// bytes; NCCL: ncclSend / ncclRecv in one group on the world
+  /// communicator, so that two ranks that send each other something do not
+  /// wait on each other), one request for all. A send's buffer must stay
+  /// untouched, and a receive's unread, until the request completes. Fails
+  /// (every rank ends) on a peer outside the world or this rank itself, or
+  /// a negative size or tag.
+  CommRequest exchange(const PointToPoint *ops, int count);
   /// Completes one request (no-op for an invalid or completed id). NCCL
   /// build: makes the compute stream wait for the request's completion
   /// event (cudaStreamWaitEvent): the host does not block; work issued on

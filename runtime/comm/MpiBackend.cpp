@@ -160,6 +160,29 @@ public:
     return {id};
   }
 
+  CommRequest exchange(const PointToPoint *ops, int count) override {
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    for (int i = 0; i < count; ++i) {
+      char *data = static_cast<char *>(ops[i].data);
+      // Messages of at most maxElements bytes, in order (MPI keeps the
+      // order of messages with one tag between two ranks).
+      for (int64_t off = 0; off < ops[i].bytes; off += maxElements) {
+        int c = int(std::min(maxElements, ops[i].bytes - off));
+        p.requests.push_back(MPI_REQUEST_NULL);
+        if (ops[i].send)
+          AUTOPAR_MPI_CALL(rank, MPI_Isend, data + off, c, MPI_BYTE,
+                           ops[i].peer, ops[i].tag, MPI_COMM_WORLD,
+                           &p.requests.back());
+        else
+          AUTOPAR_MPI_CALL(rank, MPI_Irecv, data + off, c, MPI_BYTE,
+                           ops[i].peer, ops[i].tag, MPI_COMM_WORLD,
+                           &p.requests.back());
+      }
+    }
+    return {id};
+  }
+
   void move(void *dst, const void *src, size_t bytes) override {
     if (dst != src && bytes > 0)
       std::memmove(dst, src, bytes);

@@ -218,6 +218,24 @@ public:
     return {finish()};
   }
 
+  CommRequest exchange(const PointToPoint *ops, int count) override {
+    // The world communicator: the group of every axis, whose positions are
+    // the world ranks.
+    ncclComm_t world = ncclComms.rbegin()->second;
+    follow();
+    AUTOPAR_NCCL_CALL(rank, ncclGroupStart);
+    for (int i = 0; i < count; ++i) {
+      if (ops[i].send)
+        AUTOPAR_NCCL_CALL(rank, ncclSend, ops[i].data, size_t(ops[i].bytes),
+                          ncclInt8, ops[i].peer, world, commStream);
+      else
+        AUTOPAR_NCCL_CALL(rank, ncclRecv, ops[i].data, size_t(ops[i].bytes),
+                          ncclInt8, ops[i].peer, world, commStream);
+    }
+    AUTOPAR_NCCL_CALL(rank, ncclGroupEnd);
+    return {finish()};
+  }
+
   void move(void *dst, const void *src, size_t bytes) override {
     deviceMove(dst, src, bytes, compute, rank);
   }
