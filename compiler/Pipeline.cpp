@@ -109,6 +109,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     dist::PipelinePhasesPassOptions phases;
     phases.splitWeights = plan.pipelineSchedule == "zb-h1";
     pm.addPass(dist::createPipelinePhasesPass(phases));
+    pm.addPass(dist::createPipelineSchedulePass());
   }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor

@@ -43,6 +43,10 @@ inline constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
 /// function computes ("forward", "backward", "input", "weight";
 /// autopar-dist-pipeline-phases).
 inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
+/// Module attribute: the plan's pipeline schedule as simulated at compile
+/// time (autopar-dist-pipeline-schedule).
+inline constexpr llvm::StringLiteral kPipelineScheduleAttr =
+    "dist.pipeline_schedule";
 /// The nn.output name of a pipeline stage's result (the activation it
 /// sends to the next stage).
 inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";

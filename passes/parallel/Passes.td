@@ -272,6 +272,35 @@ def PipelinePhasesPass
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }
 
+def PipelineSchedulePass
+    : Pass<"autopar-dist-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Simulate the plan's pipeline schedule over the stages' phases";
+  let description = [{
+    After autopar-dist-pipeline-phases: the plan's `pipeline.schedule` for
+    `mesh.pp` ranks, `pipeline.chunks` and `batch.micro_batches` is built
+    as every rank's action list (compiler/PipelineSchedule.h) and all the
+    lists are simulated against each other with the phases' predicted
+    times (per op, its model FLOPs at `flops-per-second` or its bytes at
+    `bytes-per-second`, whichever is longer; a transfer of the largest
+    stage output at `link-bytes-per-second`). A schedule the plan's counts
+    do not allow, or one that would deadlock, is an error. The prediction
+    goes on the module as `dist.pipeline_schedule`: the schedule, the
+    bubble fraction, the step's and each stage's seconds, the bytes a
+    micro-batch in flight keeps per stage (saved values and the received
+    activation), each rank's peak in-flight micro-batches (GPipe `m`, 1F1B
+    `min(p - i, m)`) and its activation bytes at that peak. The rates are
+    nominal: the bubble and the balance do not depend on them.
+  }];
+  let options = [
+    Option<"flopsPerSecond", "flops-per-second", "double", "1.0e12",
+           "Nominal compute rate">,
+    Option<"bytesPerSecond", "bytes-per-second", "double", "1.0e11",
+           "Nominal memory bandwidth">,
+    Option<"linkBytesPerSecond", "link-bytes-per-second", "double", "1.0e10",
+           "Nominal bandwidth between pipeline ranks">,
+  ];
+}
+
 def TensorParallelPass
     : Pass<"autopar-dist-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Seed Megatron's column-parallel splits";
