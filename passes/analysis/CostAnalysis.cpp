@@ -13,6 +13,17 @@
 using namespace mlir;
 using namespace autopar;
 
+int64_t autopar::movedBytes(Operation *op) {
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += isa<nn::GatherOp>(op) && v == op->getOperand(0)
+                 ? tensorBytes(op->getResult(0).getType())
+                 : tensorBytes(v.getType());
+  for (Value v : op->getResults())
+    bytes += tensorBytes(v.getType());
+  return bytes;
+}
+
 int64_t autopar::modelFlops(Operation *op) {
   if (auto mm = dyn_cast<nn::MatMulOp>(op))
     return 2 * mm.getType().getNumElements() *

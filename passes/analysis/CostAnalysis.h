@@ -25,6 +25,11 @@ namespace autopar {
 /// 0 for every other op.
 int64_t modelFlops(mlir::Operation *op);
 
+/// Bytes `op` reads and writes: its operands and results, except that a
+/// lookup (nn.gather) reads only the rows it returns of its table. With
+/// modelFlops, what a roofline times an op by.
+int64_t movedBytes(mlir::Operation *op);
+
 /// What one run of a function of the final IR costs one rank.
 struct FunctionCost {
   /// Model FLOPs of the function's ops (modelFlops).

@@ -14,6 +14,7 @@
 #include "compiler/PlanAttr.h"
 #include "dialects/nn/NNOps.h"
 #include "passes/analysis/CostAnalysis.h"
+#include "passes/lowering/Passes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -32,14 +33,6 @@ using namespace autopar::dist;
 
 namespace {
 
-int64_t bytesOf(Type t) {
-  auto type = dyn_cast<RankedTensorType>(t);
-  if (!type)
-    return 0;
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
-
 struct PipelineSchedulePass
     : public dist::impl::PipelineSchedulePassBase<PipelineSchedulePass> {
   using PipelineSchedulePassBase::PipelineSchedulePassBase;
@@ -53,13 +46,8 @@ struct PipelineSchedulePass
       if (isa<func::FuncOp, func::ReturnOp>(op) ||
           op->getParentOfType<nn::FusedOp>())
         return;
-      int64_t bytes = 0;
-      for (Value v : op->getOperands())
-        bytes += bytesOf(v.getType());
-      for (Value v : op->getResults())
-        bytes += bytesOf(v.getType());
       t += std::max(double(modelFlops(op)) / flopsPerSecond,
-                    double(bytes) / bytesPerSecond);
+                    double(movedBytes(op)) / bytesPerSecond);
     });
     return t;
   }
@@ -102,13 +90,13 @@ struct PipelineSchedulePass
       // values and the activation received.
       for (unsigned r = 0; r < f.getNumResults(); ++r)
         if (f.getResultAttr(r, nn::NNDialect::kSavedAttr))
-          stash[s] += bytesOf(f.getResultTypes()[r]);
+          stash[s] += tensorBytes(f.getResultTypes()[r]);
         else if (f.getResultAttr(r, nn::NNDialect::kOutputAttr) &&
                  s + 1 < stages)
-          sent[s] = bytesOf(f.getResultTypes()[r]);
+          sent[s] = tensorBytes(f.getResultTypes()[r]);
       for (unsigned i = 0; i < f.getNumArguments(); ++i)
         if (f.getArgAttr(i, nn::NNDialect::kStageInputAttr))
-          stash[s] += bytesOf(f.getArgumentTypes()[i]);
+          stash[s] += tensorBytes(f.getArgumentTypes()[i]);
     }
     // One transfer: the largest activation a stage sends.
     int64_t boundary = 0;

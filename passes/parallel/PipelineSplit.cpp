@@ -30,26 +30,10 @@ using namespace autopar::dist;
 
 namespace {
 
-int64_t bytesOf(Type t) {
-  auto type = dyn_cast<RankedTensorType>(t);
-  if (!type)
-    return 0;
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
-
 /// Predicted cost of one op of the forward: its model FLOPs, or the bytes
 /// it moves times `flopsPerByte` (the machine's balance) if that is more.
-/// A lookup reads the rows it returns, not its whole table.
 double costOf(Operation *op, double flopsPerByte) {
-  int64_t bytes = 0;
-  for (Value v : op->getOperands())
-    bytes += isa<nn::GatherOp>(op) && v == op->getOperand(0)
-                 ? bytesOf(op->getResult(0).getType())
-                 : bytesOf(v.getType());
-  for (Value v : op->getResults())
-    bytes += bytesOf(v.getType());
-  return std::max<double>(modelFlops(op), flopsPerByte * bytes);
+  return std::max<double>(modelFlops(op), flopsPerByte * movedBytes(op));
 }
 
 struct PipelineSplitPass
