@@ -108,8 +108,20 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  if (planFile.meshPp > 1)
-    return unsupported("mesh.pp", "pipeline parallelism");
+  // Pipeline parallelism runs alone so far: one rank per stage group, f32,
+  // no ZeRO, on the CPU target.
+  if (planFile.meshPp > 1) {
+    if (planFile.meshDp > 1 || planFile.meshTp > 1)
+      return unsupported("mesh.pp", "pipeline parallelism with mesh.dp or "
+                                    "mesh.tp greater than 1");
+    if (planFile.zeroStage > 0)
+      return unsupported("zero.stage", "ZeRO with pipeline parallelism");
+    if (planFile.precision != "fp32")
+      return unsupported("precision", "mixed precision with pipeline "
+                                      "parallelism");
+    if (o.target != "cpu")
+      return unsupported("mesh.pp", "pipeline parallelism");
+  }
   return true;
 }
 

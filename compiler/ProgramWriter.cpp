@@ -3,6 +3,7 @@
 #include "compiler/ProgramWriter.h"
 
 #include "compiler/Driver.h"
+#include "compiler/PipelineSchedule.h"
 #include "compiler/PlanAttr.h"
 #include "compiler/ProgramIR.h"
 #include "compiler/Report.h"
@@ -14,6 +15,7 @@
 #include "passes/parallel/Passes.h"
 #include "runtime/comm/Comm.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -23,6 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <map>
+#include <set>
 
 using namespace mlir;
 using namespace autopar;
@@ -204,6 +208,29 @@ private:
   std::string var;
 };
 
+/// The pipeline phase functions of `module` (dist.stage and dist.phase),
+/// by stage then phase, and the C++ name each is emitted as.
+std::vector<std::pair<func::FuncOp, std::string>>
+phaseFunctions(ModuleOp module) {
+  static const char *const kPhases[] = {"forward", "backward", "input",
+                                        "weight"};
+  std::vector<std::pair<func::FuncOp, std::string>> out;
+  std::map<std::pair<int64_t, int>, func::FuncOp> byKey;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
+    auto phase = f->getAttrOfType<StringAttr>(dist::kPhaseAttr);
+    if (!stage || !phase)
+      continue;
+    for (int k = 0; k < 4; ++k)
+      if (phase.getValue() == kPhases[k])
+        byKey[{stage.getInt(), k}] = f;
+  }
+  for (auto &[key, f] : byKey)
+    out.push_back(
+        {f, "stage" + std::to_string(key.first) + "_" + kPhases[key.second]});
+  return out;
+}
+
 class Writer : public ProgramStep {
 public:
   using ProgramStep::ProgramStep;
@@ -218,6 +245,12 @@ private:
                    const std::string &forwardCode, std::string &source);
   bool forwardSource(func::FuncOp forward, const std::string &code,
                      std::string &source);
+  /// The tables of pipeline parallelism (kPipeline and what it points to)
+  /// into `os`, and the statements that fill its stages into `fill`.
+  bool pipelineTables(
+      func::FuncOp forward, const Plan &plan, const ProgramShape &shape,
+      const std::vector<std::pair<func::FuncOp, std::string>> &phases,
+      llvm::raw_ostream &os, llvm::raw_ostream &fill);
   /// The #include lines of the target's kernels for the generated source.
   std::string kernelIncludes() const {
     return o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
@@ -253,6 +286,29 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   std::vector<ArgSlot> fileSlots =
       layoutArguments(step, globalArgTypes, fileBytes);
   llvm::StringMap<int> gradResult = gradResults(step);
+  // Pipeline parallelism: `step` is the forward (its arguments lay the
+  // blob out); the phases return the gradients, and a parameter the stages
+  // of two ranks read (a tied embedding) has its gradient summed over pp.
+  const bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
+  auto phases = phaseFunctions(module);
+  llvm::StringSet<> trained;
+  llvm::StringMap<std::set<int64_t>> ranksOf;
+  const int64_t ppSize = plan.meshPp;
+  for (auto &[f, name] : phases) {
+    int64_t rank =
+        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % ppSize;
+    for (unsigned r = 0; r < f.getNumResults(); ++r)
+      if (auto p =
+              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+        trained.insert(p.getValue());
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto p = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
+        ranksOf[p.getValue()].insert(rank);
+  }
+  uint32_t ppMask = 0;
+  for (auto [bit, name] : llvm::enumerate(shape.axisNames))
+    if (name == "pp")
+      ppMask = 1u << bit;
   // The tables are filled by makeModelInfo() at the first
   // autoparModelInfo() call, field by field.
   std::string fill;
@@ -278,13 +334,18 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // Mixed precision: a 16-bit copy of an f32 master.
     bool master = storedType.getElementType() != type.getElementType();
     // Trainable: it has a gradient (the loss depends on it).
-    bool trainable = gradResult.count(name.getValue()) > 0;
+    bool trainable = pipelined ? trained.contains(name.getValue())
+                               : gradResult.count(name.getValue()) > 0;
+    bool shared = pipelined && ranksOf.lookup(name.getValue()).size() > 1;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
     bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
     TensorSync sync = readTensorSync(
-        step, i, trainable ? gradResult.lookup(name.getValue()) : -1);
+        step, i,
+        trainable && !pipelined ? gradResult.lookup(name.getValue()) : -1);
     uint32_t updateAxes = trainable ? axisMask(sync.updateAxes) : 0;
     uint32_t reduceAxes = trainable ? axisMask(sync.gradReduceAxes) : 0;
+    if (trainable && shared)
+      reduceAxes = ppMask;
     // The runtime reduce-scatters a pending gradient into the update's
     // shard: both over one group.
     if (updateAxes && reduceAxes && updateAxes != reduceAxes)
@@ -317,7 +378,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                   "tensor padded");
     // The runtime sizes the gradient from the parameter's block: the step
     // must return exactly that (a mismatch would be memory corruption).
-    if (trainable) {
+    if (trainable && !pipelined) {
       int64_t want =
           sync.gradSharded
               ? autopar::rt::flatChunk(
@@ -352,7 +413,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .flag("trainable", trainable)
         .flag("decay", decay)
         .flag("buffer", buffer)
-        .set("gradResult", trainable ? gradResult.lookup(name.getValue()) : -1)
+        .set("gradResult",
+             trainable && !pipelined ? gradResult.lookup(name.getValue()) : -1)
         .set("storedElements", storedType.getNumElements())
         .set("fileOffset", fileSlots[i].offset)
         .flag("master", master)
@@ -361,8 +423,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .flag("gradSharded", trainable && sync.gradSharded)
         .flag("paramSharded", sync.paramSharded)
         // The gradient's squares are spread over the update's shards and
-        // the tensor-parallel blocks.
-        .set("normAxes", trainable ? (updateAxes | splitUnion) : 0);
+        // the tensor-parallel blocks, and over the pipeline ranks (zero
+        // where no stage reads it) unless summed over them already.
+        .set("normAxes", trainable ? (updateAxes | splitUnion |
+                                      (pipelined && !shared ? ppMask : 0))
+                                   : 0);
   }
   int numInputs = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
@@ -389,6 +454,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "];\n"
      << "static autopar::rt::InputInfo kInputs[" << std::max(numInputs, 1)
      << "];\n\n";
+  if (pipelined && !pipelineTables(step, plan, shape, phases, os, fs))
+    return false;
   const OptimizerPlan &op = plan.optimizer;
   const LrSchedulePlan &lr = plan.lrSchedule;
   auto hex = [](double v) {
@@ -452,10 +519,13 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("inputs", "kInputs")
       .set("numInputs", numInputs)
       .set("paramBytes", paramBytes)
-      .set("trainStep", "train_step_fn::train_step")
+      .set("trainStep", pipelined ? "nullptr" : "train_step_fn::train_step")
       .set("trainStepArenaBytes",
-           step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt())
-      .set("trainStepResults", step.getNumResults())
+           pipelined
+               ? 0
+               : step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt())
+      .set("trainStepResults", pipelined ? 0 : step.getNumResults())
+      .set("pipeline", pipelined ? "&kPipeline" : "nullptr")
       .set("forward", "forward_fn::forward")
       .set("forwardArenaBytes",
            module.lookupSymbol<func::FuncOp>("forward")
@@ -476,6 +546,171 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
      << "  return info;\n}\n";
+  return true;
+}
+
+bool Writer::pipelineTables(
+    func::FuncOp forward, const Plan &plan, const ProgramShape &shape,
+    const std::vector<std::pair<func::FuncOp, std::string>> &phases,
+    llvm::raw_ostream &os, llvm::raw_ostream &fill) {
+  // Tensors and graph inputs by name, in the tables' order.
+  llvm::StringMap<int> tensorOf, inputOf;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    if (auto p =
+            forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
+      tensorOf.try_emplace(p.getValue(), tensorOf.size());
+    else if (auto in = forward.getArgAttrOfType<StringAttr>(
+                 i, nn::NNDialect::kInputAttr))
+      inputOf.try_emplace(in.getValue(), inputOf.size());
+  }
+  const int64_t stages = plan.meshPp * plan.pipelineChunks;
+  std::vector<std::map<std::string, std::string>> names(stages);
+  std::vector<std::map<std::string, func::FuncOp>> funcs(stages);
+  for (auto &[f, name] : phases) {
+    int64_t s = f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt();
+    std::string phase =
+        f->getAttrOfType<StringAttr>(dist::kPhaseAttr).getValue().str();
+    names[s][phase] = name;
+    funcs[s][phase] = f;
+  }
+  std::string slots, saved;
+  int numSlots = 0, numSaved = 0;
+  auto slot = [&](int kind, int index) {
+    slots += formatv("{{{0}, {1}}, ", kind, index).str();
+    return numSlots++;
+  };
+  for (int64_t s = 0; s < stages; ++s) {
+    if (!funcs[s].count("forward"))
+      return fail(o.model + ": internal error: pipeline stage " +
+                  std::to_string(s) + " has no forward phase");
+    // The stage's saved values, numbered in the order their phases save
+    // them.
+    llvm::StringMap<int> savedOf;
+    int firstSaved = numSaved;
+    for (const char *phase : {"forward", "input"}) {
+      auto it = funcs[s].find(phase);
+      if (it == funcs[s].end())
+        continue;
+      func::FuncOp f = it->second;
+      for (unsigned r = 0; r < f.getNumResults(); ++r)
+        if (auto key = f.getResultAttrOfType<StringAttr>(
+                r, nn::NNDialect::kSavedAttr)) {
+          savedOf[key.getValue()] = numSaved - firstSaved;
+          saved += std::to_string(tensorBytes(f.getResultTypes()[r])) + ", ";
+          ++numSaved;
+        }
+    }
+    std::string var = "kPpStages[" + std::to_string(s) + "]";
+    fill << "  " << var << ".rank = " << s % plan.meshPp << ";\n"
+         << "  " << var << ".savedBytes = kPpSaved + " << firstSaved << ";\n"
+         << "  " << var << ".numSaved = " << numSaved - firstSaved << ";\n";
+    func::FuncOp forwardPhase = funcs[s]["forward"];
+    int64_t inputBytes = 0, outputBytes = 0;
+    for (unsigned i = 0; i < forwardPhase.getNumArguments(); ++i)
+      if (forwardPhase.getArgAttr(i, nn::NNDialect::kStageInputAttr))
+        inputBytes = tensorBytes(forwardPhase.getArgumentTypes()[i]);
+    if (s + 1 < stages)
+      outputBytes = tensorBytes(forwardPhase.getResultTypes()[0]);
+    fill << "  " << var << ".inputBytes = " << inputBytes << ";\n"
+         << "  " << var << ".outputBytes = " << outputBytes << ";\n";
+    for (auto &[phase, f] : funcs[s]) {
+      std::string pv = var + "." + phase;
+      int firstArg = numSlots, numArgs = 0;
+      for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+        if (f.getArgAttr(i, nn::NNDialect::kParamAttr))
+          continue;
+        ++numArgs;
+        if (auto in =
+                f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr))
+          slot(0, inputOf.lookup(in.getValue()));
+        else if (f.getArgAttr(i, nn::NNDialect::kStageInputAttr))
+          slot(1, 0);
+        else if (f.getArgAttr(i, nn::NNDialect::kOutputGradAttr))
+          slot(2, 0);
+        else if (auto key = f.getArgAttrOfType<StringAttr>(
+                     i, nn::NNDialect::kSavedAttr))
+          slot(3, savedOf.lookup(key.getValue()));
+        else
+          return fail(o.model + ": internal error: argument #" +
+                      std::to_string(i) + " of pipeline phase '" +
+                      f.getSymName().str() + "' is of no known kind");
+      }
+      int firstResult = numSlots;
+      for (unsigned r = 0; r < f.getNumResults(); ++r) {
+        if (auto p =
+                f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+          slot(1, tensorOf.lookup(p.getValue()));
+        else if (f.getResultAttr(r, nn::NNDialect::kInputGradAttr))
+          slot(2, 0);
+        else if (auto key = f.getResultAttrOfType<StringAttr>(
+                     r, nn::NNDialect::kSavedAttr))
+          slot(3, savedOf.lookup(key.getValue()));
+        else
+          slot(0, 0);
+      }
+      fill << "  " << pv << ".fn = train_step_fn::" << names[s][phase]
+           << "::run;\n"
+           << "  " << pv << ".arenaBytes = "
+           << f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt() << ";\n"
+           << "  " << pv << ".args = kPpSlots + " << firstArg << ";\n"
+           << "  " << pv << ".numArgs = " << numArgs << ";\n"
+           << "  " << pv << ".results = kPpSlots + " << firstResult << ";\n"
+           << "  " << pv << ".numResults = " << f.getNumResults() << ";\n";
+    }
+  }
+  // Every rank's actions, as the compile-time simulation checked them.
+  pipeline::ScheduleOptions options;
+  options.kind = plan.pipelineSchedule;
+  options.ranks = plan.meshPp;
+  options.chunks = plan.pipelineChunks;
+  options.microBatches = plan.microBatches;
+  pipeline::Schedule schedule;
+  std::string why;
+  if (!pipeline::buildSchedule(options, schedule, why))
+    return fail(o.model + ": " + why);
+  std::string actions, first = "0";
+  int numActions = 0;
+  for (const auto &list : schedule.actions) {
+    for (const pipeline::Action &a : list)
+      actions += formatv("{{{0}, {1}, {2}}, ", int(a.op), a.stage, a.micro);
+    numActions += list.size();
+    first += ", " + std::to_string(numActions);
+  }
+  int ppAxis = 0;
+  for (auto [k, name] : llvm::enumerate(shape.axisNames))
+    if (name == "pp")
+      ppAxis = k;
+  // Each tensor's owner: the first pipeline rank whose phases read it.
+  std::vector<int64_t> owner(tensorOf.size(), -1);
+  for (auto [f, name] : phases) {
+    int64_t rank =
+        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % plan.meshPp;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto p =
+              f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)) {
+        int64_t &o = owner[tensorOf.lookup(p.getValue())];
+        o = o < 0 ? rank : std::min(o, rank);
+      }
+  }
+  std::string owners;
+  for (int64_t o : owner)
+    owners += std::to_string(o) + ", ";
+  os << "static const autopar::rt::PipelineSlot kPpSlots[] = {" << slots
+     << "{0, 0}};\n"
+     << "static const int64_t kPpSaved[] = {" << saved << "0};\n"
+     << "static autopar::rt::PipelineStage kPpStages[" << stages << "];\n"
+     << "static const autopar::rt::PipelineAction kPpActions[] = {" << actions
+     << "{0, 0, 0}};\n"
+     << "static const int32_t kPpFirst[] = {" << first << "};\n"
+     << "static const int32_t kPpOwner[] = {" << owners << "-1};\n"
+     << "static autopar::rt::PipelineInfo kPipeline;\n\n";
+  fill << "  kPipeline.numStages = " << stages << ";\n"
+       << "  kPipeline.stages = kPpStages;\n"
+       << "  kPipeline.numRanks = " << plan.meshPp << ";\n"
+       << "  kPipeline.actions = kPpActions;\n"
+       << "  kPipeline.first = kPpFirst;\n"
+       << "  kPipeline.ppAxis = " << ppAxis << ";\n"
+       << "  kPipeline.tensorOwner = kPpOwner;\n";
   return true;
 }
 
@@ -588,9 +823,12 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
 
 bool Writer::run(const std::string &dir) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  // The function whose arguments lay out the parameter blob.
-  func::FuncOp step =
-      o.forwardOnly ? forward : module.lookupSymbol<func::FuncOp>("train_step");
+  // The function whose arguments lay out the parameter blob (a pipeline's
+  // phases read parts of the forward's).
+  const bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
+  func::FuncOp step = o.forwardOnly || pipelined
+                          ? forward
+                          : module.lookupSymbol<func::FuncOp>("train_step");
   FirstError diag(*module.getContext());
   std::string forwardCode, source;
   llvm::raw_string_ostream fs(forwardCode);
@@ -604,8 +842,24 @@ bool Writer::run(const std::string &dir) {
   } else {
     std::string code;
     llvm::raw_string_ostream cs(code);
-    if (failed(emitFunction(step, "train_step", target, cs)))
+    if (pipelined) {
+      int64_t paramBytes = 0;
+      std::vector<ArgSlot> slots = layoutArguments(forward, paramBytes);
+      llvm::StringMap<int64_t> offsets;
+      for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+        if (auto p = forward.getArgAttrOfType<StringAttr>(
+                i, nn::NNDialect::kParamAttr))
+          offsets[p.getValue()] = slots[i].offset;
+      // A namespace each: their constants are globals of like names.
+      for (auto &[f, name] : phaseFunctions(module)) {
+        cs << "namespace " << name << " {\n";
+        if (failed(emitFunction(f, "run", target, cs, &offsets)))
+          return fail(o.model + ": code generation failed: " + diag.message);
+        cs << "} // namespace " << name << "\n\n";
+      }
+    } else if (failed(emitFunction(step, "train_step", target, cs))) {
       return fail(o.model + ": code generation failed: " + diag.message);
+    }
     if (!modelSource(step, code, forwardCode, source))
       return false;
   }

@@ -2,6 +2,8 @@
 
 #include "compiler/Report.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include "compiler/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
@@ -26,8 +28,118 @@ public:
 
 private:
   bool report(func::FuncOp step, nlohmann::json &r);
+  /// Pipeline parallelism: the phases' costs, and the schedule as
+  /// simulated at compile time (dist.pipeline_schedule).
+  bool pipelineReport(func::FuncOp forward, nlohmann::json &r);
   nlohmann::json forwardReport(func::FuncOp forward);
 };
+
+/// An attribute of dist.pipeline_schedule as JSON.
+nlohmann::json attrJson(Attribute a) {
+  if (auto i = dyn_cast<IntegerAttr>(a))
+    return i.getInt();
+  if (auto f = dyn_cast<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto str = dyn_cast<StringAttr>(a))
+    return str.getValue().str();
+  if (auto ints = dyn_cast<DenseI64ArrayAttr>(a))
+    return std::vector<int64_t>(ints.asArrayRef().begin(),
+                                ints.asArrayRef().end());
+  nlohmann::json list = nlohmann::json::array();
+  if (auto arr = dyn_cast<ArrayAttr>(a))
+    for (Attribute e : arr)
+      list.push_back(attrJson(e));
+  return list;
+}
+
+bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
+  Plan plan;
+  ProgramShape shape;
+  if (!readShape(forward, plan, shape))
+    return false;
+  // Each phase's FLOPs (every micro-batch runs each phase once) and the
+  // parameters the phases train.
+  int64_t flopsPerMicro = 0;
+  llvm::StringSet<> trained;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f->hasAttr(dist::kPhaseAttr))
+      continue;
+    flopsPerMicro += analyzeCost(f).flops;
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (auto p =
+              f.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kGradAttr))
+        trained.insert(p.getValue());
+  }
+  int64_t paramCount = 0, trainableCount = 0, trainableBytes = 0;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto name =
+        forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name || forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
+      continue;
+    auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
+    paramCount += type.getNumElements();
+    if (trained.contains(name.getValue())) {
+      trainableCount += type.getNumElements();
+      trainableBytes += tensorBytes(type);
+    }
+  }
+  auto schedule =
+      module->getAttrOfType<DictionaryAttr>(dist::kPipelineScheduleAttr);
+  nlohmann::json pipeline = nlohmann::json::object();
+  for (NamedAttribute a : schedule)
+    pipeline[a.getName().str()] = attrJson(a.getValue());
+  int64_t activations = 0;
+  for (int64_t b : pipeline["activation_bytes"].get<std::vector<int64_t>>())
+    activations = std::max(activations, b);
+  int states = plan.optimizer.type == "adamw" ? 2
+               : plan.optimizer.momentum > 0  ? 1
+                                              : 0;
+  // Every rank holds the whole parameter blob so far (its stages' update it).
+  FunctionCost cost = analyzeCost(forward);
+  int64_t optBytes = 4 * states * trainableCount;
+  int64_t globalBatch = shape.microBatch * plan.microBatches;
+  int64_t flops = flopsPerMicro * plan.microBatches;
+  std::map<std::string, int64_t> mesh;
+  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+    mesh[name] = size;
+  r["model"] = o.model;
+  r["target"] = o.target;
+  r["parameters"] = paramCount;
+  r["trainable_parameters"] = trainableCount;
+  r["global_batch"] = globalBatch;
+  r["micro_batch"] = shape.microBatch;
+  r["micro_batches"] = plan.microBatches;
+  r["sequence_length"] = shape.seqLen;
+  r["bytes"] = {{"params", cost.paramBytes},
+                {"grads", trainableBytes},
+                {"optimizer_state", optBytes},
+                {"activations", activations},
+                {"inputs", cost.inputBytes},
+                {"workspace", 0},
+                {"peak", cost.paramBytes + trainableBytes + optBytes +
+                             activations + cost.inputBytes}};
+  nlohmann::json perRank = nlohmann::json::array();
+  for (int64_t rank = 0; rank < shape.ranks; ++rank) {
+    nlohmann::json coords = nlohmann::json::object();
+    int64_t rest = rank;
+    for (int a = static_cast<int>(shape.axisNames.size()) - 1; a >= 0; --a) {
+      coords[shape.axisNames[a]] = rest % shape.axisSizes[a];
+      rest /= shape.axisSizes[a];
+    }
+    perRank.push_back({{"rank", rank}, {"coords", coords}});
+  }
+  r["parallel"] = {{"mesh", mesh},
+                   {"ranks", shape.ranks},
+                   {"zero_stage", 0},
+                   {"offload", "none"},
+                   {"precision", plan.precision},
+                   {"pipeline", pipeline},
+                   {"per_rank", perRank}};
+  r["flops_per_step"] = flops;
+  r["flops_per_token"] =
+      flops / std::max<int64_t>(1, globalBatch * shape.seqLen);
+  return true;
+}
 
 bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // Everything is per rank (every rank of a dp / ZeRO mesh holds the same
@@ -251,8 +363,11 @@ bool Reporter::run(const std::string &dir) {
             "\n");
   Plan plan;
   nlohmann::json r;
+  bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
   return irPlan(plan) &&
-         report(module.lookupSymbol<func::FuncOp>("train_step"), r) &&
+         (pipelined
+              ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
+              : report(module.lookupSymbol<func::FuncOp>("train_step"), r)) &&
          write("plan.json", toJson(plan).dump(2) + "\n") &&
          write("report.json", r.dump(2) + "\n");
 }

@@ -109,6 +109,66 @@ struct TensorInfo {
   uint32_t normAxes;
 };
 
+/// One non-parameter argument or one result of a pipeline phase function.
+struct PipelineSlot {
+  /// Arguments (StepIO::inputs, in order): 0 graph input `index` (of
+  /// ModelInfo::inputs), 1 the activation the stage received, 2 the
+  /// gradient of its output (from the next stage), 3 the stage's saved
+  /// value `index`. Results (StepIO::outputs): 0 the stage's output (the
+  /// loss on the last stage), 1 the gradient of tensor `index` (of
+  /// ModelInfo::tensors), 2 the gradient of the received activation (to
+  /// the previous stage), 3 saved value `index`.
+  int32_t kind;
+  int32_t index;
+};
+
+/// A phase of a pipeline stage's training step (autopar-dist-pipeline-
+/// phases): its function, arena, and what its arguments and results are.
+struct PipelinePhase {
+  StepFunction fn;
+  int64_t arenaBytes;
+  const PipelineSlot *args;
+  int32_t numArgs;
+  const PipelineSlot *results;
+  int32_t numResults;
+};
+
+/// A pipeline stage: the pipeline rank that runs it, its phases (forward,
+/// then backward, or input and weight gradients for zero-bubble
+/// schedules: `fn` null where absent), the bytes of each value its forward
+/// saves, and the bytes of the activation it receives and of the one it
+/// sends (0 for none).
+struct PipelineStage {
+  int32_t rank;
+  PipelinePhase forward, backward, input, weight;
+  const int64_t *savedBytes;
+  int32_t numSaved;
+  int64_t inputBytes, outputBytes;
+};
+
+/// An action of a rank's schedule: 0 forward, 1 backward, 2 input
+/// gradient, 3 weight gradients, of `stage` for micro-batch `micro`.
+struct PipelineAction {
+  int32_t op;
+  int32_t stage;
+  int32_t micro;
+};
+
+/// Pipeline parallelism: the stages, and each pipeline rank's actions
+/// (rank r runs actions[first[r]] .. actions[first[r + 1] - 1]).
+struct PipelineInfo {
+  int32_t numStages;
+  const PipelineStage *stages;
+  int32_t numRanks;
+  const PipelineAction *actions;
+  const int32_t *first;
+  /// Index of the pp axis in the mesh.
+  int32_t ppAxis;
+  /// Per tensor (ModelInfo::tensors): the first pipeline rank whose stages
+  /// read it, whose copy is the tensor's value (-1: no stage reads it).
+  const int32_t *tensorOwner;
+};
+
 /// A graph input of the model.
 struct InputInfo {
   const char *name;
@@ -156,6 +216,9 @@ struct ModelInfo {
   /// f32 masters of mixed precision) lives in host memory and the update
   /// runs on the host, on each rank's shard of the reduced gradients.
   bool offload;
+  /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
+  /// schedule instead of trainStep (null); null without a pipeline.
+  const PipelineInfo *pipeline;
 };
 
 /// A graph input or output of a forward-only program.

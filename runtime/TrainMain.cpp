@@ -381,6 +381,14 @@ private:
   /// ZeRO-Offload: the update of trainable tensor k on the host (its
   /// gradient shard comes down, its parameter shard goes back up).
   void hostUpdate(size_t k, int64_t stepCount, double lr, float gradScale);
+  /// Pipeline parallelism: runs this rank's actions of the schedule for
+  /// `step` (every micro-batch) and returns the sum of the micro-batches'
+  /// losses (over every pipeline rank).
+  double pipelineStep(int64_t step);
+  /// Pipeline parallelism: every rank takes each trainable tensor (and its
+  /// optimizer state) from its owner, the first pipeline rank whose stages
+  /// read it (before a save, an export or an evaluation).
+  void syncPipelineTensors();
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
   float runStep(autopar::rt::StepFunction fn, int numResults,
@@ -632,8 +640,17 @@ Status Trainer::setUp() {
   };
   params = device.allocate(info.paramBytes);
   // The training step and the forward function never run at once.
-  arena = device.allocate(
-      std::max(info.trainStepArenaBytes, info.forwardArenaBytes));
+  int64_t arenaBytes =
+      std::max(info.trainStepArenaBytes, info.forwardArenaBytes);
+  if (info.pipeline)
+    for (int s = 0; s < info.pipeline->numStages; ++s) {
+      const autopar::rt::PipelineStage &st = info.pipeline->stages[s];
+      for (const autopar::rt::PipelinePhase *ph :
+           {&st.forward, &st.backward, &st.input, &st.weight})
+        if (ph->fn)
+          arenaBytes = std::max(arenaBytes, ph->arenaBytes);
+    }
+  arena = device.allocate(arenaBytes);
   lossBuffer = device.allocate(sizeof(float));
   if (!params || !arena || !lossBuffer)
     return outOfMemory();
@@ -787,6 +804,8 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
 }
 
 Status Trainer::save(const std::string &path, int64_t stepsDone) {
+  if (info.pipeline)
+    syncPipelineTensors();
   std::vector<Buffer> full;
   std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, true);
   if (!leader())
@@ -851,6 +870,8 @@ Status Trainer::resume() {
 }
 
 Status Trainer::exportOnnx() {
+  if (info.pipeline)
+    syncPipelineTensors();
   std::vector<autopar::rt::ExportTensor> tensors;
   std::vector<Buffer> full;
   for (int t = 0; t < info.numTensors; ++t) {
@@ -911,7 +932,145 @@ float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
   return loss;
 }
 
+double Trainer::pipelineStep(int64_t step) {
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
+  const int rank = static_cast<int>(comm.coord(pp.ppAxis));
+  const int64_t m = info.microBatches;
+  // World ranks are row-major over the mesh axes: pipeline rank r of this
+  // rank's pipeline.
+  int64_t stride = 1;
+  for (int a = pp.ppAxis + 1; a < info.numMeshAxes; ++a)
+    stride *= info.meshAxisSizes[a];
+  auto worldOf = [&](int stage) {
+    return static_cast<int>(comm.rank() +
+                            (pp.stages[stage].rank - rank) * stride);
+  };
+  // Gradients accumulate over the phases of the step.
+  for (size_t k = 0; k < grads.size(); ++k)
+    device.zero(grads[k].get(),
+                shards[k].tensor->numElements * shards[k].tensor->elementBytes);
+  // What a micro-batch in flight on a stage keeps until its last phase.
+  struct InFlight {
+    DeviceBuffer received, outputGrad;
+    std::vector<DeviceBuffer> saved;
+  };
+  std::map<std::pair<int, int>, InFlight> live;
+  // Sent buffers stay until the step's end (the sends complete by then).
+  std::vector<DeviceBuffer> sent;
+  double lossSum = 0;
+  auto transfer = [&](bool send, void *data, int64_t bytes, int peer, int tag) {
+    autopar::rt::PointToPoint op{send, data, bytes, peer, tag};
+    return comm.exchange(&op, 1);
+  };
+  for (int a = pp.first[rank]; a < pp.first[rank + 1]; ++a) {
+    const autopar::rt::PipelineAction &act = pp.actions[a];
+    const autopar::rt::PipelineStage &st = pp.stages[act.stage];
+    const bool last = act.stage + 1 == pp.numStages;
+    const int boundary = static_cast<int>(act.stage * m + act.micro);
+    InFlight &f = live[{act.stage, act.micro}];
+    const autopar::rt::PipelinePhase &ph = act.op == 0   ? st.forward
+                                           : act.op == 1 ? st.backward
+                                           : act.op == 2 ? st.input
+                                                         : st.weight;
+    fillInputs(tokens, step, act.micro);
+    // The activation from the previous stage; the gradient from the next.
+    if (act.op == 0 && act.stage > 0) {
+      f.received = device.allocate(st.inputBytes);
+      comm.wait(transfer(false, f.received.get(), st.inputBytes,
+                         worldOf(act.stage - 1),
+                         static_cast<int>((boundary - m) * 2)));
+    }
+    if ((act.op == 1 || act.op == 2) && !last) {
+      f.outputGrad = device.allocate(st.outputBytes);
+      comm.wait(transfer(false, f.outputGrad.get(), st.outputBytes,
+                         worldOf(act.stage + 1), boundary * 2 + 1));
+    }
+    if (act.op == 0)
+      f.saved.resize(st.numSaved);
+    std::vector<const void *> in;
+    for (int i = 0; i < ph.numArgs; ++i) {
+      const autopar::rt::PipelineSlot &slot = ph.args[i];
+      in.push_back(slot.kind == 0   ? inputPtrs[slot.index]
+                   : slot.kind == 1 ? f.received.get()
+                   : slot.kind == 2 ? f.outputGrad.get()
+                                    : f.saved[slot.index].get());
+    }
+    std::vector<void *> out;
+    DeviceBuffer output, inputGrad;
+    for (int r = 0; r < ph.numResults; ++r) {
+      const autopar::rt::PipelineSlot &slot = ph.results[r];
+      if (slot.kind == 0) {
+        output = device.allocate(last ? 0 : st.outputBytes);
+        out.push_back(last ? lossBuffer.get() : output.get());
+      } else if (slot.kind == 1) {
+        out.push_back(grads[trainableIndex[slot.index]].get());
+      } else if (slot.kind == 2) {
+        inputGrad = device.allocate(st.inputBytes);
+        out.push_back(inputGrad.get());
+      } else {
+        f.saved[slot.index] = device.allocate(st.savedBytes[slot.index]);
+        out.push_back(f.saved[slot.index].get());
+      }
+    }
+    autopar::rt::StepIO io{params.get(),
+                           in.data(),
+                           arena.get(),
+                           out.data(),
+                           1.0f / static_cast<float>(m),
+                           true};
+    io.comm = &comm;
+    io.device = device.context();
+    ph.fn(io);
+    if (act.op == 0 && last) {
+      float loss = 0;
+      device.download(&loss, lossBuffer.get(), sizeof(float));
+      lossSum += loss;
+    } else if (act.op == 0) {
+      transfer(true, output.get(), st.outputBytes, worldOf(act.stage + 1),
+               boundary * 2);
+      sent.push_back(std::move(output));
+    }
+    if (inputGrad && act.stage > 0) {
+      transfer(true, inputGrad.get(), st.inputBytes, worldOf(act.stage - 1),
+               static_cast<int>((boundary - m) * 2 + 1));
+      sent.push_back(std::move(inputGrad));
+    }
+    // The micro-batch leaves the stage after its last phase.
+    if (act.op == 1 || act.op == 3)
+      live.erase({act.stage, act.micro});
+  }
+  comm.waitAll();
+  comm.allReduceSumDouble(&lossSum, 1, ppMask);
+  return lossSum;
+}
+
+void Trainer::syncPipelineTensors() {
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  const int rank = static_cast<int>(comm.coord(pp.ppAxis));
+  const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    const int k = trainableIndex[t];
+    if (k < 0 || pp.tensorOwner[t] < 0)
+      continue;
+    std::vector<char *> copies = {params.get() + ti.offset};
+    for (Storage *state : {&state0[k], &state1[k]})
+      if (*state)
+        copies.push_back(state->get());
+    for (char *c : copies) {
+      // Zero everywhere but on the owner, then summed: the owner's value.
+      if (rank != pp.tensorOwner[t])
+        device.zero(c, ti.numElements * 4);
+      comm.allReduceSum(reinterpret_cast<float *>(c), ti.numElements, ppMask);
+    }
+  }
+  comm.waitAll();
+}
+
 double Trainer::evaluate() {
+  if (info.pipeline)
+    syncPipelineTensors();
   void *outputs[] = {lossBuffer.get()};
   double sum = 0;
   for (int64_t step = 0; step < o.evalSteps; ++step)
@@ -957,9 +1116,9 @@ std::string commBytesJson(const Communicator &comm,
 Status Trainer::run() {
   const int64_t dp = dpSize();
   const int64_t globalBatch = info.microBatch * info.microBatches * dp;
-  std::vector<void *> outputs(info.trainStepResults);
+  std::vector<void *> outputs(std::max(info.trainStepResults, 1));
   outputs[0] = lossBuffer.get();
-  {
+  if (!info.pipeline) {
     size_t k = 0;
     for (int t = 0; t < info.numTensors; ++t)
       if (info.tensors[t].trainable)
@@ -985,7 +1144,10 @@ Status Trainer::run() {
       device.upload(inputs[lossScaleInput].get(), &scale, sizeof(scale));
     }
     double lossSum = 0;
-    for (int64_t micro = 0; micro < info.microBatches; ++micro) {
+    if (info.pipeline)
+      lossSum = pipelineStep(step);
+    for (int64_t micro = 0; micro < info.microBatches && !info.pipeline;
+         ++micro) {
       fillInputs(tokens, step, micro);
       lossSum += runStep(info.trainStep, info.trainStepResults,
                          {params.get(), inputPtrs.data(), arena.get(),

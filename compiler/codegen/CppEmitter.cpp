@@ -184,6 +184,9 @@ public:
   Emitter(func::FuncOp func, CodegenTarget target, raw_ostream &os)
       : func(func), target(target), os(os) {}
   LogicalResult emit(StringRef name);
+  /// Parameter offsets in the blob by name, instead of the function's own
+  /// layout (functions that read different subsets of one blob).
+  const llvm::StringMap<int64_t> *paramOffsets = nullptr;
 
 private:
   /// The C++ expression of a typed pointer to `v`'s storage.
@@ -288,6 +291,18 @@ LogicalResult Emitter::emit(StringRef name) {
     return func.emitError() << "has no memory plan (run autopar-plan-memory)";
   int64_t paramBytes = 0;
   std::vector<ArgSlot> slots = layoutArguments(func, paramBytes);
+  if (paramOffsets)
+    for (auto [i, slot] : llvm::enumerate(slots)) {
+      auto name =
+          func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+      if (slot.kind != ArgSlot::Param || !name)
+        continue;
+      auto it = paramOffsets->find(name.getValue());
+      if (it == paramOffsets->end())
+        return func.emitError() << "parameter '" << name.getValue()
+                                << "' is not in the parameter blob";
+      slot.offset = it->second;
+    }
   std::string code;
   llvm::raw_string_ostream body(code);
   // Emit the body into a string first: constants become globals.
@@ -1506,8 +1521,11 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
 }
 
 LogicalResult autopar::emitFunction(func::FuncOp func, StringRef name,
-                                    CodegenTarget target, raw_ostream &os) {
-  return Emitter(func, target, os).emit(name);
+                                    CodegenTarget target, raw_ostream &os,
+                                    const llvm::StringMap<int64_t> *offsets) {
+  Emitter emitter(func, target, os);
+  emitter.paramOffsets = offsets;
+  return emitter.emit(name);
 }
 
 LogicalResult autopar::emitCppFunction(func::FuncOp func, StringRef name,

@@ -4,6 +4,7 @@
 #define AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
@@ -50,9 +51,13 @@ std::string elementTypeFor(mlir::Type elementType, CodegenTarget target);
 /// __device__ arrays). Results that carry `nn.grad` are accumulated into
 /// io.outputs[i] with io.gradScale (or overwrite it unless io.accumulate);
 /// other results are copied there. Emits an error at the first op it
-/// cannot generate.
-mlir::LogicalResult emitFunction(mlir::func::FuncOp func, llvm::StringRef name,
-                                 CodegenTarget target, llvm::raw_ostream &os);
+/// cannot generate. With `paramOffsets`, parameters live at those byte
+/// offsets of io.params (by nn.param name) instead of the function's own
+/// layout (layoutArguments).
+mlir::LogicalResult
+emitFunction(mlir::func::FuncOp func, llvm::StringRef name,
+             CodegenTarget target, llvm::raw_ostream &os,
+             const llvm::StringMap<int64_t> *paramOffsets = nullptr);
 
 /// Emits `func` (lowered: fused, memory-planned) as the C++ function
 /// `void NAME(const autopar::rt::StepIO &io)` of runtime/Model.h. Results
