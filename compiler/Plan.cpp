@@ -957,3 +957,13 @@ bool globMatchAny(const std::vector<std::string> &patterns,
 }
 
 } // namespace autopar
+
+autopar::pipeline::ScheduleOptions
+autopar::pipelineScheduleOptions(const Plan &plan) {
+  pipeline::ScheduleOptions options;
+  options.kind = plan.pipelineSchedule;
+  options.ranks = plan.meshPp;
+  options.chunks = plan.pipelineChunks;
+  options.microBatches = plan.microBatches;
+  return options;
+}

@@ -17,7 +17,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "compiler/PipelineSchedule.h"
 #include <cstdint>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,6 +112,10 @@ bool globMatch(std::string_view pattern, std::string_view name);
 /// True if any of `patterns` matches `name`.
 bool globMatchAny(const std::vector<std::string> &patterns,
                   std::string_view name);
+
+/// The pipeline schedule `plan` asks for: pipeline.schedule over mesh.pp
+/// ranks, pipeline.chunks and batch.micro_batches.
+pipeline::ScheduleOptions pipelineScheduleOptions(const Plan &plan);
 
 } // namespace autopar
 

@@ -659,14 +659,9 @@ bool Writer::pipelineTables(
     }
   }
   // Every rank's actions, as the compile-time simulation checked them.
-  pipeline::ScheduleOptions options;
-  options.kind = plan.pipelineSchedule;
-  options.ranks = plan.meshPp;
-  options.chunks = plan.pipelineChunks;
-  options.microBatches = plan.microBatches;
   pipeline::Schedule schedule;
   std::string why;
-  if (!pipeline::buildSchedule(options, schedule, why))
+  if (!pipeline::buildSchedule(pipelineScheduleOptions(plan), schedule, why))
     return fail(o.model + ": " + why);
   std::string actions, first = "0";
   int numActions = 0;

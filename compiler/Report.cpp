@@ -52,6 +52,39 @@ nlohmann::json attrJson(Attribute a) {
   return list;
 }
 
+/// report.json's description of the run: model, target, parameter counts,
+/// batch and sequence.
+void describeRun(nlohmann::json &r, const std::string &model,
+                 const std::string &target, int64_t parameters,
+                 int64_t trainable, int64_t globalBatch, const Plan &plan,
+                 const ProgramShape &shape) {
+  r["model"] = model;
+  r["target"] = target;
+  r["parameters"] = parameters;
+  r["trainable_parameters"] = trainable;
+  r["global_batch"] = globalBatch;
+  r["micro_batch"] = shape.microBatch;
+  r["micro_batches"] = plan.microBatches;
+  r["sequence_length"] = shape.seqLen;
+}
+
+/// The mesh's axis sizes by name.
+std::map<std::string, int64_t> meshJson(const ProgramShape &shape) {
+  std::map<std::string, int64_t> mesh;
+  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+    mesh[name] = size;
+  return mesh;
+}
+/// Rank `rank`'s mesh coordinates (ranks are row-major over the axes).
+nlohmann::json rankCoords(const ProgramShape &shape, int64_t rank) {
+  nlohmann::json coords = nlohmann::json::object();
+  for (int a = static_cast<int>(shape.axisNames.size()) - 1; a >= 0; --a) {
+    coords[shape.axisNames[a]] = rank % shape.axisSizes[a];
+    rank /= shape.axisSizes[a];
+  }
+  return coords;
+}
+
 bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   Plan plan;
   ProgramShape shape;
@@ -99,17 +132,8 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   int64_t optBytes = 4 * states * trainableCount;
   int64_t globalBatch = shape.microBatch * plan.microBatches;
   int64_t flops = flopsPerMicro * plan.microBatches;
-  std::map<std::string, int64_t> mesh;
-  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
-    mesh[name] = size;
-  r["model"] = o.model;
-  r["target"] = o.target;
-  r["parameters"] = paramCount;
-  r["trainable_parameters"] = trainableCount;
-  r["global_batch"] = globalBatch;
-  r["micro_batch"] = shape.microBatch;
-  r["micro_batches"] = plan.microBatches;
-  r["sequence_length"] = shape.seqLen;
+  describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
+              plan, shape);
   r["bytes"] = {{"params", cost.paramBytes},
                 {"grads", trainableBytes},
                 {"optimizer_state", optBytes},
@@ -119,16 +143,9 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                 {"peak", cost.paramBytes + trainableBytes + optBytes +
                              activations + cost.inputBytes}};
   nlohmann::json perRank = nlohmann::json::array();
-  for (int64_t rank = 0; rank < shape.ranks; ++rank) {
-    nlohmann::json coords = nlohmann::json::object();
-    int64_t rest = rank;
-    for (int a = static_cast<int>(shape.axisNames.size()) - 1; a >= 0; --a) {
-      coords[shape.axisNames[a]] = rest % shape.axisSizes[a];
-      rest /= shape.axisSizes[a];
-    }
-    perRank.push_back({{"rank", rank}, {"coords", coords}});
-  }
-  r["parallel"] = {{"mesh", mesh},
+  for (int64_t rank = 0; rank < shape.ranks; ++rank)
+    perRank.push_back({{"rank", rank}, {"coords", rankCoords(shape, rank)}});
+  r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
                    {"zero_stage", 0},
                    {"offload", "none"},
@@ -271,17 +288,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       (modelFlops ? modelFlops.getInt() : cost.flops * dp) * plan.microBatches;
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
-  std::map<std::string, int64_t> mesh;
-  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
-    mesh[name] = size;
-  r["model"] = o.model;
-  r["target"] = o.target;
-  r["parameters"] = paramCount;
-  r["trainable_parameters"] = trainableCount;
-  r["global_batch"] = globalBatch;
-  r["micro_batch"] = shape.microBatch;
-  r["micro_batches"] = plan.microBatches;
-  r["sequence_length"] = seqLen;
+  describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
+              plan, shape);
   r["bytes"] = {
       {"params", paramBytes},
       {"grads", gradBytes},
@@ -294,18 +302,12 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // per rank, with its mesh coordinates (ranks row-major over the axes).
   nlohmann::json perRank = nlohmann::json::array();
   for (int64_t rank = 0; rank < shape.ranks; ++rank) {
-    nlohmann::json coords = nlohmann::json::object();
-    int64_t rest = rank;
-    for (int a = static_cast<int>(shape.axisNames.size()) - 1; a >= 0; --a) {
-      coords[shape.axisNames[a]] = rest % shape.axisSizes[a];
-      rest /= shape.axisSizes[a];
-    }
     perRank.push_back({{"rank", rank},
-                       {"coords", coords},
+                       {"coords", rankCoords(shape, rank)},
                        {"bytes", r["bytes"]},
                        {"comm_bytes_per_step", commJson}});
   }
-  r["parallel"] = {{"mesh", mesh},
+  r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
                    {"zero_stage", stage ? stage.getInt() : 0},
                    {"offload", shape.offload ? "cpu" : "none"},

@@ -104,11 +104,7 @@ struct PipelineSchedulePass
       boundary = std::max(boundary, b);
     times.transfer = double(boundary) / linkBytesPerSecond;
 
-    pipeline::ScheduleOptions options;
-    options.kind = plan.pipelineSchedule;
-    options.ranks = plan.meshPp;
-    options.chunks = plan.pipelineChunks;
-    options.microBatches = plan.microBatches;
+    pipeline::ScheduleOptions options = pipelineScheduleOptions(plan);
     pipeline::Schedule schedule;
     pipeline::Simulation sim;
     if (!pipeline::buildSchedule(options, schedule, error) ||
