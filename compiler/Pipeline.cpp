@@ -42,7 +42,7 @@ void addAttentionFusion(OpPassManager &pm, StringRef target) {
 void addPipelineStages(OpPassManager &pm, const Plan &plan, bool fp16) {
   pm.addPass(dist::createPipelineSplitPass());
   pm.addPass(dist::createPipelineStagesPass());
-  const int64_t stages = plan.meshPp * plan.pipelineChunks;
+  const int64_t stages = plan.pipelineStages();
   for (int64_t s = 0; s < stages; ++s) {
     AutodiffPassOptions autodiff;
     autodiff.forward = "forward_stage" + std::to_string(s);

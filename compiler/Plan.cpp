@@ -510,7 +510,7 @@ bool PlanParser::parse(const json &root, Plan &plan) {
           last = at;
           plan.pipelineSplit.push_back(at);
         }
-        int64_t stages = plan.meshPp * plan.pipelineChunks;
+        int64_t stages = plan.pipelineStages();
         if (static_cast<int64_t>(plan.pipelineSplit.size()) != stages - 1)
           return fail("pipeline.split",
                       "mesh.pp = " + std::to_string(plan.meshPp) + " x " +

@@ -74,6 +74,8 @@ struct Plan {
   std::string pipelineSchedule = "1f1b";
   int64_t pipelineChunks = 1; // model chunks per rank (interleaved: >= 2)
   std::vector<int64_t> pipelineSplit;    // layer boundaries; empty = "auto"
+  /// Pipeline stages: mesh.pp ranks x pipeline.chunks.
+  int64_t pipelineStages() const { return meshPp * pipelineChunks; }
   std::string tpRules = "auto";          // only "auto"
   bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;

@@ -563,7 +563,7 @@ bool Writer::pipelineTables(
                  i, nn::NNDialect::kInputAttr))
       inputOf.try_emplace(in.getValue(), inputOf.size());
   }
-  const int64_t stages = plan.meshPp * plan.pipelineChunks;
+  const int64_t stages = plan.pipelineStages();
   std::vector<std::map<std::string, std::string>> names(stages);
   std::vector<std::map<std::string, func::FuncOp>> funcs(stages);
   for (auto &[f, name] : phases) {

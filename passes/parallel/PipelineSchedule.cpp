@@ -60,7 +60,7 @@ struct PipelineSchedulePass
       module.emitError() << error;
       return signalPassFailure();
     }
-    const int64_t stages = plan.meshPp * plan.pipelineChunks;
+    const int64_t stages = plan.pipelineStages();
     if (stages == 1)
       return;
     // The phases of each stage.

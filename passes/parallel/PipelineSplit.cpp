@@ -48,7 +48,7 @@ struct PipelineSplitPass
       module.emitError() << error;
       return signalPassFailure();
     }
-    int64_t stages = plan.meshPp * plan.pipelineChunks;
+    int64_t stages = plan.pipelineStages();
     if (stages == 1)
       return;
     auto func = module.lookupSymbol<func::FuncOp>(function);
