@@ -108,12 +108,11 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  // Pipeline parallelism runs alone so far: one rank per stage group, f32,
-  // no ZeRO, on the CPU target.
+  // Pipeline parallelism so far: with dp, f32, no ZeRO, on the CPU target.
   if (planFile.meshPp > 1) {
-    if (planFile.meshDp > 1 || planFile.meshTp > 1)
-      return unsupported("mesh.pp", "pipeline parallelism with mesh.dp or "
-                                    "mesh.tp greater than 1");
+    if (planFile.meshTp > 1)
+      return unsupported("mesh.pp", "pipeline parallelism with mesh.tp "
+                                    "greater than 1");
     if (planFile.zeroStage > 0)
       return unsupported("zero.stage", "ZeRO with pipeline parallelism");
     if (planFile.precision != "fp32")

@@ -21,11 +21,12 @@ bool isDistributed(const Plan &plan) {
   return plan.meshDp > 1 || plan.meshTp > 1 || plan.zeroStage > 0;
 }
 
-/// Stage 0 under gradient accumulation over dp: each rank sums its
-/// micro-batches' gradients and the runtime all-reduces them once per step
-/// (DDP's no_sync).
+/// Stage 0 under gradient accumulation over dp (or a pipeline, whose phases
+/// each add to the gradients): each rank sums its micro-batches' gradients
+/// and the runtime all-reduces them once per step (DDP's no_sync).
 bool defersReduction(const Plan &plan) {
-  return plan.meshDp > 1 && plan.zeroStage == 0 && plan.microBatches > 1;
+  return plan.meshDp > 1 && plan.zeroStage == 0 &&
+         (plan.microBatches > 1 || plan.meshPp > 1);
 }
 
 void addAttentionFusion(OpPassManager &pm, StringRef target) {

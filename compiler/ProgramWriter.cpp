@@ -293,14 +293,23 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   auto phases = phaseFunctions(module);
   llvm::StringSet<> trained;
   llvm::StringMap<std::set<int64_t>> ranksOf;
+  // The axes a phase leaves each gradient pending over (dp: reduced once
+  // per step).
+  llvm::StringMap<SmallVector<StringRef, 1>> pendingOver;
   const int64_t ppSize = plan.meshPp;
   for (auto &[f, name] : phases) {
     int64_t rank =
         f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % ppSize;
     for (unsigned r = 0; r < f.getNumResults(); ++r)
       if (auto p =
-              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr)) {
         trained.insert(p.getValue());
+        if (auto sharding = f.getResultAttrOfType<dist::ShardingAttr>(
+                r, dist::kShardingAttr))
+          for (StringRef axis : sharding.getPartialAxisNames())
+            if (!llvm::is_contained(pendingOver[p.getValue()], axis))
+              pendingOver[p.getValue()].push_back(axis);
+      }
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
       if (auto p = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
         ranksOf[p.getValue()].insert(rank);
@@ -344,8 +353,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         trainable && !pipelined ? gradResult.lookup(name.getValue()) : -1);
     uint32_t updateAxes = trainable ? axisMask(sync.updateAxes) : 0;
     uint32_t reduceAxes = trainable ? axisMask(sync.gradReduceAxes) : 0;
-    if (trainable && shared)
-      reduceAxes = ppMask;
+    if (trainable && pipelined)
+      reduceAxes =
+          axisMask(pendingOver.lookup(name.getValue())) | (shared ? ppMask : 0);
     // The runtime reduce-scatters a pending gradient into the update's
     // shard: both over one group.
     if (updateAxes && reduceAxes && updateAxes != reduceAxes)

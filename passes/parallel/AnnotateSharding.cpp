@@ -59,6 +59,19 @@ MeshSizes dist::meshSizes(MeshOp mesh) {
 
 namespace {
 
+/// A pipeline phase's argument or result that another phase returns or
+/// takes: a stage's input or output, their gradients, a saved value.
+bool isPipelineBoundary(DictionaryAttr attrs) {
+  if (!attrs)
+    return false;
+  auto output = attrs.getAs<StringAttr>(nn::NNDialect::kOutputAttr);
+  return attrs.get(nn::NNDialect::kStageInputAttr) ||
+         attrs.get(nn::NNDialect::kOutputGradAttr) ||
+         attrs.get(nn::NNDialect::kInputGradAttr) ||
+         attrs.get(nn::NNDialect::kSavedAttr) ||
+         (output && output.getValue() == kStageOutputName);
+}
+
 struct AnnotateShardingPass
     : public dist::impl::AnnotateShardingPassBase<AnnotateShardingPass> {
   using AnnotateShardingPassBase::AnnotateShardingPassBase;
@@ -75,11 +88,14 @@ struct AnnotateShardingPass
     for (auto [name, size] :
          llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
       StringRef axis = cast<StringAttr>(name).getValue();
-      if (size > 1 && axis != "dp" && axis != kTensorAxis)
+      // The pipeline axis is no partition of a function: each pipeline
+      // rank runs its stages' own.
+      if (size > 1 && axis != "dp" && axis != kTensorAxis &&
+          axis != kPipelineAxis)
         return fail(module, "mesh axis '" + axis.str() + "' has size " +
                                 std::to_string(size) +
-                                ": only the dp and tp axes are partitioned "
-                                "yet");
+                                ": only the dp, pp and tp axes are "
+                                "partitioned yet");
     }
     dp = *dpSize;
     tp = mesh.getAxisSize(kTensorAxis).value_or(1);
@@ -152,6 +168,10 @@ struct AnnotateShardingPass
         func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
+      // What a pipeline phase receives from another is laid out as that
+      // one returns it (autopar-dist-propagate).
+      if (isPipelineBoundary(func.getArgAttrDict(i)))
+        continue;
       auto param =
           func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
       if (zeroStage == 3 && param && trainable.contains(param.getValue()))
@@ -165,6 +185,8 @@ struct AnnotateShardingPass
     }
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       Type t = func.getResultTypes()[r];
+      if (isPipelineBoundary(func.getResultAttrDict(r)))
+        continue;
       if (!func.getResultAttr(r, nn::NNDialect::kGradAttr)) {
         func.setResultAttr(r, kShardingAttr, replicated(t));
         continue;

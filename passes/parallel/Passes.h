@@ -54,6 +54,8 @@ inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";
 inline constexpr llvm::StringLiteral kDataAxis = "dp";
 /// The tensor-parallel mesh axis.
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
+/// The pipeline-parallel mesh axis.
+inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 /// The mesh autopar-apply-plan creates.
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
 

@@ -210,6 +210,39 @@ void ShardingPropagator::annotate(StringRef meshName) {
 
 namespace {
 
+/// The pipeline boundary value argument (or result) `i` of a phase function
+/// is, named the same in every phase: the input of stage s ("in s", also
+/// stage s - 1's output and the gradients of both), or a value stage s
+/// saves ("s/key"); empty for any other value.
+std::string boundaryKey(func::FuncOp func, unsigned i, bool result) {
+  auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr);
+  if (!stage)
+    return "";
+  std::string s = std::to_string(stage.getInt());
+  std::string next = std::to_string(stage.getInt() + 1);
+  auto has = [&](StringRef attr) {
+    return result ? func.getResultAttr(i, attr) != nullptr
+                  : func.getArgAttr(i, attr) != nullptr;
+  };
+  auto saved =
+      result
+          ? func.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kSavedAttr)
+          : func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kSavedAttr);
+  if (saved)
+    return s + "/" + saved.getValue().str();
+  if (has(nn::NNDialect::kStageInputAttr) || has(nn::NNDialect::kInputGradAttr))
+    return "in " + s;
+  if (has(nn::NNDialect::kOutputGradAttr))
+    return "in " + next;
+  auto output =
+      result
+          ? func.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kOutputAttr)
+          : nullptr;
+  if (output && output.getValue() == kStageOutputName)
+    return "in " + next;
+  return "";
+}
+
 /// An add whose result only feeds another add of the same type, without
 /// broadcasting: an inner node of a sum of several terms.
 bool isInnerSum(nn::AddOp add) {
@@ -308,12 +341,29 @@ struct PropagateShardingPass
     // for every function): the training step (the function returning
     // gradients) lays its parameters out first, and the others (the
     // forward of evaluation) take those layouts as fixed.
+    // Pipeline phases (dist.stage, dist.phase) come first, by stage and
+    // phase: what a phase receives from another (the previous stage's
+    // output, the next stage's input gradient, a value an earlier phase
+    // saved) is laid out as that phase returned it.
     SmallVector<func::FuncOp> funcs;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal())
         funcs.push_back(func);
-    std::stable_partition(funcs.begin(), funcs.end(), returnsGradients);
+    auto order = [](func::FuncOp f) {
+      static const StringRef kPhases[] = {"forward", "backward", "input",
+                                          "weight"};
+      auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
+      auto phase = f->getAttrOfType<StringAttr>(kPhaseAttr);
+      if (!stage || !phase)
+        return std::make_tuple(returnsGradients(f) ? 1 : 2, int64_t(0), 0);
+      int p = llvm::find(kPhases, phase.getValue()) - std::begin(kPhases);
+      return std::make_tuple(0, stage.getInt(), p);
+    };
+    std::stable_sort(
+        funcs.begin(), funcs.end(),
+        [&](func::FuncOp a, func::FuncOp b) { return order(a) < order(b); });
     llvm::StringMap<ShardingAttr> params;
+    llvm::StringMap<ShardingAttr> boundaries;
     for (func::FuncOp func : funcs) {
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         auto name =
@@ -321,6 +371,10 @@ struct PropagateShardingPass
         if (name && !func.getArgAttr(i, kShardingAttr) &&
             params.count(name.getValue()))
           func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
+        std::string key = boundaryKey(func, i, /*result=*/false);
+        if (!key.empty() && !func.getArgAttr(i, kShardingAttr) &&
+            boundaries.count(key))
+          func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
       }
       // Seeds of a higher priority (a lower number) settle before those of
       // the next one come in.
@@ -341,6 +395,22 @@ struct PropagateShardingPass
       if (!propagator)
         return signalPassFailure();
       propagator->annotate(mesh.getSymName());
+      // A phase's output to another is laid out as computed (its pending
+      // sums reduced), an input gradient as the stage's input.
+      Operation *ret = func.getBody().front().getTerminator();
+      for (unsigned r = 0; r < func.getNumResults(); ++r) {
+        std::string key = boundaryKey(func, r, /*result=*/true);
+        if (key.empty())
+          continue;
+        ShardingAttr attr = boundaries.lookup(key);
+        if (!attr) {
+          Layout l = propagator->layoutOf(ret->getOperand(r));
+          l.partial.clear();
+          attr = l.toAttr(func.getContext(), mesh.getSymName());
+          boundaries[key] = attr;
+        }
+        func.setResultAttr(r, kShardingAttr, attr);
+      }
       for (unsigned i = 0; i < func.getNumArguments(); ++i)
         if (auto name =
                 func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))

@@ -32,8 +32,8 @@ module {
 
 // -----
 
-// Only dp and tp are partitioned yet: the pipeline axis must have size 1.
-// expected-error @+1 {{mesh axis 'pp' has size 2: only the dp and tp axes are partitioned yet}}
+// Only dp, pp and tp are known: any other axis must have size 1.
+// expected-error @+1 {{mesh axis 'ep' has size 2: only the dp, pp and tp axes are partitioned yet}}
 module {
-  dist.mesh @mesh axes = [dp = 2, pp = 2, tp = 1]
+  dist.mesh @mesh axes = [dp = 2, pp = 2, ep = 2]
 }
