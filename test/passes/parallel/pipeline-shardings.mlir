@@ -6,25 +6,26 @@
 // output and saved value split; its backward takes the output's gradient
 // and the saved value split the same way, stage 1's forward its input,
 // and stage 1's backward returns the input's gradient as the input is
-// laid out. Each rank's functions then hold 4 of the 8 rows; weight
-// gradients stay pending over dp (reduced once per step by the runtime),
-// the loss is reduced in the function.
+// laid out, whatever the order of the functions. Each rank's functions
+// then hold 4 of the 8 rows; weight gradients stay pending over dp
+// (reduced once per step by the runtime), the loss is reduced in the
+// function.
 
-// CHECK-LABEL: func.func @s0_f(
-// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.input = "x"})
-// CHECK-SAME: -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.output = "stage_output"}, tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.saved = "f0"})
+// CHECK-LABEL: func.func @s1_b(
+// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.stage_input})
+// CHECK-SAME: -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "v"}, tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.input_grad})
+// CHECK-LABEL: func.func @s1_f(
+// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.stage_input})
+// CHECK-SAME: -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"})
+// CHECK: dist.all_reduce
 // CHECK-LABEL: func.func @s0_b(
 // CHECK-SAME: %arg2: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.output_grad}, %arg3: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.saved = "f0"})
 // CHECK-SAME: -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "w"})
 // CHECK-NOT: dist.all_reduce
 // CHECK: return
-// CHECK-LABEL: func.func @s1_f(
-// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.stage_input})
-// CHECK-SAME: -> (tensor<f32> {dist.sharding = #dist.sharding<@mesh, []>, nn.output = "loss"})
-// CHECK: dist.all_reduce
-// CHECK-LABEL: func.func @s1_b(
-// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.stage_input})
-// CHECK-SAME: -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = [dp]>, nn.grad = "v"}, tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.input_grad})
+// CHECK-LABEL: func.func @s0_f(
+// CHECK-SAME: %arg1: tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.input = "x"})
+// CHECK-SAME: -> (tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.output = "stage_output"}, tensor<4x4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}dp], []]>, nn.saved = "f0"})
 module {
   dist.mesh @mesh axes = [dp = 2, pp = 2, tp = 1]
   func.func @s1_b(%v: tensor<4x4xf32> {nn.param = "v"},
