@@ -110,7 +110,6 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     dist::PipelinePhasesPassOptions phases;
     phases.splitWeights = plan.pipelineSchedule == "zb-h1";
     pm.addPass(dist::createPipelinePhasesPass(phases));
-    pm.addPass(dist::createPipelineSchedulePass());
   }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor
@@ -133,6 +132,9 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     pm.addPass(dist::createScheduleCollectivesPass());
     pm.addPass(dist::createOffloadPass());
   }
+  // The schedule simulated with each rank's phases as partitioned.
+  if (plan.meshPp > 1)
+    pm.addPass(dist::createPipelineSchedulePass());
   addLowering(pm, target);
 }
 

@@ -100,3 +100,52 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
     sync.gradReduceAxes = sharding.getPartialAxisNames();
   return sync;
 }
+
+std::vector<std::pair<func::FuncOp, std::string>>
+autopar::phaseFunctions(ModuleOp module) {
+  static const char *const kPhases[] = {"forward", "backward", "input",
+                                        "weight"};
+  std::vector<std::pair<func::FuncOp, std::string>> out;
+  std::map<std::pair<int64_t, int>, func::FuncOp> byKey;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
+    auto phase = f->getAttrOfType<StringAttr>(dist::kPhaseAttr);
+    if (!stage || !phase)
+      continue;
+    for (int k = 0; k < 4; ++k)
+      if (phase.getValue() == kPhases[k])
+        byKey[{stage.getInt(), k}] = f;
+  }
+  for (auto &[key, f] : byKey)
+    out.push_back(
+        {f, "stage" + std::to_string(key.first) + "_" + kPhases[key.second]});
+  return out;
+}
+
+llvm::StringMap<PipelineTensor> autopar::pipelineTensors(ModuleOp module,
+                                                         int64_t pp) {
+  llvm::StringMap<PipelineTensor> tensors;
+  for (auto &[f, name] : phaseFunctions(module)) {
+    int64_t rank =
+        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % pp;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      if (auto p = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
+        tensors[p.getValue()].ranks.insert(rank);
+    for (unsigned r = 0; r < f.getNumResults(); ++r) {
+      auto p = f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
+      if (!p)
+        continue;
+      PipelineTensor &t = tensors[p.getValue()];
+      t.trained = true;
+      if (auto sharding =
+              f.getResultAttrOfType<dist::ShardingAttr>(r, dist::kShardingAttr))
+        for (StringRef axis : sharding.getPartialAxisNames())
+          if (!llvm::is_contained(t.reduceAxes, axis))
+            t.reduceAxes.push_back(axis);
+    }
+  }
+  for (auto &entry : tensors)
+    if (entry.second.trained && entry.second.ranks.size() > 1)
+      entry.second.reduceAxes.push_back(dist::kPipelineAxis);
+  return tensors;
+}

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,28 @@ struct TensorSync {
 };
 TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,
                           int gradResult);
+
+/// The pipeline phase functions of `module` (dist.stage and dist.phase),
+/// by stage then phase ("forward", "backward", "input", "weight"), and
+/// the C++ name each is emitted as ("stage<s>_<phase>").
+std::vector<std::pair<mlir::func::FuncOp, std::string>>
+phaseFunctions(mlir::ModuleOp module);
+
+/// Pipeline parallelism: what the phases say of a parameter.
+struct PipelineTensor {
+  /// The pipeline ranks whose phases read it (two or more: a tied
+  /// embedding, its gradient summed over pp).
+  std::set<int64_t> ranks;
+  /// A phase returns its gradient.
+  bool trained = false;
+  /// The mesh axes a phase leaves its gradient pending over (dp: reduced
+  /// once per step), then pp if several ranks read it.
+  llvm::SmallVector<llvm::StringRef, 2> reduceAxes;
+};
+/// The parameters of `module`'s pipeline phases over `pp` pipeline ranks
+/// (stage s runs on rank s mod pp), by name.
+llvm::StringMap<PipelineTensor> pipelineTensors(mlir::ModuleOp module,
+                                                int64_t pp);
 
 /// Reads the ProgramShape of train step `step` from its module and `plan`
 /// (the module's autopar.plan); false with `error` set if the IR lacks what

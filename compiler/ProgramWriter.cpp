@@ -208,29 +208,6 @@ private:
   std::string var;
 };
 
-/// The pipeline phase functions of `module` (dist.stage and dist.phase),
-/// by stage then phase, and the C++ name each is emitted as.
-std::vector<std::pair<func::FuncOp, std::string>>
-phaseFunctions(ModuleOp module) {
-  static const char *const kPhases[] = {"forward", "backward", "input",
-                                        "weight"};
-  std::vector<std::pair<func::FuncOp, std::string>> out;
-  std::map<std::pair<int64_t, int>, func::FuncOp> byKey;
-  for (auto f : module.getOps<func::FuncOp>()) {
-    auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
-    auto phase = f->getAttrOfType<StringAttr>(dist::kPhaseAttr);
-    if (!stage || !phase)
-      continue;
-    for (int k = 0; k < 4; ++k)
-      if (phase.getValue() == kPhases[k])
-        byKey[{stage.getInt(), k}] = f;
-  }
-  for (auto &[key, f] : byKey)
-    out.push_back(
-        {f, "stage" + std::to_string(key.first) + "_" + kPhases[key.second]});
-  return out;
-}
-
 class Writer : public ProgramStep {
 public:
   using ProgramStep::ProgramStep;
@@ -291,29 +268,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   // of two ranks read (a tied embedding) has its gradient summed over pp.
   const bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
   auto phases = phaseFunctions(module);
-  llvm::StringSet<> trained;
-  llvm::StringMap<std::set<int64_t>> ranksOf;
-  // The axes a phase leaves each gradient pending over (dp: reduced once
-  // per step).
-  llvm::StringMap<SmallVector<StringRef, 1>> pendingOver;
-  const int64_t ppSize = plan.meshPp;
-  for (auto &[f, name] : phases) {
-    int64_t rank =
-        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % ppSize;
-    for (unsigned r = 0; r < f.getNumResults(); ++r)
-      if (auto p =
-              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr)) {
-        trained.insert(p.getValue());
-        if (auto sharding = f.getResultAttrOfType<dist::ShardingAttr>(
-                r, dist::kShardingAttr))
-          for (StringRef axis : sharding.getPartialAxisNames())
-            if (!llvm::is_contained(pendingOver[p.getValue()], axis))
-              pendingOver[p.getValue()].push_back(axis);
-      }
-    for (unsigned i = 0; i < f.getNumArguments(); ++i)
-      if (auto p = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
-        ranksOf[p.getValue()].insert(rank);
-  }
+  llvm::StringMap<PipelineTensor> staged =
+      pipelined ? pipelineTensors(module, plan.meshPp)
+                : llvm::StringMap<PipelineTensor>();
   uint32_t ppMask = 0;
   for (auto [bit, name] : llvm::enumerate(shape.axisNames))
     if (name == "pp")
@@ -343,9 +300,10 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // Mixed precision: a 16-bit copy of an f32 master.
     bool master = storedType.getElementType() != type.getElementType();
     // Trainable: it has a gradient (the loss depends on it).
-    bool trainable = pipelined ? trained.contains(name.getValue())
-                               : gradResult.count(name.getValue()) > 0;
-    bool shared = pipelined && ranksOf.lookup(name.getValue()).size() > 1;
+    const PipelineTensor &onStages = staged.lookup(name.getValue());
+    bool trainable =
+        pipelined ? onStages.trained : gradResult.count(name.getValue()) > 0;
+    bool shared = pipelined && onStages.ranks.size() > 1;
     bool decay = trainable && !step.getArgAttr(i, nn::NNDialect::kNoDecayAttr);
     bool buffer = step.getArgAttr(i, nn::NNDialect::kBufferAttr) != nullptr;
     TensorSync sync = readTensorSync(
@@ -354,8 +312,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     uint32_t updateAxes = trainable ? axisMask(sync.updateAxes) : 0;
     uint32_t reduceAxes = trainable ? axisMask(sync.gradReduceAxes) : 0;
     if (trainable && pipelined)
-      reduceAxes =
-          axisMask(pendingOver.lookup(name.getValue())) | (shared ? ppMask : 0);
+      reduceAxes = axisMask(onStages.reduceAxes);
     // The runtime reduce-scatters a pending gradient into the update's
     // shard: both over one group.
     if (updateAxes && reduceAxes && updateAxes != reduceAxes)
@@ -687,16 +644,8 @@ bool Writer::pipelineTables(
       ppAxis = k;
   // Each tensor's owner: the first pipeline rank whose phases read it.
   std::vector<int64_t> owner(tensorOf.size(), -1);
-  for (auto [f, name] : phases) {
-    int64_t rank =
-        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % plan.meshPp;
-    for (unsigned i = 0; i < f.getNumArguments(); ++i)
-      if (auto p =
-              f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)) {
-        int64_t &o = owner[tensorOf.lookup(p.getValue())];
-        o = o < 0 ? rank : std::min(o, rank);
-      }
-  }
+  for (auto &[name, t] : pipelineTensors(module, plan.meshPp))
+    owner[tensorOf.lookup(name)] = *t.ranks.begin();
   std::string owners;
   for (int64_t o : owner)
     owners += std::to_string(o) + ", ";

@@ -68,6 +68,53 @@ void describeRun(nlohmann::json &r, const std::string &model,
   r["sequence_length"] = shape.seqLen;
 }
 
+/// The comm bytes of a rank's step keyed by group (its mesh axes joined by
+/// ',', mesh order: every axis of size > 1, zeros included; size-1 axes
+/// left out, as the runtime's canonical groups leave them), then kind, as
+/// the program logs them.
+class CommCount {
+public:
+  explicit CommCount(const ProgramShape &shape) : shape(shape) {
+    for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+      if (size > 1)
+        bytes[name] = {0, 0, 0, 0};
+  }
+  /// `kind`: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send.
+  void add(ArrayRef<StringRef> axes, int kind, double n) {
+    if (n <= 0)
+      return;
+    std::string name;
+    for (auto [axis, size] : llvm::zip(shape.axisNames, shape.axisSizes))
+      if (size > 1 && llvm::is_contained(axes, axis))
+        name += (name.empty() ? "" : ",") + axis;
+    bytes[name][kind] += n;
+  }
+  /// The collectives of a function that runs `times` per step.
+  void add(const FunctionCost &cost, double times) {
+    for (const auto &[key, n] : cost.commBytes) {
+      const auto &[kind, axes] = key;
+      SmallVector<StringRef> names;
+      StringRef(axes).split(names, ',');
+      for (int k = 0; k < 3; ++k)
+        if (kind == kKinds[k])
+          add(names, k, n * times);
+    }
+  }
+  nlohmann::json json() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto &[group, n] : bytes)
+      for (int k = 0; k < 4; ++k)
+        j[group][kKinds[k]] = n[k];
+    return j;
+  }
+
+private:
+  static constexpr const char *kKinds[] = {"all_reduce", "reduce_scatter",
+                                           "all_gather", "send"};
+  const ProgramShape &shape;
+  std::map<std::string, std::array<double, 4>> bytes;
+};
+
 /// The mesh's axis sizes by name.
 std::map<std::string, int64_t> meshJson(const ProgramShape &shape) {
   std::map<std::string, int64_t> mesh;
@@ -90,67 +137,106 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   ProgramShape shape;
   if (!readShape(forward, plan, shape))
     return false;
-  // Each phase's FLOPs (every micro-batch runs each phase once) and the
-  // parameters the phases train.
+  const int64_t pp = plan.meshPp, m = plan.microBatches;
+  // Each pipeline rank's comm: its phases' collectives and sends (an
+  // activation to the next stage, an input gradient to the previous one)
+  // once per micro-batch; once per step, each gradient it holds reduced
+  // over the axes a phase left it pending over (dp; dp and pp for a
+  // tensor several ranks read).
+  std::vector<CommCount> comm(pp, CommCount(shape));
+  // Each phase's FLOPs (every micro-batch runs each phase once).
   int64_t flopsPerMicro = 0;
-  llvm::StringSet<> trained;
-  for (auto f : module.getOps<func::FuncOp>()) {
-    if (!f->hasAttr(dist::kPhaseAttr))
-      continue;
-    flopsPerMicro += analyzeCost(f).flops;
-    for (unsigned i = 0; i < f.getNumResults(); ++i)
-      if (auto p =
-              f.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kGradAttr))
-        trained.insert(p.getValue());
+  for (auto &[f, name] : phaseFunctions(module)) {
+    int64_t rank =
+        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % pp;
+    FunctionCost cost = analyzeCost(f);
+    flopsPerMicro += cost.flops;
+    comm[rank].add(cost, m);
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      auto output =
+          f.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kOutputAttr);
+      if ((output && output.getValue() == dist::kStageOutputName) ||
+          f.getResultAttr(i, nn::NNDialect::kInputGradAttr))
+        comm[rank].add(
+            {dist::kPipelineAxis}, 3,
+            m * tensorBytes(cast<RankedTensorType>(f.getResultTypes()[i])));
+    }
   }
+  dist::MeshOp mesh = dist::findMesh(module);
+  llvm::StringMap<PipelineTensor> staged = pipelineTensors(module, pp);
   int64_t paramCount = 0, trainableCount = 0, trainableBytes = 0;
+  int64_t trainableElements = 0;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto name =
         forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name || forward.getArgAttr(i, nn::NNDialect::kBufferAttr))
       continue;
     auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
-    paramCount += type.getNumElements();
-    if (trained.contains(name.getValue())) {
-      trainableCount += type.getNumElements();
-      trainableBytes += tensorBytes(type);
-    }
+    auto full = cast<RankedTensorType>(logicalType(forward, i));
+    paramCount += full.getNumElements();
+    const PipelineTensor &t = staged.lookup(name.getValue());
+    if (!t.trained)
+      continue;
+    trainableCount += full.getNumElements();
+    trainableBytes += tensorBytes(type);
+    trainableElements += type.getNumElements();
+    if (t.reduceAxes.empty())
+      continue;
+    const bool shared = llvm::is_contained(t.reduceAxes, dist::kPipelineAxis);
+    for (int64_t rank = 0; rank < pp; ++rank)
+      if (shared || t.ranks.count(rank))
+        comm[rank].add(
+            t.reduceAxes, 0,
+            rt::allReduceBytes(type.getNumElements(),
+                               mesh.getGroupSize(t.reduceAxes),
+                               tensorBytes(type) / type.getNumElements()));
   }
   auto schedule =
       module->getAttrOfType<DictionaryAttr>(dist::kPipelineScheduleAttr);
   nlohmann::json pipeline = nlohmann::json::object();
   for (NamedAttribute a : schedule)
     pipeline[a.getName().str()] = attrJson(a.getValue());
-  int64_t activations = 0;
-  for (int64_t b : pipeline["activation_bytes"].get<std::vector<int64_t>>())
-    activations = std::max(activations, b);
+  std::vector<int64_t> activations =
+      pipeline["activation_bytes"].get<std::vector<int64_t>>();
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
   // Every rank holds the whole parameter blob so far (its stages' update it).
   FunctionCost cost = analyzeCost(forward);
-  int64_t optBytes = 4 * states * trainableCount;
-  int64_t globalBatch = shape.microBatch * plan.microBatches;
-  int64_t flops = flopsPerMicro * plan.microBatches;
+  int64_t optBytes = 4 * states * trainableElements;
+  int64_t globalBatch = shape.microBatch * m * shape.dp;
+  int64_t flops = flopsPerMicro * m * shape.dp;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               plan, shape);
-  r["bytes"] = {{"params", cost.paramBytes},
-                {"grads", trainableBytes},
-                {"optimizer_state", optBytes},
-                {"activations", activations},
-                {"inputs", cost.inputBytes},
-                {"workspace", 0},
-                {"peak", cost.paramBytes + trainableBytes + optBytes +
-                             activations + cost.inputBytes}};
+  auto bytesJson = [&](int64_t activationBytes) {
+    return nlohmann::json{{"params", cost.paramBytes},
+                          {"grads", trainableBytes},
+                          {"optimizer_state", optBytes},
+                          {"activations", activationBytes},
+                          {"inputs", cost.inputBytes},
+                          {"workspace", 0},
+                          {"peak", cost.paramBytes + trainableBytes + optBytes +
+                                       activationBytes + cost.inputBytes}};
+  };
+  // The report's own figures are the first rank's (the one that logs) and,
+  // for memory, the largest rank's.
+  r["bytes"] = bytesJson(*llvm::max_element(activations));
   nlohmann::json perRank = nlohmann::json::array();
-  for (int64_t rank = 0; rank < shape.ranks; ++rank)
-    perRank.push_back({{"rank", rank}, {"coords", rankCoords(shape, rank)}});
+  for (int64_t rank = 0; rank < shape.ranks; ++rank) {
+    nlohmann::json coords = rankCoords(shape, rank);
+    int64_t p = coords[dist::kPipelineAxis.str()].get<int64_t>();
+    perRank.push_back({{"rank", rank},
+                       {"coords", coords},
+                       {"bytes", bytesJson(activations[p])},
+                       {"comm_bytes_per_step", comm[p].json()}});
+  }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
                    {"zero_stage", 0},
                    {"offload", "none"},
                    {"precision", plan.precision},
                    {"pipeline", pipeline},
+                   {"comm_bytes_per_step", comm[0].json()},
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] =
@@ -180,24 +266,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // All-reduce, reduce-scatter, all-gather: those of the step (the cost
   // analysis) and those the runtime issues once per step around the
   // optimizer, as the IR tells it to (readTensorSync).
-  // Keyed by group (its mesh axes joined by ',', mesh order: every axis of
-  // size > 1, zeros included), then kind, as the program logs them.
-  std::map<std::string, std::array<double, 3>> commBytes;
-  // (Size-1 axes left out, as the runtime's canonical groups leave them.)
-  auto groupName = [&](ArrayRef<StringRef> axes) {
-    std::string name;
-    for (auto [axis, size] : llvm::zip(shape.axisNames, shape.axisSizes))
-      if (size > 1 && llvm::is_contained(axes, axis))
-        name += (name.empty() ? "" : ",") + axis;
-    return name;
-  };
-  auto count = [&](ArrayRef<StringRef> axes, int kind, double bytes) {
-    if (bytes > 0)
-      commBytes[groupName(axes)][kind] += bytes;
-  };
-  for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
-    if (size > 1)
-      commBytes[name] = {0, 0, 0};
+  CommCount comm(shape);
   llvm::StringMap<int> gradOf = gradResults(step);
   // Parameters whose vocabulary is padded to a multiple of tp: the model's
   // shape and the padded one the ranks split.
@@ -249,32 +318,21 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // a pending gradient sum reduce-scattered into the update's shard or
       // all-reduced; updated shards of a whole parameter all-gathered.
       if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty())
-        count(sync.gradReduceAxes, 1,
-              rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes));
+        comm.add(sync.gradReduceAxes, 1,
+                 rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes));
       else if (!sync.gradReduceAxes.empty())
-        count(sync.gradReduceAxes, 0,
-              rt::allReduceBytes(n, reduceGroup, elementBytes));
+        comm.add(sync.gradReduceAxes, 0,
+                 rt::allReduceBytes(n, reduceGroup, elementBytes));
       if (!sync.updateAxes.empty() && !sync.paramSharded)
-        count(sync.updateAxes, 2,
-              rt::allGatherFlatBytes(n, updateGroup, elementBytes));
+        comm.add(sync.updateAxes, 2,
+                 rt::allGatherFlatBytes(n, updateGroup, elementBytes));
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += n;
     }
   }
   // The collectives of the generated step, once per micro-batch.
-  const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather"};
-  for (const auto &[key, bytes] : cost.commBytes) {
-    const auto &[kind, axes] = key;
-    SmallVector<StringRef> names;
-    StringRef(axes).split(names, ',');
-    for (int k = 0; k < 3; ++k)
-      if (kind == kinds[k])
-        count(names, k, bytes * plan.microBatches);
-  }
-  nlohmann::json commJson = nlohmann::json::object();
-  for (const auto &[group, bytes] : commBytes)
-    commJson[group] = {
-        {kinds[0], bytes[0]}, {kinds[1], bytes[1]}, {kinds[2], bytes[2]}};
+  comm.add(cost, plan.microBatches);
+  nlohmann::json commJson = comm.json();
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;

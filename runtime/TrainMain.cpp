@@ -333,6 +333,16 @@ public:
 
 private:
   bool leader() const { return comm.rank() == 0; }
+  /// Pipeline parallelism: whether tensor `t`'s gradient is another
+  /// pipeline rank's alone (no stage of this rank reads it, and it is not
+  /// summed over pp): this rank neither reduces nor updates it.
+  bool othersTensor(int t) const {
+    if (!info.pipeline || info.pipeline->tensorOwner[t] < 0)
+      return false;
+    const autopar::rt::PipelineInfo &pp = *info.pipeline;
+    return !((info.tensors[t].gradReduceAxes >> pp.ppAxis) & 1) &&
+           pp.tensorOwner[t] != comm.coord(pp.ppAxis);
+  }
   int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
   autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
   /// Host copies of every tensor a checkpoint holds, full (gathered from
@@ -702,6 +712,8 @@ Status Trainer::setUp() {
       slice.paramLow = reinterpret_cast<uint16_t *>(param);
       slice.lowKind = lowKind(ti);
     }
+    if (othersTensor(t))
+      slice.numElements = 0;
     shards.push_back(sh);
     slices.push_back(slice);
     normGroups[ti.normAxes].push_back(slice);
@@ -1084,7 +1096,8 @@ double Trainer::evaluate() {
 
 /// JSON of the bytes the collectives moved since the last reset.
 /// The step's comm bytes keyed by group (its mesh axes joined by ',', mesh
-/// order; every axis of size > 1 listed, zeros included), then kind, as
+/// order; every axis of size > 1 listed, zeros included), then kind (a
+/// point-to-point send under the axes the two ranks differ on), as
 /// report.json's comm_bytes_per_step.
 std::string commBytesJson(const Communicator &comm,
                           const autopar::rt::ModelInfo &info) {
@@ -1103,12 +1116,15 @@ std::string commBytesJson(const Communicator &comm,
     for (int a = 0; a < info.numMeshAxes; ++a)
       if ((g >> a) & 1)
         name += (name.empty() ? "" : ",") + std::string(info.meshAxisNames[a]);
-    json += (json.size() > 1 ? ",\"" : "\"") + name + "\":{\"all_reduce\":" +
-            jsonExactNumber(comm.bytes(CollectiveKind::AllReduce, g)) +
-            ",\"reduce_scatter\":" +
-            jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter, g)) +
-            ",\"all_gather\":" +
-            jsonExactNumber(comm.bytes(CollectiveKind::AllGather, g)) + "}";
+    json +=
+        (json.size() > 1 ? ",\"" : "\"") + name + "\":{\"all_reduce\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::AllReduce, g)) +
+        ",\"reduce_scatter\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter, g)) +
+        ",\"all_gather\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::AllGather, g)) +
+        ",\"send\":" + jsonExactNumber(comm.bytes(CollectiveKind::Send, g)) +
+        "}";
   }
   return json + "}";
 }
@@ -1161,7 +1177,8 @@ Status Trainer::run() {
     bool reducing = false;
     for (size_t k = 0; k < shards.size(); ++k) {
       const autopar::rt::TensorInfo &ti = *shards[k].tensor;
-      if (!ti.gradReduceAxes)
+      if (!ti.gradReduceAxes ||
+          othersTensor(static_cast<int>(shards[k].tensor - info.tensors)))
         continue;
       reducing = true;
       char *full = grads[k].get();
