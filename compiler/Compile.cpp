@@ -108,11 +108,9 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  // Pipeline parallelism so far: with dp, f32, no ZeRO, on the CPU target.
+  // Pipeline parallelism so far: with dp and tp, f32, no ZeRO, on the CPU
+  // target.
   if (planFile.meshPp > 1) {
-    if (planFile.meshTp > 1)
-      return unsupported("mesh.pp", "pipeline parallelism with mesh.tp "
-                                    "greater than 1");
     if (planFile.zeroStage > 0)
       return unsupported("zero.stage", "ZeRO with pipeline parallelism");
     if (planFile.precision != "fp32")

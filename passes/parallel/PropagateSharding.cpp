@@ -11,6 +11,7 @@
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <memory>
@@ -62,11 +63,20 @@ ShardingPropagator::ShardingPropagator(func::FuncOp func,
     if (auto name = func.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), nn::NNDialect::kParamAttr))
       params[name.getValue()] = arg;
-  for (unsigned r = 0; r < func.getNumResults(); ++r)
-    if (auto grad =
-            func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
-      if (BlockArgument arg = params.lookup(grad.getValue()))
-        gradients.push_back({r, arg});
+  for (unsigned r = 0; r < func.getNumResults(); ++r) {
+    auto grad =
+        func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
+    if (!grad)
+      continue;
+    if (BlockArgument arg = params.lookup(grad.getValue())) {
+      gradients.push_back({r, arg});
+    } else if (auto attr =
+                   func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr)) {
+      Layout l = Layout::fromAttr(attr);
+      l.partial.clear();
+      fixedGradients.push_back({r, l});
+    }
+  }
 }
 
 Layout ShardingPropagator::layoutOf(Value v) const {
@@ -132,6 +142,8 @@ bool ShardingPropagator::visit(Operation *op, int64_t level) {
       l.partial.clear();
       changed |= addHint(op->getOperand(r), l);
     }
+    for (const auto &[r, l] : fixedGradients)
+      changed |= addHint(op->getOperand(r), l);
     return changed;
   }
   if (op->getNumResults() == 0)
@@ -375,6 +387,28 @@ struct PropagateShardingPass
         if (!key.empty() && !func.getArgAttr(i, kShardingAttr) &&
             boundaries.count(key))
           func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
+      }
+      // A gradient of a parameter the function does not take (a phase that
+      // reads only what an earlier one saved of it) is laid out as the
+      // parameter, with the pending sums its sharding asks for.
+      llvm::StringSet<> taken;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (auto name =
+                func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
+          taken.insert(name.getValue());
+      for (unsigned r = 0; r < func.getNumResults(); ++r) {
+        auto grad =
+            func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
+        auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+        if (!grad || !attr || taken.contains(grad.getValue()) ||
+            !params.count(grad.getValue()))
+          continue;
+        Layout l = Layout::fromAttr(params.lookup(grad.getValue()));
+        Layout has = Layout::fromAttr(attr);
+        l.partial = has.partial;
+        l.partialKind = has.partialKind;
+        func.setResultAttr(r, kShardingAttr,
+                           l.toAttr(func.getContext(), mesh.getSymName()));
       }
       // Seeds of a higher priority (a lower number) settle before those of
       // the next one come in.

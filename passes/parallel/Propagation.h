@@ -63,6 +63,9 @@ private:
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
   /// Per gradient result: its parameter, whose layout it is wanted in.
   llvm::SmallVector<std::pair<unsigned, mlir::BlockArgument>> gradients;
+  /// Per gradient result of a parameter the function does not take (a
+  /// pipeline phase's, laid out by an earlier phase): its result sharding.
+  llvm::SmallVector<std::pair<unsigned, Layout>> fixedGradients;
 };
 
 /// Regroups sums that mix whole terms with terms pending (as sums) over the

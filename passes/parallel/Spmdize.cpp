@@ -354,39 +354,39 @@ FailureOr<Value> Spmdizer::reshard(OpBuilder &b, Operation *user, Value v,
              << "needs a non-float operand as a pending sum over the mesh";
     v = *scaled;
   }
-  for (size_t d = 0; d < from.dims.size(); ++d) {
-    if (scattered[d] || from.dims[d] == to.dims[d])
-      continue;
+  // Gathers first, then splits: an axis that moves from one dim to another
+  // must be gathered off the first before it splits the second (splitting
+  // first would gather blocks of different rows).
+  auto resize = [&](size_t d, int64_t factor, bool gather) {
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<int64_t> shape(type.getShape());
-    if (ArrayRef<StringRef> more = extraAxes(from.dims[d], to.dims[d]);
-        !more.empty() && !from.dims[d].empty()) {
-      shape[d] /= groupSize(sizes, more);
-      v = TensorSplitOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
-          meshRef, axesAttr(b, more), b.getI64IntegerAttr(d));
+    shape[d] = gather ? shape[d] * factor : shape[d] / factor;
+    return RankedTensorType::get(shape, type.getElementType());
+  };
+  SmallVector<bool> settled(scattered);
+  for (size_t d = 0; d < from.dims.size(); ++d) {
+    if (settled[d] || from.dims[d] == to.dims[d] || from.dims[d].empty() ||
+        !extraAxes(from.dims[d], to.dims[d]).empty())
       continue;
-    }
-    if (ArrayRef<StringRef> fewer = extraAxes(to.dims[d], from.dims[d]);
-        !fewer.empty() && !to.dims[d].empty()) {
-      shape[d] *= groupSize(sizes, fewer);
-      v = AllGatherOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
-          meshRef, axesAttr(b, fewer), b.getI64IntegerAttr(d));
+    // Fewer axes than it has ([dp, tp] -> [dp]): gather the extra ones;
+    // other axes: gather them all (the split comes below).
+    ArrayRef<StringRef> fewer = extraAxes(to.dims[d], from.dims[d]);
+    ArrayRef<StringRef> axes =
+        !fewer.empty() && !to.dims[d].empty() ? fewer : from.dims[d];
+    v = AllGatherOp::create(b, loc, resize(d, groupSize(sizes, axes), true), v,
+                            meshRef, axesAttr(b, axes), b.getI64IntegerAttr(d));
+    settled[d] = axes == fewer;
+  }
+  for (size_t d = 0; d < from.dims.size(); ++d) {
+    if (settled[d] || from.dims[d] == to.dims[d] || to.dims[d].empty())
       continue;
-    }
-    if (!from.dims[d].empty()) {
-      shape[d] *= groupSize(sizes, from.dims[d]);
-      v = AllGatherOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
-          meshRef, axesAttr(b, from.dims[d]), b.getI64IntegerAttr(d));
-    }
-    if (!to.dims[d].empty()) {
-      shape[d] /= groupSize(sizes, to.dims[d]);
-      v = TensorSplitOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), v,
-          meshRef, axesAttr(b, to.dims[d]), b.getI64IntegerAttr(d));
-    }
+    // More axes than it has ([dp] -> [dp, tp]): split each block further.
+    ArrayRef<StringRef> more = extraAxes(from.dims[d], to.dims[d]);
+    ArrayRef<StringRef> axes =
+        !more.empty() && !from.dims[d].empty() ? more : to.dims[d];
+    v = TensorSplitOp::create(b, loc, resize(d, groupSize(sizes, axes), false),
+                              v, meshRef, axesAttr(b, axes),
+                              b.getI64IntegerAttr(d));
   }
   return v;
 }

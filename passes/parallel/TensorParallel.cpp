@@ -134,10 +134,16 @@ struct TensorParallelPass
     MeshSizes sizes = meshSizes(mesh);
     // The training step chooses; the other functions (the forward of
     // evaluation) take its parameters' layouts (autopar-dist-propagate).
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && returnsGradients(func) &&
+    // A pipeline stage's forward phase chooses for its stage: its backward
+    // phases take the layouts of the parameters and of what it saves.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto phase = func->getAttrOfType<StringAttr>(kPhaseAttr);
+      bool chooses =
+          phase ? phase.getValue() == "forward" : returnsGradients(func);
+      if (!func.isExternal() && chooses &&
           failed(seed(func, sizes, *size, mesh)))
         return signalPassFailure();
+    }
   }
 
   /// The ops the non-gradient results depend on: the forward computation

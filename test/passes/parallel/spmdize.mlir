@@ -148,3 +148,22 @@ module {
     return %ids, %p : tensor<4x2xi64>, tensor<2x2xf32>
   }
 }
+
+// -----
+
+// An axis that moves from one dim to another ([[], [tp]] -> [[tp], []], a
+// pipeline stage's saved activation split over its features wanted split
+// over its tokens) is gathered off the first dim before it splits the
+// second: splitting first would gather blocks of different rows.
+
+// CHECK-LABEL: func.func @move_axis
+// CHECK: %[[G:.*]] = dist.all_gather %arg0 on @mesh axes = [tp] dim = 1 : tensor<8x2xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[S:.*]] = dist.tensor_split %[[G]] on @mesh axes = [tp] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: return %[[S]]
+module {
+  dist.mesh @mesh axes = [tp = 2]
+  func.func @move_axis(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp]]>})
+      -> (tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>}) {
+    return %x : tensor<8x4xf32>
+  }
+}
