@@ -260,8 +260,11 @@ def PipelinePhasesPass
       returning it and saving what the rest reads (`nn.saved = "i<n>"`),
       and `<step>_w` (`weight`), the parameters' gradients.
 
-    What only depends on graph inputs, constants and buffers (masks) is
-    recomputed by the phases that read it rather than saved. The step
+    What only depends on graph inputs, constants and buffers (masks), or
+    only on parameters, constants and buffers (a weight's transpose or
+    cast), is recomputed by the phases that read it rather than saved (a
+    copy per micro-batch in flight; a later phase then reads the parameter
+    itself, laid out as the blob holds it). The step
     itself stays. Running F then B (or F, I, W) computes exactly what the
     step computes.
   }];

@@ -67,27 +67,43 @@ struct PipelinePhasesPass
         return signalPassFailure();
   }
 
-  /// Values only computed from constants, buffers and graph inputs: the
-  /// backward recomputes them rather than saving them (masks).
-  static bool isRecomputable(func::FuncOp func, Operation *op,
-                             llvm::DenseMap<Operation *, bool> &memo) {
+  /// What a value is computed from: trainable parameters, graph inputs,
+  /// other values of the stage (its input); constants and buffers count as
+  /// none.
+  enum Source : unsigned { Params = 1, Inputs = 2, Activations = 4 };
+
+  static unsigned sourcesOf(func::FuncOp func, Operation *op,
+                            llvm::DenseMap<Operation *, unsigned> &memo) {
     auto it = memo.find(op);
     if (it != memo.end())
       return it->second;
-    bool ok = true;
+    unsigned sources = 0;
     for (Value v : op->getOperands()) {
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         unsigned i = arg.getArgNumber();
-        bool constant = func.getArgAttr(i, nn::NNDialect::kInputAttr) ||
-                        func.getArgAttr(i, nn::NNDialect::kBufferAttr) ||
-                        func.getArgAttr(i, nn::NNDialect::kTrilAttr);
-        ok &= constant;
+        if (func.getArgAttr(i, nn::NNDialect::kBufferAttr) ||
+            func.getArgAttr(i, nn::NNDialect::kTrilAttr))
+          continue;
+        sources |= func.getArgAttr(i, nn::NNDialect::kInputAttr) ? Inputs
+                   : func.getArgAttr(i, nn::NNDialect::kParamAttr)
+                       ? Params
+                       : Activations;
       } else {
-        ok &= isRecomputable(func, v.getDefiningOp(), memo);
+        sources |= sourcesOf(func, v.getDefiningOp(), memo);
       }
     }
-    memo[op] = ok;
-    return ok;
+    memo[op] = sources;
+    return sources;
+  }
+
+  /// Values computed from graph inputs, constants and buffers alone (masks)
+  /// or from parameters, constants and buffers alone (a weight's transpose,
+  /// a cast of it): the phases that read them recompute them rather than
+  /// saving a copy per micro-batch in flight.
+  static bool isRecomputable(func::FuncOp func, Operation *op,
+                             llvm::DenseMap<Operation *, unsigned> &memo) {
+    unsigned sources = sourcesOf(func, op, memo);
+    return !(sources & Activations) && sources != (Params | Inputs);
   }
 
   LogicalResult split(func::FuncOp step) {
@@ -104,7 +120,7 @@ struct PipelinePhasesPass
                                                             : weightResults)
           .push_back(r);
     }
-    llvm::DenseMap<Operation *, bool> memo;
+    llvm::DenseMap<Operation *, unsigned> memo;
     llvm::DenseSet<Operation *> &recompute = recomputable;
     recompute.clear();
     savedNames.clear();

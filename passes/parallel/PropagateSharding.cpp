@@ -282,6 +282,116 @@ void sumTerms(nn::AddOp add, SmallVectorImpl<Value> &terms,
 
 } // namespace
 
+SmallVector<func::FuncOp> PhaseLayouts::order(ModuleOp module) {
+  SmallVector<func::FuncOp> funcs;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal())
+      funcs.push_back(func);
+  auto key = [](func::FuncOp f) {
+    static const StringRef kPhases[] = {"forward", "backward", "input",
+                                        "weight"};
+    auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
+    auto phase = f->getAttrOfType<StringAttr>(kPhaseAttr);
+    if (!stage || !phase)
+      return std::make_tuple(returnsGradients(f) ? 1 : 2, int64_t(0), 0);
+    int p = llvm::find(kPhases, phase.getValue()) - std::begin(kPhases);
+    return std::make_tuple(0, stage.getInt(), p);
+  };
+  std::stable_sort(
+      funcs.begin(), funcs.end(),
+      [&](func::FuncOp a, func::FuncOp b) { return key(a) < key(b); });
+  return funcs;
+}
+
+void PhaseLayouts::take(func::FuncOp func, StringRef meshName,
+                        bool paramsOnly) {
+  llvm::StringSet<> taken;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (name)
+      taken.insert(name.getValue());
+    if (name && !func.getArgAttr(i, kShardingAttr) &&
+        params.count(name.getValue()))
+      func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
+    std::string key = boundaryKey(func, i, /*result=*/false);
+    if (!paramsOnly && !key.empty() && !func.getArgAttr(i, kShardingAttr) &&
+        boundaries.count(key))
+      func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
+  }
+  // A gradient of a parameter the function does not take (a phase that
+  // reads only what an earlier one saved of it) is laid out as the
+  // parameter, with the pending sums its sharding asks for.
+  for (unsigned r = 0; r < func.getNumResults(); ++r) {
+    auto grad =
+        func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
+    auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+    if (!grad || !attr || taken.contains(grad.getValue()) ||
+        !params.count(grad.getValue()))
+      continue;
+    Layout l = Layout::fromAttr(params.lookup(grad.getValue()));
+    Layout has = Layout::fromAttr(attr);
+    l.partial = has.partial;
+    l.partialKind = has.partialKind;
+    func.setResultAttr(r, kShardingAttr, l.toAttr(func.getContext(), meshName));
+  }
+}
+
+void PhaseLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
+                          StringRef meshName) {
+  MLIRContext *ctx = func.getContext();
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name)
+      continue;
+    if (!func.getArgAttr(i, kShardingAttr))
+      func.setArgAttr(i, kShardingAttr,
+                      prop.layoutOf(arg).toAttr(ctx, meshName));
+    params.try_emplace(name.getValue(),
+                       func.getArgAttrOfType<ShardingAttr>(i, kShardingAttr));
+  }
+  // A phase's output to another is laid out as computed (its pending sums
+  // reduced), an input gradient as the stage's input; a result that has a
+  // sharding keeps it.
+  Operation *ret = func.getBody().front().getTerminator();
+  for (unsigned r = 0; r < func.getNumResults(); ++r) {
+    std::string key = boundaryKey(func, r, /*result=*/true);
+    if (key.empty())
+      continue;
+    ShardingAttr attr = boundaries.lookup(key);
+    if (!attr)
+      attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+    if (!attr) {
+      Layout l = prop.layoutOf(ret->getOperand(r));
+      l.partial.clear();
+      attr = l.toAttr(ctx, meshName);
+    }
+    boundaries[key] = attr;
+    func.setResultAttr(r, kShardingAttr, attr);
+  }
+}
+
+std::unique_ptr<ShardingPropagator>
+dist::propagateSeeds(func::FuncOp func, const MeshSizes &sizes) {
+  // Seeds of a higher priority (a lower number) settle before those of the
+  // next one come in.
+  auto propagate = [&]() -> std::unique_ptr<ShardingPropagator> {
+    std::set<int64_t> levels = {0};
+    for (auto shard : func.getBody().getOps<ShardOp>())
+      levels.insert(priorityOf(shard));
+    auto propagator = std::make_unique<ShardingPropagator>(func, sizes);
+    for (int64_t level : levels)
+      if (failed(propagator->settle(level)))
+        return nullptr;
+    return propagator;
+  };
+  std::unique_ptr<ShardingPropagator> propagator = propagate();
+  // Sums regrouped so pending terms are reduced once: propagate again.
+  if (propagator && groupPendingSums(func, *propagator))
+    propagator = propagate();
+  return propagator;
+}
+
 /// Regroups sums that mix whole terms with terms pending (as sums) over the
 /// same axes so that the pending ones are added first: ((w + p1) + p2)
 /// becomes w + (p1 + p2), reduced once rather than once per term. This is
@@ -352,105 +462,18 @@ struct PropagateShardingPass
     // A parameter has one layout in the whole program (one blob holds it
     // for every function): the training step (the function returning
     // gradients) lays its parameters out first, and the others (the
-    // forward of evaluation) take those layouts as fixed.
-    // Pipeline phases (dist.stage, dist.phase) come first, by stage and
-    // phase: what a phase receives from another (the previous stage's
-    // output, the next stage's input gradient, a value an earlier phase
-    // saved) is laid out as that phase returned it.
-    SmallVector<func::FuncOp> funcs;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
-        funcs.push_back(func);
-    auto order = [](func::FuncOp f) {
-      static const StringRef kPhases[] = {"forward", "backward", "input",
-                                          "weight"};
-      auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
-      auto phase = f->getAttrOfType<StringAttr>(kPhaseAttr);
-      if (!stage || !phase)
-        return std::make_tuple(returnsGradients(f) ? 1 : 2, int64_t(0), 0);
-      int p = llvm::find(kPhases, phase.getValue()) - std::begin(kPhases);
-      return std::make_tuple(0, stage.getInt(), p);
-    };
-    std::stable_sort(
-        funcs.begin(), funcs.end(),
-        [&](func::FuncOp a, func::FuncOp b) { return order(a) < order(b); });
-    llvm::StringMap<ShardingAttr> params;
-    llvm::StringMap<ShardingAttr> boundaries;
-    for (func::FuncOp func : funcs) {
-      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-        auto name =
-            func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-        if (name && !func.getArgAttr(i, kShardingAttr) &&
-            params.count(name.getValue()))
-          func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
-        std::string key = boundaryKey(func, i, /*result=*/false);
-        if (!key.empty() && !func.getArgAttr(i, kShardingAttr) &&
-            boundaries.count(key))
-          func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
-      }
-      // A gradient of a parameter the function does not take (a phase that
-      // reads only what an earlier one saved of it) is laid out as the
-      // parameter, with the pending sums its sharding asks for.
-      llvm::StringSet<> taken;
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto name =
-                func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
-          taken.insert(name.getValue());
-      for (unsigned r = 0; r < func.getNumResults(); ++r) {
-        auto grad =
-            func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
-        auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
-        if (!grad || !attr || taken.contains(grad.getValue()) ||
-            !params.count(grad.getValue()))
-          continue;
-        Layout l = Layout::fromAttr(params.lookup(grad.getValue()));
-        Layout has = Layout::fromAttr(attr);
-        l.partial = has.partial;
-        l.partialKind = has.partialKind;
-        func.setResultAttr(r, kShardingAttr,
-                           l.toAttr(func.getContext(), mesh.getSymName()));
-      }
-      // Seeds of a higher priority (a lower number) settle before those of
-      // the next one come in.
-      std::set<int64_t> levels = {0};
-      for (auto shard : func.getBody().getOps<ShardOp>())
-        levels.insert(priorityOf(shard));
-      auto propagate = [&]() -> std::unique_ptr<ShardingPropagator> {
-        auto propagator = std::make_unique<ShardingPropagator>(func, sizes);
-        for (int64_t level : levels)
-          if (failed(propagator->settle(level)))
-            return nullptr;
-        return propagator;
-      };
-      std::unique_ptr<ShardingPropagator> propagator = propagate();
-      // Sums regrouped so pending terms are reduced once: propagate again.
-      if (propagator && groupPendingSums(func, *propagator))
-        propagator = propagate();
+    // forward of evaluation) take those layouts as fixed. Pipeline phases
+    // come first, by stage and phase: what a phase receives from another
+    // is laid out as that one returns it.
+    PhaseLayouts handed;
+    for (func::FuncOp func : PhaseLayouts::order(module)) {
+      handed.take(func, mesh.getSymName());
+      std::unique_ptr<ShardingPropagator> propagator =
+          propagateSeeds(func, sizes);
       if (!propagator)
         return signalPassFailure();
       propagator->annotate(mesh.getSymName());
-      // A phase's output to another is laid out as computed (its pending
-      // sums reduced), an input gradient as the stage's input.
-      Operation *ret = func.getBody().front().getTerminator();
-      for (unsigned r = 0; r < func.getNumResults(); ++r) {
-        std::string key = boundaryKey(func, r, /*result=*/true);
-        if (key.empty())
-          continue;
-        ShardingAttr attr = boundaries.lookup(key);
-        if (!attr) {
-          Layout l = propagator->layoutOf(ret->getOperand(r));
-          l.partial.clear();
-          attr = l.toAttr(func.getContext(), mesh.getSymName());
-          boundaries[key] = attr;
-        }
-        func.setResultAttr(r, kShardingAttr, attr);
-      }
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        if (auto name =
-                func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
-          params.try_emplace(
-              name.getValue(),
-              func.getArgAttrOfType<ShardingAttr>(i, kShardingAttr));
+      handed.record(func, *propagator, mesh.getSymName());
     }
   }
 };

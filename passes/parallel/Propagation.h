@@ -12,6 +12,9 @@
 #include "passes/parallel/Passes.h"
 
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <memory>
 
 namespace autopar::dist {
 
@@ -72,6 +75,42 @@ private:
 /// same axes under `prop`'s layouts so the pending ones are added first and
 /// reduced once; true if it changed `func`.
 bool groupPendingSums(mlir::func::FuncOp func, const ShardingPropagator &prop);
+
+/// Propagates `func`'s seeds in the order of their priorities, regrouping
+/// pending sums (groupPendingSums) and propagating again if that changed
+/// the function; null after an error.
+std::unique_ptr<ShardingPropagator> propagateSeeds(mlir::func::FuncOp func,
+                                                   const MeshSizes &sizes);
+
+/// The layouts one function hands the next: a parameter has one layout in
+/// the program (one blob holds it for every function), and a pipeline
+/// phase receives what another returns (a stage's input and output, their
+/// gradients, saved values) laid out as that one returns it.
+class PhaseLayouts {
+public:
+  /// The module's functions in the order their layouts are decided:
+  /// pipeline phases by stage then phase (forward, backward, input,
+  /// weight), then training steps, then the rest (the forward of
+  /// evaluation).
+  static llvm::SmallVector<mlir::func::FuncOp> order(mlir::ModuleOp module);
+
+  /// Fixes `func`'s arguments without a dist.sharding that an earlier
+  /// function laid out (parameters, and unless `paramsOnly` values handed
+  /// over), and lays out a gradient of a parameter it does not take as
+  /// that parameter.
+  void take(mlir::func::FuncOp func, llvm::StringRef meshName,
+            bool paramsOnly = false);
+
+  /// Records `func`'s parameters' layouts as `prop` found them (fixing
+  /// the open ones) and the values it hands other phases: as computed, its
+  /// pending sums reduced; an input gradient as the stage's input; a result
+  /// with a dist.sharding as that. Sets those results' dist.sharding.
+  void record(mlir::func::FuncOp func, const ShardingPropagator &prop,
+              llvm::StringRef meshName);
+
+private:
+  llvm::StringMap<ShardingAttr> params, boundaries;
+};
 
 } // namespace autopar::dist
 

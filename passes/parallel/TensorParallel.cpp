@@ -134,15 +134,49 @@ struct TensorParallelPass
     MeshSizes sizes = meshSizes(mesh);
     // The training step chooses; the other functions (the forward of
     // evaluation) take its parameters' layouts (autopar-dist-propagate).
-    // A pipeline stage's forward phase chooses for its stage: its backward
-    // phases take the layouts of the parameters and of what it saves.
-    for (auto func : module.getOps<func::FuncOp>()) {
+    bool pipelined =
+        llvm::any_of(module.getOps<func::FuncOp>(),
+                     [](func::FuncOp f) { return f->hasAttr(kPhaseAttr); });
+    if (!pipelined) {
+      for (auto func : module.getOps<func::FuncOp>())
+        if (!func.isExternal() && returnsGradients(func) &&
+            failed(seed(func, sizes, *size, mesh)))
+          return signalPassFailure();
+      return;
+    }
+    // Pipeline phases, in the order propagation lays them out: a stage's
+    // forward chooses its splits (with the parameters an earlier stage laid
+    // out, a tied embedding); its backward phases take the layouts of the
+    // parameters and of what they receive, and sequence parallelism's
+    // seeds over their matmuls (the whole step's in one function would
+    // have them). The layouts each phase hands the next are fixed here.
+    PhaseLayouts handed;
+    for (func::FuncOp func : PhaseLayouts::order(module)) {
       auto phase = func->getAttrOfType<StringAttr>(kPhaseAttr);
-      bool chooses =
-          phase ? phase.getValue() == "forward" : returnsGradients(func);
-      if (!func.isExternal() && chooses &&
-          failed(seed(func, sizes, *size, mesh)))
+      if (!phase)
+        continue;
+      bool forward = phase.getValue() == "forward";
+      handed.take(func, mesh.getSymName(), /*paramsOnly=*/forward);
+      if (forward) {
+        // Seeded with its input open (a split it arrives in would hide the
+        // projections' splits), then laid out with the input as it comes.
+        if (failed(seed(func, sizes, *size, mesh)))
+          return signalPassFailure();
+        handed.take(func, mesh.getSymName());
+      } else if (sequenceParallel) {
+        std::unique_ptr<ShardingPropagator> prop = propagateSeeds(func, sizes);
+        if (!prop)
+          return signalPassFailure();
+        int64_t level = 0;
+        for (auto shard : func.getBody().getOps<ShardOp>())
+          level = std::max(level, priorityOf(shard));
+        seedSequence(func.getBody().front(), *prop, {}, level + 1, *size, mesh,
+                     sizes, /*splitArrivals=*/true);
+      }
+      std::unique_ptr<ShardingPropagator> prop = propagateSeeds(func, sizes);
+      if (!prop)
         return signalPassFailure();
+      handed.record(func, *prop, mesh.getSymName());
     }
   }
 
@@ -399,14 +433,29 @@ struct TensorParallelPass
   /// the tokens (an all-gather where it arrives split). What runs on split
   /// tokens has its parameters' gradients summed over the axis (norm
   /// weights, row-parallel biases).
+  ///
+  /// A pipeline's backward phase receives its activations split over the
+  /// tokens already (`splitArrivals`): its pins take the axis off their
+  /// token dims (dim 0 and the one before the features, as tokenDim splits
+  /// them; heads and features keep their splits).
   void seedSequence(Block &body, const ShardingPropagator &prop,
                     ArrayRef<ShardOp> lookupSums, int64_t level, int64_t n,
-                    MeshOp mesh, const MeshSizes &sizes) {
+                    MeshOp mesh, const MeshSizes &sizes,
+                    bool splitArrivals = false) {
     MLIRContext *ctx = mesh.getContext();
     IntegerAttr priority = IntegerAttr::get(IntegerType::get(ctx, 64), level);
     // (Sums pending over other axes, a gradient's over dp, stay pending.)
     auto withoutAxis = [&](Layout l) {
       llvm::erase(l.partial, StringRef(axis));
+      return l;
+    };
+    // The layout a matmul reads a value in: whole over the tokens.
+    auto pinned = [&](Value v) {
+      Layout l = withoutAxis(prop.layoutOf(v));
+      int64_t rank = static_cast<int64_t>(l.dims.size());
+      if (splitArrivals && rank >= 2)
+        for (int64_t d : {int64_t(0), rank - 2})
+          llvm::erase(l.dims[d], StringRef(axis));
       return l;
     };
     auto splitTokens = [&](OpBuilder &b, Value v) {
@@ -439,24 +488,24 @@ struct TensorParallelPass
       OpBuilder b(op);
       for (OpOperand &operand : op->getOpOperands()) {
         Value v = operand.get();
-        if (isParameter(v) || !tokenDim(v, prop.layoutOf(v), n, sizes))
+        if (isParameter(v) || !tokenDim(v, pinned(v), n, sizes))
           continue;
         // A reshape (a weight gradient's flattened tokens) is pinned at its
         // input, so the pin is the one its other readers have (one
         // all-gather, kept).
         auto reshape = v.getDefiningOp<nn::ReshapeOp>();
         if (reshape && !isParameter(reshape.getInput()) &&
-            tokenDim(reshape.getInput(), prop.layoutOf(reshape.getInput()), n,
+            tokenDim(reshape.getInput(), pinned(reshape.getInput()), n,
                      sizes)) {
           Value in = reshape.getInput();
-          Layout l = withoutAxis(prop.layoutOf(in));
+          Layout l = pinned(in);
           Value whole = ShardOp::create(
               b, op->getLoc(), in, l.toAttr(ctx, mesh.getSymName()), priority);
           operand.set(
               nn::ReshapeOp::create(b, op->getLoc(), v.getType(), whole));
           continue;
         }
-        Layout l = withoutAxis(prop.layoutOf(v));
+        Layout l = pinned(v);
         operand.set(ShardOp::create(
             b, op->getLoc(), v, l.toAttr(ctx, mesh.getSymName()), priority));
       }

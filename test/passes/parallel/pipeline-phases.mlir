@@ -1,6 +1,7 @@
 // RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-dist-pipeline-phases | FileCheck %s
 // RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-dist-pipeline-phases=split-weight-gradients=true | FileCheck %s --check-prefix=ZB
 // RUN: autopar-opt %s --autopar-autodiff="forward=plain loss=stage_output train-step=plain_step" --autopar-dist-pipeline-phases | FileCheck %s --check-prefix=PLAIN
+// RUN: autopar-opt %s --autopar-autodiff="forward=tied loss=stage_output train-step=tied_step" --autopar-dist-pipeline-phases | FileCheck %s --check-prefix=TIED
 
 // A middle pipeline stage, y = tanh(x w) * m with m = sum(exp(mask)) (a
 // buffer), differentiated by autopar-autodiff. The forward phase returns
@@ -40,6 +41,17 @@
 // ZB-NOT: func.func @step_b
 // ZB-LABEL: func.func @step_f(
 
+// A value computed from parameters alone (a tied head's transposed
+// embedding) is recomputed by the backward from the parameter, not saved
+// (a copy per micro-batch in flight): tanh's output is the only saved
+// value.
+
+// TIED-LABEL: func.func @tied_step_b(
+// TIED-SAME: %arg0: tensor<4x4xf32> {nn.param = "w"}, %arg1: tensor<2x4xf32> {nn.stage_input}, %arg2: tensor<2x4xf32> {nn.output_grad}, %arg3: tensor<2x4xf32> {nn.saved = "f0"})
+// TIED-NEXT: nn.transpose %arg0
+// TIED-LABEL: func.func @tied_step_f(
+// TIED-SAME: -> (tensor<2x4xf32> {nn.output = "stage_output"}, tensor<2x4xf32> {nn.saved = "f0"})
+
 // A function without a stage is no pipeline stage: nothing to split.
 
 // PLAIN-NOT: @plain_step_f
@@ -54,6 +66,14 @@ module {
     %r = nn.reduce_sum %m {axes = array<i64: 0>, keepdims = false} : tensor<4x4xf32> -> tensor<4xf32>
     %2 = nn.mul %1, %r : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
     return %2 : tensor<2x4xf32>
+  }
+  func.func @tied(%w: tensor<4x4xf32> {nn.param = "w"},
+                  %x: tensor<2x4xf32> {nn.stage_input})
+      -> (tensor<2x4xf32> {nn.output = "stage_output"}) attributes {dist.stage = 1 : i64} {
+    %wt = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<4x4xf32> -> tensor<4x4xf32>
+    %0 = nn.matmul %x, %wt : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %1 = nn.tanh %0 : tensor<2x4xf32>
+    return %1 : tensor<2x4xf32>
   }
   func.func @plain(%w: tensor<4x4xf32> {nn.param = "w"},
                    %x: tensor<2x4xf32> {nn.stage_input})
