@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include "compiler/PipelineSchedule.h"
 #include "compiler/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
@@ -424,12 +425,31 @@ bool Reporter::run(const std::string &dir) {
   Plan plan;
   nlohmann::json r;
   bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
-  return irPlan(plan) &&
-         (pipelined
-              ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
-              : report(module.lookupSymbol<func::FuncOp>("train_step"), r)) &&
-         write("plan.json", toJson(plan).dump(2) + "\n") &&
-         write("report.json", r.dump(2) + "\n");
+  if (!irPlan(plan) ||
+      !(pipelined
+            ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
+            : report(module.lookupSymbol<func::FuncOp>("train_step"), r)) ||
+      !write("plan.json", toJson(plan).dump(2) + "\n") ||
+      !write("report.json", r.dump(2) + "\n"))
+    return false;
+  if (!pipelined)
+    return true;
+  // The predicted timeline of one step as a Chrome trace: the schedule
+  // simulated with each phase's predicted time (as the compile-time check
+  // ran it).
+  const nlohmann::json &p = r["parallel"]["pipeline"];
+  pipeline::StageTimes times;
+  times.forward = p["forward_seconds"].get<std::vector<double>>();
+  times.backward = p["backward_seconds"].get<std::vector<double>>();
+  times.weight = p["weight_seconds"].get<std::vector<double>>();
+  times.transfer = p["transfer_seconds"].get<double>();
+  pipeline::Schedule schedule;
+  pipeline::Simulation sim;
+  std::string why;
+  if (!pipeline::buildSchedule(pipelineScheduleOptions(plan), schedule, why) ||
+      !pipeline::simulate(schedule, times, sim, why))
+    return fail(o.model + ": internal error: " + why);
+  return write("schedule.json", pipeline::chromeTrace(sim, 1e6));
 }
 
 } // namespace

@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Device.h"
+#include "runtime/File.h"
 #include "runtime/Float16.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
@@ -68,14 +69,15 @@ using autopar::rt::readFileExactly;
 using autopar::rt::Status;
 
 struct Options {
-  std::string data, log, save, resume, exportOnnx, evalData;
+  std::string data, log, save, resume, exportOnnx, evalData, trace;
   int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
 };
 
 const char *kUsage =
     "usage: train --data TOKENS.bin --steps N [--log LOG.jsonl] "
     "[--save DIR [--save-every K]] [--resume DIR] [--export-onnx OUT.onnx] "
-    "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]]\n";
+    "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]] "
+    "[--trace TRACE.json]\n";
 
 bool parseInt(const char *text, int64_t &out) {
   char *end = nullptr;
@@ -110,6 +112,8 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
       text = &o.exportOnnx;
     else if (arg == "--eval-data")
       text = &o.evalData;
+    else if (arg == "--trace")
+      text = &o.trace;
     else if (arg == "--eval-every")
       number = &o.evalEvery;
     else if (arg == "--eval-steps")
@@ -395,6 +399,12 @@ private:
   /// `step` (every micro-batch) and returns the sum of the micro-batches'
   /// losses (over every pipeline rank).
   double pipelineStep(int64_t step);
+  /// --trace: each action's start and end (microseconds from the traced
+  /// step's start) by its index in every rank's lists; the step traced.
+  std::vector<double> traceTimes;
+  int64_t tracedStep = -1;
+  /// Writes the traced step of this rank's pipeline as a Chrome trace.
+  Status writeTrace();
   /// Pipeline parallelism: every rank takes each trainable tensor (and its
   /// optimizer state) from its owner, the first pipeline rank whose stages
   /// read it (before a save, an export or an evaluation).
@@ -646,7 +656,7 @@ void Trainer::hostUpdate(size_t k, int64_t stepCount, double lr,
 
 Status Trainer::setUp() {
   auto outOfMemory = [&] {
-    return Status::error("train: out of memory on " + device.name());
+    return Status::error("out of memory on " + device.name());
   };
   params = device.allocate(info.paramBytes);
   // The training step and the forward function never run at once.
@@ -739,7 +749,7 @@ Status Trainer::setUp() {
   } else {
     Buffer file = allocate(info.weightFileBytes);
     if (!file)
-      return Status::error("train: out of memory");
+      return Status::error("out of memory");
     AUTOPAR_RT_RETURN_IF_ERROR(
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
@@ -975,8 +985,20 @@ double Trainer::pipelineStep(int64_t step) {
     autopar::rt::PointToPoint op{send, data, bytes, peer, tag};
     return comm.exchange(&op, 1);
   };
+  // --trace: microseconds of the monotonic clock (one clock for the ranks
+  // of a host), each action from after what it receives has arrived to the
+  // end of its computation (before what it sends).
+  const bool tracing = step == tracedStep;
+  auto since = [] {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  if (tracing)
+    traceTimes.assign(2 * pp.first[pp.numRanks], 0.0);
   for (int a = pp.first[rank]; a < pp.first[rank + 1]; ++a) {
     const autopar::rt::PipelineAction &act = pp.actions[a];
+
     const autopar::rt::PipelineStage &st = pp.stages[act.stage];
     const bool last = act.stage + 1 == pp.numStages;
     const int boundary = static_cast<int>(act.stage * m + act.micro);
@@ -998,6 +1020,9 @@ double Trainer::pipelineStep(int64_t step) {
       comm.wait(transfer(false, f.outputGrad.get(), st.outputBytes,
                          worldOf(act.stage + 1), boundary * 2 + 1));
     }
+    // (What it received has arrived: the action's time starts.)
+    if (tracing)
+      traceTimes[2 * a] = since();
     if (act.op == 0)
       f.saved.resize(st.numSaved);
     std::vector<const void *> in;
@@ -1034,6 +1059,10 @@ double Trainer::pipelineStep(int64_t step) {
     io.comm = &comm;
     io.device = device.context();
     ph.fn(io);
+    if (tracing) {
+      device.synchronize();
+      traceTimes[2 * a + 1] = since();
+    }
     if (act.op == 0 && last) {
       float loss = 0;
       device.download(&loss, lossBuffer.get(), sizeof(float));
@@ -1053,6 +1082,9 @@ double Trainer::pipelineStep(int64_t step) {
       live.erase({act.stage, act.micro});
   }
   comm.waitAll();
+  if (tracing)
+    comm.allReduceSumDouble(traceTimes.data(),
+                            static_cast<int64_t>(traceTimes.size()), ppMask);
   comm.allReduceSumDouble(&lossSum, 1, ppMask);
   return lossSum;
 }
@@ -1078,6 +1110,41 @@ void Trainer::syncPipelineTensors() {
     }
   }
   comm.waitAll();
+}
+
+Status Trainer::writeTrace() {
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  static const char *const kOps[] = {"F", "B", "I", "W"};
+  // Times from the step's first action.
+  double t0 = traceTimes.empty() ? 0 : traceTimes[0];
+  for (size_t i = 0; i < traceTimes.size(); i += 2)
+    t0 = std::min(t0, traceTimes[i]);
+  std::string out = "{\"traceEvents\": [\n";
+  char buf[256];
+  for (int r = 0; r < pp.numRanks; ++r) {
+    std::snprintf(buf, sizeof(buf),
+                  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+                  "\"tid\": %d, \"args\": {\"name\": \"pp rank %d\"}},\n",
+                  r, r);
+    out += buf;
+  }
+  for (int r = 0; r < pp.numRanks; ++r)
+    for (int a = pp.first[r]; a < pp.first[r + 1]; ++a) {
+      const autopar::rt::PipelineAction &act = pp.actions[a];
+      std::snprintf(buf, sizeof(buf),
+                    "{\"name\": \"%s%d s%d\", \"cat\": \"%s\", \"ph\": \"X\", "
+                    "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                    "\"args\": {\"stage\": %d, \"micro_batch\": %d}}%s\n",
+                    kOps[act.op], static_cast<int>(act.micro),
+                    static_cast<int>(act.stage), kOps[act.op], r,
+                    traceTimes[2 * a] - t0,
+                    traceTimes[2 * a + 1] - traceTimes[2 * a],
+                    static_cast<int>(act.stage), static_cast<int>(act.micro),
+                    a + 1 < pp.first[pp.numRanks] ? "," : "");
+      out += buf;
+    }
+  out += "],\n\"displayTimeUnit\": \"ms\"}\n";
+  return autopar::rt::writeFileAtomically(o.trace, out.data(), out.size());
 }
 
 double Trainer::evaluate() {
@@ -1130,6 +1197,14 @@ std::string commBytesJson(const Communicator &comm,
 }
 
 Status Trainer::run() {
+  if (!o.trace.empty()) {
+    if (!info.pipeline)
+      return Status::error("--trace: this program has no pipeline "
+                           "(mesh.pp = 1); only pipeline-parallel programs "
+                           "trace their steps");
+    // The last step: the pipeline in its steady state.
+    tracedStep = o.steps - 1;
+  }
   const int64_t dp = dpSize();
   const int64_t globalBatch = info.microBatch * info.microBatches * dp;
   std::vector<void *> outputs(std::max(info.trainStepResults, 1));
@@ -1292,6 +1367,8 @@ Status Trainer::run() {
   }
   if (leader())
     logger.finish();
+  if (leader() && tracedStep >= startStep)
+    AUTOPAR_RT_RETURN_IF_ERROR(writeTrace());
   if (!o.save.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, std::max(o.steps, startStep)));
   if (!o.exportOnnx.empty())

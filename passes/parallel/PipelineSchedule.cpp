@@ -138,6 +138,15 @@ struct PipelineSchedulePass
                             b.getF64FloatAttr(sim.bubbleFraction)),
              b.getNamedAttr("step_seconds", b.getF64FloatAttr(sim.makespan)),
              b.getNamedAttr("stage_seconds", b.getF64ArrayAttr(stageTime)),
+             // Each phase's predicted time, the simulation's input (the
+             // report draws the predicted timeline from them).
+             b.getNamedAttr("forward_seconds",
+                            b.getF64ArrayAttr(times.forward)),
+             b.getNamedAttr("backward_seconds",
+                            b.getF64ArrayAttr(times.backward)),
+             b.getNamedAttr("weight_seconds", b.getF64ArrayAttr(times.weight)),
+             b.getNamedAttr("transfer_seconds",
+                            b.getF64FloatAttr(times.transfer)),
              b.getNamedAttr("stash_bytes", b.getDenseI64ArrayAttr(stash)),
              b.getNamedAttr("in_flight", b.getDenseI64ArrayAttr(inFlight)),
              b.getNamedAttr("activation_bytes",
