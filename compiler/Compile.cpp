@@ -108,14 +108,18 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  // Pipeline parallelism so far: with dp and tp, f32, no ZeRO, on the CPU
-  // target.
+  // Pipeline parallelism: with dp, tp, ZeRO-1 and mixed precision, on the
+  // CPU target. ZeRO-2 and -3 shard what every micro-batch's backward adds
+  // to (the gradients, the parameters): with a pipeline's micro-batches in
+  // flight that is a reduce-scatter (and a gather) per micro-batch per
+  // stage, which DeepSpeed refuses too.
   if (planFile.meshPp > 1) {
-    if (planFile.zeroStage > 0)
-      return unsupported("zero.stage", "ZeRO with pipeline parallelism");
-    if (planFile.precision != "fp32")
-      return unsupported("precision", "mixed precision with pipeline "
-                                      "parallelism");
+    if (planFile.zeroStage > 1)
+      return fail(where + ": zero.stage: ZeRO-" +
+                  std::to_string(planFile.zeroStage) +
+                  " with pipeline parallelism is not supported (it would "
+                  "reduce-scatter the gradients every micro-batch; use "
+                  "zero.stage 1, as DeepSpeed's pipeline engine does)");
     if (o.target != "cpu")
       return unsupported("mesh.pp", "pipeline parallelism");
   }

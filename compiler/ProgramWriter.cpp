@@ -314,8 +314,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     if (trainable && pipelined)
       reduceAxes = axisMask(onStages.reduceAxes);
     // The runtime reduce-scatters a pending gradient into the update's
-    // shard: both over one group.
-    if (updateAxes && reduceAxes && updateAxes != reduceAxes)
+    // shard (after summing it over the other axes it is pending over: a
+    // tied embedding's over pp).
+    if (updateAxes && reduceAxes && (updateAxes & ~reduceAxes))
       return fail(o.model + ": internal error: the gradient of '" +
                   name.getValue().str() +
                   "' is pending over other mesh axes than its update's "
@@ -417,6 +418,22 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                      : static_cast<int>(i) == shape.tokens ? 0
                                                            : 1);
   }
+  // fp16-mixed under pipeline parallelism: the last stage's phases take the
+  // loss scale, which the forward (whose inputs these are) does not: an
+  // input after the forward's (pipelineTables points the phases at it).
+  if (pipelined && llvm::any_of(phases, [](const auto &phase) {
+        func::FuncOp f = phase.first;
+        return llvm::any_of(llvm::seq(f.getNumArguments()), [&](unsigned i) {
+          return f.getArgAttr(i, nn::NNDialect::kLossScaleAttr) != nullptr;
+        });
+      }))
+    Fields(fs, "kInputs[" + std::to_string(numInputs++) + "]")
+        .string("name", "loss_scale")
+        .set("onnxType", onnxTypeOf(Float32Type::get(module.getContext())))
+        .set("elementBytes", 4)
+        .set("rank", 0)
+        .dims("shape", {})
+        .set("role", 2);
   os << "static autopar::rt::TensorInfo kTensors[" << std::max(numTensors, 1)
      << "];\n"
      << "static autopar::rt::InputInfo kInputs[" << std::max(numInputs, 1)
@@ -592,6 +609,8 @@ bool Writer::pipelineTables(
           slot(0, inputOf.lookup(in.getValue()));
         else if (f.getArgAttr(i, nn::NNDialect::kStageInputAttr))
           slot(1, 0);
+        else if (f.getArgAttr(i, nn::NNDialect::kLossScaleAttr))
+          slot(0, inputOf.size()); // after the forward's inputs
         else if (f.getArgAttr(i, nn::NNDialect::kOutputGradAttr))
           slot(2, 0);
         else if (auto key = f.getArgAttrOfType<StringAttr>(

@@ -180,17 +180,41 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
       continue;
     trainableCount += full.getNumElements();
     trainableBytes += tensorBytes(type);
-    trainableElements += type.getNumElements();
+    // ZeRO-1: the update and its state are sharded over dp.
+    TensorSync sync = readTensorSync(forward, i, -1);
+    const int64_t n = type.getNumElements();
+    const int64_t updateGroup = mesh.getGroupSize(sync.updateAxes);
+    trainableElements +=
+        rt::zeroLayout(n, updateGroup, false, !t.reduceAxes.empty())
+            .stateElements;
     if (t.reduceAxes.empty())
       continue;
+    // What the runtime does once per step with the gradient (if one of this
+    // rank's stages holds it, or it is summed over pp): an all-reduce; under
+    // ZeRO-1 a sum over the axes beyond the update's, a reduce-scatter into
+    // the update's shard, and the updated shards all-gathered.
+    SmallVector<StringRef> beyond;
+    for (StringRef axis : t.reduceAxes)
+      if (!llvm::is_contained(sync.updateAxes, axis))
+        beyond.push_back(axis);
+    const int64_t eb = tensorBytes(type) / n;
     const bool shared = llvm::is_contained(t.reduceAxes, dist::kPipelineAxis);
-    for (int64_t rank = 0; rank < pp; ++rank)
-      if (shared || t.ranks.count(rank))
+    for (int64_t rank = 0; rank < pp; ++rank) {
+      if (!shared && !t.ranks.count(rank))
+        continue;
+      if (sync.updateAxes.empty()) {
         comm[rank].add(
             t.reduceAxes, 0,
-            rt::allReduceBytes(type.getNumElements(),
-                               mesh.getGroupSize(t.reduceAxes),
-                               tensorBytes(type) / type.getNumElements()));
+            rt::allReduceBytes(n, mesh.getGroupSize(t.reduceAxes), eb));
+        continue;
+      }
+      comm[rank].add(beyond, 0,
+                     rt::allReduceBytes(n, mesh.getGroupSize(beyond), eb));
+      comm[rank].add(sync.updateAxes, 1,
+                     rt::reduceScatterFlatBytes(n, updateGroup, eb));
+      comm[rank].add(sync.updateAxes, 2,
+                     rt::allGatherFlatBytes(n, updateGroup, eb));
+    }
   }
   auto schedule =
       module->getAttrOfType<DictionaryAttr>(dist::kPipelineScheduleAttr);
@@ -204,7 +228,9 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                                               : 0;
   // Every rank holds the whole parameter blob so far (its stages' update it).
   FunctionCost cost = analyzeCost(forward);
-  int64_t optBytes = 4 * states * trainableElements;
+  // (Masters of mixed precision count as state, as the ZeRO paper's K.)
+  int64_t optBytes =
+      4 * (states + (plan.precision != "fp32")) * trainableElements;
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   int64_t flops = flopsPerMicro * m * shape.dp;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
@@ -233,8 +259,8 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
-                   {"zero_stage", 0},
-                   {"offload", "none"},
+                   {"zero_stage", plan.zeroStage},
+                   {"offload", shape.offload ? "cpu" : "none"},
                    {"precision", plan.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},

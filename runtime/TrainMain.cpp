@@ -1098,15 +1098,21 @@ void Trainer::syncPipelineTensors() {
     const int k = trainableIndex[t];
     if (k < 0 || pp.tensorOwner[t] < 0)
       continue;
-    std::vector<char *> copies = {params.get() + ti.offset};
-    for (Storage *state : {&state0[k], &state1[k]})
-      if (*state)
-        copies.push_back(state->get());
-    for (char *c : copies) {
-      // Zero everywhere but on the owner, then summed: the owner's value.
-      if (rank != pp.tensorOwner[t])
-        device.zero(c, ti.numElements * 4);
-      comm.allReduceSum(reinterpret_cast<float *>(c), ti.numElements, ppMask);
+    // The parameter as stored, and the float32 optimizer state and master
+    // of the rank's update shard (the same shard on every pipeline rank of
+    // a dp coordinate).
+    const bool owner = rank == pp.tensorOwner[t];
+    if (!owner)
+      device.zero(params.get() + ti.offset, ti.numElements * ti.elementBytes);
+    comm.allReduceSum(params.get() + ti.offset, ti.numElements, commType(ti),
+                      ppMask);
+    for (Storage *state : {&state0[k], &state1[k], &masters[k]}) {
+      if (!*state)
+        continue;
+      if (!owner)
+        device.zero(state->get(), shards[k].chunk * 4);
+      comm.allReduceSum(reinterpret_cast<float *>(state->get()),
+                        shards[k].chunk, ppMask);
     }
   }
   comm.waitAll();
@@ -1257,10 +1263,15 @@ Status Trainer::run() {
         continue;
       reducing = true;
       char *full = grads[k].get();
+      // Pending over more axes than the update is sharded over (a tied
+      // embedding's sum over pp): summed over those first.
+      const autopar::rt::AxisMask first = ti.gradReduceAxes & ~ti.updateAxes;
+      if (ti.updateAxes && first)
+        comm.wait(comm.allReduceSum(full, ti.numElements, commType(ti), first));
       if (ti.updateAxes)
         comm.reduceScatterFlat(full, ti.numElements,
                                full + shards[k].begin * ti.elementBytes,
-                               commType(ti), ti.gradReduceAxes);
+                               commType(ti), ti.updateAxes);
       else
         comm.allReduceSum(full, ti.numElements, commType(ti),
                           ti.gradReduceAxes);
@@ -1320,7 +1331,8 @@ Status Trainer::run() {
       bool gathering = false;
       for (const Shard &sh : shards) {
         const autopar::rt::TensorInfo &ti = *sh.tensor;
-        if (!ti.updateAxes || ti.paramSharded)
+        if (!ti.updateAxes || ti.paramSharded ||
+            othersTensor(static_cast<int>(&ti - info.tensors)))
           continue;
         gathering = true;
         char *full = params.get() + ti.offset;

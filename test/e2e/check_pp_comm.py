@@ -2,7 +2,7 @@
 """Check a pipeline-parallel run's logged comm bytes against report.json.
 
   check_pp_comm.py LOG.jsonl OUTDIR/report.json --hidden H --sends N
-                   [--sequence-parallel]
+                   [--sequence-parallel] [--element-bytes 4]
 
 LOG is rank 0's log (the rank that logs). Every step's "comm_bytes" must
 equal report.json's parallel.per_rank[0].comm_bytes_per_step group by group
@@ -11,9 +11,10 @@ comm_bytes_per_step must be rank 0's too. Rank 0's point-to-point bytes
 (comm_bytes.pp.send) must be what a pipeline moves: each of its N sends
 per micro-batch (an activation to the next stage, an input gradient to the
 previous one) is one micro-batch of this data-parallel rank, b * s * h
-float32 values, with b = global_batch / dp / micro_batches; with
---sequence-parallel, each tensor-parallel rank sends its 1/tp of the
-tokens. Exit 0 when all hold, else 1 with the first failure.
+values of --element-bytes (4: float32; 2 under mixed precision), with
+b = global_batch / dp / micro_batches; with --sequence-parallel, each
+tensor-parallel rank sends its 1/tp of the tokens. Exit 0 when all hold,
+else 1 with the first failure.
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ def main(argv):
     p.add_argument("--hidden", type=int, required=True)
     p.add_argument("--sends", type=int, required=True,
                    help="rank 0's sends per micro-batch")
+    p.add_argument("--element-bytes", type=int, default=4)
     p.add_argument("--sequence-parallel", action="store_true",
                    help="the activations cross split over tp")
     args = p.parse_args(argv)
@@ -60,11 +62,13 @@ def main(argv):
     m = report["micro_batches"]
     b = report["global_batch"] // par["mesh"]["dp"] // m
     tp = par["mesh"].get("tp", 1) if args.sequence_parallel else 1
-    expected = args.sends * m * b * report["sequence_length"] * args.hidden * 4 / tp
+    expected = (args.sends * m * b * report["sequence_length"] * args.hidden *
+                args.element_bytes / tp)
     send = want["pp"]["send"]
     if not close(send, expected):
         return fail(f"pp send bytes {send!r} != {args.sends} sends x {m} micro-batches "
-                    f"x {b} x {report['sequence_length']} x {args.hidden} x 4 / {tp} = {expected}")
+                    f"x {b} x {report['sequence_length']} x {args.hidden} "
+                    f"x {args.element_bytes} / {tp} = {expected}")
     print(f"OK: {len(records)} steps log report.json's comm bytes; "
           f"pp send {send:g} bytes per step")
     return 0
