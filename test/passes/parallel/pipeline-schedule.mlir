@@ -6,8 +6,13 @@
 // activation (stage 1: 2 x 64 bytes). With equal stages and no transfer
 // cost (a link of 1e30 B/s) the bubble is (p - 1) / (m + p - 1) = 1 / 5.
 
-// CHECK: dist.pipeline_schedule = {activation_bytes = array<i64: 128, 128>, bubble_fraction = {{0\.2000000[0-9]*|0\.1999999[0-9]*}} : f64, in_flight = array<i64: 2, 1>, micro_batches = 4 : i64, schedule = "1f1b"
+// Each phase's time (the simulation's input, which the report draws the
+// predicted timeline from) is kept: equal forward and backward times, no
+// weight phase.
+
+// CHECK: dist.pipeline_schedule = {activation_bytes = array<i64: 128, 128>, backward_seconds = [[[T:.*]], [[T]]], bubble_fraction = {{0\.2000000[0-9]*|0\.1999999[0-9]*}} : f64, forward_seconds = [[[T]], [[T]]], in_flight = array<i64: 2, 1>, micro_batches = 4 : i64, schedule = "1f1b"
 // CHECK-SAME: stash_bytes = array<i64: 64, 128>
+// CHECK-SAME: weight_seconds = [0.000000e+00, 0.000000e+00]
 module attributes {autopar.plan = {mesh = {pp = 2 : i64}, batch = {micro_batches = 4 : i64}}} {
   func.func @s0_f(%w: tensor<4x4xf32> {nn.param = "w0"}, %x: tensor<4x4xf32> {nn.input = "x"})
       -> (tensor<4x4xf32> {nn.output = "stage_output"}, tensor<4x4xf32> {nn.saved = "f0"})
