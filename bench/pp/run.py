@@ -62,7 +62,7 @@ def main():
     run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "gpt",
          "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
          "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
-         "--opset", "17", "--seed", "0", "-o", model], env)
+         "--opset", "17", "--seed", "0", "--dynamic-batch", "-o", model], env)
     tokens = os.path.join(work, "tokens.bin")
     count = (args.steps + 1) * c["batch"] * c["seq"] + 1
     run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
@@ -78,7 +78,9 @@ def main():
                    "batch": {"micro_batches": c["micro"]},
                    "optimizer": {"type": "adamw", "lr": 1e-3}}, open(plan, "w"))
         prog = os.path.join(work, f"prog-{schedule}")
-        run([autopar, "compile", model, "--plan", plan, "-o", prog], env)
+        shape = f"{c['batch']},{c['seq']}"
+        run([autopar, "compile", model, "--plan", plan, "--input-shape", f"idx={shape}",
+             "--input-shape", f"targets={shape}", "-o", prog], env)
         predicted = json.load(open(os.path.join(prog, "report.json")))[
             "parallel"]["pipeline"]["bubble_fraction"]
         trace = os.path.join(work, f"trace-{schedule}.json")
