@@ -165,8 +165,11 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   }
   dist::MeshOp mesh = dist::findMesh(module);
   llvm::StringMap<PipelineTensor> staged = pipelineTensors(module, pp);
-  int64_t paramCount = 0, trainableCount = 0, trainableBytes = 0;
-  int64_t trainableElements = 0;
+  int64_t paramCount = 0, trainableCount = 0;
+  // Per pipeline rank: the gradient buffers and float32 state elements
+  // (optimizer state, masters) it holds: those of the tensors its stages
+  // read, and of those summed over pp (a tied embedding) on every rank.
+  std::vector<int64_t> gradBytes(pp, 0), stateElements(pp, 0);
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto name =
         forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -179,14 +182,18 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     if (!t.trained)
       continue;
     trainableCount += full.getNumElements();
-    trainableBytes += tensorBytes(type);
     // ZeRO-1: the update and its state are sharded over dp.
     TensorSync sync = readTensorSync(forward, i, -1);
     const int64_t n = type.getNumElements();
     const int64_t updateGroup = mesh.getGroupSize(sync.updateAxes);
-    trainableElements +=
-        rt::zeroLayout(n, updateGroup, false, !t.reduceAxes.empty())
-            .stateElements;
+    const bool shared = llvm::is_contained(t.reduceAxes, dist::kPipelineAxis);
+    for (int64_t rank = 0; rank < pp; ++rank)
+      if (shared || t.ranks.count(rank)) {
+        gradBytes[rank] += tensorBytes(type);
+        stateElements[rank] +=
+            rt::zeroLayout(n, updateGroup, false, !t.reduceAxes.empty())
+                .stateElements;
+      }
     if (t.reduceAxes.empty())
       continue;
     // What the runtime does once per step with the gradient (if one of this
@@ -198,7 +205,6 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
       if (!llvm::is_contained(sync.updateAxes, axis))
         beyond.push_back(axis);
     const int64_t eb = tensorBytes(type) / n;
-    const bool shared = llvm::is_contained(t.reduceAxes, dist::kPipelineAxis);
     for (int64_t rank = 0; rank < pp; ++rank) {
       if (!shared && !t.ranks.count(rank))
         continue;
@@ -226,35 +232,40 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
-  // Every rank holds the whole parameter blob so far (its stages' update it).
+  // Every rank holds the whole parameter blob so far (its stages' update
+  // it); masters of mixed precision count as state, as the ZeRO paper's K.
   FunctionCost cost = analyzeCost(forward);
-  // (Masters of mixed precision count as state, as the ZeRO paper's K.)
-  int64_t optBytes =
-      4 * (states + (plan.precision != "fp32")) * trainableElements;
+  const int64_t stateBuffers = states + (plan.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   int64_t flops = flopsPerMicro * m * shape.dp;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               plan, shape);
-  auto bytesJson = [&](int64_t activationBytes) {
+  auto bytesJson = [&](int64_t p) {
+    int64_t optBytes = 4 * stateBuffers * stateElements[p];
     return nlohmann::json{{"params", cost.paramBytes},
-                          {"grads", trainableBytes},
+                          {"grads", gradBytes[p]},
                           {"optimizer_state", optBytes},
-                          {"activations", activationBytes},
+                          {"activations", activations[p]},
                           {"inputs", cost.inputBytes},
                           {"workspace", 0},
-                          {"peak", cost.paramBytes + trainableBytes + optBytes +
-                                       activationBytes + cost.inputBytes}};
+                          {"peak", cost.paramBytes + gradBytes[p] + optBytes +
+                                       activations[p] + cost.inputBytes}};
   };
-  // The report's own figures are the first rank's (the one that logs) and,
-  // for memory, the largest rank's.
-  r["bytes"] = bytesJson(*llvm::max_element(activations));
+  // The report's own figures: the comm of the first rank (the one that
+  // logs), the memory of the rank with the highest peak.
+  int64_t highest = 0;
+  for (int64_t p = 1; p < pp; ++p)
+    if (bytesJson(p)["peak"].get<int64_t>() >
+        bytesJson(highest)["peak"].get<int64_t>())
+      highest = p;
+  r["bytes"] = bytesJson(highest);
   nlohmann::json perRank = nlohmann::json::array();
   for (int64_t rank = 0; rank < shape.ranks; ++rank) {
     nlohmann::json coords = rankCoords(shape, rank);
     int64_t p = coords[dist::kPipelineAxis.str()].get<int64_t>();
     perRank.push_back({{"rank", rank},
                        {"coords", coords},
-                       {"bytes", bytesJson(activations[p])},
+                       {"bytes", bytesJson(p)},
                        {"comm_bytes_per_step", comm[p].json()}});
   }
   r["parallel"] = {{"mesh", meshJson(shape)},

@@ -356,8 +356,9 @@ private:
                                                         bool gather);
   Status save(const std::string &dir, int64_t stepsDone);
   Status resume();
-  /// Mean forward loss over the first --eval-steps batches of --eval-data.
-  double evaluate();
+  /// The mean forward loss over the first --eval-steps batches of
+  /// --eval-data, into `loss`.
+  Status evaluate(double &loss);
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
   Status exportOnnx();
@@ -399,16 +400,22 @@ private:
   /// `step` (every micro-batch) and returns the sum of the micro-batches'
   /// losses (over every pipeline rank).
   double pipelineStep(int64_t step);
-  /// --trace: each action's start and end (microseconds from the traced
-  /// step's start) by its index in every rank's lists; the step traced.
+  /// --trace: each action's start and end (microseconds of the monotonic
+  /// clock) by its index in every rank's lists; the step traced.
   std::vector<double> traceTimes;
   int64_t tracedStep = -1;
   /// Writes the traced step of this rank's pipeline as a Chrome trace.
   Status writeTrace();
-  /// Pipeline parallelism: every rank takes each trainable tensor (and its
-  /// optimizer state) from its owner, the first pipeline rank whose stages
-  /// read it (before a save, an export or an evaluation).
-  void syncPipelineTensors();
+  /// Pipeline parallelism: allocates (`have`) or frees the optimizer state
+  /// and masters of the tensors only other pipeline ranks' stages read
+  /// (othersTensor), which a rank holds only while it saves, exports or
+  /// loads weights.
+  Status haveOthersState(bool have);
+  /// Pipeline parallelism: every rank takes each trainable tensor (and,
+  /// `withState`, its master and optimizer state) from its owner, the first
+  /// pipeline rank whose stages read it (before a save, an export or an
+  /// evaluation).
+  Status syncPipelineTensors(bool withState = true);
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
   float runStep(autopar::rt::StepFunction fn, int numResults,
@@ -693,21 +700,32 @@ Status Trainer::setUp() {
       sh.begin = comm.groupIndex(ti.updateAxes) * sh.chunk;
       sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
     }
-    // Gradients have the stored parameter's type.
-    grads.push_back(device.allocate(zero.gradElements * ti.elementBytes));
-    state0.push_back(states > 0 ? stateStorage(sh.chunk * 4) : Storage());
-    state1.push_back(states > 1 ? stateStorage(sh.chunk * 4) : Storage());
-    masters.push_back(ti.master ? stateStorage(sh.chunk * 4) : Storage());
+    // Gradients have the stored parameter's type. Pipeline parallelism: a
+    // tensor only another pipeline rank's stages read has no gradient,
+    // state or master here (haveOthersState brings the state in for a
+    // save, an export or a load).
+    const bool others = othersTensor(t);
+    grads.push_back(others
+                        ? DeviceBuffer()
+                        : device.allocate(zero.gradElements * ti.elementBytes));
+    state0.push_back(states > 0 && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
+    state1.push_back(states > 1 && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
+    masters.push_back(ti.master && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
     largestShard = std::max(largestShard, sh.count);
-    if (!grads.back() || (states > 0 && !state0.back()) ||
-        (states > 1 && !state1.back()) || (ti.master && !masters.back()))
+    if (!others &&
+        (!grads.back() || (states > 0 && !state0.back()) ||
+         (states > 1 && !state1.back()) || (ti.master && !masters.back())))
       return outOfMemory();
     // Element offsets of this rank's shard in the gradient (ZeRO-1: full
     // gradients, reduce-scattered in place) and in the stored parameter
     // (ZeRO-1/2: full parameters, all-gathered after the update).
     const int64_t gradBegin = ti.updateAxes && !ti.gradSharded ? sh.begin : 0;
     const int64_t paramBegin = ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
-    char *grad = grads.back().get() + gradBegin * ti.elementBytes;
+    char *grad =
+        others ? nullptr : grads.back().get() + gradBegin * ti.elementBytes;
     char *param = params.get() + ti.offset + paramBegin * ti.elementBytes;
     autopar::rt::ParamSlice slice{
         reinterpret_cast<float *>(param), reinterpret_cast<float *>(grad),
@@ -722,8 +740,8 @@ Status Trainer::setUp() {
       slice.paramLow = reinterpret_cast<uint16_t *>(param);
       slice.lowKind = lowKind(ti);
     }
-    if (othersTensor(t))
-      slice.numElements = 0;
+    if (others)
+      slice = autopar::rt::ParamSlice{};
     shards.push_back(sh);
     slices.push_back(slice);
     normGroups[ti.normAxes].push_back(slice);
@@ -753,8 +771,10 @@ Status Trainer::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
     for (int t = 0; t < info.numTensors; ++t)
       storeTensor(t, file.get() + info.tensors[t].fileOffset);
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   }
   for (int i = 0; i < info.numInputs; ++i) {
     if (info.inputs[i].role == 2) {
@@ -827,25 +847,29 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
 
 Status Trainer::save(const std::string &path, int64_t stepsDone) {
   if (info.pipeline)
-    syncPipelineTensors();
+    AUTOPAR_RT_RETURN_IF_ERROR(syncPipelineTensors());
   std::vector<Buffer> full;
   std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, true);
-  if (!leader())
-    return Status::ok();
-  autopar::rt::CheckpointMeta meta;
-  meta.step = stepsDone;
-  meta.modelFingerprint = info.fingerprint;
-  meta.optimizer = optimizerName(config);
-  meta.lossScale = lossScale;
-  meta.lossScaleGoodSteps = goodSteps;
-  meta.skippedSteps = skippedSteps;
-  return autopar::rt::saveCheckpoint(path, refs, meta);
+  Status status = Status::ok();
+  if (leader()) {
+    autopar::rt::CheckpointMeta meta;
+    meta.step = stepsDone;
+    meta.modelFingerprint = info.fingerprint;
+    meta.optimizer = optimizerName(config);
+    meta.lossScale = lossScale;
+    meta.lossScaleGoodSteps = goodSteps;
+    meta.skippedSteps = skippedSteps;
+    status = autopar::rt::saveCheckpoint(path, refs, meta);
+  }
+  AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
+  return status;
 }
 
 Status Trainer::resume() {
   // Every rank reads the full tensors and keeps its part: a checkpoint
   // holds logical tensors, so it loads under any dp / ZeRO plan.
   std::vector<Buffer> full;
+  AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
   std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, false);
   autopar::rt::CheckpointMeta meta;
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
@@ -888,12 +912,12 @@ Status Trainer::resume() {
       ++r;
     }
   }
-  return Status::ok();
+  return haveOthersState(false);
 }
 
 Status Trainer::exportOnnx() {
   if (info.pipeline)
-    syncPipelineTensors();
+    AUTOPAR_RT_RETURN_IF_ERROR(syncPipelineTensors());
   std::vector<autopar::rt::ExportTensor> tensors;
   std::vector<Buffer> full;
   for (int t = 0; t < info.numTensors; ++t) {
@@ -915,10 +939,11 @@ Status Trainer::exportOnnx() {
          std::vector<int64_t>(ti.fileShape, ti.fileShape + ti.fileRank), data,
          ti.fileElements * saved.elementBytes});
   }
-  if (!leader())
-    return Status::ok();
-  return autopar::rt::exportOnnxWeights(dir + "/model.onnx", o.exportOnnx,
-                                        tensors);
+  Status status = leader() ? autopar::rt::exportOnnxWeights(
+                                 dir + "/model.onnx", o.exportOnnx, tensors)
+                           : Status::ok();
+  AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
+  return status;
 }
 
 void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
@@ -970,8 +995,9 @@ double Trainer::pipelineStep(int64_t step) {
   };
   // Gradients accumulate over the phases of the step.
   for (size_t k = 0; k < grads.size(); ++k)
-    device.zero(grads[k].get(),
-                shards[k].tensor->numElements * shards[k].tensor->elementBytes);
+    if (grads[k])
+      device.zero(grads[k].get(), shards[k].tensor->numElements *
+                                      shards[k].tensor->elementBytes);
   // What a micro-batch in flight on a stage keeps until its last phase.
   struct InFlight {
     DeviceBuffer received, outputGrad;
@@ -1089,8 +1115,38 @@ double Trainer::pipelineStep(int64_t step) {
   return lossSum;
 }
 
-void Trainer::syncPipelineTensors() {
+Status Trainer::haveOthersState(bool have) {
+  if (!info.pipeline)
+    return Status::ok();
+  const int states = autopar::rt::numStateBuffers(config);
+  for (int t = 0; t < info.numTensors; ++t) {
+    const int k = trainableIndex[t];
+    if (k < 0 || !othersTensor(t))
+      continue;
+    const int64_t bytes = shards[k].chunk * 4;
+    for (auto [storage, wanted] :
+         {std::pair<Storage *, bool>{&state0[k], states > 0},
+          {&state1[k], states > 1},
+          {&masters[k], info.tensors[t].master}}) {
+      if (!have) {
+        *storage = Storage();
+      } else if (wanted && !*storage) {
+        *storage = stateStorage(bytes);
+        if (!*storage)
+          return Status::error("out of memory for the optimizer state of '" +
+                               std::string(info.tensors[t].name) + "'");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status Trainer::syncPipelineTensors(bool withState) {
   const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  // Tensors other ranks own: their state comes in until the save or
+  // export is done.
+  if (withState)
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
   const int rank = static_cast<int>(comm.coord(pp.ppAxis));
   const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
   for (int t = 0; t < info.numTensors; ++t) {
@@ -1107,7 +1163,7 @@ void Trainer::syncPipelineTensors() {
     comm.allReduceSum(params.get() + ti.offset, ti.numElements, commType(ti),
                       ppMask);
     for (Storage *state : {&state0[k], &state1[k], &masters[k]}) {
-      if (!*state)
+      if (!withState || !*state)
         continue;
       if (!owner)
         device.zero(state->get(), shards[k].chunk * 4);
@@ -1116,6 +1172,7 @@ void Trainer::syncPipelineTensors() {
     }
   }
   comm.waitAll();
+  return Status::ok();
 }
 
 Status Trainer::writeTrace() {
@@ -1153,9 +1210,9 @@ Status Trainer::writeTrace() {
   return autopar::rt::writeFileAtomically(o.trace, out.data(), out.size());
 }
 
-double Trainer::evaluate() {
+Status Trainer::evaluate(double &loss) {
   if (info.pipeline)
-    syncPipelineTensors();
+    AUTOPAR_RT_RETURN_IF_ERROR(syncPipelineTensors(/*withState=*/false));
   void *outputs[] = {lossBuffer.get()};
   double sum = 0;
   for (int64_t step = 0; step < o.evalSteps; ++step)
@@ -1164,7 +1221,8 @@ double Trainer::evaluate() {
       sum += runStep(info.forward, 1, {params.get(), inputPtrs.data(),
                                     arena.get(), outputs, 1.0f, false});
     }
-  return sum / static_cast<double>(o.evalSteps * info.microBatches);
+  loss = sum / static_cast<double>(o.evalSteps * info.microBatches);
+  return Status::ok();
 }
 
 /// JSON of the bytes the collectives moved since the last reset.
@@ -1364,7 +1422,8 @@ Status Trainer::run() {
     // forward of step + 1 uses), every --eval-every steps and at the end.
     if (o.evalEvery > 0 &&
         ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
-      double evalLoss = evaluate();
+      double evalLoss = 0;
+      AUTOPAR_RT_RETURN_IF_ERROR(evaluate(evalLoss));
       if (leader()) {
         char line[128];
         std::snprintf(line, sizeof(line), "{\"step\":%lld,\"eval_loss\":%s}",
