@@ -57,7 +57,9 @@ struct SplitFusedProjectionsPass
 
   /// split(matmul(x, W) [+ b]) along the last dim into k equal parts, W and
   /// b parameters used only there: W [h, k*m] becomes [h, k, m] (b [k, m])
-  /// and each part its own matmul (and add) of a part of W (and of b).
+  /// and each part its own matmul (and add) of a part of W (and of b). A
+  /// weight stored as nn.Linear's [k*m, h] and transposed there (an export
+  /// without constant folding) becomes [k, m, h], each part transposed.
   void rewrite(func::FuncOp func, nn::SplitOp s) {
     auto in = cast<RankedTensorType>(s.getInput().getType());
     int64_t k = s.getNumResults(), last = in.getRank() - 1;
@@ -86,14 +88,23 @@ struct SplitFusedProjectionsPass
     auto matmul = y.getDefiningOp<nn::MatMulOp>();
     if (!matmul || !matmul->hasOneUse())
       return;
-    BlockArgument weight = singleUseParameter(func, matmul.getRhs());
+    Value rhs = matmul.getRhs();
+    auto transpose = rhs.getDefiningOp<nn::TransposeOp>();
+    if (transpose && (!transpose->hasOneUse() ||
+                      transpose.getPerm() != ArrayRef<int64_t>{1, 0}))
+      transpose = nullptr;
+    if (transpose)
+      rhs = transpose.getInput();
+    BlockArgument weight = singleUseParameter(func, rhs);
     if (!weight)
       return;
     auto wType = cast<RankedTensorType>(weight.getType());
-    if (wType.getRank() != 2 || wType.getDimSize(1) != in.getDimSize(last) ||
-        wType.getDimSize(1) % k)
+    // The output features' dim of the stored weight.
+    const int64_t out = transpose ? 0 : 1;
+    if (wType.getRank() != 2 || wType.getDimSize(out) != in.getDimSize(last) ||
+        wType.getDimSize(out) % k)
       return;
-    int64_t h = wType.getDimSize(0), m = wType.getDimSize(1) / k;
+    int64_t h = wType.getDimSize(1 - out), m = wType.getDimSize(out) / k;
     Type elem = wType.getElementType();
     // The logical tensors (weights.bin, checkpoints) keep their shapes.
     for (BlockArgument arg : {weight, bias})
@@ -101,7 +112,8 @@ struct SplitFusedProjectionsPass
           !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr))
         func.setArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr,
                         TypeAttr::get(arg.getType()));
-    weight.setType(RankedTensorType::get({h, k, m}, elem));
+    weight.setType(transpose ? RankedTensorType::get({k, m, h}, elem)
+                             : RankedTensorType::get({h, k, m}, elem));
     if (bias)
       bias.setType(RankedTensorType::get(
           {k, m}, cast<RankedTensorType>(bias.getType()).getElementType()));
@@ -121,7 +133,11 @@ struct SplitFusedProjectionsPass
             b, loc, RankedTensorType::get(flat, t.getElementType()), p));
       return out;
     };
-    SmallVector<Value> ws = parts(weight, 1, {h, 1, m}, {h, m});
+    SmallVector<Value> ws = transpose ? parts(weight, 0, {1, m, h}, {m, h})
+                                      : parts(weight, 1, {h, 1, m}, {h, m});
+    if (transpose)
+      for (Value &w : ws)
+        w = nn::TransposeOp::create(b, loc, w, ArrayRef<int64_t>{1, 0});
     SmallVector<Value> bs;
     if (bias)
       bs = parts(bias, 0, {1, m}, {m});
@@ -137,6 +153,8 @@ struct SplitFusedProjectionsPass
     if (add)
       add.erase();
     matmul.erase();
+    if (transpose)
+      transpose.erase();
   }
 };
 

@@ -31,6 +31,31 @@ module {
 
 // -----
 
+// The same projection exported without constant folding: nn.Linear's
+// weight [12, 4] transposed at its use. It is viewed as [3, 4, 4] and each
+// part transposed; the transpose of the whole goes.
+
+// CHECK-LABEL: func.func @fused_qkv_transposed
+// CHECK-SAME: %arg1: tensor<3x4x4xf32> {nn.logical_type = tensor<12x4xf32>, nn.param = "w"}
+// CHECK: %[[W:.*]]:3 = nn.split %arg1 {axis = 0 : i64} : (tensor<3x4x4xf32>) -> (tensor<1x4x4xf32>, tensor<1x4x4xf32>, tensor<1x4x4xf32>)
+// CHECK: %[[W0:.*]] = nn.reshape %[[W]]#0 : tensor<1x4x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[T0:.*]] = nn.transpose %[[W0]] {perm = array<i64: 1, 0>}
+// CHECK: %[[Q:.*]] = nn.matmul %arg0, %[[T0]] : (tensor<2x8x4xf32>, tensor<4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NOT: nn.transpose %arg1
+// CHECK: return %[[Q]], %{{.*}}, %{{.*}} : tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+module {
+  func.func @fused_qkv_transposed(%x: tensor<2x8x4xf32>,
+                                  %w: tensor<12x4xf32> {nn.param = "w"})
+      -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+    %t = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<12x4xf32> -> tensor<4x12xf32>
+    %y = nn.matmul %x, %t : (tensor<2x8x4xf32>, tensor<4x12xf32>) -> tensor<2x8x12xf32>
+    %p:3 = nn.split %y {axis = 2 : i64} : (tensor<2x8x12xf32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+    return %p#0, %p#1, %p#2 : tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+  }
+}
+
+// -----
+
 // Left alone: a weight used twice (tied), and parts of unequal sizes.
 
 // CHECK-LABEL: func.func @not_fused
