@@ -116,6 +116,26 @@ private:
   std::map<std::string, std::array<double, 4>> bytes;
 };
 
+/// The parameters of `func` whose vocabulary is padded to a multiple of tp,
+/// by name: the model's shape and the padded one the ranks split.
+nlohmann::json paddedJson(func::FuncOp func) {
+  nlohmann::json padded = nlohmann::json::object();
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name)
+      continue;
+    auto full = cast<RankedTensorType>(logicalType(func, i));
+    TensorSync sync = readTensorSync(func, i, -1);
+    int64_t whole = 1;
+    for (int64_t size : sync.whole)
+      whole *= size;
+    if (whole != full.getNumElements())
+      padded[name.getValue().str()] = {{"shape", full.getShape()},
+                                       {"padded", sync.whole}};
+  }
+  return padded;
+}
+
 /// The mesh's axis sizes by name.
 std::map<std::string, int64_t> meshJson(const ProgramShape &shape) {
   std::map<std::string, int64_t> mesh;
@@ -275,6 +295,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                    {"precision", plan.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},
+                   {"padded", paddedJson(forward)},
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] =
@@ -306,26 +327,13 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // optimizer, as the IR tells it to (readTensorSync).
   CommCount comm(shape);
   llvm::StringMap<int> gradOf = gradResults(step);
-  // Parameters whose vocabulary is padded to a multiple of tp: the model's
-  // shape and the padded one the ranks split.
-  nlohmann::json padded = nlohmann::json::object();
+  nlohmann::json padded = paddedJson(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     if (!step.getArgAttr(i, nn::NNDialect::kParamAttr))
       continue;
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
-    {
-      TensorSync sync = readTensorSync(step, i, -1);
-      int64_t whole = 1;
-      for (int64_t size : sync.whole)
-        whole *= size;
-      if (whole != n)
-        padded[step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
-                   .getValue()
-                   .str()] = {{"shape", full.getShape()},
-                              {"padded", sync.whole}};
-    }
     if (gradOf.count(
             step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
                 .getValue())) {

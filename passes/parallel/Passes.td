@@ -111,7 +111,10 @@ def SplitFusedProjectionsPass
     row-major bytes, its `nn.logical_type` (weights.bin, checkpoints,
     exports) unchanged, and each part's weight is its slice. Then each
     part's output features can be split over tp, so every rank stores and
-    computes its heads of q, k and v, as Megatron splits a fused QKV.
+    computes its heads of q, k and v, as Megatron splits a fused QKV. A
+    weight stored as `nn.Linear`'s `[3h, h]` and transposed at its use (an
+    export without constant folding) is viewed as `[parts, h / parts, h]`,
+    each part's slice transposed.
 
     ```mlir
     %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
