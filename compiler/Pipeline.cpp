@@ -104,16 +104,12 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     recompute.mode = plan.recompute;
     pm.addPass(createRecomputePass(recompute));
   }
-  // A pipeline stage's training step in the phases its schedule runs
-  // apart (after recompute: what it recomputes, the forward need not save).
-  if (plan.meshPp > 1) {
-    dist::PipelinePhasesPassOptions phases;
-    phases.splitWeights = plan.pipelineSchedule == "zb-h1";
-    pm.addPass(dist::createPipelinePhasesPass(phases));
-  }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor
-    // parallelism: column-parallel seeds over tp, the rest propagated.
+    // parallelism: column-parallel seeds over tp, the rest propagated. A
+    // pipeline stage's whole training step is laid out as one (its forward
+    // and backward together, as a step without a pipeline), its phases
+    // then keep its layouts.
     dist::AnnotateShardingPassOptions annotate;
     annotate.zeroStage = plan.zeroStage;
     annotate.offload = plan.zeroOffload;
@@ -126,6 +122,15 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
       pm.addPass(dist::createTensorParallelPass(tp));
     }
     pm.addPass(dist::createPropagateShardingPass());
+  }
+  // A pipeline stage's training step in the phases its schedule runs
+  // apart (after recompute: what it recomputes, the forward need not save).
+  if (plan.meshPp > 1) {
+    dist::PipelinePhasesPassOptions phases;
+    phases.splitWeights = plan.pipelineSchedule == "zb-h1";
+    pm.addPass(dist::createPipelinePhasesPass(phases));
+  }
+  if (isDistributed(plan)) {
     pm.addPass(dist::createSpmdizePass());
     pm.addPass(dist::createLowerCollectivesPass());
     pm.addPass(dist::createZeroPartitionPass());

@@ -267,7 +267,10 @@ def PipelinePhasesPass
     only on parameters, constants and buffers (a weight's transpose or
     cast), is recomputed by the phases that read it rather than saved (a
     copy per micro-batch in flight; a later phase then reads the parameter
-    itself, laid out as the blob holds it). The step
+    itself, laid out as the blob holds it). A step laid out over the mesh
+    (dp, tp: its ops carry `dist.shardings`) hands its layouts on: the
+    phases' arguments and results keep their `dist.sharding`, and a saved
+    value crosses as the step holds it, its pending sums reduced. The step
     itself stays. Running F then B (or F, I, W) computes exactly what the
     step computes.
   }];

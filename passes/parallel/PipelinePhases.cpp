@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Propagation.h"
 
 #include "dialects/nn/NNOps.h"
 
@@ -236,8 +237,7 @@ struct PipelinePhasesPass
       }
     for (Value v : received) {
       argTypes.push_back(v.getType());
-      argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          nn::NNDialect::kSavedAttr, b.getStringAttr(savedNames[v]))));
+      argAttrs.push_back(savedAttrs(v, savedNames[v]));
     }
     for (unsigned r : results) {
       resultTypes.push_back(step.getResultTypes()[r]);
@@ -249,8 +249,7 @@ struct PipelinePhasesPass
       std::string key = (savedPrefix + Twine(savedCount++)).str();
       savedNames[v] = key;
       resultTypes.push_back(v.getType());
-      resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr(nn::NNDialect::kSavedAttr, b.getStringAttr(key))));
+      resultAttrs.push_back(savedAttrs(v, key));
     }
     b.setInsertionPointAfter(step);
     auto func = func::FuncOp::create(b, step.getLoc(), name,
@@ -276,6 +275,29 @@ struct PipelinePhasesPass
       out.push_back(map.lookup(v));
     func::ReturnOp::create(b, step.getLoc(), out);
     return success();
+  }
+
+  /// A saved value's attributes: its key and, when the step is laid out
+  /// over a mesh (its ops carry dist.shardings), its layout there, its
+  /// pending sums reduced (the phase that saves it reduces them).
+  static DictionaryAttr savedAttrs(Value v, StringRef key) {
+    MLIRContext *ctx = v.getContext();
+    Builder b(ctx);
+    SmallVector<NamedAttribute> attrs = {
+        b.getNamedAttr(nn::NNDialect::kSavedAttr, b.getStringAttr(key))};
+    Operation *def = v.getDefiningOp();
+    auto shardings =
+        def ? def->getAttrOfType<ArrayAttr>(kShardingsAttr) : ArrayAttr();
+    if (shardings) {
+      auto attr =
+          cast<ShardingAttr>(shardings[cast<OpResult>(v).getResultNumber()]);
+      Layout l = Layout::fromAttr(attr);
+      l.partial.clear();
+      attrs.push_back(b.getNamedAttr(
+          kShardingAttr,
+          l.toAttr(ctx, attr.getMesh().getLeafReference().getValue())));
+    }
+    return b.getDictionaryAttr(attrs);
   }
 
   /// The name each saved value has.

@@ -292,9 +292,11 @@ SmallVector<func::FuncOp> PhaseLayouts::order(ModuleOp module) {
                                         "weight"};
     auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
     auto phase = f->getAttrOfType<StringAttr>(kPhaseAttr);
-    if (!stage || !phase)
+    if (!stage || (!phase && !returnsGradients(f)))
       return std::make_tuple(returnsGradients(f) ? 1 : 2, int64_t(0), 0);
-    int p = llvm::find(kPhases, phase.getValue()) - std::begin(kPhases);
+    // A stage's whole training step, or its phases in order.
+    int p =
+        phase ? llvm::find(kPhases, phase.getValue()) - std::begin(kPhases) : 0;
     return std::make_tuple(0, stage.getInt(), p);
   };
   std::stable_sort(

@@ -135,8 +135,9 @@ struct TensorParallelPass
     // The training step chooses; the other functions (the forward of
     // evaluation) take its parameters' layouts (autopar-dist-propagate).
     bool pipelined =
-        llvm::any_of(module.getOps<func::FuncOp>(),
-                     [](func::FuncOp f) { return f->hasAttr(kPhaseAttr); });
+        llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
+          return f->hasAttr(kStageAttr) && returnsGradients(f);
+        });
     if (!pipelined) {
       for (auto func : module.getOps<func::FuncOp>())
         if (!func.isExternal() && returnsGradients(func) &&
@@ -144,35 +145,19 @@ struct TensorParallelPass
           return signalPassFailure();
       return;
     }
-    // Pipeline phases, in the order propagation lays them out: a stage's
-    // forward chooses its splits (with the parameters an earlier stage laid
-    // out, a tied embedding); its backward phases take the layouts of the
-    // parameters and of what they receive, and sequence parallelism's
-    // seeds over their matmuls (the whole step's in one function would
-    // have them). The layouts each phase hands the next are fixed here.
+    // Pipeline stages' training steps, in stage order: each chooses its
+    // splits with the parameters an earlier stage laid out (a tied
+    // embedding) and its input open (a split it arrives in would hide the
+    // projections' splits), then is laid out with its input as it comes;
+    // the layouts each stage hands the next are fixed here.
     PhaseLayouts handed;
     for (func::FuncOp func : PhaseLayouts::order(module)) {
-      auto phase = func->getAttrOfType<StringAttr>(kPhaseAttr);
-      if (!phase)
+      if (!func->hasAttr(kStageAttr) || !returnsGradients(func))
         continue;
-      bool forward = phase.getValue() == "forward";
-      handed.take(func, mesh.getSymName(), /*paramsOnly=*/forward);
-      if (forward) {
-        // Seeded with its input open (a split it arrives in would hide the
-        // projections' splits), then laid out with the input as it comes.
-        if (failed(seed(func, sizes, *size, mesh)))
-          return signalPassFailure();
-        handed.take(func, mesh.getSymName());
-      } else if (sequenceParallel) {
-        std::unique_ptr<ShardingPropagator> prop = propagateSeeds(func, sizes);
-        if (!prop)
-          return signalPassFailure();
-        int64_t level = 0;
-        for (auto shard : func.getBody().getOps<ShardOp>())
-          level = std::max(level, priorityOf(shard));
-        seedSequence(func.getBody().front(), *prop, {}, level + 1, *size, mesh,
-                     sizes, /*splitArrivals=*/true);
-      }
+      handed.take(func, mesh.getSymName(), /*paramsOnly=*/true);
+      if (failed(seed(func, sizes, *size, mesh)))
+        return signalPassFailure();
+      handed.take(func, mesh.getSymName());
       std::unique_ptr<ShardingPropagator> prop = propagateSeeds(func, sizes);
       if (!prop)
         return signalPassFailure();
@@ -433,15 +418,9 @@ struct TensorParallelPass
   /// the tokens (an all-gather where it arrives split). What runs on split
   /// tokens has its parameters' gradients summed over the axis (norm
   /// weights, row-parallel biases).
-  ///
-  /// A pipeline's backward phase receives its activations split over the
-  /// tokens already (`splitArrivals`): its pins take the axis off their
-  /// token dims (dim 0 and the one before the features, as tokenDim splits
-  /// them; heads and features keep their splits).
   void seedSequence(Block &body, const ShardingPropagator &prop,
                     ArrayRef<ShardOp> lookupSums, int64_t level, int64_t n,
-                    MeshOp mesh, const MeshSizes &sizes,
-                    bool splitArrivals = false) {
+                    MeshOp mesh, const MeshSizes &sizes) {
     MLIRContext *ctx = mesh.getContext();
     IntegerAttr priority = IntegerAttr::get(IntegerType::get(ctx, 64), level);
     // (Sums pending over other axes, a gradient's over dp, stay pending.)
@@ -450,14 +429,7 @@ struct TensorParallelPass
       return l;
     };
     // The layout a matmul reads a value in: whole over the tokens.
-    auto pinned = [&](Value v) {
-      Layout l = withoutAxis(prop.layoutOf(v));
-      int64_t rank = static_cast<int64_t>(l.dims.size());
-      if (splitArrivals && rank >= 2)
-        for (int64_t d : {int64_t(0), rank - 2})
-          llvm::erase(l.dims[d], StringRef(axis));
-      return l;
-    };
+    auto pinned = [&](Value v) { return withoutAxis(prop.layoutOf(v)); };
     auto splitTokens = [&](OpBuilder &b, Value v) {
       Layout l = withoutAxis(prop.layoutOf(v));
       std::optional<int64_t> dim = tokenDim(v, l, n, sizes);
