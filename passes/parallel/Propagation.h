@@ -89,9 +89,9 @@ std::unique_ptr<ShardingPropagator> propagateSeeds(mlir::func::FuncOp func,
 class PhaseLayouts {
 public:
   /// The module's functions in the order their layouts are decided:
-  /// pipeline phases by stage then phase (forward, backward, input,
-  /// weight), then training steps, then the rest (the forward of
-  /// evaluation).
+  /// pipeline stages' training steps, or their phases, by stage then phase
+  /// (forward, backward, input, weight), then training steps, then the
+  /// rest (the forward of evaluation).
   static llvm::SmallVector<mlir::func::FuncOp> order(mlir::ModuleOp module);
 
   /// Fixes `func`'s arguments without a dist.sharding that an earlier

@@ -428,8 +428,6 @@ struct TensorParallelPass
       llvm::erase(l.partial, StringRef(axis));
       return l;
     };
-    // The layout a matmul reads a value in: whole over the tokens.
-    auto pinned = [&](Value v) { return withoutAxis(prop.layoutOf(v)); };
     auto splitTokens = [&](OpBuilder &b, Value v) {
       Layout l = withoutAxis(prop.layoutOf(v));
       std::optional<int64_t> dim = tokenDim(v, l, n, sizes);
@@ -460,24 +458,24 @@ struct TensorParallelPass
       OpBuilder b(op);
       for (OpOperand &operand : op->getOpOperands()) {
         Value v = operand.get();
-        if (isParameter(v) || !tokenDim(v, pinned(v), n, sizes))
+        if (isParameter(v) || !tokenDim(v, prop.layoutOf(v), n, sizes))
           continue;
         // A reshape (a weight gradient's flattened tokens) is pinned at its
         // input, so the pin is the one its other readers have (one
         // all-gather, kept).
         auto reshape = v.getDefiningOp<nn::ReshapeOp>();
         if (reshape && !isParameter(reshape.getInput()) &&
-            tokenDim(reshape.getInput(), pinned(reshape.getInput()), n,
+            tokenDim(reshape.getInput(), prop.layoutOf(reshape.getInput()), n,
                      sizes)) {
           Value in = reshape.getInput();
-          Layout l = pinned(in);
+          Layout l = withoutAxis(prop.layoutOf(in));
           Value whole = ShardOp::create(
               b, op->getLoc(), in, l.toAttr(ctx, mesh.getSymName()), priority);
           operand.set(
               nn::ReshapeOp::create(b, op->getLoc(), v.getType(), whole));
           continue;
         }
-        Layout l = pinned(v);
+        Layout l = withoutAxis(prop.layoutOf(v));
         operand.set(ShardOp::create(
             b, op->getLoc(), v, l.toAttr(ctx, mesh.getSymName()), priority));
       }
