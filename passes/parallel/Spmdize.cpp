@@ -589,21 +589,6 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       op->erase();
     }
   }
-  // This rank's block of what was gathered over the same axes along the
-  // same dim is what it had (a value pinned whole between two split
-  // readers): the gather goes where nothing else reads it.
-  SmallVector<TensorSplitOp> splits(func.getBody().getOps<TensorSplitOp>());
-  for (TensorSplitOp split : splits) {
-    auto gather = split.getInput().getDefiningOp<AllGatherOp>();
-    if (!gather || gather.getAxes() != split.getAxes() ||
-        gather.getDim() != split.getDim() ||
-        gather.getInput().getType() != split.getType())
-      continue;
-    split.replaceAllUsesWith(gather.getInput());
-    split.erase();
-    if (gather->use_empty())
-      gather.erase();
-  }
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   func.setType(FunctionType::get(func.getContext(),
                                  func.getBody().front().getArgumentTypes(),
