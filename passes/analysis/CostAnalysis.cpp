@@ -13,6 +13,10 @@
 using namespace mlir;
 using namespace autopar;
 
+double autopar::rooflineFlops(Operation *op, double flopsPerByte) {
+  return std::max<double>(modelFlops(op), flopsPerByte * movedBytes(op));
+}
+
 int64_t autopar::movedBytes(Operation *op) {
   int64_t bytes = 0;
   for (Value v : op->getOperands())

@@ -30,6 +30,10 @@ int64_t modelFlops(mlir::Operation *op);
 /// modelFlops, what a roofline times an op by.
 int64_t movedBytes(mlir::Operation *op);
 
+/// The roofline's cost of `op` in FLOPs: its model FLOPs, or the bytes it
+/// moves times `flopsPerByte` (the machine's balance) if that is more.
+double rooflineFlops(mlir::Operation *op, double flopsPerByte);
+
 /// What one run of a function of the final IR costs one rank.
 struct FunctionCost {
   /// Model FLOPs of the function's ops (modelFlops).

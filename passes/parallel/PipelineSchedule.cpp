@@ -46,8 +46,7 @@ struct PipelineSchedulePass
       if (isa<func::FuncOp, func::ReturnOp>(op) ||
           op->getParentOfType<nn::FusedOp>())
         return;
-      t += std::max(double(modelFlops(op)) / flopsPerSecond,
-                    double(movedBytes(op)) / bytesPerSecond);
+      t += rooflineFlops(op, flopsPerSecond / bytesPerSecond) / flopsPerSecond;
     });
     return t;
   }

@@ -30,12 +30,6 @@ using namespace autopar::dist;
 
 namespace {
 
-/// Predicted cost of one op of the forward: its model FLOPs, or the bytes
-/// it moves times `flopsPerByte` (the machine's balance) if that is more.
-double costOf(Operation *op, double flopsPerByte) {
-  return std::max<double>(modelFlops(op), flopsPerByte * movedBytes(op));
-}
-
 struct PipelineSplitPass
     : public dist::impl::PipelineSplitPassBase<PipelineSplitPass> {
   using PipelineSplitPassBase::PipelineSplitPassBase;
@@ -160,7 +154,7 @@ struct PipelineSplitPass
       for (int64_t i = from + 1; i <= to; ++i)
         if (llvm::any_of(ops[i]->getResults(),
                          [&](Value r) { return activation.contains(r); }))
-          c += costOf(ops[i], unit);
+          c += rooflineFlops(ops[i], unit);
       return c;
     };
     SmallVector<double> layerCost(layers);
@@ -204,7 +198,7 @@ struct PipelineSplitPass
                         [&](Value r) { return activation.contains(r); }))
         continue;
       ops[i]->setAttr(kStageAttr, b.getI64IntegerAttr(s));
-      stageCost[s] += std::llround(costOf(ops[i], unit));
+      stageCost[s] += std::llround(rooflineFlops(ops[i], unit));
     }
     SmallVector<int64_t> starts(first.begin(), first.end() - 1);
     func->setAttr(
