@@ -59,8 +59,8 @@ MeshSizes dist::meshSizes(MeshOp mesh) {
 
 namespace {
 
-/// A pipeline phase's argument or result that another phase returns or
-/// takes: a stage's input or output, their gradients, a saved value.
+/// A pipeline stage's argument or result that a neighbouring stage returns
+/// or takes: its input or output, their gradients.
 bool isPipelineBoundary(DictionaryAttr attrs) {
   if (!attrs)
     return false;
@@ -68,7 +68,6 @@ bool isPipelineBoundary(DictionaryAttr attrs) {
   return attrs.get(nn::NNDialect::kStageInputAttr) ||
          attrs.get(nn::NNDialect::kOutputGradAttr) ||
          attrs.get(nn::NNDialect::kInputGradAttr) ||
-         attrs.get(nn::NNDialect::kSavedAttr) ||
          (output && output.getValue() == kStageOutputName);
 }
 
@@ -168,7 +167,7 @@ struct AnnotateShardingPass
         func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
-      // What a pipeline phase receives from another is laid out as that
+      // What a pipeline stage receives from another is laid out as that
       // one returns it (autopar-dist-propagate).
       if (isPipelineBoundary(func.getArgAttrDict(i)))
         continue;

@@ -63,20 +63,11 @@ ShardingPropagator::ShardingPropagator(func::FuncOp func,
     if (auto name = func.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), nn::NNDialect::kParamAttr))
       params[name.getValue()] = arg;
-  for (unsigned r = 0; r < func.getNumResults(); ++r) {
-    auto grad =
-        func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
-    if (!grad)
-      continue;
-    if (BlockArgument arg = params.lookup(grad.getValue())) {
-      gradients.push_back({r, arg});
-    } else if (auto attr =
-                   func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr)) {
-      Layout l = Layout::fromAttr(attr);
-      l.partial.clear();
-      fixedGradients.push_back({r, l});
-    }
-  }
+  for (unsigned r = 0; r < func.getNumResults(); ++r)
+    if (auto grad =
+            func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+      if (BlockArgument arg = params.lookup(grad.getValue()))
+        gradients.push_back({r, arg});
 }
 
 Layout ShardingPropagator::layoutOf(Value v) const {
@@ -142,8 +133,6 @@ bool ShardingPropagator::visit(Operation *op, int64_t level) {
       l.partial.clear();
       changed |= addHint(op->getOperand(r), l);
     }
-    for (const auto &[r, l] : fixedGradients)
-      changed |= addHint(op->getOperand(r), l);
     return changed;
   }
   if (op->getNumResults() == 0)
@@ -222,10 +211,9 @@ void ShardingPropagator::annotate(StringRef meshName) {
 
 namespace {
 
-/// The pipeline boundary value argument (or result) `i` of a phase function
-/// is, named the same in every phase: the input of stage s ("in s", also
-/// stage s - 1's output and the gradients of both), or a value stage s
-/// saves ("s/key"); empty for any other value.
+/// The pipeline boundary value argument (or result) `i` of a stage's
+/// training step is: the input of stage s ("in s", also stage s - 1's
+/// output and the gradients of both); empty for any other value.
 std::string boundaryKey(func::FuncOp func, unsigned i, bool result) {
   auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr);
   if (!stage)
@@ -236,12 +224,6 @@ std::string boundaryKey(func::FuncOp func, unsigned i, bool result) {
     return result ? func.getResultAttr(i, attr) != nullptr
                   : func.getArgAttr(i, attr) != nullptr;
   };
-  auto saved =
-      result
-          ? func.getResultAttrOfType<StringAttr>(i, nn::NNDialect::kSavedAttr)
-          : func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kSavedAttr);
-  if (saved)
-    return s + "/" + saved.getValue().str();
   if (has(nn::NNDialect::kStageInputAttr) || has(nn::NNDialect::kInputGradAttr))
     return "in " + s;
   if (has(nn::NNDialect::kOutputGradAttr))
@@ -282,22 +264,17 @@ void sumTerms(nn::AddOp add, SmallVectorImpl<Value> &terms,
 
 } // namespace
 
-SmallVector<func::FuncOp> PhaseLayouts::order(ModuleOp module) {
+SmallVector<func::FuncOp> StageLayouts::order(ModuleOp module) {
   SmallVector<func::FuncOp> funcs;
   for (auto func : module.getOps<func::FuncOp>())
     if (!func.isExternal())
       funcs.push_back(func);
   auto key = [](func::FuncOp f) {
-    static const StringRef kPhases[] = {"forward", "backward", "input",
-                                        "weight"};
     auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
-    auto phase = f->getAttrOfType<StringAttr>(kPhaseAttr);
-    if (!stage || (!phase && !returnsGradients(f)))
-      return std::make_tuple(returnsGradients(f) ? 1 : 2, int64_t(0), 0);
-    // A stage's whole training step, or its phases in order.
-    int p =
-        phase ? llvm::find(kPhases, phase.getValue()) - std::begin(kPhases) : 0;
-    return std::make_tuple(0, stage.getInt(), p);
+    if (!returnsGradients(f))
+      return std::make_pair(2, int64_t(0));
+    return stage ? std::make_pair(0, stage.getInt())
+                 : std::make_pair(1, int64_t(0));
   };
   std::stable_sort(
       funcs.begin(), funcs.end(),
@@ -305,13 +282,10 @@ SmallVector<func::FuncOp> PhaseLayouts::order(ModuleOp module) {
   return funcs;
 }
 
-void PhaseLayouts::take(func::FuncOp func, StringRef meshName,
+void StageLayouts::take(func::FuncOp func, StringRef meshName,
                         bool paramsOnly) {
-  llvm::StringSet<> taken;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-    if (name)
-      taken.insert(name.getValue());
     if (name && !func.getArgAttr(i, kShardingAttr) &&
         params.count(name.getValue()))
       func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
@@ -320,25 +294,9 @@ void PhaseLayouts::take(func::FuncOp func, StringRef meshName,
         boundaries.count(key))
       func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
   }
-  // A gradient of a parameter the function does not take (a phase that
-  // reads only what an earlier one saved of it) is laid out as the
-  // parameter, with the pending sums its sharding asks for.
-  for (unsigned r = 0; r < func.getNumResults(); ++r) {
-    auto grad =
-        func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
-    auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
-    if (!grad || !attr || taken.contains(grad.getValue()) ||
-        !params.count(grad.getValue()))
-      continue;
-    Layout l = Layout::fromAttr(params.lookup(grad.getValue()));
-    Layout has = Layout::fromAttr(attr);
-    l.partial = has.partial;
-    l.partialKind = has.partialKind;
-    func.setResultAttr(r, kShardingAttr, l.toAttr(func.getContext(), meshName));
-  }
 }
 
-void PhaseLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
+void StageLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
                           StringRef meshName) {
   MLIRContext *ctx = func.getContext();
   for (BlockArgument arg : func.getArguments()) {
@@ -352,9 +310,8 @@ void PhaseLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
     params.try_emplace(name.getValue(),
                        func.getArgAttrOfType<ShardingAttr>(i, kShardingAttr));
   }
-  // A phase's output to another is laid out as computed (its pending sums
-  // reduced), an input gradient as the stage's input; a result that has a
-  // sharding keeps it.
+  // A stage's output is laid out as computed (its pending sums reduced), its
+  // input's gradient as its input; a result that has a sharding keeps it.
   Operation *ret = func.getBody().front().getTerminator();
   for (unsigned r = 0; r < func.getNumResults(); ++r) {
     std::string key = boundaryKey(func, r, /*result=*/true);
@@ -464,11 +421,11 @@ struct PropagateShardingPass
     // A parameter has one layout in the whole program (one blob holds it
     // for every function): the training step (the function returning
     // gradients) lays its parameters out first, and the others (the
-    // forward of evaluation) take those layouts as fixed. Pipeline phases
-    // come first, by stage and phase: what a phase receives from another
-    // is laid out as that one returns it.
-    PhaseLayouts handed;
-    for (func::FuncOp func : PhaseLayouts::order(module)) {
+    // forward of evaluation) take those layouts as fixed. Pipeline stages'
+    // training steps come first, in stage order: what a stage receives from
+    // another is laid out as that one returns it.
+    StageLayouts handed;
+    for (func::FuncOp func : StageLayouts::order(module)) {
       handed.take(func, mesh.getSymName());
       std::unique_ptr<ShardingPropagator> propagator =
           propagateSeeds(func, sizes);

@@ -66,9 +66,6 @@ private:
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
   /// Per gradient result: its parameter, whose layout it is wanted in.
   llvm::SmallVector<std::pair<unsigned, mlir::BlockArgument>> gradients;
-  /// Per gradient result of a parameter the function does not take (a
-  /// pipeline phase's, laid out by an earlier phase): its result sharding.
-  llvm::SmallVector<std::pair<unsigned, Layout>> fixedGradients;
 };
 
 /// Regroups sums that mix whole terms with terms pending (as sums) over the
@@ -84,27 +81,26 @@ std::unique_ptr<ShardingPropagator> propagateSeeds(mlir::func::FuncOp func,
 
 /// The layouts one function hands the next: a parameter has one layout in
 /// the program (one blob holds it for every function), and a pipeline
-/// phase receives what another returns (a stage's input and output, their
-/// gradients, saved values) laid out as that one returns it.
-class PhaseLayouts {
+/// stage's training step receives its input and its output's gradient laid
+/// out as the neighbouring stages return them.
+class StageLayouts {
 public:
   /// The module's functions in the order their layouts are decided:
-  /// pipeline stages' training steps, or their phases, by stage then phase
-  /// (forward, backward, input, weight), then training steps, then the
-  /// rest (the forward of evaluation).
+  /// pipeline stages' training steps by stage, then training steps, then
+  /// the rest (the forward of evaluation).
   static llvm::SmallVector<mlir::func::FuncOp> order(mlir::ModuleOp module);
 
   /// Fixes `func`'s arguments without a dist.sharding that an earlier
-  /// function laid out (parameters, and unless `paramsOnly` values handed
-  /// over), and lays out a gradient of a parameter it does not take as
-  /// that parameter.
+  /// function laid out: parameters, and unless `paramsOnly` the stage's
+  /// input and output gradient.
   void take(mlir::func::FuncOp func, llvm::StringRef meshName,
             bool paramsOnly = false);
 
   /// Records `func`'s parameters' layouts as `prop` found them (fixing
-  /// the open ones) and the values it hands other phases: as computed, its
-  /// pending sums reduced; an input gradient as the stage's input; a result
-  /// with a dist.sharding as that. Sets those results' dist.sharding.
+  /// the open ones) and what it hands the neighbouring stages: its output
+  /// as computed, its pending sums reduced; its input's gradient as its
+  /// input; a result with a dist.sharding as that. Sets those results'
+  /// dist.sharding.
   void record(mlir::func::FuncOp func, const ShardingPropagator &prop,
               llvm::StringRef meshName);
 

@@ -150,8 +150,8 @@ struct TensorParallelPass
     // embedding) and its input open (a split it arrives in would hide the
     // projections' splits), then is laid out with its input as it comes;
     // the layouts each stage hands the next are fixed here.
-    PhaseLayouts handed;
-    for (func::FuncOp func : PhaseLayouts::order(module)) {
+    StageLayouts handed;
+    for (func::FuncOp func : StageLayouts::order(module)) {
       if (!func->hasAttr(kStageAttr) || !returnsGradients(func))
         continue;
       handed.take(func, mesh.getSymName(), /*paramsOnly=*/true);
