@@ -359,6 +359,11 @@ def TensorParallelPass
     %s = dist.shard %h {priority = 1 : i64} : tensor<8x16xf32>
         to #dist.sharding<@mesh, [[], [tp]]>
     ```
+
+    Pipeline stages' training steps are seeded in stage order, each with
+    the parameters an earlier stage laid out and its input open, then laid
+    out with its input as the previous stage returns it
+    (autopar-dist-propagate's order).
   }];
   let options = [
     Option<"axis", "axis", "std::string", "\"tp\"",
@@ -398,7 +403,12 @@ def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
     pending sums its result sharding asks for. A parameter has one layout
     in the program: the training step (the function returning gradients)
     lays its parameters out first, and the other functions (the forward of
-    evaluation) take those layouts as fixed. The result layouts are
+    evaluation) take those layouts as fixed. Pipeline stages' training steps
+    (`dist.stage`) are laid out in stage order: a stage takes the
+    parameters an earlier one laid out (a tied embedding), and its input
+    (`nn.stage_input`) and its output's gradient (`nn.output_grad`) as the
+    neighbouring stages return them (their output as computed, pending sums
+    reduced; the input's gradient as the input). The result layouts are
     attached as `dist.shardings` (one per result), open arguments get their
     `dist.sharding`.
 
