@@ -95,10 +95,6 @@ bool Compiler::checkPlan() {
   if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error))
     return false;
   std::string where = planName();
-  auto unsupported = [&](const std::string &key, const std::string &what) {
-    return fail(where + ": " + key + ": " + what +
-                " is not supported yet on the " + o.target + " target");
-  };
   if (o.target != "cpu" && o.target != "cuda")
     return fail("--target: unknown target '" + o.target +
                 "' (expected cpu or cuda)");
@@ -120,8 +116,6 @@ bool Compiler::checkPlan() {
                   " with pipeline parallelism is not supported (it would "
                   "reduce-scatter the gradients every micro-batch; use "
                   "zero.stage 1, as DeepSpeed's pipeline engine does)");
-    if (o.target != "cpu")
-      return unsupported("mesh.pp", "pipeline parallelism");
   }
   return true;
 }

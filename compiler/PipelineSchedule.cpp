@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace autopar::pipeline;
@@ -341,4 +342,265 @@ std::string autopar::pipeline::chromeTrace(const Simulation &sim,
   for (size_t i = 0; i < items.size(); ++i)
     out += items[i] + (i + 1 < items.size() ? ",\n" : "\n");
   return out + "],\n\"displayTimeUnit\": \"ms\"}\n";
+}
+
+namespace {
+
+/// What action `a` receives before it runs and sends after (none for a
+/// weight gradient, nothing past the first and last stages).
+std::vector<Transfer> receivesOf(const Action &a, int64_t stages) {
+  if (a.op == Op::Forward && a.stage > 0)
+    return {{false, a.stage - 1, a.micro}};
+  if ((a.op == Op::Backward || a.op == Op::BackwardInput) &&
+      a.stage + 1 < stages)
+    return {{true, a.stage + 1, a.micro}};
+  return {};
+}
+
+std::vector<Transfer> sendsOf(const Action &a, int64_t stages) {
+  if (a.op == Op::Forward && a.stage + 1 < stages)
+    return {{false, a.stage, a.micro}};
+  if ((a.op == Op::Backward || a.op == Op::BackwardInput) && a.stage > 0)
+    return {{true, a.stage, a.micro}};
+  return {};
+}
+
+using TransferKey = std::tuple<bool, int32_t, int32_t>;
+TransferKey keyOf(const Transfer &t) { return {t.gradient, t.stage, t.micro}; }
+
+std::string transferText(const Transfer &t) {
+  return std::string(t.gradient ? "the gradient" : "the activation") +
+         " of micro-batch " + std::to_string(t.micro) + " from stage " +
+         std::to_string(t.stage) + " to stage " + std::to_string(t.to());
+}
+
+/// Replays `plan` group by group under NCCL's semantics: a transfer
+/// completes once its sender's and its receiver's current groups hold it; a
+/// group once all its transfers have. `stuck` is called when no group can
+/// complete; it may change the plan (and return true) to go on.
+template <typename Stuck>
+bool replay(const Schedule &s, TransferPlan &plan, std::string &error,
+            Stuck stuck) {
+  const int64_t p = s.ranks;
+  std::vector<size_t> pos(p, 0);
+  std::set<TransferKey> done;
+  auto current = [&](int64_t r) -> TransferGroup * {
+    return pos[r] < plan[r].size() ? &plan[r][pos[r]] : nullptr;
+  };
+  while (true) {
+    for (int64_t r = 0; r < p; ++r)
+      if (TransferGroup *g = current(r))
+        for (const Transfer &t : g->sends) {
+          TransferGroup *peer = current(s.rankOf(t.to()));
+          if (peer && std::find(peer->recvs.begin(), peer->recvs.end(), t) !=
+                          peer->recvs.end())
+            done.insert(keyOf(t));
+        }
+    bool progress = false, finished = true;
+    for (int64_t r = 0; r < p; ++r) {
+      while (TransferGroup *g = current(r)) {
+        auto isDone = [&](const Transfer &t) { return done.count(keyOf(t)); };
+        if (!std::all_of(g->recvs.begin(), g->recvs.end(), isDone) ||
+            !std::all_of(g->sends.begin(), g->sends.end(), isDone))
+          break;
+        ++pos[r];
+        progress = true;
+      }
+      finished = finished && !current(r);
+    }
+    if (finished)
+      return true;
+    if (progress || stuck(pos))
+      continue;
+    std::string text;
+    for (int64_t r = 0; r < p; ++r)
+      if (TransferGroup *g = current(r)) {
+        text += (text.empty() ? "" : "; ") + std::string("rank ") +
+                std::to_string(r) + " waits to ";
+        bool any = false;
+        for (const Transfer &t : g->sends)
+          if (!done.count(keyOf(t))) {
+            text += (any ? ", " : "") + std::string("send ") + transferText(t);
+            any = true;
+          }
+        for (const Transfer &t : g->recvs)
+          if (!done.count(keyOf(t))) {
+            text +=
+                (any ? ", " : "") + std::string("receive ") + transferText(t);
+            any = true;
+          }
+      }
+    error = "pipeline schedule " + s.kind +
+            ": its transfers deadlock under NCCL's ordering: " + text;
+    return false;
+  }
+}
+
+} // namespace
+
+bool autopar::pipeline::groupTransfers(const Schedule &s, TransferPlan &plan,
+                                       std::string &error) {
+  const int64_t p = s.ranks, S = s.stages();
+  plan.assign(p, {});
+  // Each action's sends with the receives of the rank's next action.
+  for (int64_t r = 0; r < p; ++r) {
+    const std::vector<Action> &list = s.actions[r];
+    std::vector<TransferGroup> groups(list.size() + 1);
+    for (size_t k = 0; k < groups.size(); ++k)
+      groups[k].before = static_cast<int32_t>(k);
+    for (size_t k = 0; k < list.size(); ++k) {
+      groups[k].recvs = receivesOf(list[k], S);
+      groups[k + 1].sends = sendsOf(list[k], S);
+    }
+    plan[r] = std::move(groups);
+  }
+  // The position of each transfer in its sender's sequence.
+  std::map<TransferKey, int64_t> sent;
+  for (int64_t r = 0; r < p; ++r)
+    for (const TransferGroup &g : plan[r])
+      for (const Transfer &t : g.sends)
+        sent.emplace(keyOf(t), static_cast<int64_t>(sent.size()));
+  // A rank blocked on a send: its peer receives it (and what the rank sent
+  // it before) with the peer's current group.
+  auto pull = [&](const std::vector<size_t> &pos) {
+    for (int64_t r = 0; r < p; ++r) {
+      if (pos[r] == plan[r].size())
+        continue;
+      for (const Transfer &t : plan[r][pos[r]].sends) {
+        int64_t q = s.rankOf(t.to());
+        if (pos[q] == plan[q].size())
+          continue;
+        std::vector<TransferGroup> &groups = plan[q];
+        TransferGroup &into = groups[pos[q]];
+        bool moved = false;
+        for (size_t g = pos[q] + 1; g < groups.size(); ++g) {
+          std::vector<Transfer> &recvs = groups[g].recvs;
+          for (auto it = recvs.begin(); it != recvs.end();) {
+            if (s.rankOf(it->stage) == r &&
+                sent[keyOf(*it)] <= sent[keyOf(t)]) {
+              into.recvs.push_back(*it);
+              it = recvs.erase(it);
+              moved = true;
+            } else {
+              ++it;
+            }
+          }
+        }
+        if (moved)
+          return true;
+      }
+    }
+    return false;
+  };
+  if (!replay(s, plan, error, pull))
+    return false;
+  // Receives from one peer in the order it sends; empty groups dropped.
+  for (int64_t r = 0; r < p; ++r) {
+    std::vector<TransferGroup> kept;
+    for (TransferGroup &g : plan[r]) {
+      std::stable_sort(g.recvs.begin(), g.recvs.end(),
+                       [&](const Transfer &a, const Transfer &b) {
+                         return sent[keyOf(a)] < sent[keyOf(b)];
+                       });
+      if (!g.recvs.empty() || !g.sends.empty())
+        kept.push_back(std::move(g));
+    }
+    plan[r] = std::move(kept);
+  }
+  return checkTransfers(s, plan, error);
+}
+
+bool autopar::pipeline::checkTransfers(const Schedule &s,
+                                       const TransferPlan &plan,
+                                       std::string &error) {
+  const int64_t p = s.ranks, S = s.stages();
+  auto fail = [&](const std::string &message) {
+    error = "pipeline schedule " + s.kind + ": " + message;
+    return false;
+  };
+  if (static_cast<int64_t>(plan.size()) != p)
+    return fail("transfers for " + std::to_string(plan.size()) +
+                " ranks, the schedule has " + std::to_string(p));
+  // Where each action runs, and what must be sent and received.
+  std::map<std::tuple<int, int32_t, int32_t>, size_t> at;
+  std::set<TransferKey> needed;
+  for (int64_t r = 0; r < p; ++r)
+    for (size_t k = 0; k < s.actions[r].size(); ++k) {
+      const Action &a = s.actions[r][k];
+      at[{static_cast<int>(a.op), a.stage, a.micro}] = k;
+      for (const Transfer &t : sendsOf(a, S))
+        needed.insert(keyOf(t));
+    }
+  // The index of the action that makes (or reads) `t`, on its rank.
+  auto indexOf = [&](const Transfer &t, bool reader, size_t &k) {
+    int32_t stage = reader ? t.to() : t.stage;
+    // Forwards make and read activations, (input) backwards gradients.
+    std::vector<Op> ops = t.gradient
+                              ? std::vector<Op>{Op::Backward, Op::BackwardInput}
+                              : std::vector<Op>{Op::Forward};
+    for (Op op : ops) {
+      auto it = at.find({static_cast<int>(op), stage, t.micro});
+      if (it != at.end()) {
+        k = it->second;
+        return true;
+      }
+    }
+    return false;
+  };
+  std::set<TransferKey> sends, recvs;
+  // Per (sender, receiver): the transfers in the order each side starts
+  // them.
+  std::map<std::pair<int64_t, int64_t>, std::vector<TransferKey>> sendOrder,
+      recvOrder;
+  for (int64_t r = 0; r < p; ++r) {
+    int32_t last = 0;
+    for (const TransferGroup &g : plan[r]) {
+      if (g.before < last ||
+          g.before > static_cast<int32_t>(s.actions[r].size()))
+        return fail("rank " + std::to_string(r) +
+                    "'s transfer groups are out of order");
+      last = g.before;
+      for (bool sending : {false, true})
+        for (const Transfer &t : sending ? g.sends : g.recvs) {
+          const std::string what = transferText(t);
+          if (t.to() < 0 || t.to() >= S || t.stage < 0 || t.stage >= S ||
+              !needed.count(keyOf(t)))
+            return fail("rank " + std::to_string(r) + " transfers " + what +
+                        ", which no action sends");
+          if (s.rankOf(sending ? t.stage : t.to()) != r)
+            return fail("rank " + std::to_string(r) +
+                        (sending ? " sends " : " receives ") + what +
+                        ", a transfer of another rank");
+          if (!(sending ? sends : recvs).insert(keyOf(t)).second)
+            return fail("rank " + std::to_string(r) +
+                        (sending ? " sends " : " receives ") + what + " twice");
+          size_t k = 0;
+          if (!indexOf(t, !sending, k) ||
+              (sending ? g.before <= static_cast<int32_t>(k)
+                       : g.before > static_cast<int32_t>(k)))
+            return fail("rank " + std::to_string(r) +
+                        (sending ? " sends " + what + " before it is made"
+                                 : " receives " + what + " after it is read"));
+          int64_t peer = s.rankOf(sending ? t.to() : t.stage);
+          (sending ? sendOrder[{r, peer}] : recvOrder[{peer, r}])
+              .push_back(keyOf(t));
+        }
+    }
+  }
+  for (const TransferKey &k : needed) {
+    Transfer t{std::get<0>(k), std::get<1>(k), std::get<2>(k)};
+    if (!sends.count(k) || !recvs.count(k))
+      return fail("no rank " +
+                  std::string(sends.count(k) ? "receives " : "sends ") +
+                  transferText(t));
+  }
+  for (auto &[ranks, order] : sendOrder)
+    if (recvOrder[ranks] != order)
+      return fail("rank " + std::to_string(ranks.second) +
+                  " receives from rank " + std::to_string(ranks.first) +
+                  " in another order than it sends (NCCL matches them by "
+                  "position)");
+  TransferPlan copy = plan;
+  return replay(s, copy, error,
+                [](const std::vector<size_t> &) { return false; });
 }

@@ -120,6 +120,58 @@ struct Simulation {
 bool simulate(const Schedule &schedule, const StageTimes &times,
               Simulation &simulation, std::string &error);
 
+/// A message between two stages' ranks: the activation stage `stage`
+/// sends stage + 1 after its forward of micro-batch `micro`, or the
+/// gradient of its input it sends stage - 1 after its backward (or input
+/// gradient).
+struct Transfer {
+  bool gradient;
+  int32_t stage;
+  int32_t micro;
+  bool operator==(const Transfer &o) const {
+    return gradient == o.gradient && stage == o.stage && micro == o.micro;
+  }
+  /// The stage that receives it.
+  int32_t to() const { return gradient ? stage - 1 : stage + 1; }
+};
+
+/// Transfers a rank starts together, before its action `before` (an index
+/// into its action list; the list's size: after the last), and waits for
+/// before that action runs. NCCL runs a group's sends and receives
+/// concurrently but the groups of a rank one after another, and each blocks
+/// until every transfer in it has met its peer's (ncclGroupStart/End on
+/// one stream); to the same peer, transfers go in order, sends and
+/// receives matched by position, not by tag.
+struct TransferGroup {
+  int32_t before;
+  /// In the order the rank starts them: receives, then sends.
+  std::vector<Transfer> recvs, sends;
+};
+
+/// Per rank, its transfer groups in order.
+using TransferPlan = std::vector<std::vector<TransferGroup>>;
+
+/// Groups every rank's transfers so that they run under NCCL's semantics
+/// without deadlock: each action's sends go with the receives of the
+/// rank's next action (Megatron's send_forward_recv_backward), and where
+/// that would still deadlock (the interleaved schedule), a rank blocked on
+/// a send has its peer start the matching receive (and the earlier ones
+/// from that rank) with the peer's current group. False with `error` (one
+/// line) if the schedule deadlocks even so. The result passes
+/// checkTransfers.
+bool groupTransfers(const Schedule &schedule, TransferPlan &plan,
+                    std::string &error);
+
+/// Replays `plan` against `schedule` under NCCL's semantics (above): every
+/// transfer sent once after the action that makes it and received once
+/// before the action that reads it, on the stages' ranks; per pair of
+/// ranks, the n-th send meets the n-th receive of the same transfer; and
+/// no rank waits forever (a group completes once each of its transfers'
+/// peers has started the other side in its current group). False with
+/// `error` (one line) naming what fails.
+bool checkTransfers(const Schedule &schedule, const TransferPlan &plan,
+                    std::string &error);
+
 /// The simulation as a Chrome trace (the JSON Perfetto and chrome://tracing
 /// open): one track per pipeline rank, one complete event per action named
 /// like "F3 s1" (forward of micro-batch 3, stage 1), times in microseconds

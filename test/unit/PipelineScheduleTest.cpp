@@ -222,3 +222,135 @@ TEST(PipelineSchedule, ChromeTrace) {
 }
 
 } // namespace
+
+static TransferPlan transfers(const Schedule &s) {
+  TransferPlan plan;
+  std::string error;
+  EXPECT_TRUE(groupTransfers(s, plan, error)) << error;
+  return plan;
+}
+
+TEST(PipelineSchedule, TransfersRunUnderNcclOrdering) {
+  // Every schedule's transfers, grouped, pass the replay under NCCL's
+  // semantics (groups of a rank in order, each blocking until its peers
+  // start the other sides, matched by position per pair of ranks).
+  int checked = 0;
+  for (int64_t p = 2; p <= 6; ++p)
+    for (int64_t m = 1; m <= 16; ++m) {
+      for (const char *kind : {"gpipe", "1f1b", "zb-h1"}) {
+        Schedule s = build(kind, p, m);
+        TransferPlan plan = transfers(s);
+        ASSERT_EQ(plan.size(), size_t(p));
+        ++checked;
+      }
+      if (m % p == 0)
+        for (int64_t v : {2, 3, 4}) {
+          transfers(build("interleaved", p, m, v));
+          ++checked;
+        }
+    }
+  EXPECT_GT(checked, 300);
+}
+
+TEST(PipelineSchedule, TransferGroupsOf1F1B) {
+  // p = 2, m = 3: rank 0 sends each forward's activation with the receive
+  // of its next action (Megatron's send_forward_recv_backward in the
+  // steady state); rank 1 sends each input gradient with the next
+  // activation's receive.
+  TransferPlan plan = transfers(build("1f1b", 2, 3));
+  auto text = [](const std::vector<TransferGroup> &groups) {
+    std::string out;
+    for (const TransferGroup &g : groups) {
+      out += std::to_string(g.before) + ":";
+      for (const Transfer &t : g.recvs)
+        out += std::string(" r") + (t.gradient ? "g" : "a") +
+               std::to_string(t.micro);
+      for (const Transfer &t : g.sends)
+        out += std::string(" s") + (t.gradient ? "g" : "a") +
+               std::to_string(t.micro);
+      out += ";";
+    }
+    return out;
+  };
+  // Rank 0: F0 F1 B0 F2 B1 B2 (before F2, nothing: B0 of stage 0 sends
+  // nothing, F2 receives nothing); rank 1: F0 B0 F1 B1 F2 B2.
+  EXPECT_EQ(text(plan[0]), "1: sa0;2: rg0 sa1;4: rg1 sa2;5: rg2;");
+  EXPECT_EQ(text(plan[1]), "0: ra0;2: ra1 sg0;4: ra2 sg1;6: sg2;");
+}
+
+TEST(PipelineSchedule, InterleavedNeedsEarlyReceives) {
+  // The interleaved schedule with more micro-batches than ranks deadlocks
+  // when each action's sends go only with its successor's receives: both
+  // ranks block on a send whose receive the other starts later.
+  Schedule s = build("interleaved", 2, 4, 2);
+  const int64_t S = s.stages();
+  TransferPlan pairs(2);
+  for (int64_t r = 0; r < 2; ++r) {
+    const std::vector<Action> &list = s.actions[r];
+    pairs[r].resize(list.size() + 1);
+    for (size_t k = 0; k <= list.size(); ++k)
+      pairs[r][k].before = static_cast<int32_t>(k);
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Action &a = list[k];
+      bool fwd = a.op == Op::Forward;
+      if (fwd && a.stage > 0)
+        pairs[r][k].recvs.push_back({false, a.stage - 1, a.micro});
+      if (!fwd && a.stage + 1 < S)
+        pairs[r][k].recvs.push_back({true, a.stage + 1, a.micro});
+      if (fwd && a.stage + 1 < S)
+        pairs[r][k + 1].sends.push_back({false, a.stage, a.micro});
+      if (!fwd && a.stage > 0)
+        pairs[r][k + 1].sends.push_back({true, a.stage, a.micro});
+    }
+  }
+  std::string error;
+  EXPECT_FALSE(checkTransfers(s, pairs, error));
+  EXPECT_NE(error.find("its transfers deadlock under NCCL's ordering: rank 0 "
+                       "waits to send"),
+            std::string::npos)
+      << error;
+  // groupTransfers starts those receives early.
+  transfers(s);
+}
+
+TEST(PipelineSchedule, CheckTransfersRejects) {
+  Schedule s = build("1f1b", 2, 2);
+  TransferPlan good = transfers(s);
+  std::string error;
+  ASSERT_TRUE(checkTransfers(s, good, error)) << error;
+  auto rejects = [&](TransferPlan plan, const std::string &what) {
+    std::string e;
+    EXPECT_FALSE(checkTransfers(s, plan, e)) << what;
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  // A send before the forward that makes it.
+  TransferPlan early = good;
+  early[0][0].before = 0;
+  rejects(early, "sends the activation of micro-batch 0 from stage 0 to "
+                 "stage 1 before it is made");
+  // A receive missing.
+  TransferPlan lost = good;
+  lost[1][0].recvs.clear();
+  rejects(lost, "no rank receives the activation of micro-batch 0");
+  // Two activations received in the other order than sent (both before
+  // rank 1's first action: each before the forward that reads it).
+  TransferPlan swapped = good;
+  std::vector<Transfer> activations;
+  for (TransferGroup &g : swapped[1])
+    for (auto it = g.recvs.begin(); it != g.recvs.end();)
+      if (!it->gradient) {
+        activations.push_back(*it);
+        it = g.recvs.erase(it);
+      } else {
+        ++it;
+      }
+  ASSERT_EQ(activations.size(), 2u);
+  ASSERT_EQ(swapped[1][0].before, 0);
+  swapped[1][0].recvs = {activations[1], activations[0]};
+  rejects(swapped, "rank 1 receives from rank 0 in another order than it "
+                   "sends");
+  // A transfer of another rank.
+  TransferPlan other = good;
+  other[1][0].sends.push_back({false, 0, 1});
+  rejects(other, "a transfer of another rank");
+}
