@@ -104,8 +104,8 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
-  // Pipeline parallelism: with dp, tp, ZeRO-1 and mixed precision, on the
-  // CPU target. ZeRO-2 and -3 shard what every micro-batch's backward adds
+  // Pipeline parallelism: with dp, tp, ZeRO-1 and mixed precision, on
+  // both targets. ZeRO-2 and -3 shard what every micro-batch's backward adds
   // to (the gradients, the parameters): with a pipeline's micro-batches in
   // flight that is a reduce-scatter (and a gather) per micro-batch per
   // stage, which DeepSpeed refuses too.

@@ -657,6 +657,26 @@ bool Writer::pipelineTables(
     numActions += list.size();
     first += ", " + std::to_string(numActions);
   }
+  // Each rank's transfers, grouped to run under NCCL's ordering.
+  pipeline::TransferPlan transferPlan;
+  if (!pipeline::groupTransfers(schedule, transferPlan, why))
+    return fail(o.model + ": " + why);
+  std::string transfers, groups, firstGroup = "0";
+  int numTransfers = 0, numGroups = 0;
+  for (const auto &list : transferPlan) {
+    for (const pipeline::TransferGroup &g : list) {
+      groups += formatv("{{{0}, {1}, {2}}, ", g.before, numTransfers,
+                        g.recvs.size() + g.sends.size());
+      for (bool send : {false, true})
+        for (const pipeline::Transfer &t : send ? g.sends : g.recvs) {
+          transfers += formatv("{{{0}, {1}, {2}, {3}}, ", int(t.gradient),
+                               t.stage, t.micro, int(send));
+          ++numTransfers;
+        }
+    }
+    numGroups += list.size();
+    firstGroup += ", " + std::to_string(numGroups);
+  }
   int ppAxis = 0;
   for (auto [k, name] : llvm::enumerate(shape.axisNames))
     if (name == "pp")
@@ -675,6 +695,11 @@ bool Writer::pipelineTables(
      << "static const autopar::rt::PipelineAction kPpActions[] = {" << actions
      << "{0, 0, 0}};\n"
      << "static const int32_t kPpFirst[] = {" << first << "};\n"
+     << "static const autopar::rt::PipelineTransfer kPpTransfers[] = {"
+     << transfers << "{0, 0, 0, 0}};\n"
+     << "static const autopar::rt::PipelineGroup kPpGroups[] = {" << groups
+     << "{0, 0, 0}};\n"
+     << "static const int32_t kPpFirstGroup[] = {" << firstGroup << "};\n"
      << "static const int32_t kPpOwner[] = {" << owners << "-1};\n"
      << "static autopar::rt::PipelineInfo kPipeline;\n\n";
   fill << "  kPipeline.numStages = " << stages << ";\n"
@@ -682,6 +707,9 @@ bool Writer::pipelineTables(
        << "  kPipeline.numRanks = " << plan.meshPp << ";\n"
        << "  kPipeline.actions = kPpActions;\n"
        << "  kPipeline.first = kPpFirst;\n"
+       << "  kPipeline.groups = kPpGroups;\n"
+       << "  kPipeline.firstGroup = kPpFirstGroup;\n"
+       << "  kPipeline.transfers = kPpTransfers;\n"
        << "  kPipeline.ppAxis = " << ppAxis << ";\n"
        << "  kPipeline.tensorOwner = kPpOwner;\n";
   return true;

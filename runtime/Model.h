@@ -154,14 +154,42 @@ struct PipelineAction {
   int32_t micro;
 };
 
+/// A point-to-point transfer between two stages' ranks: the activation
+/// stage `stage` sends stage + 1 after its forward of micro-batch `micro`
+/// (gradient 0), or the gradient of its input it sends stage - 1 (gradient
+/// 1); `send`: this rank sends it, else receives it.
+struct PipelineTransfer {
+  int32_t gradient;
+  int32_t stage;
+  int32_t micro;
+  int32_t send;
+};
+
+/// Transfers a rank starts together (one Communicator::exchange, an NCCL
+/// group) and waits for before its action `before` (its index in the
+/// rank's list; the list's length: after the last):
+/// transfers[first] .. transfers[first + count - 1]. The compiler groups
+/// them so that they cannot deadlock under NCCL's ordering
+/// (compiler/PipelineSchedule.h groupTransfers).
+struct PipelineGroup {
+  int32_t before;
+  int32_t first;
+  int32_t count;
+};
+
 /// Pipeline parallelism: the stages, and each pipeline rank's actions
-/// (rank r runs actions[first[r]] .. actions[first[r + 1] - 1]).
+/// (rank r runs actions[first[r]] .. actions[first[r + 1] - 1]) and
+/// transfer groups (groups[firstGroup[r]] .. groups[firstGroup[r + 1] -
+/// 1], in order).
 struct PipelineInfo {
   int32_t numStages;
   const PipelineStage *stages;
   int32_t numRanks;
   const PipelineAction *actions;
   const int32_t *first;
+  const PipelineGroup *groups;
+  const int32_t *firstGroup;
+  const PipelineTransfer *transfers;
   /// Index of the pp axis in the mesh.
   int32_t ppAxis;
   /// Per tensor (ModelInfo::tensors): the first pipeline rank whose stages

@@ -404,6 +404,9 @@ private:
   /// clock) by its index in every rank's lists; the step traced.
   std::vector<double> traceTimes;
   int64_t tracedStep = -1;
+  /// Pipeline parallelism: the buffers of transfers and saved values,
+  /// by their bytes, kept from one use to the next (and step to step).
+  std::multimap<int64_t, DeviceBuffer> pipelineBuffers;
   /// Writes the traced step of this rank's pipeline as a Chrome trace.
   Status writeTrace();
   /// Pipeline parallelism: allocates (`have`) or frees the optimizer state
@@ -998,19 +1001,83 @@ double Trainer::pipelineStep(int64_t step) {
     if (grads[k])
       device.zero(grads[k].get(), shards[k].tensor->numElements *
                                       shards[k].tensor->elementBytes);
+  // Buffers come from the pool and go back to it after their last use (on
+  // a device, uses are ordered on the compute stream, and the transfers
+  // after what the compute stream issued before them).
+  auto take = [&](int64_t bytes) {
+    auto it = pipelineBuffers.find(bytes);
+    if (it == pipelineBuffers.end()) {
+      DeviceBuffer buffer = device.allocate(bytes);
+      if (!buffer) {
+        std::fprintf(stderr,
+                     "train: rank %d: out of memory on %s for a pipeline "
+                     "buffer of %lld bytes\n",
+                     comm.rank(), device.name().c_str(),
+                     static_cast<long long>(bytes));
+        comm.abort(1);
+      }
+      return buffer;
+    }
+    DeviceBuffer buffer = std::move(it->second);
+    pipelineBuffers.erase(it);
+    return buffer;
+  };
+  auto give = [&](DeviceBuffer &buffer, int64_t bytes) {
+    if (buffer)
+      pipelineBuffers.emplace(bytes, std::move(buffer));
+  };
   // What a micro-batch in flight on a stage keeps until its last phase.
   struct InFlight {
     DeviceBuffer received, outputGrad;
     std::vector<DeviceBuffer> saved;
   };
   std::map<std::pair<int, int>, InFlight> live;
-  // Sent buffers stay until the step's end (the sends complete by then).
-  std::vector<DeviceBuffer> sent;
-  double lossSum = 0;
-  auto transfer = [&](bool send, void *data, int64_t bytes, int peer, int tag) {
-    autopar::rt::PointToPoint op{send, data, bytes, peer, tag};
-    return comm.exchange(&op, 1);
+  // What a stage made for micro-batch j, until its group sends it: the
+  // activation (false) or its input's gradient (true).
+  std::map<std::tuple<bool, int, int>, DeviceBuffer> outbox;
+  auto bytesOf = [&](const autopar::rt::PipelineTransfer &t) {
+    const autopar::rt::PipelineStage &from = pp.stages[t.stage];
+    return t.gradient ? from.inputBytes : from.outputBytes;
   };
+  // The rank's transfer groups before its action `before`, each started
+  // as one exchange and waited for (on a device: the compute stream waits).
+  int group = pp.firstGroup[rank];
+  std::vector<autopar::rt::PointToPoint> ops;
+  std::vector<std::pair<DeviceBuffer, int64_t>> sending;
+  auto transfers = [&](int before) {
+    for (; group < pp.firstGroup[rank + 1] && pp.groups[group].before == before;
+         ++group) {
+      const autopar::rt::PipelineGroup &g = pp.groups[group];
+      ops.clear();
+      for (int i = g.first; i < g.first + g.count; ++i) {
+        const autopar::rt::PipelineTransfer &t = pp.transfers[i];
+        const int to = t.gradient ? t.stage - 1 : t.stage + 1;
+        const int64_t bytes = bytesOf(t);
+        // One tag per transfer (the MPI backend matches by tag; NCCL by
+        // order, which the compiler made the same on both sides).
+        const int tag = t.gradient
+                            ? static_cast<int>((to * m + t.micro) * 2 + 1)
+                            : static_cast<int>((t.stage * m + t.micro) * 2);
+        if (t.send) {
+          auto it = outbox.find({t.gradient != 0, t.stage, t.micro});
+          sending.emplace_back(std::move(it->second), bytes);
+          outbox.erase(it);
+          ops.push_back(
+              {true, sending.back().first.get(), bytes, worldOf(to), tag});
+        } else {
+          InFlight &f = live[{to, t.micro}];
+          DeviceBuffer &into = t.gradient ? f.outputGrad : f.received;
+          into = take(bytes);
+          ops.push_back({false, into.get(), bytes, worldOf(t.stage), tag});
+        }
+      }
+      comm.wait(comm.exchange(ops.data(), static_cast<int>(ops.size())));
+      for (auto &[buffer, bytes] : sending)
+        give(buffer, bytes);
+      sending.clear();
+    }
+  };
+  double lossSum = 0;
   // --trace: microseconds of the monotonic clock (one clock for the ranks
   // of a host), each action from after what it receives has arrived to the
   // end of its computation (before what it sends).
@@ -1024,31 +1091,21 @@ double Trainer::pipelineStep(int64_t step) {
     traceTimes.assign(2 * pp.first[pp.numRanks], 0.0);
   for (int a = pp.first[rank]; a < pp.first[rank + 1]; ++a) {
     const autopar::rt::PipelineAction &act = pp.actions[a];
-
     const autopar::rt::PipelineStage &st = pp.stages[act.stage];
     const bool last = act.stage + 1 == pp.numStages;
-    const int boundary = static_cast<int>(act.stage * m + act.micro);
-    InFlight &f = live[{act.stage, act.micro}];
     const autopar::rt::PipelinePhase &ph = act.op == 0   ? st.forward
                                            : act.op == 1 ? st.backward
                                            : act.op == 2 ? st.input
                                                          : st.weight;
     fillInputs(tokens, step, act.micro);
-    // The activation from the previous stage; the gradient from the next.
-    if (act.op == 0 && act.stage > 0) {
-      f.received = device.allocate(st.inputBytes);
-      comm.wait(transfer(false, f.received.get(), st.inputBytes,
-                         worldOf(act.stage - 1),
-                         static_cast<int>((boundary - m) * 2)));
-    }
-    if ((act.op == 1 || act.op == 2) && !last) {
-      f.outputGrad = device.allocate(st.outputBytes);
-      comm.wait(transfer(false, f.outputGrad.get(), st.outputBytes,
-                         worldOf(act.stage + 1), boundary * 2 + 1));
-    }
-    // (What it received has arrived: the action's time starts.)
-    if (tracing)
+    // The activation from the previous stage and the gradient from the
+    // next arrive in the groups before the action (or earlier).
+    transfers(a - pp.first[rank]);
+    InFlight &f = live[{act.stage, act.micro}];
+    if (tracing) {
+      device.synchronize();
       traceTimes[2 * a] = since();
+    }
     if (act.op == 0)
       f.saved.resize(st.numSaved);
     std::vector<const void *> in;
@@ -1064,15 +1121,16 @@ double Trainer::pipelineStep(int64_t step) {
     for (int r = 0; r < ph.numResults; ++r) {
       const autopar::rt::PipelineSlot &slot = ph.results[r];
       if (slot.kind == 0) {
-        output = device.allocate(last ? 0 : st.outputBytes);
+        if (!last)
+          output = take(st.outputBytes);
         out.push_back(last ? lossBuffer.get() : output.get());
       } else if (slot.kind == 1) {
         out.push_back(grads[trainableIndex[slot.index]].get());
       } else if (slot.kind == 2) {
-        inputGrad = device.allocate(st.inputBytes);
+        inputGrad = take(st.inputBytes);
         out.push_back(inputGrad.get());
       } else {
-        f.saved[slot.index] = device.allocate(st.savedBytes[slot.index]);
+        f.saved[slot.index] = take(st.savedBytes[slot.index]);
         out.push_back(f.saved[slot.index].get());
       }
     }
@@ -1094,19 +1152,22 @@ double Trainer::pipelineStep(int64_t step) {
       device.download(&loss, lossBuffer.get(), sizeof(float));
       lossSum += loss;
     } else if (act.op == 0) {
-      transfer(true, output.get(), st.outputBytes, worldOf(act.stage + 1),
-               boundary * 2);
-      sent.push_back(std::move(output));
+      outbox[{false, act.stage, act.micro}] = std::move(output);
     }
-    if (inputGrad && act.stage > 0) {
-      transfer(true, inputGrad.get(), st.inputBytes, worldOf(act.stage - 1),
-               static_cast<int>((boundary - m) * 2 + 1));
-      sent.push_back(std::move(inputGrad));
-    }
+    if (inputGrad && act.stage > 0)
+      outbox[{true, act.stage, act.micro}] = std::move(inputGrad);
+    else
+      give(inputGrad, st.inputBytes);
     // The micro-batch leaves the stage after its last phase.
-    if (act.op == 1 || act.op == 3)
+    if (act.op == 1 || act.op == 3) {
+      give(f.received, st.inputBytes);
+      give(f.outputGrad, st.outputBytes);
+      for (int i = 0; i < st.numSaved; ++i)
+        give(f.saved[i], st.savedBytes[i]);
       live.erase({act.stage, act.micro});
+    }
   }
+  transfers(pp.first[rank + 1] - pp.first[rank]);
   comm.waitAll();
   if (tracing)
     comm.allReduceSumDouble(traceTimes.data(),

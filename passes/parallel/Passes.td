@@ -292,7 +292,11 @@ def PipelineSchedulePass
     times (per op, its model FLOPs at `flops-per-second` or its bytes at
     `bytes-per-second`, whichever is longer; a transfer of the largest
     stage output at `link-bytes-per-second`). A schedule the plan's counts
-    do not allow, or one that would deadlock, is an error. The prediction
+    do not allow, or one that would deadlock, is an error; so are
+    point-to-point transfers that would deadlock when each rank runs its
+    groups of them one after another, each until every transfer in it has
+    met its peer's, matched by position per pair of ranks (NCCL's
+    ordering; the runtime's groups, groupTransfers). The prediction
     goes on the module as `dist.pipeline_schedule`: the schedule, the
     bubble fraction, the step's and each stage's seconds, the bytes a
     micro-batch in flight keeps per stage (saved values and the received

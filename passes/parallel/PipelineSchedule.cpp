@@ -106,8 +106,12 @@ struct PipelineSchedulePass
     pipeline::ScheduleOptions options = pipelineScheduleOptions(plan);
     pipeline::Schedule schedule;
     pipeline::Simulation sim;
+    // The transfers too must run without deadlock, under NCCL's ordering
+    // (the runtime's groups on every target).
+    pipeline::TransferPlan transfers;
     if (!pipeline::buildSchedule(options, schedule, error) ||
-        !pipeline::simulate(schedule, times, sim, error)) {
+        !pipeline::simulate(schedule, times, sim, error) ||
+        !pipeline::groupTransfers(schedule, transfers, error)) {
       module.emitError() << error;
       return signalPassFailure();
     }
