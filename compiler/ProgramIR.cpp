@@ -3,7 +3,10 @@
 #include "compiler/ProgramIR.h"
 
 #include "dialects/nn/NNDialect.h"
+#include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace autopar;
@@ -29,6 +32,37 @@ llvm::StringMap<int> autopar::gradResults(func::FuncOp step) {
             step.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
       results[p.getValue()] = r;
   return results;
+}
+
+std::vector<llvm::StringMap<int64_t>>
+autopar::rankParamLayouts(func::FuncOp forward,
+                          const llvm::StringMap<PipelineTensor> &staged,
+                          int64_t pp, std::vector<int64_t> &bytes) {
+  std::vector<llvm::StringMap<int64_t>> layouts(pp);
+  bytes.assign(pp, 0);
+  llvm::StringSet<> placed;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto name =
+        forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!name || !placed.insert(name.getValue()).second)
+      continue;
+    std::set<int64_t> ranks = {0};
+    auto it = staged.find(name.getValue());
+    if (it != staged.end() &&
+        llvm::is_contained(it->second.reduceAxes, dist::kPipelineAxis)) {
+      for (int64_t r = 0; r < pp; ++r)
+        ranks.insert(r);
+    } else if (it != staged.end() && !it->second.ranks.empty()) {
+      ranks = it->second.ranks;
+    }
+    for (int64_t r : ranks) {
+      layouts[r][name.getValue()] = bytes[r];
+      bytes[r] += tensorBytes(forward.getArgumentTypes()[i]);
+      bytes[r] =
+          (bytes[r] + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    }
+  }
+  return layouts;
 }
 
 bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,

@@ -93,6 +93,17 @@ struct PipelineTensor {
 llvm::StringMap<PipelineTensor> pipelineTensors(mlir::ModuleOp module,
                                                 int64_t pp);
 
+/// Pipeline parallelism: each pipeline rank's parameter blob holds only
+/// the parameters its stages read, those summed over pp (a tied
+/// embedding: every rank takes part in the sum and the update) on every
+/// rank, and one no stage reads on rank 0; laid out as layoutArguments lays
+/// out `forward`'s (argument order, 64-byte aligned). Per rank, the byte
+/// offsets by parameter name; `bytes`: each blob's size.
+std::vector<llvm::StringMap<int64_t>>
+rankParamLayouts(mlir::func::FuncOp forward,
+                 const llvm::StringMap<PipelineTensor> &staged, int64_t pp,
+                 std::vector<int64_t> &bytes);
+
 /// Reads the ProgramShape of train step `step` from its module and `plan`
 /// (the module's autopar.plan); false with `error` set if the IR lacks what
 /// the pipeline writes.

@@ -688,6 +688,23 @@ bool Writer::pipelineTables(
   std::string owners;
   for (int64_t o : owner)
     owners += std::to_string(o) + ", ";
+  // Each rank's parameter blob: per rank, each tensor's offset (-1: not
+  // there), and its size.
+  std::vector<int64_t> rankBytes;
+  std::vector<llvm::StringMap<int64_t>> layouts = rankParamLayouts(
+      forward, pipelineTensors(module, plan.meshPp), plan.meshPp, rankBytes);
+  std::vector<std::string> tensorNames(tensorOf.size());
+  for (auto &entry : tensorOf)
+    tensorNames[entry.second] = entry.first().str();
+  std::string paramOffsets, paramBytes;
+  for (int64_t r = 0; r < plan.meshPp; ++r) {
+    for (const std::string &name : tensorNames) {
+      auto it = layouts[r].find(name);
+      paramOffsets +=
+          std::to_string(it == layouts[r].end() ? -1 : it->second) + ", ";
+    }
+    paramBytes += std::to_string(rankBytes[r]) + ", ";
+  }
   os << "static const autopar::rt::PipelineSlot kPpSlots[] = {" << slots
      << "{0, 0}};\n"
      << "static const int64_t kPpSaved[] = {" << saved << "0};\n"
@@ -701,6 +718,8 @@ bool Writer::pipelineTables(
      << "{0, 0, 0}};\n"
      << "static const int32_t kPpFirstGroup[] = {" << firstGroup << "};\n"
      << "static const int32_t kPpOwner[] = {" << owners << "-1};\n"
+     << "static const int64_t kPpParamOffsets[] = {" << paramOffsets << "-1};\n"
+     << "static const int64_t kPpParamBytes[] = {" << paramBytes << "0};\n"
      << "static autopar::rt::PipelineInfo kPipeline;\n\n";
   fill << "  kPipeline.numStages = " << stages << ";\n"
        << "  kPipeline.stages = kPpStages;\n"
@@ -711,7 +730,9 @@ bool Writer::pipelineTables(
        << "  kPipeline.firstGroup = kPpFirstGroup;\n"
        << "  kPipeline.transfers = kPpTransfers;\n"
        << "  kPipeline.ppAxis = " << ppAxis << ";\n"
-       << "  kPipeline.tensorOwner = kPpOwner;\n";
+       << "  kPipeline.tensorOwner = kPpOwner;\n"
+       << "  kPipeline.paramOffsets = kPpParamOffsets;\n"
+       << "  kPipeline.paramBytes = kPpParamBytes;\n";
   return true;
 }
 
@@ -844,17 +865,22 @@ bool Writer::run(const std::string &dir) {
     std::string code;
     llvm::raw_string_ostream cs(code);
     if (pipelined) {
-      int64_t paramBytes = 0;
-      std::vector<ArgSlot> slots = layoutArguments(forward, paramBytes);
-      llvm::StringMap<int64_t> offsets;
-      for (unsigned i = 0; i < forward.getNumArguments(); ++i)
-        if (auto p = forward.getArgAttrOfType<StringAttr>(
-                i, nn::NNDialect::kParamAttr))
-          offsets[p.getValue()] = slots[i].offset;
+      // Each phase reads its rank's parameter blob.
+      Plan plan;
+      ProgramShape shape;
+      if (!readShape(forward, plan, shape))
+        return false;
+      std::vector<int64_t> rankBytes;
+      std::vector<llvm::StringMap<int64_t>> layouts =
+          rankParamLayouts(forward, pipelineTensors(module, plan.meshPp),
+                           plan.meshPp, rankBytes);
       // A namespace each: their constants are globals of like names.
       for (auto &[f, name] : phaseFunctions(module)) {
+        int64_t stage =
+            f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt();
         cs << "namespace " << name << " {\n";
-        if (failed(emitFunction(f, "run", target, cs, &offsets)))
+        if (failed(emitFunction(f, "run", target, cs,
+                                &layouts[stage % plan.meshPp])))
           return fail(o.model + ": code generation failed: " + diag.message);
         cs << "} // namespace " << name << "\n\n";
       }

@@ -252,9 +252,12 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   int states = plan.optimizer.type == "adamw" ? 2
                : plan.optimizer.momentum > 0  ? 1
                                               : 0;
-  // Every rank holds the whole parameter blob so far (its stages' update
-  // it); masters of mixed precision count as state, as the ZeRO paper's K.
+  // Each rank holds the parameters its stages read (rankParamLayouts, the
+  // program's layout); masters of mixed precision count as state, as the
+  // ZeRO paper's K.
   FunctionCost cost = analyzeCost(forward);
+  std::vector<int64_t> paramBytes;
+  rankParamLayouts(forward, staged, pp, paramBytes);
   const int64_t stateBuffers = states + (plan.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   int64_t flops = flopsPerMicro * m * shape.dp;
@@ -262,13 +265,13 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
               plan, shape);
   auto bytesJson = [&](int64_t p) {
     int64_t optBytes = 4 * stateBuffers * stateElements[p];
-    return nlohmann::json{{"params", cost.paramBytes},
+    return nlohmann::json{{"params", paramBytes[p]},
                           {"grads", gradBytes[p]},
                           {"optimizer_state", optBytes},
                           {"activations", activations[p]},
                           {"inputs", cost.inputBytes},
                           {"workspace", 0},
-                          {"peak", cost.paramBytes + gradBytes[p] + optBytes +
+                          {"peak", paramBytes[p] + gradBytes[p] + optBytes +
                                        activations[p] + cost.inputBytes}};
   };
   // The report's own figures: the comm of the first rank (the one that

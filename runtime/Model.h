@@ -195,6 +195,13 @@ struct PipelineInfo {
   /// Per tensor (ModelInfo::tensors): the first pipeline rank whose stages
   /// read it, whose copy is the tensor's value (-1: no stage reads it).
   const int32_t *tensorOwner;
+  /// Each pipeline rank's parameter blob holds only the tensors its stages
+  /// read (one no stage reads: rank 0's), laid out like the whole blob:
+  /// paramOffsets[r * numTensors + t] is tensor t's byte offset in rank
+  /// r's blob (-1: not there) and paramBytes[r] the blob's size. The phase
+  /// functions of rank r's stages read rank r's blob.
+  const int64_t *paramOffsets;
+  const int64_t *paramBytes;
 };
 
 /// A graph input of the model.

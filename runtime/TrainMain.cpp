@@ -341,11 +341,31 @@ private:
   /// pipeline rank's alone (no stage of this rank reads it, and it is not
   /// summed over pp): this rank neither reduces nor updates it.
   bool othersTensor(int t) const {
-    if (!info.pipeline || info.pipeline->tensorOwner[t] < 0)
+    if (!info.pipeline)
       return false;
+    if (rankOffset(t) < 0)
+      return true;
     const autopar::rt::PipelineInfo &pp = *info.pipeline;
+    if (pp.tensorOwner[t] < 0)
+      return false;
     return !((info.tensors[t].gradReduceAxes >> pp.ppAxis) & 1) &&
            pp.tensorOwner[t] != comm.coord(pp.ppAxis);
+  }
+  /// Pipeline parallelism: tensor `t`'s offset in this rank's parameter
+  /// blob (-1: not there); else its offset in the whole blob.
+  int64_t rankOffset(int t) const {
+    if (!info.pipeline)
+      return info.tensors[t].offset;
+    const autopar::rt::PipelineInfo &pp = *info.pipeline;
+    return pp.paramOffsets[comm.coord(pp.ppAxis) * info.numTensors + t];
+  }
+  /// Where tensor `t` is stored: in the whole blob while one is held
+  /// (wholeParameters), else in this rank's (null: not there).
+  char *paramAt(int t) const {
+    if (wholeParams)
+      return wholeParams.get() + info.tensors[t].offset;
+    const int64_t offset = rankOffset(t);
+    return offset < 0 ? nullptr : params.get() + offset;
   }
   int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
   autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
@@ -419,6 +439,13 @@ private:
   /// pipeline rank whose stages read it (before a save, an export or an
   /// evaluation).
   Status syncPipelineTensors(bool withState = true);
+  /// Pipeline parallelism: holds (`have`) a whole parameter blob, with
+  /// this rank's tensors copied in, for what reads or writes every tensor
+  /// (a load, a save, an export, an evaluation); or copies this rank's
+  /// tensors back into its own blob and frees it.
+  Status wholeParameters(bool have);
+  /// Copies `bytes` bytes of device memory.
+  void copyOnDevice(void *dst, const void *src, int64_t bytes);
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
   float runStep(autopar::rt::StepFunction fn, int numResults,
@@ -431,6 +458,8 @@ private:
   autopar::rt::OptimizerConfig config;
   std::string dir = programDir();
   DeviceBuffer params, arena, lossBuffer;
+  /// Pipeline parallelism: the whole parameter blob, while held.
+  DeviceBuffer wholeParams;
   std::vector<DeviceBuffer> grads;
   /// Optimizer state: device memory, or host memory under ZeRO-Offload
   /// (ModelInfo::offload), with a gradient and a parameter staging buffer
@@ -598,7 +627,7 @@ void Trainer::gatherBlock(const char *from, int64_t stored,
 
 void Trainer::storeTensor(int t, const char *full) {
   const autopar::rt::TensorInfo &ti = info.tensors[t];
-  char *param = params.get() + ti.offset;
+  char *param = paramAt(t);
   if (!ti.master) {
     storeFrom(param, ti.storedElements, ti, full);
     return;
@@ -668,7 +697,10 @@ Status Trainer::setUp() {
   auto outOfMemory = [&] {
     return Status::error("out of memory on " + device.name());
   };
-  params = device.allocate(info.paramBytes);
+  params = device.allocate(
+      info.pipeline
+          ? info.pipeline->paramBytes[comm.coord(info.pipeline->ppAxis)]
+          : info.paramBytes);
   // The training step and the forward function never run at once.
   int64_t arenaBytes =
       std::max(info.trainStepArenaBytes, info.forwardArenaBytes);
@@ -729,7 +761,7 @@ Status Trainer::setUp() {
     const int64_t paramBegin = ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
     char *grad =
         others ? nullptr : grads.back().get() + gradBegin * ti.elementBytes;
-    char *param = params.get() + ti.offset + paramBegin * ti.elementBytes;
+    char *param = others ? nullptr : paramAt(t) + paramBegin * ti.elementBytes;
     autopar::rt::ParamSlice slice{
         reinterpret_cast<float *>(param), reinterpret_cast<float *>(grad),
         reinterpret_cast<float *>(state0.back().get()),
@@ -757,7 +789,7 @@ Status Trainer::setUp() {
   }
   // Initial weights: weights.bin holds the full float32 tensors (masters
   // included) at their fileOffset.
-  bool direct = device.hostMemory();
+  bool direct = device.hostMemory() && !info.pipeline;
   for (int t = 0; t < info.numTensors; ++t)
     direct &= info.tensors[t].storedElements == info.tensors[t].numElements &&
               !info.tensors[t].master && !isSplit(info.tensors[t]) &&
@@ -775,8 +807,10 @@ Status Trainer::setUp() {
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
+    AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
     for (int t = 0; t < info.numTensors; ++t)
       storeTensor(t, file.get() + info.tensors[t].fileOffset);
+    AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   }
   for (int i = 0; i < info.numInputs; ++i) {
@@ -826,8 +860,7 @@ Trainer::checkpointTensors(std::vector<Buffer> &full, bool gather) {
     char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
                              gather, masters[k].onHost())
-                  : hostView(params.get() + ti.offset, ti.storedElements, ti,
-                             full, gather);
+                  : hostView(paramAt(t), ti.storedElements, ti, full, gather);
     refs.push_back({ti.name, dtypeName(saved.onnxType), shape, data, bytes});
     if (!ti.trainable)
       continue;
@@ -864,6 +897,7 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
     meta.skippedSteps = skippedSteps;
     status = autopar::rt::saveCheckpoint(path, refs, meta);
   }
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   return status;
 }
@@ -873,6 +907,7 @@ Status Trainer::resume() {
   // holds logical tensors, so it loads under any dp / ZeRO plan.
   std::vector<Buffer> full;
   AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
   std::vector<autopar::rt::TensorRef> refs = checkpointTensors(full, false);
   autopar::rt::CheckpointMeta meta;
   AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
@@ -893,13 +928,13 @@ Status Trainer::resume() {
     if (ti.master) {
       // The master (maybe loaded in place) and its rounded copy.
       std::vector<uint16_t> low = toLow(ti, data, ti.fileElements);
-      storeFrom(params.get() + ti.offset, ti.storedElements, ti,
+      storeFrom(paramAt(t), ti.storedElements, ti,
                 reinterpret_cast<const char *>(low.data()));
       if (data != masters[k].get())
         storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), data,
                   masters[k].onHost());
-    } else if (data != params.get() + ti.offset) {
-      storeFrom(params.get() + ti.offset, ti.storedElements, ti, data);
+    } else if (data != paramAt(t)) {
+      storeFrom(paramAt(t), ti.storedElements, ti, data);
     }
     ++r;
     if (!ti.trainable)
@@ -915,6 +950,7 @@ Status Trainer::resume() {
       ++r;
     }
   }
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
   return haveOthersState(false);
 }
 
@@ -935,8 +971,8 @@ Status Trainer::exportOnnx() {
     const char *data =
         ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
                              /*fill=*/true, masters[k].onHost())
-                  : hostView(params.get() + ti.offset, ti.storedElements, ti,
-                             full, /*fill=*/true);
+                  : hostView(paramAt(t), ti.storedElements, ti, full,
+                             /*fill=*/true);
     tensors.push_back(
         {ti.name, saved.onnxType,
          std::vector<int64_t>(ti.fileShape, ti.fileShape + ti.fileRank), data,
@@ -945,6 +981,7 @@ Status Trainer::exportOnnx() {
   Status status = leader() ? autopar::rt::exportOnnxWeights(
                                  dir + "/model.onnx", o.exportOnnx, tensors)
                            : Status::ok();
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   return status;
 }
@@ -1202,31 +1239,87 @@ Status Trainer::haveOthersState(bool have) {
   return Status::ok();
 }
 
+void Trainer::copyOnDevice(void *dst, const void *src, int64_t bytes) {
+  if (device.hostMemory()) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  std::vector<char> staging(static_cast<size_t>(bytes));
+  device.download(staging.data(), src, bytes);
+  device.upload(dst, staging.data(), bytes);
+}
+
+Status Trainer::wholeParameters(bool have) {
+  if (!info.pipeline || have == static_cast<bool>(wholeParams))
+    return Status::ok();
+  DeviceBuffer whole;
+  if (have) {
+    whole = device.allocate(info.paramBytes);
+    if (!whole)
+      return Status::error("out of memory on " + device.name() +
+                           " for the whole parameter blob (" +
+                           std::to_string(info.paramBytes) + " bytes)");
+  } else {
+    whole = std::move(wholeParams);
+  }
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    const int64_t offset = rankOffset(t);
+    if (offset < 0)
+      continue;
+    char *mine = params.get() + offset, *there = whole.get() + ti.offset;
+    const int64_t bytes = ti.storedElements * ti.elementBytes;
+    have ? copyOnDevice(there, mine, bytes) : copyOnDevice(mine, there, bytes);
+  }
+  if (have)
+    wholeParams = std::move(whole);
+  return Status::ok();
+}
+
 Status Trainer::syncPipelineTensors(bool withState) {
   const autopar::rt::PipelineInfo &pp = *info.pipeline;
   // Tensors other ranks own: their state comes in until the save or
-  // export is done.
+  // export is done; every parameter into the whole blob.
   if (withState)
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
   const int rank = static_cast<int>(comm.coord(pp.ppAxis));
   const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
+  Buffer file;
   for (int t = 0; t < info.numTensors; ++t) {
     const autopar::rt::TensorInfo &ti = info.tensors[t];
-    const int k = trainableIndex[t];
-    if (k < 0 || pp.tensorOwner[t] < 0)
-      continue;
-    // The parameter as stored, and the float32 optimizer state and master
-    // of the rank's update shard (the same shard on every pipeline rank of
-    // a dp coordinate).
-    const bool owner = rank == pp.tensorOwner[t];
-    if (!owner)
-      device.zero(params.get() + ti.offset, ti.numElements * ti.elementBytes);
-    comm.allReduceSum(params.get() + ti.offset, ti.numElements, commType(ti),
-                      ppMask);
-    for (Storage *state : {&state0[k], &state1[k], &masters[k]}) {
-      if (!withState || !*state)
+    // A tensor the collectives do not carry (not a float) is never
+    // trained: the one of weights.bin.
+    if (ti.onnxType != 1 && ti.onnxType != 10 && ti.onnxType != 16) {
+      if (rankOffset(t) >= 0)
         continue;
-      if (!owner)
+      if (!file) {
+        file = allocate(info.weightFileBytes);
+        if (!file)
+          return Status::error("out of memory");
+        AUTOPAR_RT_RETURN_IF_ERROR(
+            readFileExactly(dir + "/weights.bin", file.get(),
+                            info.weightFileBytes, "initial weights"));
+      }
+      storeTensor(t, file.get() + ti.fileOffset);
+      continue;
+    }
+    // The parameter as stored, from the first rank that holds it.
+    int owner = 0;
+    while (pp.paramOffsets[owner * info.numTensors + t] < 0)
+      ++owner;
+    if (rank != owner)
+      device.zero(paramAt(t), ti.storedElements * ti.elementBytes);
+    comm.allReduceSum(paramAt(t), ti.storedElements, commType(ti), ppMask);
+    // The float32 optimizer state and master of the rank's update shard
+    // (the same shard on every pipeline rank of a dp coordinate).
+    const int k = trainableIndex[t];
+    if (!withState || k < 0 || pp.tensorOwner[t] < 0)
+      continue;
+    for (Storage *state : {&state0[k], &state1[k], &masters[k]}) {
+      if (!*state)
+        continue;
+      if (rank != pp.tensorOwner[t])
         device.zero(state->get(), shards[k].chunk * 4);
       comm.allReduceSum(reinterpret_cast<float *>(state->get()),
                         shards[k].chunk, ppMask);
@@ -1279,11 +1372,12 @@ Status Trainer::evaluate(double &loss) {
   for (int64_t step = 0; step < o.evalSteps; ++step)
     for (int64_t micro = 0; micro < info.microBatches; ++micro) {
       fillInputs(evalTokens, step, micro);
-      sum += runStep(info.forward, 1, {params.get(), inputPtrs.data(),
-                                    arena.get(), outputs, 1.0f, false});
+      sum += runStep(info.forward, 1,
+                     {info.pipeline ? wholeParams.get() : params.get(),
+                      inputPtrs.data(), arena.get(), outputs, 1.0f, false});
     }
   loss = sum / static_cast<double>(o.evalSteps * info.microBatches);
-  return Status::ok();
+  return info.pipeline ? wholeParameters(false) : Status::ok();
 }
 
 /// JSON of the bytes the collectives moved since the last reset.
@@ -1454,7 +1548,7 @@ Status Trainer::run() {
             othersTensor(static_cast<int>(&ti - info.tensors)))
           continue;
         gathering = true;
-        char *full = params.get() + ti.offset;
+        char *full = paramAt(static_cast<int>(&ti - info.tensors));
         comm.allGatherFlat(full + sh.begin * ti.elementBytes, ti.numElements,
                            full, commType(ti), ti.updateAxes);
       }
