@@ -1063,10 +1063,13 @@ double Trainer::pipelineStep(int64_t step) {
     if (buffer)
       pipelineBuffers.emplace(bytes, std::move(buffer));
   };
-  // What a micro-batch in flight on a stage keeps until its last phase.
+  // What a micro-batch in flight on a stage keeps until its last phase,
+  // and the requests of the groups that receive its input and its output's
+  // gradient.
   struct InFlight {
     DeviceBuffer received, outputGrad;
     std::vector<DeviceBuffer> saved;
+    autopar::rt::CommRequest receivedBy, outputGradBy;
   };
   std::map<std::pair<int, int>, InFlight> live;
   // What a stage made for micro-batch j, until its group sends it: the
@@ -1077,10 +1080,15 @@ double Trainer::pipelineStep(int64_t step) {
     return t.gradient ? from.inputBytes : from.outputBytes;
   };
   // The rank's transfer groups before its action `before`, each started
-  // as one exchange and waited for (on a device: the compute stream waits).
+  // as one exchange. An action waits only for the transfers that bring what
+  // it reads (NCCL: for their group; on a device, the compute stream
+  // waits): the groups complete in order on NCCL's stream, the transfers in
+  // any order under MPI (which the compiler's replay of the stricter order
+  // covers). Sent buffers go back to the pool after the step.
   int group = pp.firstGroup[rank];
   std::vector<autopar::rt::PointToPoint> ops;
-  std::vector<std::pair<DeviceBuffer, int64_t>> sending;
+  std::vector<autopar::rt::CommRequest> requests;
+  std::vector<std::pair<DeviceBuffer, int64_t>> sent;
   auto transfers = [&](int before) {
     for (; group < pp.firstGroup[rank + 1] && pp.groups[group].before == before;
          ++group) {
@@ -1097,10 +1105,10 @@ double Trainer::pipelineStep(int64_t step) {
                             : static_cast<int>((t.stage * m + t.micro) * 2);
         if (t.send) {
           auto it = outbox.find({t.gradient != 0, t.stage, t.micro});
-          sending.emplace_back(std::move(it->second), bytes);
+          sent.emplace_back(std::move(it->second), bytes);
           outbox.erase(it);
           ops.push_back(
-              {true, sending.back().first.get(), bytes, worldOf(to), tag});
+              {true, sent.back().first.get(), bytes, worldOf(to), tag});
         } else {
           InFlight &f = live[{to, t.micro}];
           DeviceBuffer &into = t.gradient ? f.outputGrad : f.received;
@@ -1108,10 +1116,15 @@ double Trainer::pipelineStep(int64_t step) {
           ops.push_back({false, into.get(), bytes, worldOf(t.stage), tag});
         }
       }
-      comm.wait(comm.exchange(ops.data(), static_cast<int>(ops.size())));
-      for (auto &[buffer, bytes] : sending)
-        give(buffer, bytes);
-      sending.clear();
+      requests.resize(ops.size());
+      comm.exchange(ops.data(), static_cast<int>(ops.size()), requests.data());
+      for (int i = 0; i < g.count; ++i) {
+        const autopar::rt::PipelineTransfer &t = pp.transfers[g.first + i];
+        if (t.send)
+          continue;
+        InFlight &f = live[{t.gradient ? t.stage - 1 : t.stage + 1, t.micro}];
+        (t.gradient ? f.outputGradBy : f.receivedBy) = requests[i];
+      }
     }
   };
   double lossSum = 0;
@@ -1139,6 +1152,10 @@ double Trainer::pipelineStep(int64_t step) {
     // next arrive in the groups before the action (or earlier).
     transfers(a - pp.first[rank]);
     InFlight &f = live[{act.stage, act.micro}];
+    if (act.op == 0 && act.stage > 0)
+      comm.wait(f.receivedBy);
+    if ((act.op == 1 || act.op == 2) && !last)
+      comm.wait(f.outputGradBy);
     if (tracing) {
       device.synchronize();
       traceTimes[2 * a] = since();
@@ -1206,6 +1223,8 @@ double Trainer::pipelineStep(int64_t step) {
   }
   transfers(pp.first[rank + 1] - pp.first[rank]);
   comm.waitAll();
+  for (auto &[buffer, bytes] : sent)
+    give(buffer, bytes);
   if (tracing)
     comm.allReduceSumDouble(traceTimes.data(),
                             static_cast<int64_t>(traceTimes.size()), ppMask);

@@ -136,7 +136,8 @@ public:
                                     int64_t group, int64_t chunk,
                                     int64_t index) = 0;
   /// Communicator::exchange, its arguments checked; `peer` is a world rank.
-  virtual CommRequest exchange(const PointToPoint *ops, int count) = 0;
+  virtual CommRequest exchange(const PointToPoint *ops, int count,
+                               CommRequest *each) = 0;
   /// The collective of a one-rank group: `bytes` bytes from `src` to `dst`
   /// in this rank's memory (the backend's kind of buffer), overlap allowed.
   virtual void move(void *dst, const void *src, size_t bytes) = 0;
@@ -169,7 +170,9 @@ public:
                             int64_t, int64_t, int64_t) override {
     noGroup();
   }
-  CommRequest exchange(const PointToPoint *, int) override { noGroup(); }
+  CommRequest exchange(const PointToPoint *, int, CommRequest *) override {
+    noGroup();
+  }
   void wait(CommRequest) override {}
   void waitAll() override {}
 

@@ -355,7 +355,8 @@ CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
                                       chunk, groupIndex(mask));
 }
 
-CommRequest Communicator::exchange(const PointToPoint *ops, int count) {
+CommRequest Communicator::exchange(const PointToPoint *ops, int count,
+                                   CommRequest *each) {
   if (count < 0)
     fail("exchange", "negative transfer count");
   for (int i = 0; i < count; ++i) {
@@ -379,7 +380,7 @@ CommRequest Communicator::exchange(const PointToPoint *ops, int count) {
   }
   if (count == 0)
     return {};
-  return impl->backend->exchange(ops, count);
+  return impl->backend->exchange(ops, count, each);
 }
 
 void Communicator::wait(CommRequest request) { impl->backend->wait(request); }

@@ -249,11 +249,14 @@ public:
   /// Starts the transfers `ops` together (MPI: MPI_Isend / MPI_Irecv of
   /// bytes; NCCL: ncclSend / ncclRecv in one group on the world
   /// communicator, so that two ranks that send each other something do not
-  /// wait on each other), one request for all. A send's buffer must stay
-  /// untouched, and a receive's unread, until the request completes. Fails
-  /// (every rank ends) on a peer outside the world or this rank itself, or
-  /// a negative size or tag.
-  CommRequest exchange(const PointToPoint *ops, int count);
+  /// wait on each other), one request for all; with `each`, instead one
+  /// request per transfer in each[i], which completes at least that
+  /// transfer (MPI: its own; NCCL: the group's), and an invalid request
+  /// returned. A send's buffer must stay untouched, and a receive's
+  /// unread, until its request completes. Fails (every rank ends) on a peer
+  /// outside the world or this rank itself, or a negative size or tag.
+  CommRequest exchange(const PointToPoint *ops, int count,
+                       CommRequest *each = nullptr);
   /// Completes one request (no-op for an invalid or completed id). NCCL
   /// build: makes the compute stream wait for the request's completion
   /// event (cudaStreamWaitEvent): the host does not block; work issued on

@@ -160,10 +160,16 @@ public:
     return {id};
   }
 
-  CommRequest exchange(const PointToPoint *ops, int count) override {
+  CommRequest exchange(const PointToPoint *ops, int count,
+                       CommRequest *each) override {
     int64_t id = nextId++;
-    Pending &p = pending[id];
     for (int i = 0; i < count; ++i) {
+      // With `each`, a request per transfer.
+      if (each && i > 0)
+        id = nextId++;
+      if (each)
+        each[i] = {id};
+      Pending &p = pending[id];
       char *data = static_cast<char *>(ops[i].data);
       // Messages of at most maxElements bytes, in order (MPI keeps the
       // order of messages with one tag between two ranks).
@@ -180,7 +186,7 @@ public:
                            &p.requests.back());
       }
     }
-    return {id};
+    return each ? CommRequest{} : CommRequest{id};
   }
 
   void move(void *dst, const void *src, size_t bytes) override {

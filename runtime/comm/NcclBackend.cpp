@@ -218,7 +218,8 @@ public:
     return {finish()};
   }
 
-  CommRequest exchange(const PointToPoint *ops, int count) override {
+  CommRequest exchange(const PointToPoint *ops, int count,
+                       CommRequest *each) override {
     // The world communicator: the group of every axis, whose positions are
     // the world ranks.
     ncclComm_t world = ncclComms.rbegin()->second;
@@ -233,7 +234,11 @@ public:
                           ncclInt8, ops[i].peer, world, commStream);
     }
     AUTOPAR_NCCL_CALL(rank, ncclGroupEnd);
-    return {finish()};
+    // One completion event for the group.
+    CommRequest done{finish()};
+    if (each)
+      std::fill(each, each + count, done);
+    return done;
   }
 
   void move(void *dst, const void *src, size_t bytes) override {

@@ -568,43 +568,53 @@ void Checker::checkRounding() {
 /// Point-to-point transfers in a ring: every rank sends two messages to
 /// the next rank and one to the previous, in one exchange with its
 /// receives, whose tags are posted out of order (MPI matches them by tag),
-/// on byte counts 0, 1, 13 and 100; on two ranks next and previous are the
-/// same rank.
+/// on byte counts 0, 1, 13 and 100, with one request for all and with one
+/// per transfer; on two ranks next and previous are the same rank.
 void Checker::checkExchange() {
   const int n = comm.worldSize(), r = comm.rank();
   if (n == 1)
     return;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
-  for (int64_t size : {int64_t(0), int64_t(1), int64_t(13), int64_t(100)}) {
-    auto fill = [&](int from, int to, int tag) {
-      std::vector<char> v(size_t(size) + 1);
-      for (int64_t k = 0; k < size; ++k)
-        v[k] = char((from * 31 + to * 7 + tag * 3 + k) & 0x7f);
-      return v;
-    };
-    std::vector<char> toNext1 = fill(r, next, 1), toNext2 = fill(r, next, 2),
-                      toPrev = fill(r, prev, 3);
-    std::vector<char> fromPrev1(size + 1), fromPrev2(size + 1),
-        fromNext(size + 1);
-    PointToPoint ops[] = {{true, toNext1.data(), size, next, 1},
-                          {true, toNext2.data(), size, next, 2},
-                          {true, toPrev.data(), size, prev, 3},
-                          {false, fromPrev2.data(), size, prev, 2},
-                          {false, fromPrev1.data(), size, prev, 1},
-                          {false, fromNext.data(), size, next, 3}};
-    comm.wait(comm.exchange(ops, 6));
-    expectedBytes[int(CollectiveKind::Send)] += 3.0 * double(size);
-    struct {
-      const std::vector<char> &got;
-      int from, tag;
-    } received[] = {
-        {fromPrev1, prev, 1}, {fromPrev2, prev, 2}, {fromNext, next, 3}};
-    for (const auto &c : received) {
-      std::vector<char> want = fill(c.from, r, c.tag);
-      for (int64_t k = 0; k < size; ++k)
-        expectEq(c.got[k], want[k], "exchange", size, c.tag, k);
+  for (int64_t size : {int64_t(0), int64_t(1), int64_t(13), int64_t(100)})
+    for (bool perTransfer : {false, true}) {
+      auto fill = [&](int from, int to, int tag) {
+        std::vector<char> v(size_t(size) + 1);
+        for (int64_t k = 0; k < size; ++k)
+          v[k] = char((from * 31 + to * 7 + tag * 3 + k) & 0x7f);
+        return v;
+      };
+      std::vector<char> toNext1 = fill(r, next, 1), toNext2 = fill(r, next, 2),
+                        toPrev = fill(r, prev, 3);
+      std::vector<char> fromPrev1(size + 1), fromPrev2(size + 1),
+          fromNext(size + 1);
+      PointToPoint ops[] = {{true, toNext1.data(), size, next, 1},
+                            {true, toNext2.data(), size, next, 2},
+                            {true, toPrev.data(), size, prev, 3},
+                            {false, fromPrev2.data(), size, prev, 2},
+                            {false, fromPrev1.data(), size, prev, 1},
+                            {false, fromNext.data(), size, next, 3}};
+      if (perTransfer) {
+        // A request per transfer: each receive completes on its own (waited
+        // for before the sends).
+        CommRequest each[6];
+        comm.exchange(ops, 6, each);
+        for (int i : {5, 4, 3, 0, 1, 2})
+          comm.wait(each[i]);
+      } else {
+        comm.wait(comm.exchange(ops, 6));
+      }
+      expectedBytes[int(CollectiveKind::Send)] += 3.0 * double(size);
+      struct {
+        const std::vector<char> &got;
+        int from, tag;
+      } received[] = {
+          {fromPrev1, prev, 1}, {fromPrev2, prev, 2}, {fromNext, next, 3}};
+      for (const auto &c : received) {
+        std::vector<char> want = fill(c.from, r, c.tag);
+        for (int64_t k = 0; k < size; ++k)
+          expectEq(c.got[k], want[k], "exchange", size, c.tag, k);
+      }
     }
-  }
 }
 
 void Checker::checkBytes() {
