@@ -58,6 +58,12 @@ class Compiler {
 public:
   Compiler(const CompileOptions &options) : o(options) {}
   int run();
+  /// Checks the plan, imports the model and runs the pipeline.
+  bool lowerAll() { return checkPlan() && importModel() && lower(); }
+  ModuleOp module() { return *imported.module; }
+  /// What the program writer and the report take besides the IR.
+  ProgramOptions programOptions() const;
+  std::string error;
 
 private:
   bool fail(const std::string &message) {
@@ -74,15 +80,12 @@ private:
   bool lower();
   /// The one-line error of a pipeline that failed in pass `pass`.
   std::string pipelineError(StringRef pass, const FirstError &diag) const;
-  /// What the program writer and the report take besides the IR.
-  ProgramOptions programOptions() const;
   bool build(const std::string &dir);
 
   const CompileOptions &o;
   /// The plan file, before it is put on the IR: only checkPlan, the import
   /// (micro-batch shapes) and lower() read it; later steps read the IR.
   Plan planFile;
-  std::string error;
   MLIRContext context;
   onnx_import::ImportResult imported;
   /// The IR the pipeline started from and the pipeline, as text.
@@ -92,7 +95,9 @@ private:
 };
 
 bool Compiler::checkPlan() {
-  if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error))
+  if (o.planValue)
+    planFile = *o.planValue;
+  else if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error))
     return false;
   std::string where = planName();
   if (o.target != "cpu" && o.target != "cuda")
@@ -354,7 +359,7 @@ bool Compiler::build(const std::string &dir) {
 }
 
 int Compiler::run() {
-  if (!checkPlan() || !importModel() || !lower()) {
+  if (!lowerAll()) {
     llvm::errs() << "autopar: " << error << "\n";
     return 1;
   }
@@ -440,4 +445,17 @@ int Compiler::run() {
 
 int autopar::runCompileCommand(const CompileOptions &options) {
   return Compiler(options).run();
+}
+
+bool autopar::lowerModel(
+    const CompileOptions &options,
+    llvm::function_ref<bool(ModuleOp, const ProgramOptions &, std::string &)>
+        use,
+    std::string &error) {
+  Compiler compiler(options);
+  if (!compiler.lowerAll()) {
+    error = compiler.error;
+    return false;
+  }
+  return use(compiler.module(), compiler.programOptions(), error);
 }

@@ -3,7 +3,11 @@
 #ifndef AUTOPAR_COMPILER_COMPILE_H
 #define AUTOPAR_COMPILER_COMPILE_H
 
+#include "compiler/Plan.h"
+#include "compiler/ProgramWriter.h"
 #include "frontends/onnx/OnnxImporter.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <string>
 
@@ -24,6 +28,9 @@ struct CompileOptions {
   /// optimizer), instead of the training program OUTDIR/train.
   bool forwardOnly = false;
   onnx_import::ImportOptions import;
+  /// The plan itself instead of a file (the planner's candidates); `plan`
+  /// still names it in errors when set.
+  const Plan *planValue = nullptr;
 };
 
 /// `autopar compile`: writes the self-contained program directory OUTDIR
@@ -31,6 +38,17 @@ struct CompileOptions {
 /// builds OUTDIR/train (OUTDIR/run with `forwardOnly`). On any error nothing
 /// is left at OUTDIR.
 int runCompileCommand(const CompileOptions &options);
+
+/// What `autopar compile` does up to the end of its pipeline (the plan
+/// checked, the model imported, the IR lowered), writing nothing; then
+/// calls `use` with the final IR and what the report takes besides it.
+/// False with `error` (one line, as `autopar compile` prints it after
+/// "autopar: ") if a step fails or `use` returns false.
+bool lowerModel(const CompileOptions &options,
+                llvm::function_ref<bool(mlir::ModuleOp, const ProgramOptions &,
+                                        std::string &error)>
+                    use,
+                std::string &error);
 
 } // namespace autopar
 

@@ -26,6 +26,8 @@ class Reporter : public ProgramStep {
 public:
   using ProgramStep::ProgramStep;
   bool run(const std::string &dir);
+  /// A training program's report.json and its plan.
+  bool trainReport(Plan &plan, nlohmann::json &r);
 
 private:
   bool report(func::FuncOp step, nlohmann::json &r);
@@ -260,7 +262,8 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   rankParamLayouts(forward, staged, pp, paramBytes);
   const int64_t stateBuffers = states + (plan.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
-  int64_t flops = flopsPerMicro * m * shape.dp;
+  // The whole mesh's: each phase's products are split over tp.
+  int64_t flops = flopsPerMicro * m * shape.dp * plan.meshTp;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               plan, shape);
   auto bytesJson = [&](int64_t p) {
@@ -473,10 +476,7 @@ bool Reporter::run(const std::string &dir) {
   Plan plan;
   nlohmann::json r;
   bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
-  if (!irPlan(plan) ||
-      !(pipelined
-            ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
-            : report(module.lookupSymbol<func::FuncOp>("train_step"), r)) ||
+  if (!trainReport(plan, r) ||
       !write("plan.json", toJson(plan).dump(2) + "\n") ||
       !write("report.json", r.dump(2) + "\n"))
     return false;
@@ -500,7 +500,24 @@ bool Reporter::run(const std::string &dir) {
   return write("schedule.json", pipeline::chromeTrace(sim, 1e6));
 }
 
+bool Reporter::trainReport(Plan &plan, nlohmann::json &r) {
+  return irPlan(plan) &&
+         (module->hasAttr(dist::kPipelineScheduleAttr)
+              ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
+              : report(module.lookupSymbol<func::FuncOp>("train_step"), r));
+}
+
 } // namespace
+
+bool autopar::trainReportJson(ModuleOp module, const ProgramOptions &options,
+                              nlohmann::json &report, std::string &error) {
+  Reporter reporter(module, options);
+  Plan plan;
+  if (reporter.trainReport(plan, report))
+    return true;
+  error = reporter.error;
+  return false;
+}
 
 bool autopar::writeReport(ModuleOp module, const ProgramOptions &options,
                           const std::string &dir, std::string &error) {

@@ -11,12 +11,18 @@
 
 #include "compiler/ProgramWriter.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace autopar {
 
 /// Writes `dir`/report.json, and for a training program `dir`/plan.json,
 /// from `module` (the IR after the pipeline). False with `error` set.
 bool writeReport(mlir::ModuleOp module, const ProgramOptions &options,
                  const std::string &dir, std::string &error);
+
+/// A training program's report.json (what writeReport writes) as JSON.
+bool trainReportJson(mlir::ModuleOp module, const ProgramOptions &options,
+                     nlohmann::json &report, std::string &error);
 
 } // namespace autopar
 

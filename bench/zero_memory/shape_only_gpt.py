@@ -18,7 +18,8 @@ residual; LayerNormalization, MLP [h, 4h] + bias, exact GELU
 0.5 x (1 + erf(x / sqrt 2)), [4h, h] + bias and the residual; a final
 LayerNormalization and a tied LM head (MatMul with Transpose(wte): no
 separate output weight); SoftmaxCrossEntropyLoss (mean) against the int64
-targets. Graph inputs `idx` and `targets`, int64 [B, T]; output: the scalar
+targets. Graph inputs `idx` and `targets`, int64 [B, T] (with --batch 0 the batch dim is dynamic,
+named `batch`); output: the scalar
 `loss`. Trainable parameters: 12 L h^2 + 13 L h + V h + T h + 2 h.
 
 Every initializer over 4 KiB is external data in one file next to the model
@@ -143,6 +144,7 @@ def attention(g, x, p, mask, batch, seq, hidden, heads):
     d = hidden // heads
     qkv = g.op("Add", g.op("MatMul", x, p + "attn.c_attn.weight"), p + "attn.c_attn.bias")
     q, k, v = g.ops("Split", [qkv, g.ints([hidden] * 3)], 3, axis=2)
+    # A dynamic batch (0): Reshape copies dim 0 of its input.
     heads_shape = g.ints([batch, seq, heads, d])
     q = g.op("Transpose", g.op("Reshape", q, heads_shape), perm=[0, 2, 1, 3])
     kt = g.op("Transpose", g.op("Reshape", k, heads_shape), perm=[0, 2, 3, 1])
@@ -191,12 +193,13 @@ def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, 
                                      batch, seq, hidden, heads))
         x = g.op("Add", x, mlp(g, layer_norm(g, x, p + "ln_2"), p))
     logits = g.op("MatMul", layer_norm(g, x, "ln_f"), g.op("Transpose", "wte.weight", perm=[1, 0]))
-    flat_logits = g.op("Reshape", logits, g.ints([batch * seq, vocab]))
-    flat_targets = g.op("Reshape", "targets", g.ints([batch * seq]))
+    rows = batch * seq if batch else -1
+    flat_logits = g.op("Reshape", logits, g.ints([rows, vocab]))
+    flat_targets = g.op("Reshape", "targets", g.ints([rows]))
     g.nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat_logits, flat_targets],
                                     ["loss"], reduction="mean"))
 
-    tokens = [batch, seq]
+    tokens = [batch if batch else "batch", seq]
     graph = helper.make_graph(
         g.nodes, "shape_only_gpt",
         [helper.make_tensor_value_info("idx", TensorProto.INT64, tokens),
@@ -219,7 +222,8 @@ def main():
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=64)
     parser.add_argument("--seq", type=int, default=16)
-    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=4,
+                        help="the batch; 0: dynamic (the dim named 'batch')")
     parser.add_argument("--random-weights", action="store_true",
                         help="materialize GPT-2-initialized weights (for training)")
     parser.add_argument("--seed", type=int, default=0)

@@ -261,33 +261,46 @@ LogicalResult NodeContextImpl::fail(const llvm::Twine &msg) {
 // Importer
 //===----------------------------------------------------------------------===//
 
-LogicalResult Importer::loadModel() {
+namespace {
+
+/// Parses the ONNX file at `path` into `model`; an empty string, or the
+/// one-line reason it cannot.
+std::string parseModelFile(const std::string &path, onnx::ModelProto &model) {
   if (llvm::sys::fs::is_directory(path))
-    return fail("is a directory, not an ONNX model");
+    return "is a directory, not an ONNX model";
   uint64_t size;
   if (std::error_code ec = llvm::sys::fs::file_size(path, size))
-    return fail("cannot open: " + ec.message());
+    return "cannot open: " + ec.message();
   if (size > static_cast<uint64_t>(INT_MAX))
-    return fail("is larger than 2 GB: protobuf cannot hold it; export the "
-                "model with external data (onnx.save(..., "
-                "save_as_external_data=True))");
+    return "is larger than 2 GB: protobuf cannot hold it; export the "
+           "model with external data (onnx.save(..., "
+           "save_as_external_data=True))";
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return fail(llvm::Twine("cannot open: ") + std::strerror(errno));
-  model = std::make_shared<onnx::ModelProto>();
+    return std::string("cannot open: ") + std::strerror(errno);
   bool parsed;
   {
     // Parse straight from the file: the weights are held once, in the proto.
     google::protobuf::io::FileInputStream raw(fd);
     google::protobuf::io::CodedInputStream coded(&raw);
     coded.SetTotalBytesLimit(INT_MAX);
-    parsed = model->ParseFromCodedStream(&coded) &&
-             coded.ConsumedEntireMessage();
+    parsed =
+        model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
   }
   ::close(fd);
   if (!parsed)
-    return fail("not a valid ONNX model: the protobuf does not parse "
-                "(truncated, or not an ONNX file)");
+    return "not a valid ONNX model: the protobuf does not parse "
+           "(truncated, or not an ONNX file)";
+  return "";
+}
+
+} // namespace
+
+LogicalResult Importer::loadModel() {
+  model = std::make_shared<onnx::ModelProto>();
+  std::string why = parseModelFile(path, *model);
+  if (!why.empty())
+    return fail(why);
   if (!model->has_graph() || model->ir_version() <= 0 ||
       model->opset_import_size() == 0)
     return fail("not an ONNX model: no graph, IR version or opset import");
@@ -778,6 +791,33 @@ ImportResult autopar::onnx_import::importOnnxFile(MLIRContext &context,
                                                   std::string &error) {
   error.clear();
   return Importer(context, path, options, error).run();
+}
+
+bool autopar::onnx_import::readGraphInputs(const std::string &path,
+                                           std::vector<GraphInput> &inputs,
+                                           std::string &error) {
+  onnx::ModelProto model;
+  std::string why = parseModelFile(path, model);
+  if (!why.empty()) {
+    error = path + ": " + why;
+    return false;
+  }
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &init : model.graph().initializer())
+    initializers.insert(init.name());
+  inputs.clear();
+  for (const onnx::ValueInfoProto &v : model.graph().input()) {
+    if (initializers.contains(v.name()))
+      continue;
+    GraphInput in;
+    in.name = v.name();
+    const onnx::TypeProto_Tensor &t = v.type().tensor_type();
+    in.elementType = t.elem_type();
+    for (const onnx::TensorShapeProto_Dimension &d : t.shape().dim())
+      in.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    inputs.push_back(std::move(in));
+  }
+  return true;
 }
 
 bool autopar::onnx_import::parseInputShape(StringRef spec,

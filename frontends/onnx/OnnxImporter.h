@@ -54,6 +54,20 @@ struct ImportResult {
 ImportResult importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
                             const ImportOptions &options, std::string &error);
 
+/// A graph input as the ONNX file declares it (initializers excluded).
+struct GraphInput {
+  std::string name;
+  /// onnx::TensorProto::DataType.
+  int32_t elementType = 0;
+  /// -1 for a dim without a value.
+  std::vector<int64_t> shape;
+};
+
+/// The graph inputs of the ONNX file at `path`, without importing it;
+/// false with `error` (one line naming the file) if it does not parse.
+bool readGraphInputs(const std::string &path, std::vector<GraphInput> &inputs,
+                     std::string &error);
+
 /// Parses "name=d0,d1,..." into `options.inputShapes`; false with `error` set
 /// if malformed.
 bool parseInputShape(llvm::StringRef spec, ImportOptions &options,

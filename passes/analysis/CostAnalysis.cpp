@@ -17,6 +17,63 @@ double autopar::rooflineFlops(Operation *op, double flopsPerByte) {
   return std::max<double>(modelFlops(op), flopsPerByte * movedBytes(op));
 }
 
+namespace {
+
+/// The fraction of `x` units of work that tiles of `tile` fill.
+double filled(int64_t x, int64_t tile) {
+  if (x <= 0)
+    return 1;
+  return double(x) / double((x + tile - 1) / tile * tile);
+}
+
+} // namespace
+
+double autopar::rooflineSeconds(Operation *op, const MachineRates &r) {
+  const int64_t flops = modelFlops(op);
+  double compute = 0;
+  if (flops > 0) {
+    double efficiency = r.matmulEfficiency;
+    if (r.tileQuantization) {
+      // Output rows m, columns n, depth k of the product(s).
+      int64_t m = 1, n = 1, k = 1;
+      if (auto mm = dyn_cast<nn::MatMulOp>(op)) {
+        n = mm.getType().getShape().back();
+        m = mm.getType().getNumElements() / std::max<int64_t>(1, n);
+        k = cast<RankedTensorType>(mm.getLhs().getType()).getShape().back();
+      } else if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
+        ArrayRef<int64_t> out = gemm.getType().getShape();
+        m = out[0];
+        n = out[1];
+        k = cast<RankedTensorType>(gemm.getA().getType())
+                .getDimSize(gemm.getTransA() ? 0 : 1);
+      } else {
+        // Attention: per head, T x S scores over a head dim of D.
+        auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+        auto kt = cast<RankedTensorType>(op->getOperand(1).getType());
+        m = q.getDimSize(q.getRank() - 2);
+        n = kt.getDimSize(kt.getRank() - 2);
+        k = q.getShape().back();
+      }
+      efficiency *= filled(m, 128) * filled(n, 128) * filled(k, 32);
+    }
+    compute = double(flops) / (r.flopsPerSecond * efficiency);
+  }
+  const double memory =
+      double(movedBytes(op)) / (r.bytesPerSecond * r.memoryEfficiency);
+  return std::max(compute, memory);
+}
+
+double autopar::rooflineSeconds(func::FuncOp func, const MachineRates &r) {
+  double t = 0;
+  func.walk([&](Operation *op) {
+    if (isa<func::FuncOp, func::ReturnOp>(op) ||
+        op->getParentOfType<nn::FusedOp>())
+      return;
+    t += rooflineSeconds(op, r);
+  });
+  return t;
+}
+
 int64_t autopar::movedBytes(Operation *op) {
   int64_t bytes = 0;
   for (Value v : op->getOperands())
@@ -88,7 +145,10 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
       for (Attribute a : axes)
         names.push_back(cast<StringAttr>(a).getValue());
       int64_t group = m ? m.getGroupSize(names) : 1;
-      cost.commBytes[{kind.str(), llvm::join(names, ",")}] += bytesOf(group);
+      std::pair<std::string, std::string> key{kind.str(),
+                                              llvm::join(names, ",")};
+      cost.commBytes[key] += bytesOf(group);
+      ++cost.commOps[key];
     };
     if (auto c = dyn_cast<dist::AllReduceOp>(op))
       record("all_reduce", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {

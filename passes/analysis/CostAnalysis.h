@@ -34,6 +34,26 @@ int64_t movedBytes(mlir::Operation *op);
 /// moves times `flopsPerByte` (the machine's balance) if that is more.
 double rooflineFlops(mlir::Operation *op, double flopsPerByte);
 
+/// A machine's rates for a roofline: peak FLOP/s, memory bytes/s, and the
+/// fractions of them real kernels reach.
+struct MachineRates {
+  double flopsPerSecond = 1e12;
+  double bytesPerSecond = 1e11;
+  /// Of the peak, what a large matmul (and attention) reaches; of the
+  /// bandwidth, what the other ops reach.
+  double matmulEfficiency = 1, memoryEfficiency = 1;
+  /// Matmuls lose the part of their 128 x 128 output tiles and 32-deep k
+  /// steps that their shape leaves empty (tile quantization).
+  bool tileQuantization = false;
+};
+
+/// The roofline's seconds of `op`: its model FLOPs at the matmul rate
+/// (modelFlops; efficiency and tiles by its shape) or the bytes it moves
+/// (movedBytes) at the memory rate, whichever is longer.
+double rooflineSeconds(mlir::Operation *op, const MachineRates &rates);
+/// The sum over `func`'s ops (an nn.fused chain once, not its body).
+double rooflineSeconds(mlir::func::FuncOp func, const MachineRates &rates);
+
 /// What one run of a function of the final IR costs one rank.
 struct FunctionCost {
   /// Model FLOPs of the function's ops (modelFlops).
@@ -46,6 +66,8 @@ struct FunctionCost {
   /// reduce_scatter, all_gather, send) and the group's mesh axes joined by
   /// ',' ("dp").
   std::map<std::pair<std::string, std::string>, double> commBytes;
+  /// How many collectives of each kind and group run (their latencies).
+  std::map<std::pair<std::string, std::string>, int64_t> commOps;
 
   /// The bytes sent by collectives of `kind` over any axes.
   double commBytesOfKind(llvm::StringRef kind) const;

@@ -41,14 +41,10 @@ struct PipelineSchedulePass
   /// `flopsPerSecond` or the bytes it reads and writes at `bytesPerSecond`,
   /// whichever is longer (a roofline).
   double timeOf(func::FuncOp func) {
-    double t = 0;
-    func.walk([&](Operation *op) {
-      if (isa<func::FuncOp, func::ReturnOp>(op) ||
-          op->getParentOfType<nn::FusedOp>())
-        return;
-      t += rooflineFlops(op, flopsPerSecond / bytesPerSecond) / flopsPerSecond;
-    });
-    return t;
+    MachineRates rates;
+    rates.flopsPerSecond = flopsPerSecond;
+    rates.bytesPerSecond = bytesPerSecond;
+    return rooflineSeconds(func, rates);
   }
 
   void runOnOperation() override {

@@ -9,6 +9,8 @@
 //                   -o OUTDIR
 //   autopar data TEXT -o TOKENS.bin
 //   autopar ops
+//   autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
+//                --evaluate PLAN.json [--json] [-o PLAN-OUT.json]
 //
 // Parses the command line and calls the command in compiler/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
@@ -17,6 +19,7 @@
 
 #include "compiler/Compile.h"
 #include "compiler/Driver.h"
+#include "compiler/Planner.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -28,7 +31,8 @@ using namespace autopar;
 
 namespace {
 
-const char *kMainHelp = R"(autopar: compiles an ONNX transformer and a parallelism plan into a
+const char *kMainHelp =
+    R"(autopar: compiles an ONNX transformer and a parallelism plan into a
 training program.
 
 Usage: autopar <command> [options]
@@ -39,6 +43,7 @@ Commands:
   import    Import an ONNX model into the nn dialect; print or write the IR
             or a summary of it
   ops       Print the ONNX ops the importer supports (docs/ops.md)
+  plan      Predict a plan's step time, throughput and memory on a cluster
 
 Options:
   -h, --help   Show this help; `autopar <command> --help` shows a
@@ -111,6 +116,29 @@ const char *kDataHelp = R"(Usage: autopar data TEXT -o TOKENS.bin
 
 Writes the bytes of the file TEXT as tokens (vocabulary 256) in llm.c's
 token-file format (docs/data.md), ready for `OUTDIR/train --data`.
+)";
+
+const char *kPlanHelp =
+    R"(Usage: autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
+                    --evaluate PLAN.json [options]
+
+Predicts how PLAN.json trains MODEL.onnx on the cluster (docs/planner.md):
+the step time with its breakdown (compute, communication nothing overlaps,
+pipeline bubble, optimizer), tokens/s, MFU and the memory per GPU, from the
+IR `autopar compile --target cuda` lowers for the plan (no GPU needed, and
+no weights: the initializers' bytes are not read).
+
+Options:
+  --cluster CLUSTER.json     The GPUs and links (docs/clusters/ has A100,
+                             H100 and H200 nodes)
+  --global-batch B           Samples per step over all data-parallel ranks
+  --evaluate PLAN.json       The plan to predict (the search over plans is
+                             not built yet)
+  --json                     Print {"plans": [{...}]} instead of a table
+  -o FILE                    Write the plan, every key resolved, to FILE
+  --input-shape NAME=D0,D1   Static shape of another graph input with
+                             dynamic dims. Repeatable.
+  -h, --help                 Show this help
 )";
 
 const char *kOpsHelp = R"(Usage: autopar ops
@@ -297,6 +325,65 @@ int opsMain(const std::vector<std::string> &args) {
   return runOpsCommand();
 }
 
+int planMain(const std::vector<std::string> &args) {
+  PlanCommandOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef a = args[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= args.size())
+        return false;
+      out = args[++i];
+      return true;
+    };
+    if (isHelp(a)) {
+      llvm::outs() << kPlanHelp;
+      return 0;
+    }
+    std::string text;
+    if (a == "--cluster") {
+      if (!value(options.cluster))
+        return usageError("--cluster needs a file", "plan");
+    } else if (a == "--evaluate") {
+      if (!value(options.evaluate))
+        return usageError("--evaluate needs a plan file", "plan");
+    } else if (a == "-o") {
+      if (!value(options.output))
+        return usageError("-o needs a file name", "plan");
+    } else if (a == "--global-batch") {
+      if (!value(text) || text.empty() ||
+          text.find_first_not_of("0123456789") != std::string::npos ||
+          text.size() > 15 || std::stoll(text) < 1)
+        return usageError("--global-batch needs a positive integer", "plan");
+      options.globalBatch = std::stoll(text);
+    } else if (a == "--json") {
+      options.json = true;
+    } else if (a == "--input-shape") {
+      std::string error;
+      if (!value(text))
+        return usageError("--input-shape needs NAME=D0,D1,...", "plan");
+      if (!onnx_import::parseInputShape(text, options.import, error))
+        return usageError(error, "plan");
+    } else if (a.starts_with("-")) {
+      return usageError("unknown option '" + a.str() + "'", "plan");
+    } else if (options.model.empty()) {
+      options.model = a.str();
+    } else {
+      return usageError("unexpected argument '" + a.str() + "'", "plan");
+    }
+  }
+  if (options.model.empty())
+    return usageError("plan needs a model file", "plan");
+  if (options.cluster.empty())
+    return usageError("plan needs --cluster CLUSTER.json", "plan");
+  if (options.globalBatch == 0)
+    return usageError("plan needs --global-batch B", "plan");
+  if (options.evaluate.empty())
+    return usageError("plan needs --evaluate PLAN.json (the search over "
+                      "plans is not built yet)",
+                      "plan");
+  return runPlanCommand(options);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -320,5 +407,7 @@ int main(int argc, char **argv) {
     return dataMain(args);
   if (command == "ops")
     return opsMain(args);
+  if (command == "plan")
+    return planMain(args);
   return usageError("unknown command '" + command.str() + "'", nullptr);
 }

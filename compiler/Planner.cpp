@@ -1,0 +1,420 @@
+//===- Planner.cpp - `autopar plan`: predicted step time of a plan --------===//
+
+#include "compiler/Planner.h"
+
+#include "compiler/Compile.h"
+#include "compiler/Driver.h"
+#include "compiler/PipelineSchedule.h"
+#include "compiler/PlanAttr.h"
+#include "compiler/Report.h"
+#include "dialects/nn/NNDialect.h"
+#include "dialects/parallel/DistOps.h"
+#include "passes/analysis/CostAnalysis.h"
+#include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+// The time model's constants (docs/planner.md). Of a GPU's peak, what a
+// large matmul (and fused attention) reaches; of its memory bandwidth, what
+// the other kernels reach.
+constexpr double kMatmulEfficiency = 0.8;
+constexpr double kMemoryEfficiency = 0.8;
+// NCCL's ring latencies (its tuning model, src/graph/tuning.cc, Simple
+// protocol): a base per collective plus one per ring step, by link.
+constexpr double kBaseLatency = 8.4e-6;
+constexpr double kNodeStepLatency = 3.4e-6;
+constexpr double kNetworkStepLatency = 14e-6;
+
+class TimeModel {
+public:
+  TimeModel(ModuleOp module, const Cluster &cluster) : cluster(cluster) {
+    rates.flopsPerSecond = cluster.peakTflops * 1e12;
+    rates.bytesPerSecond = cluster.memoryBandwidthGBps * 1e9;
+    rates.matmulEfficiency = kMatmulEfficiency;
+    rates.memoryEfficiency = kMemoryEfficiency;
+    rates.tileQuantization = true;
+    if (dist::MeshOp mesh = dist::findMesh(module)) {
+      for (Attribute a : mesh.getAxisNames())
+        axisNames.push_back(cast<StringAttr>(a).getValue().str());
+      for (int64_t size : mesh.getAxisSizes())
+        axisSizes.push_back(size);
+    }
+  }
+
+  /// `ops` collectives of `kind` over `group` that send `bytes` per rank.
+  double commSeconds(StringRef kind, StringRef group, double bytes,
+                     int64_t ops) const {
+    SmallVector<StringRef> axes;
+    group.split(axes, ',', -1, false);
+    int64_t size = 1;
+    for (size_t a = 0; a < axisNames.size(); ++a)
+      if (llvm::is_contained(axes, axisNames[a]))
+        size *= axisSizes[a];
+    return collectiveSeconds(kind, size, bytes, ops,
+                             linkOf(axisNames, axisSizes, group, cluster));
+  }
+
+  /// One run of a function: its ops' roofline and its collectives.
+  struct Cost {
+    double compute = 0, comm = 0;
+    FunctionCost counts;
+  };
+  Cost costOf(func::FuncOp f) const {
+    Cost c;
+    c.compute = rooflineSeconds(f, rates);
+    c.counts = analyzeCost(f);
+    for (auto &[key, bytes] : c.counts.commBytes) {
+      auto ops = c.counts.commOps.find(key);
+      c.comm += commSeconds(key.first, key.second, bytes,
+                            ops == c.counts.commOps.end() ? 1 : ops->second);
+    }
+    return c;
+  }
+
+  /// The collectives of report.json's comm_bytes_per_step entry `perStep`
+  /// (group -> kind -> bytes) beyond `inStep` (what the step functions
+  /// ran): the runtime's reductions once per step, in buckets of
+  /// `bucketBytes`; point-to-point sends excluded.
+  double runtimeCommSeconds(
+      const nlohmann::json &perStep,
+      const std::map<std::pair<std::string, std::string>, double> &inStep,
+      double bucketBytes) const {
+    double t = 0;
+    for (auto &[group, kinds] : perStep.items())
+      for (auto &[kind, value] : kinds.items()) {
+        if (kind == "send")
+          continue;
+        auto it = inStep.find({kind, group});
+        double rest =
+            value.get<double>() - (it == inStep.end() ? 0.0 : it->second);
+        if (rest <= 1e-6 * value.get<double>())
+          continue;
+        const int64_t ops =
+            std::max<int64_t>(1, int64_t(std::ceil(rest / bucketBytes)));
+        t += commSeconds(kind, group, rest, ops);
+      }
+    return t;
+  }
+
+  /// The optimizer's update: every parameter, gradient and state byte of
+  /// the rank read and written once.
+  double optimizerSeconds(const nlohmann::json &bytes) const {
+    double moved =
+        2.0 * (bytes["params"].get<double>() + bytes["grads"].get<double>() +
+               bytes["optimizer_state"].get<double>());
+    return moved / (rates.bytesPerSecond * rates.memoryEfficiency);
+  }
+
+  const Cluster &cluster;
+  MachineRates rates;
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> axisSizes;
+};
+
+/// Adds `n` runs of `cost`'s collectives to `into`.
+void addComm(std::map<std::pair<std::string, std::string>, double> &into,
+             const FunctionCost &cost, int64_t n) {
+  for (auto &[key, bytes] : cost.commBytes)
+    into[key] += double(n) * bytes;
+}
+
+bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
+                 const nlohmann::json &report, Prediction &p,
+                 std::string &error) {
+  TimeModel model(module, cluster);
+  const int64_t m = plan.microBatches;
+  const double bucket = plan.bucketMb * 1e6;
+  const nlohmann::json &parallel = report["parallel"];
+  if (!module->hasAttr(dist::kPipelineScheduleAttr)) {
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      error = "internal error: the lowered module has no train_step";
+      return false;
+    }
+    TimeModel::Cost c = model.costOf(step);
+    std::map<std::pair<std::string, std::string>, double> inStep;
+    addComm(inStep, c.counts, m);
+    p.computeSeconds = double(m) * c.compute;
+    p.exposedCommSeconds = double(m) * c.comm +
+                           model.runtimeCommSeconds(
+                               parallel["comm_bytes_per_step"], inStep, bucket);
+    p.optimizerSeconds = model.optimizerSeconds(report["bytes"]);
+    p.stepSeconds =
+        p.computeSeconds + p.exposedCommSeconds + p.optimizerSeconds;
+    return true;
+  }
+  // A pipeline: each phase's time (its compute and its collectives) into
+  // the schedule's simulation.
+  const int64_t stages = plan.pipelineStages(), pp = plan.meshPp;
+  std::vector<std::map<std::string, TimeModel::Cost>> phases(stages);
+  int64_t boundaryBytes = 0;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
+    auto phase = f->getAttrOfType<StringAttr>(dist::kPhaseAttr);
+    if (!stage || !phase || stage.getInt() >= stages)
+      continue;
+    phases[stage.getInt()][phase.getValue().str()] = model.costOf(f);
+    if (phase.getValue() == "forward" && stage.getInt() + 1 < stages)
+      for (unsigned r = 0; r < f.getNumResults(); ++r)
+        if (auto out = f.getResultAttrOfType<StringAttr>(
+                r, nn::NNDialect::kOutputAttr);
+            out && out.getValue() == dist::kStageOutputName)
+          boundaryBytes =
+              std::max(boundaryBytes, tensorBytes(f.getResultTypes()[r]));
+  }
+  pipeline::StageTimes times;
+  for (int64_t s = 0; s < stages; ++s) {
+    auto &ph = phases[s];
+    auto total = [&](const char *name) {
+      auto it = ph.find(name);
+      return it == ph.end() ? 0.0 : it->second.compute + it->second.comm;
+    };
+    bool split = ph.count("input");
+    times.forward.push_back(total("forward"));
+    times.backward.push_back(total(split ? "input" : "backward"));
+    times.weight.push_back(split ? total("weight") : 0.0);
+  }
+  times.transfer =
+      model.commSeconds("send", dist::kPipelineAxis, double(boundaryBytes), 1);
+  pipeline::Schedule schedule;
+  pipeline::Simulation sim;
+  if (!pipeline::buildSchedule(pipelineScheduleOptions(plan), schedule,
+                               error) ||
+      !pipeline::simulate(schedule, times, sim, error))
+    return false;
+  // The busiest pipeline rank sets the breakdown.
+  int64_t busiest = 0;
+  for (int64_t r = 1; r < pp; ++r)
+    if (sim.busy[r] > sim.busy[busiest])
+      busiest = r;
+  double compute = 0, comm = 0;
+  std::map<std::pair<std::string, std::string>, double> inStep;
+  for (const pipeline::Action &a : schedule.actions[busiest]) {
+    const char *name = a.op == pipeline::Op::Forward         ? "forward"
+                       : a.op == pipeline::Op::Backward      ? "backward"
+                       : a.op == pipeline::Op::BackwardInput ? "input"
+                                                             : "weight";
+    const TimeModel::Cost &c = phases[a.stage][name];
+    compute += c.compute;
+    comm += c.comm;
+    addComm(inStep, c.counts, 1);
+  }
+  // That rank's entry of report.json (the first with its pp coordinate).
+  nlohmann::json rankEntry = parallel["per_rank"][0];
+  for (const nlohmann::json &e : parallel["per_rank"])
+    if (e["coords"][dist::kPipelineAxis.str()].get<int64_t>() == busiest) {
+      rankEntry = e;
+      break;
+    }
+  const double runtimeComm = model.runtimeCommSeconds(
+      rankEntry["comm_bytes_per_step"], inStep, bucket);
+  p.computeSeconds = compute;
+  p.exposedCommSeconds = comm + runtimeComm;
+  p.bubbleSeconds = sim.makespan - sim.busy[busiest];
+  p.bubbleFraction = sim.bubbleFraction;
+  p.optimizerSeconds = model.optimizerSeconds(rankEntry["bytes"]);
+  p.stepSeconds = sim.makespan + runtimeComm + p.optimizerSeconds;
+  return true;
+}
+
+} // namespace
+
+Link autopar::linkOf(const std::vector<std::string> &axisNames,
+                     const std::vector<int64_t> &axisSizes, StringRef group,
+                     const Cluster &cluster) {
+  SmallVector<StringRef> axes;
+  group.split(axes, ',', -1, false);
+  // The ranks from the outermost of the group's axes inwards.
+  int64_t span = 1;
+  bool inside = false;
+  for (size_t a = 0; a < axisNames.size(); ++a) {
+    inside = inside || llvm::is_contained(axes, axisNames[a]);
+    if (inside)
+      span *= axisSizes[a];
+  }
+  if (span <= cluster.gpusPerNode && cluster.gpusPerNode % span == 0)
+    return {cluster.intraNodeGBps * 1e9, kNodeStepLatency};
+  return {cluster.interNodeGBps * 1e9, kNetworkStepLatency};
+}
+
+double autopar::collectiveSeconds(StringRef kind, int64_t g, double bytes,
+                                  int64_t ops, const Link &link) {
+  if (bytes <= 0 || ops <= 0 || g <= 1)
+    return 0;
+  const int64_t steps = kind == "all_reduce" ? 2 * (g - 1)
+                        : kind == "send"     ? 1
+                                             : g - 1;
+  return double(ops) * (kBaseLatency + double(steps) * link.stepLatency) +
+         bytes / link.bytesPerSecond;
+}
+
+bool autopar::prepareInputs(PlannerOptions &o, std::string &error) {
+  std::vector<onnx_import::GraphInput> inputs;
+  if (!onnx_import::readGraphInputs(o.model, inputs, error))
+    return false;
+  int found = 0;
+  for (const onnx_import::GraphInput &in : inputs) {
+    // int32 (6) or int64 (7) [batch, sequence]: token ids and targets.
+    if ((in.elementType != 6 && in.elementType != 7) || in.shape.size() != 2)
+      continue;
+    if (in.shape[1] < 0) {
+      error = o.model + ": input '" + in.name +
+              "' has a dynamic sequence length: give it with --input-shape " +
+              in.name + "=B,T";
+      auto given = o.import.inputShapes.find(in.name);
+      if (given == o.import.inputShapes.end() || given->second.size() != 2)
+        return false;
+      o.import.inputShapes[in.name] = {o.globalBatch, given->second[1]};
+    } else {
+      o.import.inputShapes[in.name] = {o.globalBatch, in.shape[1]};
+    }
+    ++found;
+  }
+  error.clear();
+  if (found != 2) {
+    error = o.model +
+            ": a training model needs two integer [batch, "
+            "sequence] graph inputs (token ids and targets), it has " +
+            std::to_string(found);
+    return false;
+  }
+  return true;
+}
+
+bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
+                           const std::string &planName, Prediction &p,
+                           std::string &error) {
+  const int64_t ranks = plan.meshDp * plan.meshTp * plan.meshPp;
+  if (ranks > o.cluster.gpus()) {
+    error = planName + ": mesh: the plan needs " + std::to_string(ranks) +
+            " GPUs, the cluster has " + std::to_string(o.cluster.gpus());
+    return false;
+  }
+  CompileOptions co;
+  co.model = o.model;
+  co.plan = planName;
+  co.planValue = &plan;
+  co.target = "cuda";
+  co.reportOnly = true;
+  co.import = o.import;
+  auto use = [&](ModuleOp module, const ProgramOptions &program,
+                 std::string &err) {
+    nlohmann::json report;
+    if (!readPlanAttr(module, p.plan, err) ||
+        !trainReportJson(module, program, report, err) ||
+        !predictStep(module, p.plan, o.cluster, report, p, err))
+      return false;
+    p.memoryBytesPerGpu = report["bytes"]["peak"].get<int64_t>();
+    p.commBytesPerStep = report["parallel"]["comm_bytes_per_step"];
+    p.flopsPerStep = report["flops_per_step"].get<double>();
+    const double tokens = report["global_batch"].get<double>() *
+                          report["sequence_length"].get<double>();
+    p.tokensPerSecond = tokens / p.stepSeconds;
+    p.mfu = p.flopsPerStep /
+            (p.stepSeconds * double(ranks) * o.cluster.peakTflops * 1e12);
+    p.fits = double(p.memoryBytesPerGpu) <= o.cluster.memoryBytes();
+    return true;
+  };
+  return lowerModel(co, use, error);
+}
+
+nlohmann::json autopar::toJson(const Prediction &p) {
+  return {{"plan", toJson(p.plan)},
+          {"step_time_s", p.stepSeconds},
+          {"tokens_per_s", p.tokensPerSecond},
+          {"mfu", p.mfu},
+          {"memory_bytes_per_gpu", p.memoryBytesPerGpu},
+          {"fits", p.fits},
+          {"comm_bytes_per_step", p.commBytesPerStep},
+          {"bubble_fraction", p.bubbleFraction},
+          {"breakdown",
+           {{"compute_s", p.computeSeconds},
+            {"exposed_comm_s", p.exposedCommSeconds},
+            {"bubble_s", p.bubbleSeconds},
+            {"optimizer_s", p.optimizerSeconds}}}};
+}
+
+namespace {
+
+/// "dp=32 tp=1 pp=1 m=16 zero=1 bf16-mixed recompute=full".
+std::string describe(const Plan &plan) {
+  std::string text = llvm::formatv("dp={0} tp={1} pp={2} m={3} zero={4}",
+                                   plan.meshDp, plan.meshTp, plan.meshPp,
+                                   plan.microBatches, plan.zeroStage);
+  if (plan.zeroOffload != "none")
+    text += " offload";
+  text += " " + plan.precision;
+  if (plan.recompute != "none")
+    text += " recompute=" + plan.recompute;
+  if (plan.meshTp > 1 && !plan.sequenceParallel)
+    text += " no-sp";
+  if (plan.meshPp > 1) {
+    text += " " + plan.pipelineSchedule;
+    if (plan.pipelineChunks > 1)
+      text += " v=" + std::to_string(plan.pipelineChunks);
+  }
+  return text;
+}
+
+} // namespace
+
+int autopar::runPlanCommand(const PlanCommandOptions &c) {
+  auto fail = [](const std::string &message) {
+    llvm::errs() << "autopar: " << message << "\n";
+    return 1;
+  };
+  PlannerOptions o;
+  o.model = c.model;
+  o.globalBatch = c.globalBatch;
+  o.import = c.import;
+  std::string error;
+  if (!loadCluster(c.cluster, o.cluster, error))
+    return fail(error);
+  Plan plan;
+  if (!loadPlanFile(c.evaluate, plan, error) || !prepareInputs(o, error))
+    return fail(error);
+  Prediction p;
+  if (!evaluatePlan(o, plan, c.evaluate, p, error))
+    return fail(error);
+  if (!c.output.empty()) {
+    std::string text = toJson(p.plan).dump(2) + "\n";
+    if (!writeFileAtomically(c.output, text, error))
+      return fail(error);
+  }
+  if (c.json) {
+    nlohmann::json out = {{"plans", nlohmann::json::array({toJson(p)})}};
+    llvm::outs() << out.dump(2) << "\n";
+    return 0;
+  }
+  llvm::outs() << llvm::formatv(
+      "{0} on {1} x {2} ({3} nodes of {4}), global batch {5}\n", o.model,
+      o.cluster.gpus(),
+      o.cluster.gpuName.empty() ? std::string("GPU") : o.cluster.gpuName,
+      o.cluster.nodes, o.cluster.gpusPerNode, o.globalBatch);
+  llvm::outs() << llvm::formatv(
+      "{0,-48} {1,8} {2,12} {3,6} {4,10} {5,5} {6,9} {7,9} {8,9} {9,9}\n",
+      "plan", "step s", "tokens/s", "MFU", "memory GB", "fits", "compute",
+      "comm", "bubble", "optimizer");
+  llvm::outs() << llvm::formatv(
+      "{0,-48} {1,8:f3} {2,12:f0} {3,5:f1}% {4,10:f2} {5,5} {6,9:f3} {7,9:f3} "
+      "{8,9:f3} {9,9:f3}\n",
+      describe(p.plan), p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
+      double(p.memoryBytesPerGpu) / 1e9, p.fits ? "yes" : "no",
+      p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
+      p.optimizerSeconds);
+  return 0;
+}

@@ -1,0 +1,109 @@
+//===- Planner.h - `autopar plan`: predicted step time of a plan -*- C++
+//-*-===//
+//
+// The planner predicts how a plan trains a model on a cluster (Cluster.h)
+// from the IR `autopar compile` lowers for it: the same pipeline, run
+// without writing anything (lowerModel), and the same cost analysis
+// (passes/analysis/CostAnalysis.h: each op's roofline, the collectives'
+// bytes), report (memory per GPU) and pipeline schedule simulator
+// (compiler/PipelineSchedule.h) as report.json. docs/planner.md gives the
+// time model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_COMPILER_PLANNER_H
+#define AUTOPAR_COMPILER_PLANNER_H
+
+#include "compiler/Cluster.h"
+#include "compiler/Plan.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace autopar {
+
+struct PlannerOptions {
+  std::string model;
+  Cluster cluster;
+  /// Samples per step over all data-parallel ranks.
+  int64_t globalBatch = 0;
+  /// --input-shape for inputs other than the data (set by prepareInputs for
+  /// the token ids and targets).
+  onnx_import::ImportOptions import;
+};
+
+/// Fixes the model's token-id and target inputs to [globalBatch, sequence]
+/// (the sequence length is the model's); false with `error` (one line) if
+/// the model has no such inputs or a dynamic sequence length.
+bool prepareInputs(PlannerOptions &options, std::string &error);
+
+/// A plan's predicted step on the cluster.
+struct Prediction {
+  /// The plan as compiled: every key resolved (the data inputs named).
+  Plan plan;
+  double stepSeconds = 0, tokensPerSecond = 0, mfu = 0, bubbleFraction = 0;
+  /// The most any GPU holds (report.json's bytes.peak).
+  int64_t memoryBytesPerGpu = 0;
+  bool fits = false;
+  /// report.json's parallel.comm_bytes_per_step (rank 0's).
+  nlohmann::json commBytesPerStep;
+  /// The step: compute, the communication nothing overlaps, the pipeline's
+  /// idle time and the optimizer's update (their sum is stepSeconds).
+  double computeSeconds = 0, exposedCommSeconds = 0, bubbleSeconds = 0,
+         optimizerSeconds = 0;
+  /// The model FLOPs of one step (report.json's flops_per_step).
+  double flopsPerStep = 0;
+};
+
+/// `--json`'s entry for a prediction.
+nlohmann::json toJson(const Prediction &prediction);
+
+/// Predicts `plan` (named `planName` in errors) for `options` (prepared by
+/// prepareInputs). False with `error` (one line) if the plan does not
+/// compile for the model or asks for more GPUs than the cluster has.
+bool evaluatePlan(const PlannerOptions &options, const Plan &plan,
+                  const std::string &planName, Prediction &prediction,
+                  std::string &error);
+
+/// The link a group of mesh axes (their names joined by ',') sends over:
+/// within a node when the ranks it spans fit in one (ranks are row-major
+/// over the mesh axes `axisNames` of sizes `axisSizes`), else across
+/// nodes. Bytes per second per GPU and direction, and the latency of one
+/// ring step.
+struct Link {
+  double bytesPerSecond = 0;
+  double stepLatency = 0;
+};
+Link linkOf(const std::vector<std::string> &axisNames,
+            const std::vector<int64_t> &axisSizes, llvm::StringRef group,
+            const Cluster &cluster);
+
+/// `ops` collectives of `kind` (all_reduce, reduce_scatter, all_gather,
+/// send) over a group of `groupSize` ranks that send `bytesSent` bytes per
+/// rank in all, on NCCL's ring model: per collective a base latency and
+/// one per ring step (2 (g - 1) for an all-reduce, g - 1 for a
+/// reduce-scatter or all-gather, 1 for a send), plus the bytes at the
+/// link's bandwidth.
+double collectiveSeconds(llvm::StringRef kind, int64_t groupSize,
+                         double bytesSent, int64_t ops, const Link &link);
+
+struct PlanCommandOptions {
+  std::string model, cluster, evaluate, output;
+  int64_t globalBatch = 0;
+  bool json = false;
+  onnx_import::ImportOptions import;
+};
+
+/// `autopar plan`: prints the prediction of the plan `evaluate` as a table
+/// (or `--json`), and writes the plan to `output` if set. Returns the exit
+/// code (1 with one line on stderr on an error).
+int runPlanCommand(const PlanCommandOptions &options);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_PLANNER_H

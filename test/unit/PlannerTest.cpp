@@ -1,0 +1,110 @@
+//===- PlannerTest.cpp - the planner's cluster file and link model --------===//
+
+#include "compiler/Planner.h"
+#include "compiler/Cluster.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace autopar;
+using json = nlohmann::json;
+
+namespace {
+
+json a100Nodes(int64_t nodes) {
+  return {{"gpu",
+           {{"name", "A100-SXM4-80GB"},
+            {"peak_tflops", 312},
+            {"memory_gb", 80},
+            {"memory_bandwidth_gbps", 2039}}},
+          {"gpus_per_node", 8},
+          {"nodes", nodes},
+          {"intra_node_gbps", 300},
+          {"inter_node_gbps", 25}};
+}
+
+std::string rejects(json j) {
+  Cluster c;
+  std::string error;
+  EXPECT_FALSE(parseCluster(j, c, error));
+  return error;
+}
+
+TEST(Cluster, Parses) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseCluster(a100Nodes(4), c, error)) << error;
+  EXPECT_EQ(c.gpuName, "A100-SXM4-80GB");
+  EXPECT_EQ(c.gpus(), 32);
+  EXPECT_DOUBLE_EQ(c.peakTflops, 312);
+  EXPECT_DOUBLE_EQ(c.memoryBytes(), 80e9);
+  EXPECT_DOUBLE_EQ(c.interNodeGBps, 25);
+  // The file's JSON reads back the same.
+  Cluster again;
+  ASSERT_TRUE(parseCluster(toJson(c), again, error)) << error;
+  EXPECT_EQ(toJson(again), toJson(c));
+  // One node needs no network.
+  json one = a100Nodes(1);
+  one.erase("inter_node_gbps");
+  ASSERT_TRUE(parseCluster(one, c, error)) << error;
+  EXPECT_DOUBLE_EQ(c.interNodeGBps, 300);
+}
+
+TEST(Cluster, Errors) {
+  json j = a100Nodes(2);
+  j["gpu"].erase("peak_tflops");
+  EXPECT_EQ(rejects(j), "gpu.peak_tflops: missing");
+  j = a100Nodes(2);
+  j["gpu"]["memory_gb"] = "80";
+  EXPECT_EQ(rejects(j), "gpu.memory_gb: must be a number > 0");
+  j = a100Nodes(2);
+  j["nodes"] = 1.5;
+  EXPECT_EQ(rejects(j), "nodes: must be an integer >= 1");
+  j = a100Nodes(2);
+  j["gpus_per_nodes"] = 8;
+  EXPECT_EQ(rejects(j), "gpus_per_nodes: unknown key");
+  j = a100Nodes(2);
+  j.erase("inter_node_gbps");
+  EXPECT_EQ(rejects(j), "inter_node_gbps: missing");
+  j = a100Nodes(2);
+  j["intra_node_gbps"] = 0;
+  EXPECT_EQ(rejects(j), "intra_node_gbps: must be a number > 0");
+  EXPECT_EQ(rejects(json::array()), "must be a JSON object");
+}
+
+TEST(Planner, LinkOfAGroup) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseCluster(a100Nodes(4), c, error)) << error;
+  // [dp 4, pp 1, tp 8] on 8-GPU nodes: tp within a node, dp across.
+  std::vector<std::string> names = {"dp", "pp", "tp"};
+  std::vector<int64_t> sizes = {4, 1, 8};
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "tp", c).bytesPerSecond, 300e9);
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp", c).bytesPerSecond, 25e9);
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).bytesPerSecond, 25e9);
+  // [dp 2, pp 2, tp 2]: 8 ranks, every group in one node.
+  sizes = {2, 2, 2};
+  for (const char *g : {"dp", "pp", "tp", "dp,tp"})
+    EXPECT_DOUBLE_EQ(linkOf(names, sizes, g, c).bytesPerSecond, 300e9) << g;
+  // [dp 4, pp 4, tp 2]: pp spans 8 ranks (a node), dp 32.
+  sizes = {4, 4, 2};
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "pp", c).bytesPerSecond, 300e9);
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp", c).bytesPerSecond, 25e9);
+}
+
+TEST(Planner, CollectiveSeconds) {
+  Link nvlink{300e9, 3.4e-6};
+  // An all-reduce over 8 GPUs: 2 (g - 1) ring steps; each rank sends
+  // 2 (g - 1) / g of the buffer (the byte count given).
+  EXPECT_NEAR(collectiveSeconds("all_reduce", 8, 1.75e9, 1, nvlink),
+              8.4e-6 + 14 * 3.4e-6 + 1.75e9 / 300e9, 1e-15);
+  EXPECT_NEAR(collectiveSeconds("reduce_scatter", 8, 1e6, 3, nvlink),
+              3 * (8.4e-6 + 7 * 3.4e-6) + 1e6 / 300e9, 1e-15);
+  EXPECT_NEAR(collectiveSeconds("send", 2, 1e6, 1, nvlink),
+              8.4e-6 + 3.4e-6 + 1e6 / 300e9, 1e-15);
+  // Nothing to send, or a group of one: no time.
+  EXPECT_EQ(collectiveSeconds("all_reduce", 8, 0, 1, nvlink), 0);
+  EXPECT_EQ(collectiveSeconds("all_reduce", 1, 1e6, 1, nvlink), 0);
+}
+
+} // namespace
