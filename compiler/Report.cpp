@@ -262,8 +262,10 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   rankParamLayouts(forward, staged, pp, paramBytes);
   const int64_t stateBuffers = states + (plan.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
-  // The whole mesh's: each phase's products are split over tp.
-  int64_t flops = flopsPerMicro * m * shape.dp * plan.meshTp;
+  // The whole mesh's, counted before partitioning (every stage's step).
+  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
+  int64_t flops = modelFlops ? modelFlops.getInt() * m
+                             : flopsPerMicro * m * shape.dp * plan.meshTp;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               plan, shape);
   auto bytesJson = [&](int64_t p) {

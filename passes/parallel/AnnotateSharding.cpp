@@ -127,13 +127,20 @@ struct AnnotateShardingPass
                 r, nn::NNDialect::kGradAttr))
           trainable.insert(p.getValue());
 
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (!func.isExternal() && returnsGradients(func))
-        module->setAttr(kModelFlopsAttr,
-                        b.getI64IntegerAttr(analyzeCost(func).flops));
+    // The model FLOPs of one micro-batch over the whole mesh, before
+    // partitioning: of the training step, or of every pipeline stage's.
+    int64_t modelFlops = 0;
+    bool counted = false;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && returnsGradients(func)) {
+        modelFlops += analyzeCost(func).flops;
+        counted = true;
+      }
+    if (counted)
+      module->setAttr(kModelFlopsAttr, b.getI64IntegerAttr(modelFlops));
+    for (auto func : module.getOps<func::FuncOp>())
       if (failed(annotate(func, trainable)))
         return signalPassFailure();
-    }
   }
 
   /// The mesh's size along dp and tp, and its symbol.

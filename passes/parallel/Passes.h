@@ -29,7 +29,8 @@ inline constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
 inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
 /// Module attribute: the model FLOPs of one micro-step of the whole mesh,
 /// counted before partitioning (CostAnalysis.h's modelFlops over the
-/// training step's global shapes): under tensor parallelism the ranks'
+/// training step's global shapes, or every pipeline stage's): under
+/// tensor parallelism the ranks'
 /// programs no longer add up to it (they repeat the replicated ops).
 inline constexpr llvm::StringLiteral kModelFlopsAttr = "dist.model_flops";
 /// Op attribute: the gradient bucket of a scheduled collective.

@@ -290,9 +290,26 @@ void StageLayouts::take(func::FuncOp func, StringRef meshName,
         params.count(name.getValue()))
       func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
     std::string key = boundaryKey(func, i, /*result=*/false);
-    if (!paramsOnly && !key.empty() && !func.getArgAttr(i, kShardingAttr) &&
-        boundaries.count(key))
+    bool open = !func.getArgAttr(i, kShardingAttr) ||
+                provisional.erase({func.getOperation(), i});
+    if (!paramsOnly && !key.empty() && open && boundaries.count(key))
       func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
+  }
+}
+
+void StageLayouts::takeWithout(func::FuncOp func, StringRef meshName,
+                               StringRef axis) {
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    std::string key = boundaryKey(func, i, /*result=*/false);
+    if (key.empty() || func.getArgAttr(i, kShardingAttr) ||
+        !boundaries.count(key))
+      continue;
+    Layout l = Layout::fromAttr(boundaries.lookup(key));
+    for (auto &axes : l.dims)
+      llvm::erase(axes, axis);
+    llvm::erase(l.partial, axis);
+    func.setArgAttr(i, kShardingAttr, l.toAttr(func.getContext(), meshName));
+    provisional.insert({func.getOperation(), i});
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "passes/parallel/Passes.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -96,6 +97,13 @@ public:
   void take(mlir::func::FuncOp func, llvm::StringRef meshName,
             bool paramsOnly = false);
 
+  /// Before a stage chooses its splits over `axis`: its input and output
+  /// gradient as handed less their splits over `axis` (the batch's
+  /// data-parallel split stays, so what the stage computes stays split
+  /// over dp). `take` replaces them with the whole layouts.
+  void takeWithout(mlir::func::FuncOp func, llvm::StringRef meshName,
+                   llvm::StringRef axis);
+
   /// Records `func`'s parameters' layouts as `prop` found them (fixing
   /// the open ones) and what it hands the neighbouring stages: its output
   /// as computed, its pending sums reduced; its input's gradient as its
@@ -106,6 +114,8 @@ public:
 
 private:
   llvm::StringMap<ShardingAttr> params, boundaries;
+  /// The arguments takeWithout set, by function and argument number.
+  llvm::DenseSet<std::pair<mlir::Operation *, unsigned>> provisional;
 };
 
 } // namespace autopar::dist

@@ -147,14 +147,17 @@ struct TensorParallelPass
     }
     // Pipeline stages' training steps, in stage order: each chooses its
     // splits with the parameters an earlier stage laid out (a tied
-    // embedding) and its input open (a split it arrives in would hide the
-    // projections' splits), then is laid out with its input as it comes;
-    // the layouts each stage hands the next are fixed here.
+    // embedding) and its input open over tp (a split it arrives in would
+    // hide the projections' splits; its dp split stays, so a stage without
+    // the data inputs computes its dp block too), then is laid out with its
+    // input as it comes; the layouts each stage hands the next are fixed
+    // here.
     StageLayouts handed;
     for (func::FuncOp func : StageLayouts::order(module)) {
       if (!func->hasAttr(kStageAttr) || !returnsGradients(func))
         continue;
       handed.take(func, mesh.getSymName(), /*paramsOnly=*/true);
+      handed.takeWithout(func, mesh.getSymName(), axis);
       if (failed(seed(func, sizes, *size, mesh)))
         return signalPassFailure();
       handed.take(func, mesh.getSymName());

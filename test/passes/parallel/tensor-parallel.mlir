@@ -241,3 +241,46 @@ module {
     return %3, %g : tensor<4x8x4xf32>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// Two pipeline stages' training steps over dp x pp x tp. Stage 1 takes no
+// data input: its input arrives as stage 0 returns it (split over dp and,
+// sequence-parallel or not, laid out by stage 0), and while stage 1
+// chooses its splits only the tp part of that is open: its column-parallel
+// seed keeps the batch split over dp (without it, every dp rank of stage 1
+// would compute the whole micro-batch).
+
+// CHECK-LABEL: func.func @stage0
+// CHECK: dist.shard {{.*}} : tensor<8x16xf32> to #dist.sharding<@mesh, {{\[\[}}dp], [tp]]>
+// CHECK-LABEL: func.func @stage1
+// CHECK-SAME: nn.stage_input
+// CHECK: %[[H:.*]] = nn.matmul %arg0, %arg1
+// CHECK-NEXT: dist.shard %[[H]] {priority = 1 : i64} : tensor<8x16xf32> to #dist.sharding<@mesh, {{\[\[}}dp], [tp]]>
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 2, tp = 2]
+  func.func @stage0(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[dp], []]>, nn.input = "x"},
+                    %w1: tensor<4x16xf32> {nn.param = "w1"},
+                    %w2: tensor<16x4xf32> {nn.param = "w2"})
+      -> (tensor<8x4xf32> {nn.output = "stage_output"}, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>, nn.grad = "w1"})
+      attributes {dist.stage = 0 : i64} {
+    %0 = nn.matmul %x, %w1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = nn.gelu %0 approximate(none) : tensor<8x16xf32>
+    %2 = nn.matmul %1, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %3 = nn.add %2, %x : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %g = nn.exp %w1 : tensor<4x16xf32>
+    return %3, %g : tensor<8x4xf32>, tensor<4x16xf32>
+  }
+  func.func @stage1(%h: tensor<8x4xf32> {nn.stage_input},
+                    %w3: tensor<4x16xf32> {nn.param = "w3"},
+                    %w4: tensor<16x4xf32> {nn.param = "w4"})
+      -> (tensor<8x4xf32> {nn.output = "y"}, tensor<4x16xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dp]>, nn.grad = "w3"})
+      attributes {dist.stage = 1 : i64} {
+    %0 = nn.matmul %h, %w3 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+    %1 = nn.gelu %0 approximate(none) : tensor<8x16xf32>
+    %2 = nn.matmul %1, %w4 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %3 = nn.add %2, %h : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    %g = nn.exp %w3 : tensor<4x16xf32>
+    return %3, %g : tensor<8x4xf32>, tensor<4x16xf32>
+  }
+}
