@@ -74,6 +74,12 @@ private:
   /// How errors name the plan: its file, or "plan" for the defaults.
   std::string planName() const { return o.plan.empty() ? "plan" : o.plan; }
   bool checkPlan();
+  /// --report-only reads no initializer's bytes: they may be absent.
+  onnx_import::ImportOptions importOptions() const {
+    onnx_import::ImportOptions options = o.import;
+    options.shapesOnly = options.shapesOnly || o.reportOnly;
+    return options;
+  }
   bool importModel();
   bool findDataInputs(func::FuncOp func, DataInputs &data);
   /// Puts the plan on the imported module and runs the pipeline on it.
@@ -180,7 +186,8 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
 }
 
 bool Compiler::importModel() {
-  imported = onnx_import::importOnnxFile(context, o.model, o.import, error);
+  imported =
+      onnx_import::importOnnxFile(context, o.model, importOptions(), error);
   if (!imported.module)
     return false;
   if (o.forwardOnly)
@@ -215,7 +222,7 @@ bool Compiler::importModel() {
   if (m == 1)
     return true;
   // Re-import at the micro-batch size.
-  onnx_import::ImportOptions options = o.import;
+  onnx_import::ImportOptions options = importOptions();
   for (int arg : {data.tokens, data.targets})
     options.inputShapes[inputName(arg)] = {microBatch, seqLen};
   std::string why;

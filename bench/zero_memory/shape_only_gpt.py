@@ -22,7 +22,8 @@ targets. Graph inputs `idx` and `targets`, int64 [B, T] (with --batch 0 the batc
 named `batch`); output: the scalar
 `loss`. Trainable parameters: 12 L h^2 + 13 L h + V h + T h + 2 h.
 
-Every initializer over 4 KiB is external data in one file next to the model
+Every float initializer over 4 KiB is external data in one file next to the
+model (the causal mask is always inline)
 (MODEL.onnx.data), which is created with os.truncate to its full size and is
 therefore sparse: without --random-weights nothing but the causal mask's
 bytes is written (the float tensors read as zeros; small inline LayerNorm
@@ -105,6 +106,10 @@ def initializer(store, name, dtype, shape, array=None):
     """An inline tensor of `array` when small, else an external one (its
     bytes written only when `array` is given)."""
     nbytes = math.prod(shape) * (1 if dtype == TensorProto.BOOL else 4)
+    if dtype == TensorProto.BOOL:
+        # The causal mask stays in the model: autopar recognizes it from
+        # its bytes, which a plan from shapes alone still needs.
+        return helper.make_tensor(name, dtype, shape, array.tobytes(), raw=True)
     if nbytes <= INLINE_MAX_BYTES:
         return helper.make_tensor(name, dtype, shape, array.flatten().tolist())
     return store.tensor(name, dtype, shape, nbytes, None if array is None else array.tobytes())

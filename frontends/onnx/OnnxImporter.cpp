@@ -332,9 +332,12 @@ LogicalResult Importer::addInitializers() {
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (values.count(init.name()))
       return fail("initializer '" + init.name() + "' is defined twice");
-    if (llvm::Error err = checkTensorData(init, modelDir))
-      return fail(llvm::toString(std::move(err)));
     DType dtype = static_cast<DType>(init.data_type());
+    const bool shapeOnly = options.shapesOnly && isFloatDType(dtype) &&
+                           init.data_location() == onnx::TensorProto::EXTERNAL;
+    if (llvm::Error err = shapeOnly ? llvm::Error::success()
+                                    : checkTensorData(init, modelDir))
+      return fail(llvm::toString(std::move(err)));
     ValueEntry e;
     e.type = RankedTensorType::get(
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()),

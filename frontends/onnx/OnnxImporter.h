@@ -39,6 +39,10 @@ struct ImportOptions {
   llvm::StringMap<HostTensor> inputValues;
   /// Name of the imported function.
   std::string funcName = "forward";
+  /// Float initializers in external data need not have their bytes (the
+  /// file may be absent): for planning and reports from shapes alone.
+  /// Whatever reads such a tensor's values later fails, naming it.
+  bool shapesOnly = false;
 };
 
 struct ImportResult {

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""The planner against Megatron-LM 2021's Table 1 (Narayanan et al., SC21).
+
+For each row (GPT 1.7B to 1T on 32 to 3072 A100-80GB, s = 2048,
+V = 51200; shared/NOTES-planner.md), builds the GPT from its shapes alone
+(bench/zero_memory/shape_only_gpt.py: no weights, the data file absent)
+and runs `autopar plan --evaluate` on the row's own plan: tp = t, pp = p,
+dp = n / (t p), micro-batch size 1 (m = B / dp), ZeRO-1, bf16-mixed, full
+recompute, no sequence parallelism, 1F1B; A100 nodes of 8 (NVLink 300
+GB/s, 8 x HDR 200 Gb/s = 25 GB/s per GPU across nodes). Prints, per row,
+the predicted iteration time and TFLOP/s per GPU (Megatron's count,
+96 B s L h^2 (1 + s/6h + V/16Lh), over n x the time) against the
+published TFLOP/s and the time they imply, their ratio, and how long the
+evaluation took. The issue's target: within 15% on every row.
+
+Usage: /usr/bin/python3 bench/planner/megatron.py [--rows 1,2,3] [--check]
+         [--autopar PATH]
+(rows 1-10, all by default: a few seconds each). With --check, exits 1 if
+a row's predicted TFLOP/s is more than 15% off the published one.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = "/usr/bin/python3"
+SEQ, VOCAB = 2048, 51200
+# params, heads, hidden, layers, t, p, GPUs, global batch, TFLOP/s per GPU
+ROWS = [
+    ("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137),
+    ("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138),
+    ("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142),
+    ("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135),
+    ("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138),
+    ("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    ("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148),
+    ("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    ("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163),
+    ("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163),
+]
+
+
+def megatron_flops(batch, layers, hidden):
+    return 96 * batch * SEQ * layers * hidden ** 2 * (
+        1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", default="1,2,3,4,5,6,7,8,9,10")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a row is more than 15%% off")
+    ap.add_argument("--autopar", default=os.path.join(ROOT, "build", "bin", "autopar"))
+    args = ap.parse_args()
+    rows = [int(r) for r in args.rows.split(",")]
+    print("planner vs Megatron-LM 2021 Table 1 (A100-80GB, s=2048, V=51200)")
+    print("%-7s %-22s %6s %9s %9s %8s %8s %6s %7s" % (
+        "model", "plan", "GPUs", "pred s", "paper s", "pred TF", "paper TF", "ratio", "eval s"))
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in rows:
+            name, heads, h, layers, t, p, n, batch, tflops = ROWS[r - 1]
+            model = os.path.join(tmp, "gpt.onnx")
+            subprocess.run([PY, os.path.join(ROOT, "bench", "zero_memory", "shape_only_gpt.py"),
+                            "-o", model, "--layers", str(layers), "--hidden", str(h),
+                            "--heads", str(heads), "--vocab", str(VOCAB), "--seq", str(SEQ),
+                            "--batch", "0"], check=True, capture_output=True)
+            # Planning needs no weights: the data file goes.
+            os.remove(model + ".data")
+            d = n // (t * p)
+            plan = {"mesh": {"dp": d, "tp": t, "pp": p}, "batch": {"micro_batches": batch // d},
+                    "zero": {"stage": 1}, "precision": "bf16-mixed", "recompute": "full",
+                    "tensor_parallel": {"sequence_parallel": False}}
+            cluster = {"gpu": {"name": "A100-SXM4-80GB", "peak_tflops": 312, "memory_gb": 80,
+                               "memory_bandwidth_gbps": 2039},
+                       "gpus_per_node": 8, "nodes": n // 8,
+                       "intra_node_gbps": 300, "inter_node_gbps": 25}
+            for f, v in (("plan.json", plan), ("cluster.json", cluster)):
+                with open(os.path.join(tmp, f), "w") as out:
+                    json.dump(v, out)
+            start = time.time()
+            proc = subprocess.run([args.autopar, "plan", model, "--cluster",
+                                   os.path.join(tmp, "cluster.json"), "--global-batch", str(batch),
+                                   "--evaluate", os.path.join(tmp, "plan.json"), "--json"],
+                                  capture_output=True, text=True)
+            took = time.time() - start
+            if proc.returncode != 0:
+                print("%-7s FAIL: %s" % (name, proc.stderr.strip()))
+                worst = float("inf")
+                continue
+            step = json.loads(proc.stdout)["plans"][0]["step_time_s"]
+            flops = megatron_flops(batch, layers, h)
+            pred = flops / (n * step) / 1e12
+            paper_s = flops / (n * tflops * 1e12)
+            ratio = pred / tflops
+            worst = max(worst, abs(ratio - 1))
+            print("%-7s %-22s %6d %9.2f %9.2f %8.1f %8.1f %6.2f %7.1f" % (
+                name, "dp%d tp%d pp%d m%d" % (d, t, p, batch // d), n, step, paper_s,
+                pred, tflops, ratio, took))
+    print("largest deviation: %.0f%% (target: 15%%)" % (100 * worst))
+    return 1 if args.check and worst > 0.15 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
