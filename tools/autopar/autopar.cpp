@@ -156,6 +156,15 @@ int usageError(const std::string &msg, const char *command) {
 
 bool isHelp(llvm::StringRef a) { return a == "-h" || a == "--help"; }
 
+/// The argument after args[i] into `out` (i moves to it); false if none.
+bool nextArg(const std::vector<std::string> &args, size_t &i,
+             std::string &out) {
+  if (i + 1 >= args.size())
+    return false;
+  out = args[++i];
+  return true;
+}
+
 int importMain(std::vector<std::string> args) {
   ImportCommandOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -219,12 +228,7 @@ int compileMain(const std::vector<std::string> &args) {
   CompileOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     llvm::StringRef a = args[i];
-    auto value = [&](std::string &out) {
-      if (i + 1 >= args.size())
-        return false;
-      out = args[++i];
-      return true;
-    };
+    auto value = [&](std::string &out) { return nextArg(args, i, out); };
     if (isHelp(a)) {
       llvm::outs() << kCompileHelp;
       return 0;
@@ -329,12 +333,7 @@ int planMain(const std::vector<std::string> &args) {
   PlanCommandOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     llvm::StringRef a = args[i];
-    auto value = [&](std::string &out) {
-      if (i + 1 >= args.size())
-        return false;
-      out = args[++i];
-      return true;
-    };
+    auto value = [&](std::string &out) { return nextArg(args, i, out); };
     if (isHelp(a)) {
       llvm::outs() << kPlanHelp;
       return 0;
