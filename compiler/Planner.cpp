@@ -20,8 +20,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace autopar;
@@ -372,6 +374,133 @@ std::string describe(const Plan &plan) {
 
 } // namespace
 
+bool autopar::searchPlans(const PlannerOptions &o,
+                          std::vector<Prediction> &ranked, std::string &error) {
+  const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
+  ranked.clear();
+  std::string firstError;
+  auto tryPlan = [&](const Plan &plan, Prediction &p) {
+    std::string why;
+    if (evaluatePlan(o, plan, "plan", p, why))
+      return true;
+    if (firstError.empty())
+      firstError = why;
+    return false;
+  };
+  for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
+    if (o.cluster.gpusPerNode % tp || gpus % tp)
+      continue;
+    for (int64_t pp = 1; tp * pp <= gpus; pp *= 2) {
+      if (gpus % (tp * pp))
+        continue;
+      const int64_t dp = gpus / (tp * pp);
+      if (batch % dp)
+        continue;
+      const int64_t perRank = batch / dp;
+      std::set<int64_t> microBatches = {perRank};
+      if (perRank % 2 == 0)
+        microBatches.insert(perRank / 2);
+      for (int64_t m : microBatches) {
+        // Fewer micro-batches than stages leaves the pipeline mostly idle.
+        if (pp > 1 && m < pp)
+          continue;
+        std::vector<int64_t> stages = {1};
+        if (pp == 1 && dp > 1)
+          stages.push_back(3);
+        for (int64_t zero : stages) {
+          Plan plan;
+          plan.meshDp = dp;
+          plan.meshTp = tp;
+          plan.meshPp = pp;
+          plan.microBatches = m;
+          plan.zeroStage = dp > 1 ? zero : 0;
+          plan.precision = "bf16-mixed";
+          Prediction p;
+          if (!tryPlan(plan, p))
+            break;
+          if (!p.fits) {
+            plan.recompute = "full";
+            Prediction again;
+            if (tryPlan(plan, again))
+              p = again;
+          }
+          ranked.push_back(p);
+          if (p.fits)
+            break; // a higher ZeRO stage only adds communication
+        }
+      }
+    }
+  }
+  if (ranked.empty()) {
+    error = firstError.empty() ? "--global-batch " + std::to_string(batch) +
+                                     ": no split of it over the cluster's " +
+                                     std::to_string(gpus) + " GPUs"
+                               : firstError;
+    return false;
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Prediction &a, const Prediction &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     return a.fits ? a.stepSeconds < b.stepSeconds
+                                   : a.memoryBytesPerGpu < b.memoryBytesPerGpu;
+                   });
+  return true;
+}
+
+std::string autopar::explainBest(const PlannerOptions &o,
+                                 const Prediction &best,
+                                 const std::vector<Prediction> &ranked) {
+  const Plan &plan = best.plan;
+  std::string out;
+  auto gb = [](int64_t bytes) {
+    return llvm::formatv("{0:f1} GB", double(bytes) / 1e9).str();
+  };
+  if (!best.fits)
+    return "No plan fits: the smallest needs " + gb(best.memoryBytesPerGpu) +
+           " per GPU, the GPUs have " + gb(int64_t(o.cluster.memoryBytes())) +
+           ".";
+  out += llvm::formatv("The best plan is predicted at {0:f3} s per step "
+                       "({1:f0} tokens/s, {2:f1}% MFU).",
+                       best.stepSeconds, best.tokensPerSecond, 100 * best.mfu)
+             .str();
+  if (plan.meshTp > 1)
+    out += " tp = " + std::to_string(plan.meshTp) +
+           (plan.meshTp <= o.cluster.gpusPerNode
+                ? " keeps the tensor-parallel collectives, every layer's, "
+                  "inside a node."
+                : ".");
+  if (plan.meshPp > 1)
+    out += " pp = " + std::to_string(plan.meshPp) +
+           llvm::formatv(" cuts the model into stages (bubble {0:f1}% of "
+                         "the step).",
+                         100 * best.bubbleFraction)
+               .str();
+  if (plan.meshDp > 1)
+    out += " dp = " + std::to_string(plan.meshDp) +
+           " takes the rest of the GPUs" +
+           (plan.zeroStage ? ", with ZeRO-" + std::to_string(plan.zeroStage) +
+                                 " sharding the optimizer state" +
+                                 (plan.zeroStage == 3 ? ", gradients and "
+                                                        "parameters"
+                                                      : "")
+                           : "") +
+           ".";
+  if (plan.recompute != "none")
+    out += " Full recompute: without it no plan of this shape fits in " +
+           gb(int64_t(o.cluster.memoryBytes())) + ".";
+  // The fastest plan that does not fit, if faster.
+  for (const Prediction &p : ranked)
+    if (!p.fits && p.stepSeconds < best.stepSeconds) {
+      out += " (" + describe(p.plan) +
+             llvm::formatv(" would take {0:f3} s but needs ", p.stepSeconds)
+                 .str() +
+             gb(p.memoryBytesPerGpu) + " per GPU.)";
+      break;
+    }
+  return out;
+}
+
 int autopar::runPlanCommand(const PlanCommandOptions &c) {
   auto fail = [](const std::string &message) {
     llvm::errs() << "autopar: " << message << "\n";
@@ -384,19 +513,43 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
   std::string error;
   if (!loadCluster(c.cluster, o.cluster, error))
     return fail(error);
-  Plan plan;
-  if (!loadPlanFile(c.evaluate, plan, error) || !prepareInputs(o, error))
+  if (!prepareInputs(o, error))
     return fail(error);
-  Prediction p;
-  if (!evaluatePlan(o, plan, c.evaluate, p, error))
+  std::vector<Prediction> ranked;
+  const auto start = std::chrono::steady_clock::now();
+  if (!c.evaluate.empty()) {
+    Plan plan;
+    Prediction p;
+    if (!loadPlanFile(c.evaluate, plan, error) ||
+        !evaluatePlan(o, plan, c.evaluate, p, error))
+      return fail(error);
+    ranked.push_back(p);
+  } else if (!searchPlans(o, ranked, error)) {
     return fail(error);
+  } else if (!ranked.front().fits) {
+    return fail(llvm::formatv("{0}: no plan fits: the smallest needs {1:f2} "
+                              "GB per GPU ({2}), the GPUs have {3:f2} GB",
+                              c.cluster,
+                              double(ranked.front().memoryBytesPerGpu) / 1e9,
+                              describe(ranked.front().plan), o.cluster.memoryGB)
+                    .str());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (ranked.size() > size_t(c.top))
+    ranked.resize(c.top);
+  const Prediction &best = ranked.front();
   if (!c.output.empty()) {
-    std::string text = toJson(p.plan).dump(2) + "\n";
+    std::string text = toJson(best.plan).dump(2) + "\n";
     if (!writeFileAtomically(c.output, text, error))
       return fail(error);
   }
   if (c.json) {
-    nlohmann::json out = {{"plans", nlohmann::json::array({toJson(p)})}};
+    nlohmann::json plans = nlohmann::json::array();
+    for (const Prediction &p : ranked)
+      plans.push_back(toJson(p));
+    nlohmann::json out = {{"search_seconds", seconds}, {"plans", plans}};
     llvm::outs() << out.dump(2) << "\n";
     return 0;
   }
@@ -409,12 +562,16 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
       "{0,-48} {1,8} {2,12} {3,6} {4,10} {5,5} {6,9} {7,9} {8,9} {9,9}\n",
       "plan", "step s", "tokens/s", "MFU", "memory GB", "fits", "compute",
       "comm", "bubble", "optimizer");
-  llvm::outs() << llvm::formatv(
-      "{0,-48} {1,8:f3} {2,12:f0} {3,5:f1}% {4,10:f2} {5,5} {6,9:f3} {7,9:f3} "
-      "{8,9:f3} {9,9:f3}\n",
-      describe(p.plan), p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
-      double(p.memoryBytesPerGpu) / 1e9, p.fits ? "yes" : "no",
-      p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
-      p.optimizerSeconds);
+  for (const Prediction &p : ranked)
+    llvm::outs() << llvm::formatv(
+        "{0,-48} {1,8:f3} {2,12:f0} {3,5:f1}% {4,10:f2} {5,5} {6,9:f3} "
+        "{7,9:f3} {8,9:f3} {9,9:f3}\n",
+        describe(p.plan), p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
+        double(p.memoryBytesPerGpu) / 1e9, p.fits ? "yes" : "no",
+        p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
+        p.optimizerSeconds);
+  if (c.evaluate.empty())
+    llvm::outs() << llvm::formatv("searched in {0:f1} s. ", seconds)
+                 << explainBest(o, best, ranked) << "\n";
   return 0;
 }

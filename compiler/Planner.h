@@ -92,16 +92,35 @@ Link linkOf(const std::vector<std::string> &axisNames,
 double collectiveSeconds(llvm::StringRef kind, int64_t groupSize,
                          double bytesSent, int64_t ops, const Link &link);
 
+/// The search's candidates, best first: every plan it evaluated that
+/// compiles (those that fit the GPUs' memory first, then by step time).
+/// The space: tp over the divisors of a node's GPUs, pp over the powers of
+/// two, dp for the rest (dividing the global batch); micro-batches of one
+/// sample and of two; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when
+/// a plan does not fit without; bf16-mixed, 1F1B, sequence parallelism
+/// with tp. A candidate the model cannot take (more stages than layers, a
+/// tp that divides no heads) is left out. False with `error` (one line)
+/// if none compiles.
+bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
+                 std::string &error);
+
+/// Why `best` wins, in a few sentences (tp inside a node, pp across nodes,
+/// dp for the rest; what memory asked for).
+std::string explainBest(const PlannerOptions &options, const Prediction &best,
+                        const std::vector<Prediction> &ranked);
+
 struct PlanCommandOptions {
   std::string model, cluster, evaluate, output;
   int64_t globalBatch = 0;
+  int64_t top = 5;
   bool json = false;
   onnx_import::ImportOptions import;
 };
 
-/// `autopar plan`: prints the prediction of the plan `evaluate` as a table
-/// (or `--json`), and writes the plan to `output` if set. Returns the exit
-/// code (1 with one line on stderr on an error).
+/// `autopar plan`: prints the prediction of the plan `evaluate`, or the
+/// search's best `top` plans and why the best wins, as a table (or
+/// `--json`), and writes the (best) plan to `output` if set. Returns the
+/// exit code (1 with one line on stderr on an error).
 int runPlanCommand(const PlanCommandOptions &options);
 
 } // namespace autopar

@@ -10,7 +10,7 @@
 //   autopar data TEXT -o TOKENS.bin
 //   autopar ops
 //   autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
-//                --evaluate PLAN.json [--json] [-o PLAN-OUT.json]
+//                [--evaluate PLAN.json] [--top K] [--json] [-o BEST.json]
 //
 // Parses the command line and calls the command in compiler/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
@@ -43,7 +43,8 @@ Commands:
   import    Import an ONNX model into the nn dialect; print or write the IR
             or a summary of it
   ops       Print the ONNX ops the importer supports (docs/ops.md)
-  plan      Predict a plan's step time, throughput and memory on a cluster
+  plan      Search plans for a cluster (or predict one): step time,
+            throughput and memory per GPU
 
 Options:
   -h, --help   Show this help; `autopar <command> --help` shows a
@@ -120,22 +121,25 @@ token-file format (docs/data.md), ready for `OUTDIR/train --data`.
 
 const char *kPlanHelp =
     R"(Usage: autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
-                    --evaluate PLAN.json [options]
+                    [--evaluate PLAN.json] [options]
 
-Predicts how PLAN.json trains MODEL.onnx on the cluster (docs/planner.md):
-the step time with its breakdown (compute, communication nothing overlaps,
-pipeline bubble, optimizer), tokens/s, MFU and the memory per GPU, from the
-IR `autopar compile --target cuda` lowers for the plan (no GPU needed, and
-no weights: the initializers' bytes are not read).
+Searches plans for training MODEL.onnx on the cluster (or predicts the one
+PLAN.json gives) and prints the best ones (docs/planner.md): the step time
+with its breakdown (compute, communication nothing overlaps, pipeline
+bubble, optimizer), tokens/s, MFU and the memory per GPU, from the IR
+`autopar compile --target cuda` lowers for each plan (no GPU needed, and
+no weights: the initializers' bytes are not read), then why the best wins.
 
 Options:
   --cluster CLUSTER.json     The GPUs and links (docs/clusters/ has A100,
                              H100 and H200 nodes)
   --global-batch B           Samples per step over all data-parallel ranks
-  --evaluate PLAN.json       The plan to predict (the search over plans is
-                             not built yet)
-  --json                     Print {"plans": [{...}]} instead of a table
-  -o FILE                    Write the plan, every key resolved, to FILE
+  --evaluate PLAN.json       Predict this plan instead of searching
+  --top K                    Print the best K plans (default 5)
+  --json                     Print {"search_seconds": s, "plans": [...]}
+                             instead of the table
+  -o FILE                    Write the best plan, every key resolved, to
+                             FILE (what `autopar compile --plan` takes)
   --input-shape NAME=D0,D1   Static shape of another graph input with
                              dynamic dims. Repeatable.
   -h, --help                 Show this help
@@ -356,6 +360,12 @@ int planMain(const std::vector<std::string> &args) {
       options.globalBatch = std::stoll(text);
     } else if (a == "--json") {
       options.json = true;
+    } else if (a == "--top") {
+      if (!value(text) || text.empty() ||
+          text.find_first_not_of("0123456789") != std::string::npos ||
+          text.size() > 6 || std::stoll(text) < 1)
+        return usageError("--top needs a positive integer", "plan");
+      options.top = std::stoll(text);
     } else if (a == "--input-shape") {
       std::string error;
       if (!value(text))
@@ -376,10 +386,6 @@ int planMain(const std::vector<std::string> &args) {
     return usageError("plan needs --cluster CLUSTER.json", "plan");
   if (options.globalBatch == 0)
     return usageError("plan needs --global-batch B", "plan");
-  if (options.evaluate.empty())
-    return usageError("plan needs --evaluate PLAN.json (the search over "
-                      "plans is not built yet)",
-                      "plan");
   return runPlanCommand(options);
 }
 

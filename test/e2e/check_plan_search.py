@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Checks `autopar plan --json` (the search) against its rules.
+
+Usage: check_plan_search.py SEARCH.json BEST.json BEST-EVAL.json --gpus N --top K
+
+SEARCH.json is the search's output, BEST.json what -o wrote, BEST-EVAL.json
+`--evaluate BEST.json --json`. Requires search_seconds, 1 to K entries, the
+fitting ones first and each group by step time, every mesh of N GPUs, each
+breakdown summing to its step, BEST.json the first entry's plan, and its
+evaluation the same step time. Prints "OK" or the first mismatch (exit 1).
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("search")
+    ap.add_argument("best")
+    ap.add_argument("evaluated")
+    ap.add_argument("--gpus", type=int, required=True)
+    ap.add_argument("--top", type=int, required=True)
+    args = ap.parse_args()
+    out = json.load(open(args.search))
+    best = json.load(open(args.best))
+    evaluated = json.load(open(args.evaluated))
+
+    def fail(msg):
+        print("FAIL: " + msg)
+        sys.exit(1)
+
+    if not out.get("search_seconds", -1) >= 0:
+        fail("no search_seconds")
+    plans = out["plans"]
+    if not 1 <= len(plans) <= args.top:
+        fail("%d entries for --top %d" % (len(plans), args.top))
+    for i, p in enumerate(plans):
+        mesh = p["plan"]["mesh"]
+        if mesh["dp"] * mesh["tp"] * mesh["pp"] != args.gpus:
+            fail("entry %d's mesh %r does not use %d GPUs" % (i, mesh, args.gpus))
+        b = p["breakdown"]
+        parts = b["compute_s"] + b["exposed_comm_s"] + b["bubble_s"] + b["optimizer_s"]
+        if abs(parts - p["step_time_s"]) > 1e-9 * p["step_time_s"]:
+            fail("entry %d's breakdown sums to %r, its step is %r" % (i, parts, p["step_time_s"]))
+    for a, b in zip(plans, plans[1:]):
+        if (a["fits"], b["fits"]) == (False, True):
+            fail("a plan that does not fit ranks above one that does")
+        if a["fits"] and b["fits"] and a["step_time_s"] > b["step_time_s"]:
+            fail("plans not ranked by step time")
+    if best != plans[0]["plan"]:
+        fail("-o did not write the best plan")
+    e = evaluated["plans"][0]
+    if abs(e["step_time_s"] - plans[0]["step_time_s"]) > 1e-9 * e["step_time_s"]:
+        fail("the best plan evaluates to %r s, the search said %r" % (e["step_time_s"], plans[0]["step_time_s"]))
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
