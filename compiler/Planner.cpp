@@ -387,6 +387,34 @@ bool autopar::searchPlans(const PlannerOptions &o,
       firstError = why;
     return false;
   };
+  // One sample per micro-batch first (the least activation memory, the
+  // smallest bubble); then two for the best few meshes.
+  auto evaluateMesh = [&](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
+    std::vector<int64_t> stages = {1};
+    if (pp == 1 && dp > 1)
+      stages.push_back(3);
+    for (int64_t zero : stages) {
+      Plan plan;
+      plan.meshDp = dp;
+      plan.meshTp = tp;
+      plan.meshPp = pp;
+      plan.microBatches = m;
+      plan.zeroStage = dp > 1 ? zero : 0;
+      plan.precision = "bf16-mixed";
+      Prediction p;
+      if (!tryPlan(plan, p))
+        return;
+      if (!p.fits) {
+        plan.recompute = "full";
+        Prediction again;
+        if (tryPlan(plan, again))
+          p = again;
+      }
+      ranked.push_back(p);
+      if (p.fits)
+        return; // a higher ZeRO stage only adds communication
+    }
+  };
   for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
     if (o.cluster.gpusPerNode % tp || gpus % tp)
       continue;
@@ -394,42 +422,27 @@ bool autopar::searchPlans(const PlannerOptions &o,
       if (gpus % (tp * pp))
         continue;
       const int64_t dp = gpus / (tp * pp);
-      if (batch % dp)
+      // Fewer micro-batches than stages leaves the pipeline mostly idle.
+      if (batch % dp || batch / dp < pp)
         continue;
-      const int64_t perRank = batch / dp;
-      std::set<int64_t> microBatches = {perRank};
-      if (perRank % 2 == 0)
-        microBatches.insert(perRank / 2);
-      for (int64_t m : microBatches) {
-        // Fewer micro-batches than stages leaves the pipeline mostly idle.
-        if (pp > 1 && m < pp)
-          continue;
-        std::vector<int64_t> stages = {1};
-        if (pp == 1 && dp > 1)
-          stages.push_back(3);
-        for (int64_t zero : stages) {
-          Plan plan;
-          plan.meshDp = dp;
-          plan.meshTp = tp;
-          plan.meshPp = pp;
-          plan.microBatches = m;
-          plan.zeroStage = dp > 1 ? zero : 0;
-          plan.precision = "bf16-mixed";
-          Prediction p;
-          if (!tryPlan(plan, p))
-            break;
-          if (!p.fits) {
-            plan.recompute = "full";
-            Prediction again;
-            if (tryPlan(plan, again))
-              p = again;
-          }
-          ranked.push_back(p);
-          if (p.fits)
-            break; // a higher ZeRO stage only adds communication
-        }
-      }
+      evaluateMesh(dp, tp, pp, batch / dp);
     }
+  }
+  auto better = [](const Prediction &a, const Prediction &b) {
+    if (a.fits != b.fits)
+      return a.fits;
+    return a.fits ? a.stepSeconds < b.stepSeconds
+                  : a.memoryBytesPerGpu < b.memoryBytesPerGpu;
+  };
+  std::stable_sort(ranked.begin(), ranked.end(), better);
+  std::vector<Plan> best;
+  for (const Prediction &p : ranked)
+    if (p.fits && best.size() < 3)
+      best.push_back(p.plan);
+  for (const Plan &plan : best) {
+    const int64_t perRank = batch / plan.meshDp;
+    if (perRank % 2 == 0 && perRank / 2 >= plan.meshPp)
+      evaluateMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank / 2);
   }
   if (ranked.empty()) {
     error = firstError.empty() ? "--global-batch " + std::to_string(batch) +
@@ -438,13 +451,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
                                : firstError;
     return false;
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Prediction &a, const Prediction &b) {
-                     if (a.fits != b.fits)
-                       return a.fits;
-                     return a.fits ? a.stepSeconds < b.stepSeconds
-                                   : a.memoryBytesPerGpu < b.memoryBytesPerGpu;
-                   });
+  std::stable_sort(ranked.begin(), ranked.end(), better);
   return true;
 }
 

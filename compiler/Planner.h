@@ -96,11 +96,11 @@ double collectiveSeconds(llvm::StringRef kind, int64_t groupSize,
 /// compiles (those that fit the GPUs' memory first, then by step time).
 /// The space: tp over the divisors of a node's GPUs, pp over the powers of
 /// two, dp for the rest (dividing the global batch); micro-batches of one
-/// sample and of two; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when
-/// a plan does not fit without; bf16-mixed, 1F1B, sequence parallelism
-/// with tp. A candidate the model cannot take (more stages than layers, a
-/// tp that divides no heads) is left out. False with `error` (one line)
-/// if none compiles.
+/// sample, and of two for the three best meshes; ZeRO-1, and ZeRO-3 where
+/// pp = 1; full recompute when a plan does not fit without; bf16-mixed,
+/// 1F1B, sequence parallelism with tp. A candidate the model cannot take (more
+/// stages than layers, a tp that divides no heads) is left out. False with
+/// `error` (one line) if none compiles.
 bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
                  std::string &error);
 
