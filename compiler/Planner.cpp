@@ -23,7 +23,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <set>
 
 using namespace mlir;
 using namespace autopar;
