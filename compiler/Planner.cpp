@@ -138,7 +138,13 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
                  std::string &error) {
   TimeModel model(module, cluster);
   const int64_t m = plan.microBatches;
-  const double bucket = plan.bucketMb * 1e6;
+  // The gradient buckets autopar-dist-annotate sized (comm.bucket_mb).
+  auto bucketAttr = module->getAttrOfType<IntegerAttr>(dist::kBucketBytesAttr);
+  if (!bucketAttr) {
+    error = "internal error: the lowered module has no dist.bucket_bytes";
+    return false;
+  }
+  const double bucket = double(bucketAttr.getInt());
   const nlohmann::json &parallel = report["parallel"];
   if (!module->hasAttr(dist::kPipelineScheduleAttr)) {
     auto step = module.lookupSymbol<func::FuncOp>("train_step");

@@ -682,8 +682,9 @@ bool Writer::pipelineTables(
     if (name == "pp")
       ppAxis = k;
   // Each tensor's owner: the first pipeline rank whose phases read it.
+  llvm::StringMap<PipelineTensor> staged = pipelineTensors(module, plan.meshPp);
   std::vector<int64_t> owner(tensorOf.size(), -1);
-  for (auto &[name, t] : pipelineTensors(module, plan.meshPp))
+  for (auto &[name, t] : staged)
     owner[tensorOf.lookup(name)] = *t.ranks.begin();
   std::string owners;
   for (int64_t o : owner)
@@ -691,8 +692,8 @@ bool Writer::pipelineTables(
   // Each rank's parameter blob: per rank, each tensor's offset (-1: not
   // there), and its size.
   std::vector<int64_t> rankBytes;
-  std::vector<llvm::StringMap<int64_t>> layouts = rankParamLayouts(
-      forward, pipelineTensors(module, plan.meshPp), plan.meshPp, rankBytes);
+  std::vector<llvm::StringMap<int64_t>> layouts =
+      rankParamLayouts(forward, staged, plan.meshPp, rankBytes);
   std::vector<std::string> tensorNames(tensorOf.size());
   for (auto &entry : tensorOf)
     tensorNames[entry.second] = entry.first().str();

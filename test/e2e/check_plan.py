@@ -22,6 +22,19 @@ def close(a, b, rel=1e-9):
     return abs(a - b) <= rel * max(abs(a), abs(b), 1e-30)
 
 
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check_breakdown(entry, what="the entry"):
+    """The breakdown of a --json entry sums to its step time."""
+    b = entry["breakdown"]
+    parts = b["compute_s"] + b["exposed_comm_s"] + b["bubble_s"] + b["optimizer_s"]
+    if not close(parts, entry["step_time_s"]):
+        fail("%s's breakdown sums to %r, its step is %r" % (what, parts, entry["step_time_s"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -35,18 +48,12 @@ def main():
     cluster = json.load(open(args.cluster))
     plan_json = json.load(open(os.path.join(os.path.dirname(args.report), "plan.json")))
 
-    def fail(msg):
-        print("FAIL: " + msg)
-        sys.exit(1)
-
     plans = out["plans"]
     if len(plans) != 1:
         fail("%d entries, expected one" % len(plans))
     p = plans[0]
     b = p["breakdown"]
-    parts = b["compute_s"] + b["exposed_comm_s"] + b["bubble_s"] + b["optimizer_s"]
-    if not close(parts, p["step_time_s"]):
-        fail("breakdown sums to %r, step_time_s is %r" % (parts, p["step_time_s"]))
+    check_breakdown(p)
     if not close(p["tokens_per_s"], args.batch * args.seq / p["step_time_s"]):
         fail("tokens_per_s %r is not B x T / step time" % p["tokens_per_s"])
     ranks = report["parallel"]["ranks"]

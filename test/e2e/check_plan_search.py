@@ -11,7 +11,8 @@ evaluation the same step time. Prints "OK" or the first mismatch (exit 1).
 """
 import argparse
 import json
-import sys
+
+from check_plan import check_breakdown, close, fail
 
 
 def main():
@@ -26,10 +27,6 @@ def main():
     best = json.load(open(args.best))
     evaluated = json.load(open(args.evaluated))
 
-    def fail(msg):
-        print("FAIL: " + msg)
-        sys.exit(1)
-
     if not out.get("search_seconds", -1) >= 0:
         fail("no search_seconds")
     plans = out["plans"]
@@ -39,10 +36,7 @@ def main():
         mesh = p["plan"]["mesh"]
         if mesh["dp"] * mesh["tp"] * mesh["pp"] != args.gpus:
             fail("entry %d's mesh %r does not use %d GPUs" % (i, mesh, args.gpus))
-        b = p["breakdown"]
-        parts = b["compute_s"] + b["exposed_comm_s"] + b["bubble_s"] + b["optimizer_s"]
-        if abs(parts - p["step_time_s"]) > 1e-9 * p["step_time_s"]:
-            fail("entry %d's breakdown sums to %r, its step is %r" % (i, parts, p["step_time_s"]))
+        check_breakdown(p, "entry %d" % i)
     for a, b in zip(plans, plans[1:]):
         if (a["fits"], b["fits"]) == (False, True):
             fail("a plan that does not fit ranks above one that does")
@@ -51,7 +45,7 @@ def main():
     if best != plans[0]["plan"]:
         fail("-o did not write the best plan")
     e = evaluated["plans"][0]
-    if abs(e["step_time_s"] - plans[0]["step_time_s"]) > 1e-9 * e["step_time_s"]:
+    if not close(e["step_time_s"], plans[0]["step_time_s"]):
         fail("the best plan evaluates to %r s, the search said %r" % (e["step_time_s"], plans[0]["step_time_s"]))
     print("OK")
 
