@@ -8,6 +8,7 @@
 #include "compiler/PlanAttr.h"
 #include "compiler/Report.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
 #include "passes/analysis/CostAnalysis.h"
 #include "passes/lowering/Passes.h"
@@ -69,19 +70,52 @@ public:
                              linkOf(axisNames, axisSizes, group, cluster));
   }
 
-  /// One run of a function: its ops' roofline and its collectives.
+  /// One run of a function: its ops' roofline and its collectives, on the
+  /// program's two streams. Ops run one after another on the compute
+  /// stream; a collective starts when the compute stream reaches it and the
+  /// collectives before it are done (the communication stream runs them in
+  /// issue order), and the first op that reads its result (or the return)
+  /// waits for it, as the emitted program does (CppEmitter's
+  /// waitOperands). `comm` is the time the compute stream waits: the
+  /// exposed communication.
   struct Cost {
     double compute = 0, comm = 0;
     FunctionCost counts;
   };
   Cost costOf(func::FuncOp f) const {
     Cost c;
-    c.compute = rooflineSeconds(f, rates);
     c.counts = analyzeCost(f);
-    for (auto &[key, bytes] : c.counts.commBytes) {
-      auto ops = c.counts.commOps.find(key);
-      c.comm += commSeconds(key.first, key.second, bytes,
-                            ops == c.counts.commOps.end() ? 1 : ops->second);
+    double clock = 0, commClock = 0;
+    DenseMap<Value, double> done;
+    for (Operation &op : f.getBody().front()) {
+      for (Value v : op.getOperands())
+        if (auto it = done.find(v); it != done.end()) {
+          c.comm += std::max(0.0, it->second - clock);
+          clock = std::max(clock, it->second);
+          done.erase(it);
+        }
+      if (std::optional<CollectiveCost> cc = collectiveCost(&op)) {
+        commClock = std::max(clock, commClock) +
+                    commSeconds(cc->kind, cc->axes, cc->bytes, 1);
+        for (Value r : op.getResults())
+          done[r] = commClock;
+        continue;
+      }
+      if (isa<func::ReturnOp>(op)) {
+        c.comm += std::max(0.0, commClock - clock);
+        clock = std::max(clock, commClock);
+        continue;
+      }
+      // The op, and any op in its regions but an nn.fused chain's body
+      // (timed once, as the chain).
+      double t = 0;
+      op.walk([&](Operation *inner) {
+        if (!inner->getParentOfType<nn::FusedOp>() ||
+            !op.isProperAncestor(inner))
+          t += rooflineSeconds(inner, rates);
+      });
+      c.compute += t;
+      clock += t;
     }
     return c;
   }
@@ -239,6 +273,12 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
 }
 
 } // namespace
+
+FunctionTime autopar::timeFunction(func::FuncOp func, const Cluster &cluster) {
+  TimeModel model(func->getParentOfType<ModuleOp>(), cluster);
+  TimeModel::Cost c = model.costOf(func);
+  return {c.compute, c.comm};
+}
 
 Link autopar::linkOf(const std::vector<std::string> &axisNames,
                      const std::vector<int64_t> &axisSizes, StringRef group,

@@ -18,6 +18,7 @@
 #include "compiler/Plan.h"
 #include "frontends/onnx/OnnxImporter.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <nlohmann/json.hpp>
@@ -91,6 +92,17 @@ Link linkOf(const std::vector<std::string> &axisNames,
 /// link's bandwidth.
 double collectiveSeconds(llvm::StringRef kind, int64_t groupSize,
                          double bytesSent, int64_t ops, const Link &link);
+
+/// One run of a function of the final IR on one of `cluster`'s GPUs: its
+/// ops one after another on the roofline (rooflineSeconds at the GPU's
+/// rates), and its collectives on a communication stream of their own, in
+/// issue order, each started when the ops before it have run; the first op
+/// that reads a collective's result (or the return) waits for it, as the
+/// emitted program does. `exposedCommSeconds` is the time spent waiting.
+struct FunctionTime {
+  double computeSeconds = 0, exposedCommSeconds = 0;
+};
+FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 
 /// The search's candidates, best first: every plan it evaluated that
 /// compiles (those that fit the GPUs' memory first, then by step time).

@@ -122,6 +122,56 @@ int64_t elementBytes(Value v) {
 
 } // namespace
 
+std::optional<CollectiveCost> autopar::collectiveCost(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto make = [&](StringRef kind, FlatSymbolRefAttr meshName, ArrayAttr axes,
+                  auto bytesOf) {
+    auto m = module && meshName ? module.lookupSymbol<dist::MeshOp>(meshName)
+                                : dist::MeshOp();
+    SmallVector<StringRef> names;
+    for (Attribute a : axes)
+      names.push_back(cast<StringAttr>(a).getValue());
+    CollectiveCost c;
+    c.kind = kind.str();
+    c.axes = llvm::join(names, ",");
+    c.group = m ? m.getGroupSize(names) : 1;
+    c.bytes = bytesOf(c.group);
+    return std::optional<CollectiveCost>(c);
+  };
+  if (auto c = dyn_cast<dist::AllReduceOp>(op))
+    return make("all_reduce", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return rt::allReduceBytes(numElements(c.getInput()), g,
+                                elementBytes(c.getInput()));
+    });
+  if (auto c = dyn_cast<dist::ReduceScatterOp>(op))
+    // Ring: (g - 1) of the g result-sized pieces leave each rank.
+    return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return double(g - 1) * double(numElements(c.getResult())) *
+             double(elementBytes(c.getResult()));
+    });
+  if (auto c = dyn_cast<dist::AllGatherOp>(op))
+    return make("all_gather", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return double(g - 1) * double(numElements(c.getInput())) *
+             double(elementBytes(c.getInput()));
+    });
+  if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
+    return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,
+                                        elementBytes(c.getInput()));
+    });
+  if (auto c = dyn_cast<dist::ZeroGatherOp>(op))
+    return make("all_gather", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return rt::allGatherFlatBytes(numElements(c.getResult()), g,
+                                    elementBytes(c.getResult()));
+    });
+  if (auto c = dyn_cast<dist::SendOp>(op))
+    return make(
+        "send", c.getMeshAttr(),
+        ArrayAttr::get(op->getContext(), {c.getAxisAttr()}),
+        [&](int64_t) { return double(tensorBytes(c.getInput().getType())); });
+  return std::nullopt;
+}
+
 FunctionCost autopar::analyzeCost(func::FuncOp func) {
   FunctionCost cost;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -133,56 +183,13 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
     cost.resultBytes += tensorBytes(t);
   if (auto arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
     cost.arenaBytes = arena.getInt();
-  auto module = func->getParentOfType<ModuleOp>();
   func.walk([&](Operation *op) {
     cost.flops += modelFlops(op);
-    auto mesh = [&](FlatSymbolRefAttr name) {
-      return module ? module.lookupSymbol<dist::MeshOp>(name) : nullptr;
-    };
-    auto record = [&](StringRef kind, dist::MeshOp m, ArrayAttr axes,
-                      auto bytesOf) {
-      SmallVector<StringRef> names;
-      for (Attribute a : axes)
-        names.push_back(cast<StringAttr>(a).getValue());
-      int64_t group = m ? m.getGroupSize(names) : 1;
-      std::pair<std::string, std::string> key{kind.str(),
-                                              llvm::join(names, ",")};
-      cost.commBytes[key] += bytesOf(group);
+    if (std::optional<CollectiveCost> c = collectiveCost(op)) {
+      std::pair<std::string, std::string> key{c->kind, c->axes};
+      cost.commBytes[key] += c->bytes;
       ++cost.commOps[key];
-    };
-    if (auto c = dyn_cast<dist::AllReduceOp>(op))
-      record("all_reduce", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
-        return rt::allReduceBytes(numElements(c.getInput()), g,
-                                  elementBytes(c.getInput()));
-      });
-    else if (auto c = dyn_cast<dist::ReduceScatterOp>(op))
-      // Ring: (g - 1) of the g result-sized pieces leave each rank.
-      record("reduce_scatter", mesh(c.getMeshAttr()), c.getAxes(),
-             [&](int64_t g) {
-               return double(g - 1) * double(numElements(c.getResult())) *
-                      double(elementBytes(c.getResult()));
-             });
-    else if (auto c = dyn_cast<dist::AllGatherOp>(op))
-      record("all_gather", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
-        return double(g - 1) * double(numElements(c.getInput())) *
-               double(elementBytes(c.getInput()));
-      });
-    else if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
-      record("reduce_scatter", mesh(c.getMeshAttr()), c.getAxes(),
-             [&](int64_t g) {
-               return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,
-                                                 elementBytes(c.getInput()));
-             });
-    else if (auto c = dyn_cast<dist::ZeroGatherOp>(op))
-      record("all_gather", mesh(c.getMeshAttr()), c.getAxes(), [&](int64_t g) {
-        return rt::allGatherFlatBytes(numElements(c.getResult()), g,
-                                      elementBytes(c.getResult()));
-      });
-    else if (auto c = dyn_cast<dist::SendOp>(op))
-      record("send", mesh(c.getMeshAttr()),
-             ArrayAttr::get(op->getContext(), {c.getAxisAttr()}), [&](int64_t) {
-               return double(tensorBytes(c.getInput().getType()));
-             });
+    }
   });
   return cost;
 }

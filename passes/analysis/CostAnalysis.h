@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace autopar {
@@ -72,6 +73,20 @@ struct FunctionCost {
   /// The bytes sent by collectives of `kind` over any axes.
   double commBytesOfKind(llvm::StringRef kind) const;
 };
+
+/// What one collective (or point-to-point send) of the final IR sends.
+struct CollectiveCost {
+  /// all_reduce, reduce_scatter, all_gather or send; the group's mesh axes
+  /// joined by ',', and its size on the module's mesh.
+  std::string kind, axes;
+  int64_t group = 1;
+  /// Bytes this rank sends (a ring's: 2 (g - 1) / g of an all-reduce's
+  /// tensor, (g - 1) / g of an all-gather's result).
+  double bytes = 0;
+};
+
+/// `op`'s communication if it is a dist collective or send.
+std::optional<CollectiveCost> collectiveCost(mlir::Operation *op);
 
 /// Analyzes `func`. Collectives are sized over the group their axes name on
 /// the module's mesh (dist.mesh).
