@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -122,12 +123,13 @@ public:
 
   /// The collectives of report.json's comm_bytes_per_step entry `perStep`
   /// (group -> kind -> bytes) beyond `inStep` (what the step functions
-  /// ran): the runtime's reductions once per step, in buckets of
-  /// `bucketBytes`; point-to-point sends excluded.
+  /// ran): the runtime's reductions and gathers once per step, one
+  /// collective per parameter tensor of the rank (`tensors` of them, as
+  /// runtime/TrainMain.cpp issues them); point-to-point sends excluded.
   double runtimeCommSeconds(
       const nlohmann::json &perStep,
       const std::map<std::pair<std::string, std::string>, double> &inStep,
-      double bucketBytes) const {
+      int64_t tensors) const {
     double t = 0;
     for (auto &[group, kinds] : perStep.items())
       for (auto &[kind, value] : kinds.items()) {
@@ -138,9 +140,7 @@ public:
             value.get<double>() - (it == inStep.end() ? 0.0 : it->second);
         if (rest <= 1e-6 * value.get<double>())
           continue;
-        const int64_t ops =
-            std::max<int64_t>(1, int64_t(std::ceil(rest / bucketBytes)));
-        t += commSeconds(kind, group, rest, ops);
+        t += commSeconds(kind, group, rest, std::max<int64_t>(1, tensors));
       }
     return t;
   }
@@ -167,18 +167,23 @@ void addComm(std::map<std::pair<std::string, std::string>, double> &into,
     into[key] += double(n) * bytes;
 }
 
+/// The parameters whose gradients `functions` return (each once): the
+/// tensors the runtime syncs once per step.
+int64_t gradientResults(ArrayRef<func::FuncOp> functions) {
+  llvm::StringSet<> names;
+  for (func::FuncOp f : functions)
+    for (unsigned r = 0; r < f.getNumResults(); ++r)
+      if (auto g =
+              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+        names.insert(g.getValue());
+  return int64_t(names.size());
+}
+
 bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
                  const nlohmann::json &report, Prediction &p,
                  std::string &error) {
   TimeModel model(module, cluster);
   const int64_t m = plan.microBatches;
-  // The gradient buckets autopar-dist-annotate sized (comm.bucket_mb).
-  auto bucketAttr = module->getAttrOfType<IntegerAttr>(dist::kBucketBytesAttr);
-  if (!bucketAttr) {
-    error = "internal error: the lowered module has no dist.bucket_bytes";
-    return false;
-  }
-  const double bucket = double(bucketAttr.getInt());
   const nlohmann::json &parallel = report["parallel"];
   if (!module->hasAttr(dist::kPipelineScheduleAttr)) {
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -190,9 +195,10 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     std::map<std::pair<std::string, std::string>, double> inStep;
     addComm(inStep, c.counts, m);
     p.computeSeconds = double(m) * c.compute;
-    p.exposedCommSeconds = double(m) * c.comm +
-                           model.runtimeCommSeconds(
-                               parallel["comm_bytes_per_step"], inStep, bucket);
+    p.exposedCommSeconds =
+        double(m) * c.comm +
+        model.runtimeCommSeconds(parallel["comm_bytes_per_step"], inStep,
+                                 gradientResults({step}));
     p.optimizerSeconds = model.optimizerSeconds(report["bytes"]);
     p.stepSeconds =
         p.computeSeconds + p.exposedCommSeconds + p.optimizerSeconds;
@@ -261,8 +267,13 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
       rankEntry = e;
       break;
     }
+  SmallVector<func::FuncOp> onRank;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
+        stage && f->hasAttr(dist::kPhaseAttr) && stage.getInt() % pp == busiest)
+      onRank.push_back(f);
   const double runtimeComm = model.runtimeCommSeconds(
-      rankEntry["comm_bytes_per_step"], inStep, bucket);
+      rankEntry["comm_bytes_per_step"], inStep, gradientResults(onRank));
   p.computeSeconds = compute;
   p.exposedCommSeconds = comm + runtimeComm;
   p.bubbleSeconds = sim.makespan - sim.busy[busiest];
