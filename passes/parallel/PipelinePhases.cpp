@@ -288,9 +288,13 @@ struct PipelinePhasesPass
     Operation *def = v.getDefiningOp();
     auto shardings =
         def ? def->getAttrOfType<ArrayAttr>(kShardingsAttr) : ArrayAttr();
-    if (shardings) {
-      auto attr =
-          cast<ShardingAttr>(shardings[cast<OpResult>(v).getResultNumber()]);
+    // A dist.shard annotation's result is laid out as it says.
+    ShardingAttr attr;
+    if (auto shard = dyn_cast_or_null<ShardOp>(def))
+      attr = shard.getSharding();
+    else if (shardings)
+      attr = cast<ShardingAttr>(shardings[cast<OpResult>(v).getResultNumber()]);
+    if (attr) {
       Layout l = Layout::fromAttr(attr);
       l.partial.clear();
       attrs.push_back(b.getNamedAttr(
