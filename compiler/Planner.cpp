@@ -35,6 +35,9 @@ namespace {
 // large matmul (and fused attention) reaches; of its memory bandwidth, what
 // the other kernels reach.
 constexpr double kMatmulEfficiency = 0.8;
+// Of a GPU's peak, what fused attention (forward and backward) reaches:
+// FlashAttention-2 measures 50-73% of an A100's (Dao 2023).
+constexpr double kAttentionEfficiency = 0.6;
 constexpr double kMemoryEfficiency = 0.8;
 // NCCL's ring latencies (its tuning model, src/graph/tuning.cc, Simple
 // protocol): a base per collective plus one per ring step, by link.
@@ -48,6 +51,7 @@ public:
     rates.flopsPerSecond = cluster.peakTflops * 1e12;
     rates.bytesPerSecond = cluster.memoryBandwidthGBps * 1e9;
     rates.matmulEfficiency = kMatmulEfficiency;
+    rates.attentionEfficiency = kAttentionEfficiency;
     rates.memoryEfficiency = kMemoryEfficiency;
     rates.tileQuantization = true;
     if (dist::MeshOp mesh = dist::findMesh(module)) {

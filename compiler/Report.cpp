@@ -264,8 +264,10 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   // The whole mesh's, counted before partitioning (every stage's step).
   auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
-  int64_t flops = modelFlops ? modelFlops.getInt() * m
-                             : flopsPerMicro * m * shape.dp * plan.meshTp;
+  // In double: a large model's step exceeds int64 (GPT 1T: 5e19).
+  double flops =
+      modelFlops ? double(modelFlops.getInt()) * double(m)
+                 : double(flopsPerMicro) * double(m * shape.dp * plan.meshTp);
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               plan, shape);
   auto bytesJson = [&](int64_t p) {
@@ -307,7 +309,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] =
-      flops / std::max<int64_t>(1, globalBatch * shape.seqLen);
+      flops / double(std::max<int64_t>(1, globalBatch * shape.seqLen));
   return true;
 }
 
@@ -396,8 +398,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // is partitioned (tensor parallelism repeats the replicated ops on every
   // rank), else this rank's times the data-parallel ranks.
   auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
-  int64_t flops =
-      (modelFlops ? modelFlops.getInt() : cost.flops * dp) * plan.microBatches;
+  double flops = double(modelFlops ? modelFlops.getInt() : cost.flops * dp) *
+                 double(plan.microBatches);
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
@@ -436,7 +438,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                    {"padded", padded},
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
-  r["flops_per_token"] = flops / std::max<int64_t>(1, globalBatch * seqLen);
+  r["flops_per_token"] =
+      flops / double(std::max<int64_t>(1, globalBatch * seqLen));
   return true;
 }
 

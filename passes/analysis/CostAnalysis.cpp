@@ -32,7 +32,9 @@ double autopar::rooflineSeconds(Operation *op, const MachineRates &r) {
   const int64_t flops = modelFlops(op);
   double compute = 0;
   if (flops > 0) {
-    double efficiency = r.matmulEfficiency;
+    double efficiency = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
+                            ? r.attentionEfficiency
+                            : r.matmulEfficiency;
     if (r.tileQuantization) {
       // Output rows m, columns n, depth k of the product(s).
       int64_t m = 1, n = 1, k = 1;

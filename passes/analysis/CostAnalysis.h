@@ -40,9 +40,9 @@ double rooflineFlops(mlir::Operation *op, double flopsPerByte);
 struct MachineRates {
   double flopsPerSecond = 1e12;
   double bytesPerSecond = 1e11;
-  /// Of the peak, what a large matmul (and attention) reaches; of the
+  /// Of the peak, what a large matmul and a fused attention reach; of the
   /// bandwidth, what the other ops reach.
-  double matmulEfficiency = 1, memoryEfficiency = 1;
+  double matmulEfficiency = 1, attentionEfficiency = 1, memoryEfficiency = 1;
   /// Matmuls lose the part of their 128 x 128 output tiles and 32-deep k
   /// steps that their shape leaves empty (tile quantization).
   bool tileQuantization = false;
