@@ -373,10 +373,20 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // What the runtime does once per step (runtime/Model.h TensorInfo):
       // a pending gradient sum reduce-scattered into the update's shard or
       // all-reduced; updated shards of a whole parameter all-gathered.
-      if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty())
-        comm.add(sync.gradReduceAxes, 1,
-                 rt::reduceScatterFlatBytes(n, reduceGroup, elementBytes));
-      else if (!sync.gradReduceAxes.empty())
+      // A sum pending over more axes than the update's (a replicated
+      // parameter's over tp) is all-reduced over those first.
+      if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty()) {
+        SmallVector<StringRef> beyond;
+        for (StringRef axis : sync.gradReduceAxes)
+          if (!llvm::is_contained(sync.updateAxes, axis))
+            beyond.push_back(axis);
+        if (!beyond.empty())
+          comm.add(
+              beyond, 0,
+              rt::allReduceBytes(n, meshOp.getGroupSize(beyond), elementBytes));
+        comm.add(sync.updateAxes, 1,
+                 rt::reduceScatterFlatBytes(n, updateGroup, elementBytes));
+      } else if (!sync.gradReduceAxes.empty())
         comm.add(sync.gradReduceAxes, 0,
                  rt::allReduceBytes(n, reduceGroup, elementBytes));
       if (!sync.updateAxes.empty() && !sync.paramSharded)

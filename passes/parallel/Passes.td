@@ -582,6 +582,16 @@ def ScheduleCollectivesPass
     %r2 = dist.all_reduce sum %g2 ... {dist.bucket = 1 : i64}
     return %l, %r1, %r2
     ```
+
+    First, a gradient already left pending over some axes (its result's
+    `dist.sharding` has `partial = [dp]`: ZeRO-1, gradient accumulation,
+    pipelines; the runtime reduces it once per step) that is all-reduced
+    (sum) over other axes in the step (tp: a replicated parameter reached
+    by split activations, a layer norm's under sequence parallelism)
+    joins that reduction: the all-reduce goes and the result is pending
+    over both (`partial = [dp, tp]`), so the accumulated gradient is
+    reduced once per step instead of every micro-batch's, as Megatron-LM
+    reduces the layer norms' gradients.
   }];
   let dependentDialects = ["autopar::dist::DistDialect"];
 }

@@ -3,6 +3,7 @@
 #include "passes/parallel/Passes.h"
 
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/ShardingRules.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -25,9 +26,57 @@ struct ScheduleCollectivesPass
     ModuleOp module = getOperation();
     auto bucketAttr = module->getAttrOfType<IntegerAttr>(kBucketBytesAttr);
     int64_t bucketBytes = bucketAttr ? bucketAttr.getInt() : 25 << 20;
+    MeshOp mesh = findMesh(module);
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
+      if (!func.isExternal()) {
+        if (mesh)
+          deferReductions(func, mesh);
         schedule(func, bucketBytes);
+      }
+  }
+
+  /// A gradient whose sum is already left pending over some axes (dp:
+  /// reduced by the runtime once per step, after the last micro-batch)
+  /// and all-reduced over others here (tp: a replicated parameter, a layer
+  /// norm's under sequence parallelism) joins the once-per-step reduction:
+  /// the all-reduce goes and the result's sum is pending over both. Sums
+  /// commute, so the step reduces the accumulated gradient once instead
+  /// of each micro-batch's.
+  static void deferReductions(func::FuncOp func, MeshOp mesh) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (OpOperand &operand : ret->getOpOperands()) {
+      unsigned r = operand.getOperandNumber();
+      auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+      auto reduce = operand.get().getDefiningOp<AllReduceOp>();
+      if (!attr || !reduce || !reduce->hasOneUse() ||
+          !func.getResultAttr(r, nn::NNDialect::kGradAttr) ||
+          func.getResultAttr(r, kZeroAttr) ||
+          reduce.getKind() != ReductionKind::sum)
+        continue;
+      Layout layout = Layout::fromAttr(attr);
+      if (layout.partial.empty() || layout.partialKind != ReductionKind::sum)
+        continue;
+      SmallVector<StringRef> axes;
+      for (Attribute a : reduce.getAxes())
+        axes.push_back(cast<StringAttr>(a).getValue());
+      if (llvm::any_of(axes, [&](StringRef a) {
+            return llvm::is_contained(layout.partial, a);
+          }))
+        continue;
+      // Pending over both, in the mesh's order.
+      SmallVector<StringRef, 2> partial;
+      for (Attribute a : mesh.getAxisNames()) {
+        StringRef name = cast<StringAttr>(a).getValue();
+        if (llvm::is_contained(layout.partial, name) ||
+            llvm::is_contained(axes, name))
+          partial.push_back(name);
+      }
+      layout.partial.assign(partial.begin(), partial.end());
+      func.setResultAttr(r, kShardingAttr,
+                         layout.toAttr(func.getContext(), mesh.getSymName()));
+      operand.set(reduce.getInput());
+      reduce->erase();
+    }
   }
 
   void schedule(func::FuncOp func, int64_t bucketBytes) {

@@ -49,3 +49,47 @@ module {
     return %r, %r : tensor<4xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// A gradient already pending over dp (reduced by the runtime once per step)
+// and all-reduced over tp here (a replicated parameter under sequence
+// parallelism) joins the once-per-step reduction: the all-reduce goes and
+// the result is pending over dp and tp. Not deferred: a gradient not left
+// pending (%b's, reduced here every micro-batch), one whose all-reduce is
+// over an axis it is already pending over, a max, and a ZeRO gradient.
+
+// CHECK-LABEL: func.func @deferred
+// CHECK-SAME: -> (tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]], partial = [dp, tp]>, nn.grad = "a"}
+// CHECK-SAME: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]]>, nn.grad = "b"}
+// CHECK-SAME: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]], partial = [dp]>, nn.grad = "c"}
+// CHECK-SAME: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]], partial = [dp]>, nn.grad = "d"}
+// CHECK-SAME: tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\[}}]], partial = [dp]>, dist.zero, nn.grad = "e"}
+// CHECK: %[[GA:.*]] = nn.exp %arg0
+// CHECK-NOT: dist.all_reduce sum %[[GA]]
+// CHECK: dist.all_reduce sum %{{.*}} on @mesh axes = [tp]
+// CHECK: dist.all_reduce sum %{{.*}} on @mesh axes = [dp]
+// CHECK: dist.all_reduce max %{{.*}} on @mesh axes = [tp]
+// CHECK: dist.all_reduce sum %{{.*}} on @mesh axes = [tp]
+// CHECK: return %[[GA]],
+module {
+  dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 2]
+  func.func @deferred(%a: tensor<4xf32>)
+      -> (tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]], partial = [dp]>, nn.grad = "a"},
+          tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]]>, nn.grad = "b"},
+          tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]], partial = [dp]>, nn.grad = "c"},
+          tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]], partial = [dp]>, nn.grad = "d"},
+          tensor<4xf32> {dist.sharding = #dist.sharding<@mesh, [[]], partial = [dp]>, dist.zero, nn.grad = "e"}) {
+    %ga = nn.exp %a : tensor<4xf32>
+    %gb = nn.tanh %a : tensor<4xf32>
+    %gc = nn.neg %a : tensor<4xf32>
+    %gd = nn.sqrt %a : tensor<4xf32>
+    %ge = nn.relu %a : tensor<4xf32>
+    %ra = dist.all_reduce sum %ga on @mesh axes = [tp] : tensor<4xf32>
+    %rb = dist.all_reduce sum %gb on @mesh axes = [tp] : tensor<4xf32>
+    %rc = dist.all_reduce sum %gc on @mesh axes = [dp] : tensor<4xf32>
+    %rd = dist.all_reduce max %gd on @mesh axes = [tp] : tensor<4xf32>
+    %re = dist.all_reduce sum %ge on @mesh axes = [tp] : tensor<4xf32>
+    return %ra, %rb, %rc, %rd, %re : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+}
