@@ -82,11 +82,12 @@ Layout ShardingPropagator::hintOf(Value v) const {
 
 bool ShardingPropagator::setLayout(Value v, const Layout &l) {
   auto [it, inserted] = layouts.try_emplace(v, l);
-  if (inserted)
-    return true;
-  if (it->second == l)
-    return false;
-  it->second = l;
+  if (!inserted) {
+    if (it->second == l)
+      return false;
+    it->second = l;
+  }
+  layoutChangedAt[v] = ++clock;
   return true;
 }
 
@@ -109,9 +110,26 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
   if (!grew)
     return false;
   hints[v] = h;
-  if (openArgs.contains(v))
+  hintChangedAt[v] = ++clock;
+  if (openArgs.contains(v)) {
     layouts[v] = h;
+    layoutChangedAt[v] = clock;
+  }
   return true;
+}
+
+bool ShardingPropagator::stale(Operation *op) const {
+  if (isa<ShardOp, func::ReturnOp>(op))
+    return true;
+  auto it = visitedAt.find(op);
+  if (it == visitedAt.end())
+    return true;
+  return llvm::any_of(
+             op->getOperands(),
+             [&](Value v) { return layoutChangedAt.lookup(v) > it->second; }) ||
+         llvm::any_of(op->getResults(), [&](Value v) {
+           return hintChangedAt.lookup(v) > it->second;
+         });
 }
 
 bool ShardingPropagator::visit(Operation *op, int64_t level) {
@@ -158,11 +176,19 @@ LogicalResult ShardingPropagator::settle(int64_t level) {
   for (int sweeps = 0;; ++sweeps) {
     if (sweeps == 1000)
       return func.emitError() << "sharding propagation does not settle";
+    // An op whose operands' layouts and results' hints are as they were
+    // when it was last visited would decide the same again: skipped.
     bool changed = false;
+    auto sweep = [&](Operation &op) {
+      if (!stale(&op))
+        return;
+      visitedAt[&op] = ++clock;
+      changed |= visit(&op, level);
+    };
     for (Operation &op : body)
-      changed |= visit(&op, level);
+      sweep(op);
     for (Operation &op : llvm::reverse(body))
-      changed |= visit(&op, level);
+      sweep(op);
     if (!changed)
       return success();
   }
