@@ -22,9 +22,11 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <thread>
 
 using namespace mlir;
 using namespace autopar;
@@ -438,28 +440,34 @@ bool autopar::searchPlans(const PlannerOptions &o,
                           std::vector<Prediction> &ranked, std::string &error) {
   const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
   ranked.clear();
-  std::string firstError;
-  auto tryPlan = [&](const Plan &plan, Prediction &p) {
-    std::string why;
-    if (evaluatePlan(o, plan, "plan", p, why))
-      return true;
-    if (firstError.empty())
-      firstError = why;
-    return false;
+  // A mesh's candidates, evaluated one after another (each decides the
+  // next): one sample per micro-batch-rank `m` times; ZeRO-3 only where
+  // ZeRO-1 does not fit; full recompute only where a plan does not fit
+  // without. Meshes are independent: they are evaluated on all cores.
+  struct Mesh {
+    int64_t dp, tp, pp, m;
+    std::vector<Prediction> predictions;
+    std::string firstError;
   };
-  // One sample per micro-batch first (the least activation memory, the
-  // smallest bubble); then two for the best few meshes.
-  auto evaluateMesh = [&](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
+  auto evaluateMesh = [&](Mesh &mesh) {
+    auto tryPlan = [&](const Plan &plan, Prediction &p) {
+      std::string why;
+      if (evaluatePlan(o, plan, "plan", p, why))
+        return true;
+      if (mesh.firstError.empty())
+        mesh.firstError = why;
+      return false;
+    };
     std::vector<int64_t> stages = {1};
-    if (pp == 1 && dp > 1)
+    if (mesh.pp == 1 && mesh.dp > 1)
       stages.push_back(3);
     for (int64_t zero : stages) {
       Plan plan;
-      plan.meshDp = dp;
-      plan.meshTp = tp;
-      plan.meshPp = pp;
-      plan.microBatches = m;
-      plan.zeroStage = dp > 1 ? zero : 0;
+      plan.meshDp = mesh.dp;
+      plan.meshTp = mesh.tp;
+      plan.meshPp = mesh.pp;
+      plan.microBatches = mesh.m;
+      plan.zeroStage = mesh.dp > 1 ? zero : 0;
       plan.precision = "bf16-mixed";
       Prediction p;
       if (!tryPlan(plan, p))
@@ -470,11 +478,37 @@ bool autopar::searchPlans(const PlannerOptions &o,
         if (tryPlan(plan, again))
           p = again;
       }
-      ranked.push_back(p);
+      mesh.predictions.push_back(p);
       if (p.fits)
         return; // a higher ZeRO stage only adds communication
     }
   };
+  std::string firstError;
+  auto evaluateAll = [&](std::vector<Mesh> &meshes) {
+    std::atomic<size_t> next{0};
+    auto work = [&]() {
+      for (size_t i = next++; i < meshes.size(); i = next++)
+        evaluateMesh(meshes[i]);
+    };
+    const size_t threads = std::min<size_t>(
+        meshes.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t)
+      pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool)
+      t.join();
+    // In the order of the meshes, whatever the threads' order.
+    for (Mesh &mesh : meshes) {
+      ranked.insert(ranked.end(), mesh.predictions.begin(),
+                    mesh.predictions.end());
+      if (firstError.empty())
+        firstError = mesh.firstError;
+    }
+  };
+  // One sample per micro-batch first (the least activation memory, the
+  // smallest bubble); then two for the best few meshes.
+  std::vector<Mesh> meshes;
   for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
     if (o.cluster.gpusPerNode % tp || gpus % tp)
       continue;
@@ -485,9 +519,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
       // Fewer micro-batches than stages leaves the pipeline mostly idle.
       if (batch % dp || batch / dp < pp)
         continue;
-      evaluateMesh(dp, tp, pp, batch / dp);
+      meshes.push_back({dp, tp, pp, batch / dp, {}, {}});
     }
   }
+  evaluateAll(meshes);
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;
@@ -495,15 +530,17 @@ bool autopar::searchPlans(const PlannerOptions &o,
                   : a.memoryBytesPerGpu < b.memoryBytesPerGpu;
   };
   std::stable_sort(ranked.begin(), ranked.end(), better);
-  std::vector<Plan> best;
-  for (const Prediction &p : ranked)
-    if (p.fits && best.size() < 3)
-      best.push_back(p.plan);
-  for (const Plan &plan : best) {
+  std::vector<Mesh> again;
+  for (const Prediction &p : ranked) {
+    if (!p.fits || again.size() == 3)
+      continue;
+    const Plan &plan = p.plan;
     const int64_t perRank = batch / plan.meshDp;
     if (perRank % 2 == 0 && perRank / 2 >= plan.meshPp)
-      evaluateMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank / 2);
+      again.push_back(
+          {plan.meshDp, plan.meshTp, plan.meshPp, perRank / 2, {}, {}});
   }
+  evaluateAll(again);
   if (ranked.empty()) {
     error = firstError.empty() ? "--global-batch " + std::to_string(batch) +
                                      ": no split of it over the cluster's " +

@@ -87,8 +87,15 @@ bool ShardingPropagator::setLayout(Value v, const Layout &l) {
       return false;
     it->second = l;
   }
-  layoutChangedAt[v] = ++clock;
+  layoutChanged(v);
   return true;
+}
+
+void ShardingPropagator::layoutChanged(Value v) {
+  for (Operation *user : v.getUsers())
+    dirty.insert(user);
+  if (isa<BlockArgument>(v))
+    dirty.insert(func.getBody().front().getTerminator());
 }
 
 bool ShardingPropagator::addHint(Value v, const Layout &want) {
@@ -110,26 +117,13 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
   if (!grew)
     return false;
   hints[v] = h;
-  hintChangedAt[v] = ++clock;
+  if (Operation *def = v.getDefiningOp())
+    dirty.insert(def);
   if (openArgs.contains(v)) {
     layouts[v] = h;
-    layoutChangedAt[v] = clock;
+    layoutChanged(v);
   }
   return true;
-}
-
-bool ShardingPropagator::stale(Operation *op) const {
-  if (isa<ShardOp, func::ReturnOp>(op))
-    return true;
-  auto it = visitedAt.find(op);
-  if (it == visitedAt.end())
-    return true;
-  return llvm::any_of(
-             op->getOperands(),
-             [&](Value v) { return layoutChangedAt.lookup(v) > it->second; }) ||
-         llvm::any_of(op->getResults(), [&](Value v) {
-           return hintChangedAt.lookup(v) > it->second;
-         });
 }
 
 bool ShardingPropagator::visit(Operation *op, int64_t level) {
@@ -180,9 +174,10 @@ LogicalResult ShardingPropagator::settle(int64_t level) {
     // when it was last visited would decide the same again: skipped.
     bool changed = false;
     auto sweep = [&](Operation &op) {
-      if (!stale(&op))
+      if (!isa<ShardOp, func::ReturnOp>(op) && visited.contains(&op) &&
+          !dirty.erase(&op))
         return;
-      visitedAt[&op] = ++clock;
+      visited.insert(&op);
       changed |= visit(&op, level);
     };
     for (Operation &op : body)

@@ -59,19 +59,18 @@ private:
   /// Applies `op`'s rule (seeds of priority <= `level` only); true if a
   /// layout or a hint changed.
   bool visit(mlir::Operation *op, int64_t level);
-  /// Whether `op`'s rule may decide differently than at its last visit: a
-  /// layout of its operands or a hint of its results changed since (dist
-  /// shard annotations and the return are always visited).
-  bool stale(mlir::Operation *op) const;
+  /// Marks the users of `v`, whose layout changed, for a visit (the
+  /// return too for an argument: it reads the parameters' layouts).
+  void layoutChanged(mlir::Value v);
 
   mlir::func::FuncOp func;
   const MeshSizes &sizes;
   llvm::DenseMap<mlir::Value, Layout> layouts, hints;
-  /// When each layout and hint last changed, and each op was last visited,
-  /// on one clock.
-  llvm::DenseMap<mlir::Value, uint64_t> layoutChangedAt, hintChangedAt;
-  llvm::DenseMap<mlir::Operation *, uint64_t> visitedAt;
-  uint64_t clock = 0;
+  /// A sweep visits an op again only if a layout of its operands or a
+  /// hint of its results changed since its last visit (it is `dirty`): its
+  /// rule would decide the same (dist.shard annotations, which read the
+  /// level, and the return are always visited).
+  llvm::DenseSet<mlir::Operation *> visited, dirty;
   /// Arguments without a dist.sharding: laid out as their hints say.
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
   /// Per gradient result: its parameter, whose layout it is wanted in.
