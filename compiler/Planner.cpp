@@ -385,6 +385,7 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     p.memoryBytesPerGpu = report["bytes"]["peak"].get<int64_t>();
     p.commBytesPerStep = report["parallel"]["comm_bytes_per_step"];
     p.flopsPerStep = report["flops_per_step"].get<double>();
+    p.trainableParameters = report["trainable_parameters"].get<int64_t>();
     const double tokens = report["global_batch"].get<double>() *
                           report["sequence_length"].get<double>();
     p.tokensPerSecond = tokens / p.stepSeconds;
@@ -522,7 +523,34 @@ bool autopar::searchPlans(const PlannerOptions &o,
       meshes.push_back({dp, tp, pp, batch / dp, {}, {}});
     }
   }
-  evaluateAll(meshes);
+  // The most sharded mesh first: its report counts the trainable
+  // parameters, whose model states alone (bf16-mixed: 2 bytes of weight and
+  // of gradient per parameter of a rank's share, 12 of fp32 master and Adam
+  // moments sharded further over dp by ZeRO; all 16 over dp at ZeRO-3)
+  // rule out the meshes that cannot fit whatever they recompute.
+  std::stable_sort(
+      meshes.begin(), meshes.end(),
+      [](const Mesh &a, const Mesh &b) { return a.tp * a.pp > b.tp * b.pp; });
+  size_t tried = 0;
+  int64_t trainable = 0;
+  while (tried < meshes.size() && ranked.empty()) {
+    std::vector<Mesh> one = {meshes[tried++]};
+    evaluateAll(one);
+    for (const Prediction &p : ranked)
+      trainable = std::max(trainable, p.trainableParameters);
+  }
+  std::vector<Mesh> rest, ruledOut;
+  for (size_t i = tried; i < meshes.size(); ++i) {
+    const Mesh &mesh = meshes[i];
+    const double share = double(trainable) / double(mesh.tp * mesh.pp);
+    double states = share * (4.0 + 12.0 / double(mesh.dp));
+    if (mesh.pp == 1)
+      states = std::min(states, share * 16.0 / double(mesh.dp));
+    (states > o.cluster.memoryBytes() ? ruledOut : rest).push_back(mesh);
+  }
+  if (rest.empty() && ranked.empty())
+    rest = ruledOut;
+  evaluateAll(rest);
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;

@@ -59,6 +59,8 @@ struct Prediction {
          optimizerSeconds = 0;
   /// The model FLOPs of one step (report.json's flops_per_step).
   double flopsPerStep = 0;
+  /// report.json's trainable_parameters.
+  int64_t trainableParameters = 0;
 };
 
 /// `--json`'s entry for a prediction.

@@ -14,8 +14,14 @@ published TFLOP/s and the time they imply, their ratio, the FLOPs
 autopar's program runs over Megatron's count ("work": its full recompute
 recomputes less than Megatron-LM's), and how long the evaluation took. The issue's target: within 15% on every row.
 
+With --search, also runs `autopar plan` without --evaluate on each row's
+model, cluster and global batch, and prints how long the search took, its
+best plan, whether it fits, and its predicted step time against the row's
+own plan's (the issue's target: under 10 s, a plan that fits, predicted no
+slower).
+
 Usage: /usr/bin/python3 bench/planner/megatron.py [--rows 1,2,3] [--check]
-         [--autopar PATH]
+         [--search] [--autopar PATH]
 (rows 1-10, all by default: a few seconds each). With --check, exits 1 if
 a row's predicted TFLOP/s is more than 15% off the published one.
 """
@@ -55,6 +61,8 @@ def main():
     ap.add_argument("--rows", default="1,2,3,4,5,6,7,8,9,10")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a row is more than 15%% off")
+    ap.add_argument("--search", action="store_true",
+                    help="also search each row's plans")
     ap.add_argument("--autopar", default=os.path.join(ROOT, "build", "bin", "autopar"))
     args = ap.parse_args()
     rows = [int(r) for r in args.rows.split(",")]
@@ -107,6 +115,24 @@ def main():
             print("%-7s %-22s %6d %9.2f %9.2f %8.1f %8.1f %6.2f %6.2f %7.1f" % (
                 name, "dp%d tp%d pp%d m%d" % (d, t, p, batch // d), n, step, paper_s,
                 pred, tflops, ratio, work, took))
+            if args.search:
+                start = time.time()
+                found = subprocess.run([args.autopar, "plan", model, "--cluster",
+                                        os.path.join(tmp, "cluster.json"), "--global-batch",
+                                        str(batch), "--json", "--top", "1"],
+                                       capture_output=True, text=True)
+                took = time.time() - start
+                if found.returncode != 0:
+                    print("        search FAIL: %s" % found.stderr.strip())
+                    worst = float("inf")
+                    continue
+                best = json.loads(found.stdout)["plans"][0]
+                mesh = best["plan"]["mesh"]
+                print("        search %5.1f s: dp%d tp%d pp%d m%d zero %d recompute %s: %.2f s "
+                      "(own plan %.2f s), fits %s" % (
+                          took, mesh["dp"], mesh["tp"], mesh["pp"],
+                          best["plan"]["batch"]["micro_batches"], best["plan"]["zero"]["stage"],
+                          best["plan"]["recompute"], best["step_time_s"], step, best["fits"]))
     print("largest deviation: %.0f%% (target: 15%%)" % (100 * worst))
     return 1 if args.check and worst > 0.15 else 0
 
