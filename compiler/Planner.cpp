@@ -283,6 +283,8 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
   p.computeSeconds = compute;
   p.exposedCommSeconds = comm + runtimeComm;
   p.bubbleSeconds = sim.makespan - sim.busy[busiest];
+  p.timeline = sim.events;
+  p.pipelineRanks = pp;
   p.bubbleFraction = sim.bubbleFraction;
   p.optimizerSeconds = model.optimizerSeconds(rankEntry["bytes"]);
   p.stepSeconds = sim.makespan + runtimeComm + p.optimizerSeconds;
@@ -386,6 +388,7 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     p.commBytesPerStep = report["parallel"]["comm_bytes_per_step"];
     p.flopsPerStep = report["flops_per_step"].get<double>();
     p.trainableParameters = report["trainable_parameters"].get<int64_t>();
+    p.memoryBytes = report["bytes"];
     const double tokens = report["global_batch"].get<double>() *
                           report["sequence_length"].get<double>();
     p.tokensPerSecond = tokens / p.stepSeconds;
@@ -413,10 +416,7 @@ nlohmann::json autopar::toJson(const Prediction &p) {
             {"optimizer_s", p.optimizerSeconds}}}};
 }
 
-namespace {
-
-/// "dp=32 tp=1 pp=1 m=16 zero=1 bf16-mixed recompute=full".
-std::string describe(const Plan &plan) {
+std::string autopar::describePlan(const Plan &plan) {
   std::string text = llvm::formatv("dp={0} tp={1} pp={2} m={3} zero={4}",
                                    plan.meshDp, plan.meshTp, plan.meshPp,
                                    plan.microBatches, plan.zeroStage);
@@ -434,8 +434,6 @@ std::string describe(const Plan &plan) {
   }
   return text;
 }
-
-} // namespace
 
 bool autopar::searchPlans(const PlannerOptions &o,
                           std::vector<Prediction> &ranked, std::string &error) {
@@ -624,7 +622,7 @@ std::string autopar::explainBest(const PlannerOptions &o,
   // The fastest plan that does not fit, if faster.
   for (const Prediction &p : ranked)
     if (!p.fits && p.stepSeconds < best.stepSeconds) {
-      out += " (" + describe(p.plan) +
+      out += " (" + describePlan(p.plan) +
              llvm::formatv(" would take {0:f3} s but needs ", p.stepSeconds)
                  .str() +
              gb(p.memoryBytesPerGpu) + " per GPU.)";
@@ -659,12 +657,12 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
   } else if (!searchPlans(o, ranked, error)) {
     return fail(error);
   } else if (!ranked.front().fits) {
-    return fail(llvm::formatv("{0}: no plan fits: the smallest needs {1:f2} "
-                              "GB per GPU ({2}), the GPUs have {3:f2} GB",
-                              c.cluster,
-                              double(ranked.front().memoryBytesPerGpu) / 1e9,
-                              describe(ranked.front().plan), o.cluster.memoryGB)
-                    .str());
+    return fail(
+        llvm::formatv("{0}: no plan fits: the smallest needs {1:f2} "
+                      "GB per GPU ({2}), the GPUs have {3:f2} GB",
+                      c.cluster, double(ranked.front().memoryBytesPerGpu) / 1e9,
+                      describePlan(ranked.front().plan), o.cluster.memoryGB)
+            .str());
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -677,6 +675,11 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     if (!writeFileAtomically(c.output, text, error))
       return fail(error);
   }
+  if (!c.html.empty() &&
+      !writeFileAtomically(
+          c.html, planReportHtml(o, ranked, seconds, c.evaluate.empty()),
+          error))
+    return fail(error);
   if (c.json) {
     nlohmann::json plans = nlohmann::json::array();
     for (const Prediction &p : ranked)
@@ -698,7 +701,7 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     llvm::outs() << llvm::formatv(
         "{0,-48} {1,8:f3} {2,12:f0} {3,5:f1}% {4,10:f2} {5,5} {6,9:f3} "
         "{7,9:f3} {8,9:f3} {9,9:f3}\n",
-        describe(p.plan), p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
+        describePlan(p.plan), p.stepSeconds, p.tokensPerSecond, 100 * p.mfu,
         double(p.memoryBytesPerGpu) / 1e9, p.fits ? "yes" : "no",
         p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
         p.optimizerSeconds);

@@ -15,6 +15,7 @@
 #define AUTOPAR_COMPILER_PLANNER_H
 
 #include "compiler/Cluster.h"
+#include "compiler/PipelineSchedule.h"
 #include "compiler/Plan.h"
 #include "frontends/onnx/OnnxImporter.h"
 
@@ -61,7 +62,17 @@ struct Prediction {
   double flopsPerStep = 0;
   /// report.json's trainable_parameters.
   int64_t trainableParameters = 0;
+  /// report.json's bytes of the rank that holds the most (params, grads,
+  /// optimizer_state, activations, inputs, peak).
+  nlohmann::json memoryBytes;
+  /// A pipeline: the simulated step's actions on its `pipelineRanks`
+  /// ranks (the phases' predicted times; empty without a pipeline).
+  std::vector<pipeline::Event> timeline;
+  int64_t pipelineRanks = 0;
 };
+
+/// "dp=32 tp=1 pp=1 m=16 zero=1 bf16-mixed recompute=full".
+std::string describePlan(const Plan &plan);
 
 /// `--json`'s entry for a prediction.
 nlohmann::json toJson(const Prediction &prediction);
@@ -123,8 +134,15 @@ bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
 std::string explainBest(const PlannerOptions &options, const Prediction &best,
                         const std::vector<Prediction> &ranked);
 
+/// The page `--html` writes: the cluster, the ranked plans with their time
+/// and memory breakdowns as bar charts (SVG), and the best plan's pipeline
+/// timeline (one row per pipeline rank); no script, no external file.
+std::string planReportHtml(const PlannerOptions &options,
+                           const std::vector<Prediction> &ranked,
+                           double searchSeconds, bool searched);
+
 struct PlanCommandOptions {
-  std::string model, cluster, evaluate, output;
+  std::string model, cluster, evaluate, output, html;
   int64_t globalBatch = 0;
   int64_t top = 5;
   bool json = false;

@@ -11,6 +11,7 @@
 //   autopar ops
 //   autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
 //                [--evaluate PLAN.json] [--top K] [--json] [-o BEST.json]
+//                [--html REPORT.html]
 //
 // Parses the command line and calls the command in compiler/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
@@ -140,6 +141,9 @@ Options:
                              instead of the table
   -o FILE                    Write the best plan, every key resolved, to
                              FILE (what `autopar compile --plan` takes)
+  --html FILE                Write one static page: the plans' time and
+                             memory breakdowns as charts and the best
+                             plan's pipeline timeline
   --input-shape NAME=D0,D1   Static shape of another graph input with
                              dynamic dims. Repeatable.
   -h, --help                 Show this help
@@ -352,6 +356,9 @@ int planMain(const std::vector<std::string> &args) {
     } else if (a == "-o") {
       if (!value(options.output))
         return usageError("-o needs a file name", "plan");
+    } else if (a == "--html") {
+      if (!value(options.html))
+        return usageError("--html needs a file name", "plan");
     } else if (a == "--global-batch") {
       if (!value(text) || text.empty() ||
           text.find_first_not_of("0123456789") != std::string::npos ||
