@@ -312,9 +312,26 @@ Link autopar::linkOf(const std::vector<std::string> &axisNames,
     if (inside)
       span *= axisSizes[a];
   }
+  const double intra = cluster.intraNodeGBps * 1e9,
+               inter = cluster.interNodeGBps * 1e9;
   if (span <= cluster.gpusPerNode && cluster.gpusPerNode % span == 0)
-    return {cluster.intraNodeGBps * 1e9, kNodeStepLatency};
-  return {cluster.interNodeGBps * 1e9, kNetworkStepLatency};
+    return {intra, kNodeStepLatency, intra};
+  // The group's ranks in rank 0's node (the others' nodes hold as many).
+  std::vector<int64_t> members = {0};
+  int64_t stride = 1;
+  for (size_t a = axisNames.size(); a-- > 0;) {
+    if (llvm::is_contained(axes, axisNames[a])) {
+      std::vector<int64_t> more;
+      for (int64_t m : members)
+        for (int64_t c = 0; c < axisSizes[a]; ++c)
+          if (m + c * stride < cluster.gpusPerNode)
+            more.push_back(m + c * stride);
+      members = std::move(more);
+    }
+    stride *= axisSizes[a];
+  }
+  const double k = double(std::max<size_t>(1, members.size()));
+  return {std::min(intra, k * inter), kNetworkStepLatency, inter};
 }
 
 double autopar::collectiveSeconds(StringRef kind, int64_t g, double bytes,
@@ -325,7 +342,8 @@ double autopar::collectiveSeconds(StringRef kind, int64_t g, double bytes,
                         : kind == "send"     ? 1
                                              : g - 1;
   return double(ops) * (kBaseLatency + double(steps) * link.stepLatency) +
-         bytes / link.bytesPerSecond;
+         bytes /
+             (kind == "send" ? link.sendBytesPerSecond : link.bytesPerSecond);
 }
 
 bool autopar::prepareInputs(PlannerOptions &o, std::string &error) {

@@ -87,11 +87,16 @@ bool evaluatePlan(const PlannerOptions &options, const Plan &plan,
 /// The link a group of mesh axes (their names joined by ',') sends over:
 /// within a node when the ranks it spans fit in one (ranks are row-major
 /// over the mesh axes `axisNames` of sizes `axisSizes`), else across
-/// nodes. Bytes per second per GPU and direction, and the latency of one
-/// ring step.
+/// nodes. Bytes per second per GPU and direction for a collective and for
+/// a point-to-point send, and the latency of one ring step. Across nodes a
+/// collective's rings use the NICs of all the group's GPUs in a node (NCCL
+/// runs a ring per NIC, each carrying its share): k of them in a node give
+/// it k x inter_node_gbps, at most the node's own links; a send goes
+/// through one.
 struct Link {
   double bytesPerSecond = 0;
   double stepLatency = 0;
+  double sendBytesPerSecond = 0;
 };
 Link linkOf(const std::vector<std::string> &axisNames,
             const std::vector<int64_t> &axisSizes, llvm::StringRef group,

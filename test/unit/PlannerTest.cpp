@@ -87,8 +87,18 @@ TEST(Planner, LinkOfAGroup) {
   std::vector<std::string> names = {"dp", "pp", "tp"};
   std::vector<int64_t> sizes = {4, 1, 8};
   EXPECT_DOUBLE_EQ(linkOf(names, sizes, "tp", c).bytesPerSecond, 300e9);
+  // One dp rank per node: one NIC each.
   EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp", c).bytesPerSecond, 25e9);
-  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).bytesPerSecond, 25e9);
+  // dp and tp together: 8 of the group's GPUs in each node, 8 NICs.
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).bytesPerSecond, 200e9);
+  EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).sendBytesPerSecond, 25e9);
+  // [dp 32] and [dp 16, tp 2]: 8 and 4 dp ranks in a node.
+  EXPECT_DOUBLE_EQ(linkOf(names, {32, 1, 1}, "dp", c).bytesPerSecond, 200e9);
+  EXPECT_DOUBLE_EQ(linkOf(names, {16, 1, 2}, "dp", c).bytesPerSecond, 100e9);
+  // Never more than the node's own links.
+  Cluster fast = c;
+  fast.interNodeGBps = 50;
+  EXPECT_DOUBLE_EQ(linkOf(names, {32, 1, 1}, "dp", fast).bytesPerSecond, 300e9);
   // [dp 2, pp 2, tp 2]: 8 ranks, every group in one node.
   sizes = {2, 2, 2};
   for (const char *g : {"dp", "pp", "tp", "dp,tp"})
@@ -100,7 +110,7 @@ TEST(Planner, LinkOfAGroup) {
 }
 
 TEST(Planner, CollectiveSeconds) {
-  Link nvlink{300e9, 3.4e-6};
+  Link nvlink{300e9, 3.4e-6, 300e9};
   // An all-reduce over 8 GPUs: 2 (g - 1) ring steps; each rank sends
   // 2 (g - 1) / g of the buffer (the byte count given).
   EXPECT_NEAR(collectiveSeconds("all_reduce", 8, 1.75e9, 1, nvlink),
