@@ -15,15 +15,11 @@ Usage: /usr/bin/python3 bench/planner/korthikanti.py [--rows 1,2] [--check]
 (rows 1-4, all by default; rows 3 and 4 take a minute each).
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = "/usr/bin/python3"
-SEQ, VOCAB = 2048, 51200
+from common import ROOT, a100_cluster, plan as run_plan, shape_only_gpt
 # name, heads, hidden, layers, t, p, interleaved chunks, GPUs, global batch,
 # published s per iteration: full recompute, selective recompute + SP
 ROWS = [
@@ -32,19 +28,6 @@ ROWS = [
     ("530B", 128, 20480, 105, 8, 35, 3, 280, 280, 49.05, 37.83),
     ("1T", 160, 25600, 128, 8, 64, 1, 512, 512, 94.42, 71.49),
 ]
-
-
-def evaluate(args, tmp, model, plan, cluster, batch):
-    for f, v in (("plan.json", plan), ("cluster.json", cluster)):
-        with open(os.path.join(tmp, f), "w") as out:
-            json.dump(v, out)
-    proc = subprocess.run([args.autopar, "plan", model, "--cluster",
-                           os.path.join(tmp, "cluster.json"), "--global-batch", str(batch),
-                           "--evaluate", os.path.join(tmp, "plan.json"), "--json"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        return None, proc.stderr.strip()
-    return json.loads(proc.stdout)["plans"][0]["step_time_s"], None
 
 
 def main():
@@ -63,16 +46,8 @@ def main():
         for r in [int(x) for x in args.rows.split(",")]:
             name, heads, h, layers, t, p, v, n, batch, full_s, sel_s = ROWS[r - 1]
             model = os.path.join(tmp, "gpt.onnx")
-            subprocess.run([PY, os.path.join(ROOT, "bench", "zero_memory", "shape_only_gpt.py"),
-                            "-o", model, "--layers", str(layers), "--hidden", str(h),
-                            "--heads", str(heads), "--vocab", str(VOCAB), "--seq", str(SEQ),
-                            "--batch", "0"], check=True, capture_output=True)
-            os.remove(model + ".data")
+            shape_only_gpt(model, layers, h, heads)
             d = n // (t * p)
-            cluster = {"gpu": {"name": "A100-SXM4-80GB", "peak_tflops": 312, "memory_gb": 80,
-                               "memory_bandwidth_gbps": 2039},
-                       "gpus_per_node": 8, "nodes": n // 8,
-                       "intra_node_gbps": 300, "inter_node_gbps": 25}
             times = []
             for recompute, sp in (("full", False), ("selective", True)):
                 plan = {"mesh": {"dp": d, "tp": t, "pp": p},
@@ -83,11 +58,11 @@ def main():
                 if p > 1:
                     plan["pipeline"] = {"schedule": "interleaved" if v > 1 else "1f1b",
                                         "chunks": v}
-                step, error = evaluate(args, tmp, model, plan, cluster, batch)
+                out, error = run_plan(args.autopar, tmp, model, a100_cluster(n), batch, plan)
                 if error:
                     print("%-5s FAIL: %s" % (name, error))
                     return 1
-                times.append(step)
+                times.append(out["plans"][0]["step_time_s"])
             speedup, paper = times[0] / times[1], full_s / sel_s
             ratio = speedup / paper
             worst = max(worst, abs(ratio - 1))

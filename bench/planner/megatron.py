@@ -26,16 +26,12 @@ Usage: /usr/bin/python3 bench/planner/megatron.py [--rows 1,2,3] [--check]
 a row's predicted TFLOP/s is more than 15% off the published one.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = "/usr/bin/python3"
-SEQ, VOCAB = 2048, 51200
+from common import ROOT, SEQ, VOCAB, a100_cluster, plan as run_plan, shape_only_gpt
 # params, heads, hidden, layers, t, p, GPUs, global batch, TFLOP/s per GPU
 ROWS = [
     ("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137),
@@ -75,34 +71,19 @@ def main():
         for r in rows:
             name, heads, h, layers, t, p, n, batch, tflops = ROWS[r - 1]
             model = os.path.join(tmp, "gpt.onnx")
-            subprocess.run([PY, os.path.join(ROOT, "bench", "zero_memory", "shape_only_gpt.py"),
-                            "-o", model, "--layers", str(layers), "--hidden", str(h),
-                            "--heads", str(heads), "--vocab", str(VOCAB), "--seq", str(SEQ),
-                            "--batch", "0"], check=True, capture_output=True)
-            # Planning needs no weights: the data file goes.
-            os.remove(model + ".data")
+            shape_only_gpt(model, layers, h, heads)
             d = n // (t * p)
             plan = {"mesh": {"dp": d, "tp": t, "pp": p}, "batch": {"micro_batches": batch // d},
                     "zero": {"stage": 1}, "precision": "bf16-mixed", "recompute": "full",
                     "tensor_parallel": {"sequence_parallel": False}}
-            cluster = {"gpu": {"name": "A100-SXM4-80GB", "peak_tflops": 312, "memory_gb": 80,
-                               "memory_bandwidth_gbps": 2039},
-                       "gpus_per_node": 8, "nodes": n // 8,
-                       "intra_node_gbps": 300, "inter_node_gbps": 25}
-            for f, v in (("plan.json", plan), ("cluster.json", cluster)):
-                with open(os.path.join(tmp, f), "w") as out:
-                    json.dump(v, out)
             start = time.time()
-            proc = subprocess.run([args.autopar, "plan", model, "--cluster",
-                                   os.path.join(tmp, "cluster.json"), "--global-batch", str(batch),
-                                   "--evaluate", os.path.join(tmp, "plan.json"), "--json"],
-                                  capture_output=True, text=True)
+            out, error = run_plan(args.autopar, tmp, model, a100_cluster(n), batch, plan)
             took = time.time() - start
-            if proc.returncode != 0:
-                print("%-7s FAIL: %s" % (name, proc.stderr.strip()))
+            if error:
+                print("%-7s FAIL: %s" % (name, error))
                 worst = float("inf")
                 continue
-            entry = json.loads(proc.stdout)["plans"][0]
+            entry = out["plans"][0]
             step = entry["step_time_s"]
             flops = megatron_flops(batch, layers, h)
             # The FLOPs autopar's program runs (its report's, from the MFU)
@@ -117,16 +98,13 @@ def main():
                 pred, tflops, ratio, work, took))
             if args.search:
                 start = time.time()
-                found = subprocess.run([args.autopar, "plan", model, "--cluster",
-                                        os.path.join(tmp, "cluster.json"), "--global-batch",
-                                        str(batch), "--json", "--top", "1"],
-                                       capture_output=True, text=True)
+                found, error = run_plan(args.autopar, tmp, model, a100_cluster(n), batch, top=1)
                 took = time.time() - start
-                if found.returncode != 0:
-                    print("        search FAIL: %s" % found.stderr.strip())
+                if error:
+                    print("        search FAIL: %s" % error)
                     worst = float("inf")
                     continue
-                best = json.loads(found.stdout)["plans"][0]
+                best = found["plans"][0]
                 mesh = best["plan"]["mesh"]
                 print("        search %5.1f s: dp%d tp%d pp%d m%d zero %d recompute %s: %.2f s "
                       "(own plan %.2f s), fits %s" % (
