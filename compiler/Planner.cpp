@@ -34,8 +34,8 @@ using namespace autopar;
 namespace {
 
 // The time model's constants (docs/planner.md). Of a GPU's peak, what a
-// large matmul (and fused attention) reaches; of its memory bandwidth, what
-// the other kernels reach.
+// large matmul reaches; of its memory bandwidth, what the kernels that are
+// not products reach.
 constexpr double kMatmulEfficiency = 0.8;
 // Of a GPU's peak, what fused attention (forward and backward) reaches:
 // FlashAttention-2 measures 50-73% of an A100's (Dao 2023).
@@ -458,9 +458,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
   const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
   ranked.clear();
   // A mesh's candidates, evaluated one after another (each decides the
-  // next): one sample per micro-batch-rank `m` times; ZeRO-3 only where
-  // ZeRO-1 does not fit; full recompute only where a plan does not fit
-  // without. Meshes are independent: they are evaluated on all cores.
+  // next): `m` micro-batches; ZeRO-3 only where ZeRO-1 does not fit; full
+  // recompute only where a plan does not fit without. Meshes are
+  // independent: they are evaluated on all cores.
   struct Mesh {
     int64_t dp, tp, pp, m;
     std::vector<Prediction> predictions;

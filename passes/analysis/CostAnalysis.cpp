@@ -188,9 +188,7 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
   func.walk([&](Operation *op) {
     cost.flops += modelFlops(op);
     if (std::optional<CollectiveCost> c = collectiveCost(op)) {
-      std::pair<std::string, std::string> key{c->kind, c->axes};
-      cost.commBytes[key] += c->bytes;
-      ++cost.commOps[key];
+      cost.commBytes[{c->kind, c->axes}] += c->bytes;
     }
   });
   return cost;

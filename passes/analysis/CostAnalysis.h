@@ -67,8 +67,6 @@ struct FunctionCost {
   /// reduce_scatter, all_gather, send) and the group's mesh axes joined by
   /// ',' ("dp").
   std::map<std::pair<std::string, std::string>, double> commBytes;
-  /// How many collectives of each kind and group run (their latencies).
-  std::map<std::pair<std::string, std::string>, int64_t> commOps;
 
   /// The bytes sent by collectives of `kind` over any axes.
   double commBytesOfKind(llvm::StringRef kind) const;
