@@ -463,8 +463,19 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // independent: they are evaluated on all cores.
   struct Mesh {
     int64_t dp, tp, pp, m;
+    std::string schedule = "1f1b", recompute = "none";
+    int64_t chunks = 1;
+    /// The ZeRO stages to try, in order (default: 1, then 3 where pp = 1),
+    /// and whether a plan that does not fit is tried with full recompute.
+    std::vector<int64_t> zeroStages;
+    bool retryFull = true;
     std::vector<Prediction> predictions;
     std::string firstError;
+  };
+  auto makeMesh = [](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
+    Mesh mesh;
+    mesh.dp = dp, mesh.tp = tp, mesh.pp = pp, mesh.m = m;
+    return mesh;
   };
   auto evaluateMesh = [&](Mesh &mesh) {
     auto tryPlan = [&](const Plan &plan, Prediction &p) {
@@ -475,9 +486,12 @@ bool autopar::searchPlans(const PlannerOptions &o,
         mesh.firstError = why;
       return false;
     };
-    std::vector<int64_t> stages = {1};
-    if (mesh.pp == 1 && mesh.dp > 1)
-      stages.push_back(3);
+    std::vector<int64_t> stages = mesh.zeroStages;
+    if (stages.empty()) {
+      stages.push_back(1);
+      if (mesh.pp == 1 && mesh.dp > 1)
+        stages.push_back(3);
+    }
     for (int64_t zero : stages) {
       Plan plan;
       plan.meshDp = mesh.dp;
@@ -486,10 +500,15 @@ bool autopar::searchPlans(const PlannerOptions &o,
       plan.microBatches = mesh.m;
       plan.zeroStage = mesh.dp > 1 ? zero : 0;
       plan.precision = "bf16-mixed";
+      plan.recompute = mesh.recompute;
+      if (mesh.pp > 1) {
+        plan.pipelineSchedule = mesh.schedule;
+        plan.pipelineChunks = mesh.chunks;
+      }
       Prediction p;
       if (!tryPlan(plan, p))
         return;
-      if (!p.fits) {
+      if (!p.fits && mesh.retryFull && plan.recompute != "full") {
         plan.recompute = "full";
         Prediction again;
         if (tryPlan(plan, again))
@@ -536,7 +555,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
       // Fewer micro-batches than stages leaves the pipeline mostly idle.
       if (batch % dp || batch / dp < pp)
         continue;
-      meshes.push_back({dp, tp, pp, batch / dp, {}, {}});
+      meshes.push_back(makeMesh(dp, tp, pp, batch / dp));
     }
   }
   // The most sharded mesh first: its report counts the trainable
@@ -574,15 +593,38 @@ bool autopar::searchPlans(const PlannerOptions &o,
                   : a.memoryBytesPerGpu < b.memoryBytesPerGpu;
   };
   std::stable_sort(ranked.begin(), ranked.end(), better);
+  // The three best meshes again: with micro-batches of two samples (fewer,
+  // larger products), a pipeline interleaved over two chunks per rank (a
+  // smaller bubble), and selective recompute where full recompute made it
+  // fit (less to recompute).
   std::vector<Mesh> again;
+  int64_t bestMeshes = 0;
   for (const Prediction &p : ranked) {
-    if (!p.fits || again.size() == 3)
+    if (!p.fits || bestMeshes == 3)
       continue;
+    ++bestMeshes;
     const Plan &plan = p.plan;
     const int64_t perRank = batch / plan.meshDp;
-    if (perRank % 2 == 0 && perRank / 2 >= plan.meshPp)
-      again.push_back(
-          {plan.meshDp, plan.meshTp, plan.meshPp, perRank / 2, {}, {}});
+    Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
+    base.recompute = plan.recompute;
+    base.zeroStages = {plan.zeroStage};
+    if (perRank % 2 == 0 && perRank / 2 >= plan.meshPp) {
+      Mesh twice = base;
+      twice.m = perRank / 2;
+      again.push_back(twice);
+    }
+    if (plan.meshPp > 1 && perRank % plan.meshPp == 0) {
+      Mesh interleaved = base;
+      interleaved.schedule = "interleaved";
+      interleaved.chunks = 2;
+      again.push_back(interleaved);
+    }
+    if (plan.recompute == "full") {
+      Mesh selective = base;
+      selective.recompute = "selective";
+      selective.retryFull = false;
+      again.push_back(selective);
+    }
   }
   evaluateAll(again);
   if (ranked.empty()) {

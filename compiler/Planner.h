@@ -126,11 +126,14 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 /// compiles (those that fit the GPUs' memory first, then by step time).
 /// The space: tp over the divisors of a node's GPUs, pp over the powers of
 /// two, dp for the rest (dividing the global batch); micro-batches of one
-/// sample, and of two for the three best meshes; ZeRO-1, and ZeRO-3 where
-/// pp = 1; full recompute when a plan does not fit without; bf16-mixed,
-/// 1F1B, sequence parallelism with tp. A candidate the model cannot take (more
-/// stages than layers, a tp that divides no heads) is left out. False with
-/// `error` (one line) if none compiles.
+/// sample; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when a plan does
+/// not fit without; bf16-mixed, 1F1B, sequence parallelism with tp. The
+/// three best meshes again with micro-batches of two samples, interleaved
+/// over two chunks (pp > 1), and selective recompute (where full made them
+/// fit). Meshes whose model states alone exceed a GPU are not compiled. A
+/// candidate the model cannot take (more stages than layers, a tp that
+/// divides no heads) is left out. False with `error` (one line) if none
+/// compiles.
 bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
                  std::string &error);
 

@@ -106,11 +106,15 @@ def main():
                     continue
                 best = found["plans"][0]
                 mesh = best["plan"]["mesh"]
-                print("        search %5.1f s: dp%d tp%d pp%d m%d zero %d recompute %s: %.2f s "
-                      "(own plan %.2f s), fits %s" % (
+                pipe = best["plan"]["pipeline"]
+                schedule = (" %s v%d" % (pipe["schedule"], pipe["chunks"])
+                            if mesh["pp"] > 1 else "")
+                print("        search %5.1f s: dp%d tp%d pp%d m%d%s zero %d recompute %s: "
+                      "%.2f s (own plan %.2f s), fits %s" % (
                           took, mesh["dp"], mesh["tp"], mesh["pp"],
-                          best["plan"]["batch"]["micro_batches"], best["plan"]["zero"]["stage"],
-                          best["plan"]["recompute"], best["step_time_s"], step, best["fits"]))
+                          best["plan"]["batch"]["micro_batches"], schedule,
+                          best["plan"]["zero"]["stage"], best["plan"]["recompute"],
+                          best["step_time_s"], step, best["fits"]))
     print("largest deviation: %.0f%% (target: 15%%)" % (100 * worst))
     return 1 if args.check and worst > 0.15 else 0
 
