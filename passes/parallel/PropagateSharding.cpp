@@ -80,7 +80,63 @@ Layout ShardingPropagator::hintOf(Value v) const {
   return it != hints.end() ? it->second : Layout::replicated(rankOf(v));
 }
 
+void ShardingPropagator::recordLayout(Value v) {
+  if (!inTrial || layoutsBefore.count(v))
+    return;
+  auto it = layouts.find(v);
+  layoutsBefore[v] =
+      it == layouts.end() ? std::nullopt : std::optional<Layout>(it->second);
+}
+
+void ShardingPropagator::recordHint(Value v) {
+  if (!inTrial || hintsBefore.count(v))
+    return;
+  auto it = hints.find(v);
+  hintsBefore[v] =
+      it == hints.end() ? std::nullopt : std::optional<Layout>(it->second);
+}
+
+void ShardingPropagator::beginTrial() {
+  inTrial = true;
+  dirtyBefore = dirty;
+}
+
+void ShardingPropagator::commit() {
+  inTrial = false;
+  layoutsBefore.clear();
+  hintsBefore.clear();
+  visitedInTrial.clear();
+  dirtyBefore.clear();
+}
+
+void ShardingPropagator::rollback() {
+  for (auto &[v, old] : layoutsBefore) {
+    if (old)
+      layouts[v] = *old;
+    else
+      layouts.erase(v);
+  }
+  for (auto &[v, old] : hintsBefore) {
+    if (old)
+      hints[v] = *old;
+    else
+      hints.erase(v);
+  }
+  for (Operation *op : visitedInTrial)
+    visited.erase(op);
+  dirty = std::move(dirtyBefore);
+  commit();
+}
+
+Layout ShardingPropagator::layoutBeforeTrial(Value v) const {
+  auto it = layoutsBefore.find(v);
+  if (it == layoutsBefore.end())
+    return layoutOf(v);
+  return it->second ? *it->second : Layout::replicated(rankOf(v));
+}
+
 bool ShardingPropagator::setLayout(Value v, const Layout &l) {
+  recordLayout(v);
   auto [it, inserted] = layouts.try_emplace(v, l);
   if (!inserted) {
     if (it->second == l)
@@ -93,9 +149,9 @@ bool ShardingPropagator::setLayout(Value v, const Layout &l) {
 
 void ShardingPropagator::layoutChanged(Value v) {
   for (Operation *user : v.getUsers())
-    dirty.insert(user);
+    markDirty(user);
   if (isa<BlockArgument>(v))
-    dirty.insert(func.getBody().front().getTerminator());
+    markDirty(func.getBody().front().getTerminator());
 }
 
 bool ShardingPropagator::addHint(Value v, const Layout &want) {
@@ -116,10 +172,12 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
   }
   if (!grew)
     return false;
+  recordHint(v);
   hints[v] = h;
   if (Operation *def = v.getDefiningOp())
-    dirty.insert(def);
+    markDirty(def);
   if (openArgs.contains(v)) {
+    recordLayout(v);
     layouts[v] = h;
     layoutChanged(v);
   }
@@ -165,25 +223,52 @@ bool ShardingPropagator::visit(Operation *op, int64_t level) {
   return changed;
 }
 
+void ShardingPropagator::markDirty(Operation *op) {
+  if (!dirty.insert(op).second || !cursor)
+    return;
+  // Ahead of the sweep: it joins this one; behind: it waits for the next.
+  if (forwardSweep ? cursor->isBeforeInBlock(op)
+                   : op->isBeforeInBlock(cursor)) {
+    queue.push_back(op);
+    std::push_heap(queue.begin(), queue.end(), SweepOrder{forwardSweep});
+  }
+}
+
+bool ShardingPropagator::SweepOrder::operator()(Operation *a,
+                                                Operation *b) const {
+  return forward ? b->isBeforeInBlock(a) : a->isBeforeInBlock(b);
+}
+
 LogicalResult ShardingPropagator::settle(int64_t level) {
-  Block &body = func.getBody().front();
+  // Sweeps forward and back over the function until nothing changes,
+  // visiting the ops that may decide differently than at their last visit
+  // (dirty): those not visited yet, the dist.shard annotations (they read
+  // the level) and the return, then those whose operands' layouts or
+  // results' hints changed since (markDirty), each in the sweep's order.
+  for (Operation &op : func.getBody().front())
+    if (isa<ShardOp, func::ReturnOp>(op) || !visited.contains(&op))
+      dirty.insert(&op);
   for (int sweeps = 0;; ++sweeps) {
     if (sweeps == 1000)
       return func.emitError() << "sharding propagation does not settle";
-    // An op whose operands' layouts and results' hints are as they were
-    // when it was last visited would decide the same again: skipped.
     bool changed = false;
-    auto sweep = [&](Operation &op) {
-      if (!isa<ShardOp, func::ReturnOp>(op) && visited.contains(&op) &&
-          !dirty.erase(&op))
-        return;
-      visited.insert(&op);
-      changed |= visit(&op, level);
-    };
-    for (Operation &op : body)
-      sweep(op);
-    for (Operation &op : llvm::reverse(body))
-      sweep(op);
+    for (bool forward : {true, false}) {
+      forwardSweep = forward;
+      queue.assign(dirty.begin(), dirty.end());
+      std::make_heap(queue.begin(), queue.end(), SweepOrder{forwardSweep});
+      while (!queue.empty()) {
+        std::pop_heap(queue.begin(), queue.end(), SweepOrder{forwardSweep});
+        Operation *op = queue.back();
+        queue.pop_back();
+        if (!dirty.erase(op))
+          continue;
+        cursor = op;
+        if (visited.insert(op).second && inTrial)
+          visitedInTrial.push_back(op);
+        changed |= visit(op, level);
+      }
+      cursor = nullptr;
+    }
     if (!changed)
       return success();
   }

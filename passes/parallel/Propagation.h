@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace autopar::dist {
 
@@ -46,6 +48,14 @@ public:
   /// The layout `v` has now.
   Layout layoutOf(mlir::Value v) const;
 
+  /// A trial: the changes made from beginTrial() on are kept by commit()
+  /// or undone by rollback() (the function's ops the trial added must be
+  /// erased after it); layoutBeforeTrial reads the layouts as they were.
+  void beginTrial();
+  void commit();
+  void rollback();
+  Layout layoutBeforeTrial(mlir::Value v) const;
+
   /// Writes the layouts: `dist.shardings` on every op with results,
   /// `dist.sharding` on the open arguments, and each gradient result's
   /// dims as its parameter's.
@@ -62,6 +72,14 @@ private:
   /// Marks the users of `v`, whose layout changed, for a visit (the
   /// return too for an argument: it reads the parameters' layouts).
   void layoutChanged(mlir::Value v);
+  /// Marks `op` for a visit: in the sweep under way if it is ahead of the
+  /// op being visited (`cursor`), else in the next.
+  void markDirty(mlir::Operation *op);
+  /// The sweep's order as a heap's "less than" (the next op on top).
+  struct SweepOrder {
+    bool forward;
+    bool operator()(mlir::Operation *a, mlir::Operation *b) const;
+  };
 
   mlir::func::FuncOp func;
   const MeshSizes &sizes;
@@ -71,6 +89,19 @@ private:
   /// rule would decide the same (dist.shard annotations, which read the
   /// level, and the return are always visited).
   llvm::DenseSet<mlir::Operation *> visited, dirty;
+  /// The sweep under way: its direction, the op it visits, the dirty ops
+  /// ahead of it.
+  bool forwardSweep = true;
+  mlir::Operation *cursor = nullptr;
+  std::vector<mlir::Operation *> queue;
+  /// The trial's journal: each layout and hint before its first change
+  /// (none if it had none), the ops first visited, the dirty ops.
+  bool inTrial = false;
+  llvm::DenseMap<mlir::Value, std::optional<Layout>> layoutsBefore, hintsBefore;
+  llvm::SmallVector<mlir::Operation *> visitedInTrial;
+  llvm::DenseSet<mlir::Operation *> dirtyBefore;
+  void recordLayout(mlir::Value v);
+  void recordHint(mlir::Value v);
   /// Arguments without a dist.sharding: laid out as their hints say.
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
   /// Per gradient result: its parameter, whose layout it is wanted in.

@@ -106,9 +106,9 @@ bool uses(const Layout &l, StringRef axis) {
 
 /// Whether `p`'s activation arrives split over `axis` on the contraction
 /// (a row-parallel projection).
-bool isRowParallel(const ShardingPropagator &prop, const Projection &p,
-                   StringRef axis) {
-  Layout l = prop.layoutOf(p.op->getOperand(p.activation));
+bool isRowParallel(llvm::function_ref<Layout(Value)> layoutOf,
+                   const Projection &p, StringRef axis) {
+  Layout l = layoutOf(p.op->getOperand(p.activation));
   return llvm::any_of(p.contracted, [&](int64_t d) {
     return llvm::is_contained(l.dims[d], axis);
   });
@@ -303,7 +303,9 @@ struct TensorParallelPass
       // Already split over the axis (a row-parallel projection's pending
       // sum, or a column split that propagation reached: k and v follow q
       // through the attention) or contracting over it (row-parallel).
-      if (uses(l, axis) || isRowParallel(*prop, p, axis))
+      auto now = [&](Value v) { return prop->layoutOf(v); };
+      auto before = [&](Value v) { return prop->layoutBeforeTrial(v); };
+      if (uses(l, axis) || isRowParallel(now, p, axis))
         continue;
       if (cast<RankedTensorType>(result.getType()).getDimSize(p.outDim) % n) {
         if (!indivisible)
@@ -317,32 +319,31 @@ struct TensorParallelPass
       // row-parallel partner (a later projection contracting over the
       // split), as Megatron pairs them; otherwise the split would only be
       // gathered again.
-      auto tentative = std::make_unique<ShardingPropagator>(*prop);
+      prop->beginTrial();
       OpBuilder b(ctx);
       b.setInsertionPointAfter(p.op);
       auto shard = ShardOp::create(b, p.op->getLoc(), result,
                                    l.toAttr(ctx, mesh.getSymName()),
                                    b.getI64IntegerAttr(level + 1));
       result.replaceAllUsesExcept(shard.getResult(), shard.getOperation());
-      if (failed(tentative->settle(level + 1)))
+      if (failed(prop->settle(level + 1)))
         return failure();
       // Or the LM head: its logits split over the vocabulary reach the
       // loss, which takes them split (vocab-parallel cross-entropy).
       bool pairedProjection =
           llvm::any_of(projections, [&](const Projection &q) {
-            return q.op != p.op && !isRowParallel(*prop, q, axis) &&
-                   isRowParallel(*tentative, q, axis);
+            return q.op != p.op && !isRowParallel(before, q, axis) &&
+                   isRowParallel(now, q, axis);
           });
       bool paired =
           pairedProjection ||
-          llvm::any_of(
-              body.getOps<nn::SoftmaxCrossEntropyOp>(),
-              [&](nn::SoftmaxCrossEntropyOp loss) {
-                return llvm::is_contained(
-                           tentative->layoutOf(loss.getScores()).dims[1],
-                           axis) &&
-                       !uses(prop->layoutOf(loss.getScores()), axis);
-              });
+          llvm::any_of(body.getOps<nn::SoftmaxCrossEntropyOp>(),
+                       [&](nn::SoftmaxCrossEntropyOp loss) {
+                         return llvm::is_contained(
+                                    prop->layoutOf(loss.getScores()).dims[1],
+                                    axis) &&
+                                !uses(before(loss.getScores()), axis);
+                       });
       // The split must stay downstream: a value the projection's input is
       // computed from (the residual stream, a norm) that it would split
       // means the seed spreads over the whole network (a projection whose
@@ -350,10 +351,10 @@ struct TensorParallelPass
       // column-parallel one's). Parameters may take it.
       bool contained =
           llvm::none_of(upstream(p.op->getOperand(p.activation)), [&](Value v) {
-            return uses(tentative->layoutOf(v), axis) &&
-                   !uses(prop->layoutOf(v), axis);
+            return uses(prop->layoutOf(v), axis) && !uses(before(v), axis);
           });
       if (!paired || !contained) {
+        prop->rollback();
         shard.getResult().replaceAllUsesWith(result);
         shard.erase();
         // Heads that the axis does not divide: Megatron refuses them too.
@@ -361,7 +362,7 @@ struct TensorParallelPass
           return failure();
         continue;
       }
-      prop = std::move(tentative);
+      prop->commit();
       ++level;
       seeded |= pairedProjection;
     }
