@@ -548,7 +548,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
   for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
     if (o.cluster.gpusPerNode % tp || gpus % tp)
       continue;
-    for (int64_t pp = 1; tp * pp <= gpus; pp *= 2) {
+    for (int64_t pp = 1; tp * pp <= gpus; ++pp) {
       if (gpus % (tp * pp))
         continue;
       const int64_t dp = gpus / (tp * pp);

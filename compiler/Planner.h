@@ -124,9 +124,9 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 
 /// The search's candidates, best first: every plan it evaluated that
 /// compiles (those that fit the GPUs' memory first, then by step time).
-/// The space: tp over the divisors of a node's GPUs, pp over the powers of
-/// two, dp for the rest (dividing the global batch); micro-batches of one
-/// sample; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when a plan does
+/// The space: tp over the divisors of a node's GPUs, pp over the divisors
+/// of the rest, dp for the rest (dividing the global batch); micro-batches of
+/// one sample; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when a plan does
 /// not fit without; bf16-mixed, 1F1B, sequence parallelism with tp. The
 /// three best meshes again with micro-batches of two samples, interleaved
 /// over two chunks (pp > 1), and selective recompute (where full made them
