@@ -12,7 +12,7 @@ issue's target: each row's speed-up within 15% of the paper's.
 
 Usage: /usr/bin/python3 bench/planner/korthikanti.py [--rows 1,2] [--check]
          [--autopar PATH]
-(rows 1-4, all by default; rows 3 and 4 take a minute each).
+(rows 1-4, all by default; about 40 s for the four on a 2-core machine).
 """
 import argparse
 import os

@@ -77,7 +77,8 @@ def main():
                     "zero": {"stage": 1}, "precision": "bf16-mixed", "recompute": "full",
                     "tensor_parallel": {"sequence_parallel": False}}
             start = time.time()
-            out, error = run_plan(args.autopar, tmp, model, a100_cluster(n), batch, plan)
+            cluster = a100_cluster(n)
+            out, error = run_plan(args.autopar, tmp, model, cluster, batch, plan)
             took = time.time() - start
             if error:
                 print("%-7s FAIL: %s" % (name, error))
@@ -88,7 +89,8 @@ def main():
             flops = megatron_flops(batch, layers, h)
             # The FLOPs autopar's program runs (its report's, from the MFU)
             # over Megatron's count of its own.
-            work = entry["mfu"] * step * n * 312e12 / flops
+            peak = cluster["gpu"]["peak_tflops"] * 1e12
+            work = entry["mfu"] * step * n * peak / flops
             pred = flops / (n * step) / 1e12
             paper_s = flops / (n * tflops * 1e12)
             ratio = pred / tflops
@@ -98,7 +100,7 @@ def main():
                 pred, tflops, ratio, work, took))
             if args.search:
                 start = time.time()
-                found, error = run_plan(args.autopar, tmp, model, a100_cluster(n), batch, top=1)
+                found, error = run_plan(args.autopar, tmp, model, cluster, batch, top=1)
                 took = time.time() - start
                 if error:
                     print("        search FAIL: %s" % error)

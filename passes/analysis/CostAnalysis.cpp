@@ -145,17 +145,17 @@ std::optional<CollectiveCost> autopar::collectiveCost(Operation *op) {
       return rt::allReduceBytes(numElements(c.getInput()), g,
                                 elementBytes(c.getInput()));
     });
+  // Ring: (g - 1) of the g pieces (the scattered result, the gathered
+  // input) leave each rank.
+  auto pieces = [](Value piece, int64_t g) {
+    return double(g - 1) * double(tensorBytes(piece.getType()));
+  };
   if (auto c = dyn_cast<dist::ReduceScatterOp>(op))
-    // Ring: (g - 1) of the g result-sized pieces leave each rank.
-    return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
-      return double(g - 1) * double(numElements(c.getResult())) *
-             double(elementBytes(c.getResult()));
-    });
+    return make("reduce_scatter", c.getMeshAttr(), c.getAxes(),
+                [&](int64_t g) { return pieces(c.getResult(), g); });
   if (auto c = dyn_cast<dist::AllGatherOp>(op))
-    return make("all_gather", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
-      return double(g - 1) * double(numElements(c.getInput())) *
-             double(elementBytes(c.getInput()));
-    });
+    return make("all_gather", c.getMeshAttr(), c.getAxes(),
+                [&](int64_t g) { return pieces(c.getInput(), g); });
   if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
     return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
       return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,
@@ -187,9 +187,8 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
     cost.arenaBytes = arena.getInt();
   func.walk([&](Operation *op) {
     cost.flops += modelFlops(op);
-    if (std::optional<CollectiveCost> c = collectiveCost(op)) {
+    if (std::optional<CollectiveCost> c = collectiveCost(op))
       cost.commBytes[{c->kind, c->axes}] += c->bytes;
-    }
   });
   return cost;
 }

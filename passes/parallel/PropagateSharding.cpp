@@ -80,20 +80,14 @@ Layout ShardingPropagator::hintOf(Value v) const {
   return it != hints.end() ? it->second : Layout::replicated(rankOf(v));
 }
 
-void ShardingPropagator::recordLayout(Value v) {
-  if (!inTrial || layoutsBefore.count(v))
+void ShardingPropagator::record(const DenseMap<Value, Layout> &map,
+                                DenseMap<Value, std::optional<Layout>> &before,
+                                Value v) const {
+  if (!inTrial || before.count(v))
     return;
-  auto it = layouts.find(v);
-  layoutsBefore[v] =
-      it == layouts.end() ? std::nullopt : std::optional<Layout>(it->second);
-}
-
-void ShardingPropagator::recordHint(Value v) {
-  if (!inTrial || hintsBefore.count(v))
-    return;
-  auto it = hints.find(v);
-  hintsBefore[v] =
-      it == hints.end() ? std::nullopt : std::optional<Layout>(it->second);
+  auto it = map.find(v);
+  before[v] =
+      it == map.end() ? std::nullopt : std::optional<Layout>(it->second);
 }
 
 void ShardingPropagator::beginTrial() {
@@ -110,18 +104,14 @@ void ShardingPropagator::commit() {
 }
 
 void ShardingPropagator::rollback() {
-  for (auto &[v, old] : layoutsBefore) {
-    if (old)
-      layouts[v] = *old;
-    else
-      layouts.erase(v);
-  }
-  for (auto &[v, old] : hintsBefore) {
-    if (old)
-      hints[v] = *old;
-    else
-      hints.erase(v);
-  }
+  for (auto [map, before] :
+       {std::pair(&layouts, &layoutsBefore), std::pair(&hints, &hintsBefore)})
+    for (auto &[v, old] : *before) {
+      if (old)
+        (*map)[v] = *old;
+      else
+        map->erase(v);
+    }
   for (Operation *op : visitedInTrial)
     visited.erase(op);
   dirty = std::move(dirtyBefore);
@@ -136,7 +126,7 @@ Layout ShardingPropagator::layoutBeforeTrial(Value v) const {
 }
 
 bool ShardingPropagator::setLayout(Value v, const Layout &l) {
-  recordLayout(v);
+  record(layouts, layoutsBefore, v);
   auto [it, inserted] = layouts.try_emplace(v, l);
   if (!inserted) {
     if (it->second == l)
@@ -172,12 +162,12 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
   }
   if (!grew)
     return false;
-  recordHint(v);
+  record(hints, hintsBefore, v);
   hints[v] = h;
   if (Operation *def = v.getDefiningOp())
     markDirty(def);
   if (openArgs.contains(v)) {
-    recordLayout(v);
+    record(layouts, layoutsBefore, v);
     layouts[v] = h;
     layoutChanged(v);
   }

@@ -85,9 +85,10 @@ private:
   const MeshSizes &sizes;
   llvm::DenseMap<mlir::Value, Layout> layouts, hints;
   /// A sweep visits an op again only if a layout of its operands or a
-  /// hint of its results changed since its last visit (it is `dirty`): its
-  /// rule would decide the same (dist.shard annotations, which read the
-  /// level, and the return are always visited).
+  /// hint of its results changed since its last visit (it is `dirty`):
+  /// otherwise its rule would decide the same. Each settle starts with the
+  /// ops not visited yet, the dist.shard annotations (they read the level)
+  /// and the return dirty.
   llvm::DenseSet<mlir::Operation *> visited, dirty;
   /// The sweep under way: its direction, the op it visits, the dirty ops
   /// ahead of it.
@@ -100,8 +101,10 @@ private:
   llvm::DenseMap<mlir::Value, std::optional<Layout>> layoutsBefore, hintsBefore;
   llvm::SmallVector<mlir::Operation *> visitedInTrial;
   llvm::DenseSet<mlir::Operation *> dirtyBefore;
-  void recordLayout(mlir::Value v);
-  void recordHint(mlir::Value v);
+  /// In a trial: keeps `v`'s entry of `map` in `before` if it has none yet.
+  void record(const llvm::DenseMap<mlir::Value, Layout> &map,
+              llvm::DenseMap<mlir::Value, std::optional<Layout>> &before,
+              mlir::Value v) const;
   /// Arguments without a dist.sharding: laid out as their hints say.
   llvm::SmallPtrSet<mlir::Value, 8> openArgs;
   /// Per gradient result: its parameter, whose layout it is wanted in.
