@@ -13,10 +13,71 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "llvm/ADT/StringRef.h"
+
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace autopar {
+
+/// What `autopar calibrate` measured on this machine (runtime/calibrate/
+/// Calibrate.cpp): one rank's kernels by its OpenMP threads, and the MPI
+/// collectives by ranks. With it, a cluster times the CPU programs of
+/// `autopar compile --target cpu` (`autopar plan --cluster local`): a plan
+/// of R ranks on C cores gives each max(1, C / R) threads, as bench/ runs
+/// them.
+struct Calibration {
+  /// One thread count's rates.
+  struct Compute {
+    int64_t threads = 1;
+    /// GFLOP/s of runtime/cpu's gemm() on C[m, n] = A[m, k] B[k, n], each
+    /// of m, n, k over `gemmSizes` (index (m, n, k), k fastest).
+    std::vector<double> gemmSizes, gemmGflops;
+    /// GFLOP/s (model FLOPs) of the fused attention, forward and backward,
+    /// by (variant, sequence, head dim), 8 (batch, head) pairs; variants:
+    /// no mask, causal, a mask tensor.
+    std::vector<double> attentionSeq, attentionHeadDim, attentionForward,
+        attentionBackward;
+    /// GB/s of an elementwise loop by the bytes it moves.
+    std::vector<double> memoryBytes, memoryGbps;
+    /// Nanoseconds per element of the runtime's row kernels (layer_norm,
+    /// layer_norm_grad, reduce, softmax, softmax_grad,
+    /// softmax_cross_entropy, softmax_cross_entropy_grad) and of the math
+    /// functions of generated loops (erf, exp, tanh, log).
+    std::map<std::string, double> elementNs;
+    /// Seconds of one generated op on a few elements.
+    double opOverhead = 0;
+  };
+  /// Seconds of an all-reduce and of a send by message bytes, `ranks`
+  /// ranks.
+  struct Comm {
+    int64_t ranks = 2;
+    std::vector<double> bytes, allReduce, send;
+  };
+  int64_t cores = 1;
+  std::vector<Compute> compute; // by threads, increasing
+  std::vector<Comm> comm;       // by ranks, increasing
+
+  /// The rates of one rank of `ranks` on the cores (the measured thread
+  /// count nearest below cores / ranks).
+  const Compute &forRanks(int64_t ranks) const;
+  /// Seconds of one product on `threads`' rates (log-linear in m, n, k
+  /// between the grid's sizes, its edges beyond).
+  static double gemmSeconds(const Compute &c, double m, double n, double k);
+  enum AttentionVariant { kNoMask = 0, kCausal = 1, kMaskTensor = 2 };
+  static double attentionSeconds(const Compute &c, bool backward,
+                                 AttentionVariant variant, double seq,
+                                 double headDim, double flops);
+  static double memorySeconds(const Compute &c, double bytes);
+  /// Seconds of a collective of `kind` (all_reduce, reduce_scatter,
+  /// all_gather, send) in which each of `group` ranks sends `bytes` (a
+  /// ring's count, CollectiveCost::bytes); false if none was measured.
+  bool collectiveSeconds(llvm::StringRef kind, int64_t group, double bytes,
+                         double &seconds) const;
+};
 
 struct Cluster {
   std::string gpuName;
@@ -27,6 +88,10 @@ struct Cluster {
   int64_t nodes = 0;
   double intraNodeGBps = 0;
   double interNodeGBps = 0;
+
+  /// What `autopar calibrate` measured: this machine's CPU programs,
+  /// timed from measured rates instead of the peaks above.
+  std::optional<Calibration> calibration;
 
   int64_t gpus() const { return gpusPerNode * nodes; }
   /// Bytes of one GPU's memory.

@@ -2,6 +2,7 @@
 
 #include "compiler/Planner.h"
 
+#include "compiler/Calibrate.h"
 #include "compiler/Compile.h"
 #include "compiler/Driver.h"
 #include "compiler/PipelineSchedule.h"
@@ -47,6 +48,30 @@ constexpr double kBaseLatency = 8.4e-6;
 constexpr double kNodeStepLatency = 3.4e-6;
 constexpr double kNetworkStepLatency = 14e-6;
 
+/// The math functions the generated loop of an elementwise op calls per
+/// element (compiler/codegen/CppEmitter.cpp).
+SmallVector<const char *, 2> mathCalls(Operation *op) {
+  if (isa<nn::ErfOp>(op))
+    return {"erf"};
+  if (isa<nn::TanhOp>(op))
+    return {"tanh"};
+  if (isa<nn::ExpOp, nn::SigmoidOp>(op))
+    return {"exp"};
+  if (isa<nn::LogOp>(op))
+    return {"log"};
+  if (isa<nn::PowOp>(op))
+    return {"log", "exp"};
+  if (auto gelu = dyn_cast<nn::GeluOp>(op))
+    return {gelu.getApproximate() == nn::GeluApproximation::none ? "erf"
+                                                                 : "tanh"};
+  if (auto grad = dyn_cast<nn::GeluGradOp>(op)) {
+    if (grad.getApproximate() == nn::GeluApproximation::none)
+      return {"erf", "exp"};
+    return {"tanh"};
+  }
+  return {};
+}
+
 class TimeModel {
 public:
   TimeModel(ModuleOp module, const Cluster &cluster) : cluster(cluster) {
@@ -56,12 +81,120 @@ public:
     rates.attentionEfficiency = kAttentionEfficiency;
     rates.memoryEfficiency = kMemoryEfficiency;
     rates.tileQuantization = true;
+    int64_t ranks = 1;
     if (dist::MeshOp mesh = dist::findMesh(module)) {
       for (Attribute a : mesh.getAxisNames())
         axisNames.push_back(cast<StringAttr>(a).getValue().str());
-      for (int64_t size : mesh.getAxisSizes())
+      for (int64_t size : mesh.getAxisSizes()) {
         axisSizes.push_back(size);
+        ranks *= size;
+      }
     }
+    if (const std::optional<Calibration> &cal = cluster.calibration) {
+      local = &cal->forRanks(ranks);
+      // More ranks than cores: they take turns.
+      share = std::max(1.0, double(ranks) / double(cal->cores));
+    }
+  }
+
+  /// Seconds of one op of the final IR: the roofline of its FLOPs and
+  /// bytes, or on a calibrated (local) cluster its measured rates. An op
+  /// the emitted program does not run (a view, a folded transpose or
+  /// concat) costs nothing there.
+  double opSeconds(Operation *op) const {
+    if (!local)
+      return rooflineSeconds(op, rates);
+    if (isViewOp(op) || isFoldedTranspose(op) ||
+        isProducerLayoutTranspose(op) || isFoldedConcat(op) ||
+        isa<nn::ConstantOp>(op) || op->getNumResults() == 0)
+      return 0;
+    const Calibration::Compute &c = *local;
+    double t;
+    auto dims = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    if (auto mm = dyn_cast<nn::MatMulOp>(op)) {
+      ArrayRef<int64_t> a = dims(mm.getLhs()), b = dims(mm.getRhs());
+      double k = double(a.back()), n = double(b.back());
+      double m = double(mm.getType().getNumElements()) / n, batch = 1;
+      // runtime/cpu's gemm() runs [batch..., m, k] x [k, n] as one product
+      // of batch * m rows; other batches product by product.
+      if (b.size() > 2 &&
+          llvm::any_of(b.drop_back(2), [](int64_t d) { return d != 1; })) {
+        m = double(a[a.size() - 2]);
+        batch = double(mm.getType().getNumElements()) / (m * n);
+      }
+      t = productsSeconds(batch, m, n, k);
+    } else if (auto gemm = dyn_cast<nn::GemmOp>(op)) {
+      ArrayRef<int64_t> out = gemm.getType().getShape();
+      t = productsSeconds(1, double(out[0]), double(out[1]),
+                          double(dims(gemm.getA())[gemm.getTransA() ? 0 : 1]));
+    } else if (isa<nn::AttentionOp, nn::AttentionGradOp>(op)) {
+      ArrayRef<int64_t> q = dims(op->getOperand(0));
+      Value mask = isa<nn::AttentionOp>(op)
+                       ? cast<nn::AttentionOp>(op).getMask()
+                       : cast<nn::AttentionGradOp>(op).getMask();
+      auto variant = mask ? Calibration::kMaskTensor
+                     : op->getAttrOfType<BoolAttr>("causal").getValue()
+                         ? Calibration::kCausal
+                         : Calibration::kNoMask;
+      t = Calibration::attentionSeconds(
+          c, isa<nn::AttentionGradOp>(op), variant, double(q[q.size() - 2]),
+          double(q.back()), double(modelFlops(op)));
+    } else {
+      // The bytes it moves, or the measured kernel (or the math functions
+      // of a generated loop) on its elements, whichever is longer.
+      double kernel = 0;
+      auto ns = [&](const char *name) {
+        auto it = c.elementNs.find(name);
+        return it == c.elementNs.end() ? 0.0 : it->second * 1e-9;
+      };
+      auto elements = [&](Value v) {
+        return double(cast<RankedTensorType>(v.getType()).getNumElements());
+      };
+      if (isa<nn::LayerNormOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("layer_norm");
+      else if (isa<nn::LayerNormGradOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("layer_norm_grad");
+      else if (isa<nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("reduce");
+      else if (isa<nn::SoftmaxOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("softmax");
+      else if (isa<nn::SoftmaxGradOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("softmax_grad");
+      else if (isa<nn::SoftmaxCrossEntropyOp>(op))
+        kernel = elements(op->getOperand(0)) * ns("softmax_cross_entropy");
+      else if (isa<nn::SoftmaxCrossEntropyGradOp>(op))
+        kernel = elements(op->getResult(0)) * ns("softmax_cross_entropy_grad");
+      else if (auto fused = dyn_cast<nn::FusedOp>(op)) {
+        double perElement = 0;
+        fused.getBody().walk([&](Operation *inner) {
+          for (const char *f : mathCalls(inner))
+            perElement += ns(f);
+        });
+        kernel = elements(op->getResult(0)) * perElement;
+      } else {
+        for (const char *f : mathCalls(op))
+          kernel += elements(op->getResult(0)) * ns(f);
+      }
+      t = std::max(kernel,
+                   Calibration::memorySeconds(c, double(movedBytes(op)))) +
+          c.opOverhead;
+    }
+    return t * share;
+  }
+
+  /// `batch` products of [m, k] x [k, n] as runtime/cpu's gemm() runs them:
+  /// on one thread when small or when the rank has one, a product per
+  /// thread when there are as many, else each over all threads.
+  double productsSeconds(double batch, double m, double n, double k) const {
+    const Calibration::Compute &one = cluster.calibration->compute.front();
+    if (local->threads == 1 || 2 * batch * m * n * k < 2e5)
+      return batch * Calibration::gemmSeconds(one, m, n, k);
+    if (batch >= double(local->threads))
+      return std::ceil(batch / double(local->threads)) *
+             Calibration::gemmSeconds(one, m, n, k);
+    return batch * Calibration::gemmSeconds(*local, m, n, k);
   }
 
   /// `ops` collectives of `kind` over `group` that send `bytes` per rank.
@@ -73,6 +206,14 @@ public:
     for (size_t a = 0; a < axisNames.size(); ++a)
       if (llvm::is_contained(axes, axisNames[a]))
         size *= axisSizes[a];
+    if (local) {
+      double seconds = 0;
+      if (bytes <= 0 || ops <= 0 || size <= 1 ||
+          !cluster.calibration->collectiveSeconds(kind, size,
+                                                  bytes / double(ops), seconds))
+        return 0;
+      return double(ops) * seconds * share;
+    }
     return collectiveSeconds(kind, size, bytes, ops,
                              linkOf(axisNames, axisSizes, group, cluster));
   }
@@ -104,6 +245,12 @@ public:
       if (std::optional<CollectiveCost> cc = collectiveCost(&op)) {
         commClock = std::max(clock, commClock) +
                     commSeconds(cc->kind, cc->axes, cc->bytes, 1);
+        // MPI's collectives progress only inside MPI calls: on this
+        // machine a collective runs when it is waited for.
+        if (local) {
+          c.comm += commClock - clock;
+          clock = commClock;
+        }
         for (Value r : op.getResults())
           done[r] = commClock;
         continue;
@@ -119,7 +266,7 @@ public:
       op.walk([&](Operation *inner) {
         if (!inner->getParentOfType<nn::FusedOp>() ||
             !op.isProperAncestor(inner))
-          t += rooflineSeconds(inner, rates);
+          t += opSeconds(inner);
       });
       c.compute += t;
       clock += t;
@@ -157,11 +304,17 @@ public:
     double moved =
         2.0 * (bytes["params"].get<double>() + bytes["grads"].get<double>() +
                bytes["optimizer_state"].get<double>());
+    if (local)
+      return Calibration::memorySeconds(*local, moved) * share;
     return moved / (rates.bytesPerSecond * rates.memoryEfficiency);
   }
 
   const Cluster &cluster;
   MachineRates rates;
+  /// A calibrated cluster's rates for one rank of the plan, and the
+  /// ranks per core beyond one.
+  const Calibration::Compute *local = nullptr;
+  double share = 1;
   std::vector<std::string> axisNames;
   std::vector<int64_t> axisSizes;
 };
@@ -392,7 +545,8 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
   co.model = o.model;
   co.plan = planName;
   co.planValue = &plan;
-  co.target = "cuda";
+  // A calibrated cluster is this machine: its CPU programs.
+  co.target = o.cluster.calibration ? "cpu" : "cuda";
   co.reportOnly = true;
   co.import = o.import;
   auto use = [&](ModuleOp module, const ProgramOptions &program,
@@ -410,8 +564,12 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     const double tokens = report["global_batch"].get<double>() *
                           report["sequence_length"].get<double>();
     p.tokensPerSecond = tokens / p.stepSeconds;
+    // On this machine (a core a "GPU"), over all its cores.
+    const int64_t gpus = o.cluster.calibration
+                             ? std::max(ranks, o.cluster.calibration->cores)
+                             : ranks;
     p.mfu = p.flopsPerStep /
-            (p.stepSeconds * double(ranks) * o.cluster.peakTflops * 1e12);
+            (p.stepSeconds * double(gpus) * o.cluster.peakTflops * 1e12);
     p.fits = double(p.memoryBytesPerGpu) <= o.cluster.memoryBytes();
     return true;
   };
@@ -701,7 +859,8 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
   o.globalBatch = c.globalBatch;
   o.import = c.import;
   std::string error;
-  if (!loadCluster(c.cluster, o.cluster, error))
+  if (!(c.cluster == "local" ? localCluster(o.cluster, error)
+                             : loadCluster(c.cluster, o.cluster, error)))
     return fail(error);
   if (!prepareInputs(o, error))
     return fail(error);

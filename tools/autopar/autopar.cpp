@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Calibrate.h"
 #include "compiler/Compile.h"
 #include "compiler/Driver.h"
 #include "compiler/Planner.h"
@@ -39,6 +40,7 @@ training program.
 Usage: autopar <command> [options]
 
 Commands:
+  calibrate Measure this machine for `plan --cluster local`
   compile   Compile an ONNX model and a plan into a training program
   data      Turn a text file into a token file (byte-level tokens)
   import    Import an ONNX model into the nn dialect; print or write the IR
@@ -133,7 +135,9 @@ no weights: the initializers' bytes are not read), then why the best wins.
 
 Options:
   --cluster CLUSTER.json     The GPUs and links (docs/clusters/ has A100,
-                             H100 and H200 nodes)
+                             H100 and H200 nodes); `local`: this machine's
+                             CPU programs, one rank per core (measured by
+                             `autopar calibrate` once, then cached)
   --global-batch B           Samples per step over all data-parallel ranks
   --evaluate PLAN.json       Predict this plan instead of searching
   --top K                    Print the best K plans (default 5)
@@ -147,6 +151,21 @@ Options:
   --input-shape NAME=D0,D1   Static shape of another graph input with
                              dynamic dims. Repeatable.
   -h, --help                 Show this help
+)";
+
+const char *kCalibrateHelp = R"(Usage: autopar calibrate [-o CLUSTER.json]
+
+Measures what this machine's CPU programs run at: the GEMM rate of the
+runtime's kernels by shape, the fused attention's, the memory bandwidth and
+an op's overhead, each by OpenMP threads, and MPI all-reduce and send times
+by message size (mpirun). Writes them as a cluster file with a calibration
+section, by default to the cache `autopar plan --cluster local` reads
+($AUTOPAR_CACHE_DIR, else $XDG_CACHE_HOME/autopar, else ~/.cache/autopar).
+A plan of R ranks on C cores is timed with max(1, C / R) threads per rank.
+
+Options:
+  -o CLUSTER.json   Write here instead of the cache
+  -h, --help        Show this help
 )";
 
 const char *kOpsHelp = R"(Usage: autopar ops
@@ -337,6 +356,24 @@ int opsMain(const std::vector<std::string> &args) {
   return runOpsCommand();
 }
 
+int calibrateMain(const std::vector<std::string> &args) {
+  CalibrateCommandOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    llvm::StringRef a = args[i];
+    if (isHelp(a)) {
+      llvm::outs() << kCalibrateHelp;
+      return 0;
+    }
+    if (a == "-o") {
+      if (!nextArg(args, i, options.output))
+        return usageError("-o needs a file name", "calibrate");
+    } else {
+      return usageError("unexpected argument '" + a.str() + "'", "calibrate");
+    }
+  }
+  return runCalibrateCommand(options);
+}
+
 int planMain(const std::vector<std::string> &args) {
   PlanCommandOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -413,6 +450,8 @@ int main(int argc, char **argv) {
   }
   if (command == "import")
     return importMain(args);
+  if (command == "calibrate")
+    return calibrateMain(args);
   if (command == "compile")
     return compileMain(args);
   if (command == "data")

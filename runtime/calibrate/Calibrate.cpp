@@ -1,0 +1,371 @@
+//===- Calibrate.cpp - what this machine's CPU programs run at ------------===//
+//
+// `autopar calibrate` runs this program (built with the compiler, from the
+// runtime's own kernels and the emitted programs' flags) and turns what it
+// prints into the local cluster of `autopar plan --cluster local`
+// (docs/planner.md, "This machine"):
+//
+//   autopar-calibrate compute   with the OpenMP threads of one rank:
+//     the GEMM rate of runtime/cpu's gemm() over a grid of shapes, the
+//     fused attention's forward and backward rates over sequence lengths
+//     and head dims, the bandwidth of an elementwise loop by working set,
+//     and the cost of one generated op (an OpenMP loop over a few floats).
+//   mpirun -np R autopar-calibrate comm   the MPI collectives the programs
+//     issue: all-reduce and point-to-point send of several sizes; rank 0
+//     prints each size's seconds.
+//
+// Output: one JSON object on stdout. Every figure is the best of several
+// runs (the least disturbed by the rest of the machine).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Attention.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Math.h"
+
+#include <mpi.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace autopar::rt;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The best time of `run` over at least `minRuns` runs and `minSeconds`,
+/// after one warm-up run.
+double bestTime(const std::function<void()> &run, int minRuns = 3,
+                double minSeconds = 0.02) {
+  run();
+  double best = 1e30, start = now();
+  for (int i = 0; i < minRuns || now() - start < minSeconds; ++i) {
+    double t0 = now();
+    run();
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+std::vector<float> filled(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = float(i % 17) * 0.01f - 0.08f;
+  return v;
+}
+
+// The grids (docs/planner.md): GEMM m, n and k each over kGemmSizes;
+// attention over sequence lengths kAttentionSeq (t = s) and head dims
+// kAttentionHeadDim, 8 (batch x head) pairs; the loop over kMemoryBytes.
+constexpr int64_t kGemmSizes[] = {32, 128, 512, 2048};
+constexpr int64_t kAttentionSeq[] = {64, 256, 1024};
+constexpr int64_t kAttentionHeadDim[] = {32, 64, 128};
+constexpr int64_t kMemoryBytes[] = {int64_t(1) << 16, int64_t(1) << 20,
+                                    int64_t(1) << 24, int64_t(1) << 28};
+
+void printList(const char *key, const std::vector<double> &values,
+               bool last = false) {
+  std::printf("\"%s\": [", key);
+  for (size_t i = 0; i < values.size(); ++i)
+    std::printf("%s%.10g", i ? ", " : "", values[i]);
+  std::printf("]%s", last ? "" : ", ");
+}
+
+std::vector<double> sizes(const int64_t *begin, const int64_t *end) {
+  return std::vector<double>(begin, end);
+}
+
+int compute() {
+  cpu::initBlas();
+  const int threads = omp_get_max_threads();
+  // Warm up: the first parallel regions of a process (thread creation, the
+  // cores' clocks) run up to 100x slower than the rest.
+  {
+    std::vector<float> a = filled(512 * 512), c(512 * 512);
+    cpu::GemmDesc d;
+    d.m = d.n = d.k = d.lda = d.ldb = 512;
+    for (double start = now(); now() - start < 0.3;)
+      cpu::gemm(d, a.data(), a.data(), c.data());
+  }
+  std::printf("{\"threads\": %d, \"gemm\": {", threads);
+  printList("sizes", sizes(std::begin(kGemmSizes), std::end(kGemmSizes)));
+  // GFLOP/s of C[m, n] = A[m, k] B[k, n], index (m, n, k) row-major.
+  std::vector<double> gemm;
+  for (int64_t m : kGemmSizes)
+    for (int64_t n : kGemmSizes)
+      for (int64_t k : kGemmSizes) {
+        std::vector<float> a = filled(m * k), b = filled(k * n), c(m * n);
+        cpu::GemmDesc d;
+        d.m = m;
+        d.n = n;
+        d.k = k;
+        d.lda = k;
+        d.ldb = n;
+        double t =
+            bestTime([&] { cpu::gemm(d, a.data(), b.data(), c.data()); });
+        gemm.push_back(2.0 * m * n * k / t / 1e9);
+      }
+  printList("gflops", gemm, true);
+  std::printf("}, \"attention\": {");
+  printList("seq", sizes(std::begin(kAttentionSeq), std::end(kAttentionSeq)));
+  printList("head_dim",
+            sizes(std::begin(kAttentionHeadDim), std::end(kAttentionHeadDim)));
+  // GFLOP/s by (variant, seq, head dim), of the model FLOPs the planner
+  // counts (passes/analysis/CostAnalysis.h's modelFlops: every score, the
+  // masked ones too). Variants: no mask, causal, an explicit (causal) mask
+  // tensor as exported graphs often carry.
+  std::vector<double> forward, backward;
+  for (int variant : {0, 1, 2})
+    for (int64_t t : kAttentionSeq)
+      for (int64_t dh : kAttentionHeadDim) {
+        std::unique_ptr<bool[]> mask(new bool[t * t]);
+        for (int64_t i = 0; i < t * t; ++i)
+          mask[i] = i % t <= i / t;
+        AttentionDesc d;
+        d.batch = 2;
+        d.heads = 4;
+        d.t = d.s = t;
+        d.d = dh;
+        d.scale = 0.125f;
+        d.causal = variant == 1;
+        if (variant == 2) {
+          d.mask = mask.get();
+          d.maskStrides[2] = t;
+          d.maskStrides[3] = 1;
+        }
+        // [b, t, h, d] tensors, as the model's projections leave them.
+        int64_t strides[3] = {t * 4 * dh, dh, 4 * dh};
+        for (int64_t *s :
+             {d.qStrides, d.kStrides, d.vStrides, d.outStrides, d.doutStrides,
+              d.dqStrides, d.dkStrides, d.dvStrides})
+          std::copy(strides, strides + 3, s);
+        const size_t n = size_t(d.batch * d.heads * t * dh);
+        std::vector<float> q = filled(n), k = filled(n), v = filled(n), out(n),
+                           dout = filled(n), dq(n), dk(n), dv(n),
+                           lse(d.batch * d.heads * t);
+        const double flops = 2.0 * 2 * d.batch * d.heads * t * t * dh;
+        double tf = bestTime([&] {
+          cpu::attentionForward(d, q.data(), k.data(), v.data(), out.data(),
+                                lse.data());
+        });
+        double tb = bestTime([&] {
+          cpu::attentionBackward(d, q.data(), k.data(), v.data(), out.data(),
+                                 lse.data(), dout.data(), dq.data(), dk.data(),
+                                 dv.data());
+        });
+        forward.push_back(flops / tf / 1e9);
+        backward.push_back(2 * flops / tb / 1e9);
+      }
+  printList("forward_gflops", forward);
+  printList("backward_gflops", backward, true);
+  std::printf("}, \"memory\": {");
+  printList("bytes", sizes(std::begin(kMemoryBytes), std::end(kMemoryBytes)));
+  // GB/s of y = a x + y (read 2, write 1), as a generated elementwise op.
+  std::vector<double> gbps;
+  for (int64_t bytes : kMemoryBytes) {
+    const int64_t n = bytes / 12;
+    std::vector<float> x = filled(n), y = filled(n);
+    float *xp = x.data(), *yp = y.data();
+    double t = bestTime([&] {
+#pragma omp parallel for simd
+      for (int64_t i = 0; i < n; ++i)
+        yp[i] = 0.5f * xp[i] + yp[i];
+    });
+    gbps.push_back(12.0 * n / t / 1e9);
+  }
+  printList("gbps", gbps, true);
+  // Nanoseconds per element of the kernels whose time is neither a product
+  // nor a stream through memory: the runtime's row kernels over [4096, 256]
+  // (the reduction of a bias gradient's rows), and the math functions of
+  // generated loops over 2^16 elements (in cache).
+  std::printf("}, \"element_ns\": {");
+  {
+    const int64_t rows = 4096, cols = 256, n = rows * cols;
+    std::vector<float> x = filled(n), dy = filled(n), y(n), dx(n),
+                       scale = filled(cols), bias = filled(cols), dscale(cols),
+                       dbias(cols), loss(rows);
+    std::vector<int64_t> labels(rows);
+    for (int64_t i = 0; i < rows; ++i)
+      labels[i] = (i * 7) % cols;
+    const int64_t shape[2] = {rows, cols};
+    const bool reduced[2] = {true, false};
+    float one = 1.0f;
+    auto perElement = [&](const std::function<void()> &run) {
+      return bestTime(run) / double(n) * 1e9;
+    };
+    std::vector<std::pair<const char *, double>> kernels = {
+        {"layer_norm", perElement([&] {
+           cpu::layerNormForward(x.data(), scale.data(), bias.data(), y.data(),
+                                 rows, cols, 1e-5);
+         })},
+        {"layer_norm_grad", perElement([&] {
+           cpu::layerNormBackward(x.data(), scale.data(), dy.data(), dx.data(),
+                                  dscale.data(), dbias.data(), rows, cols,
+                                  1e-5);
+         })},
+        {"reduce", perElement([&] {
+           cpu::reduce(cpu::ReduceKind::Sum, x.data(), dbias.data(), 2, shape,
+                       reduced);
+         })},
+        {"softmax", perElement([&] {
+           cpu::softmaxForward(x.data(), y.data(), rows, cols, 1);
+         })},
+        {"softmax_grad", perElement([&] {
+           cpu::softmaxBackward(y.data(), dy.data(), dx.data(), rows, cols, 1);
+         })},
+        {"softmax_cross_entropy", perElement([&] {
+           cpu::softmaxCrossEntropyForward(x.data(), labels.data(), true,
+                                           loss.data(), rows, cols, 1,
+                                           cpu::Reduction::Mean, false, 0);
+         })},
+        {"softmax_cross_entropy_grad", perElement([&] {
+           cpu::softmaxCrossEntropyBackward(x.data(), labels.data(), true, &one,
+                                            dx.data(), rows, cols, 1,
+                                            cpu::Reduction::Mean, false, 0);
+         })}};
+    const int64_t m = int64_t(1) << 16;
+    float *xp = x.data(), *yp = y.data();
+    // Each function in a loop of its own: the compiler vectorizes the call
+    // with libmvec where the emitted programs do (runtime/cpu/Math.h).
+    kernels.push_back({"erf", perElement([&] {
+                         for (int64_t r = 0; r < n / m; ++r) {
+#pragma omp parallel for simd
+                           for (int64_t i = 0; i < m; ++i)
+                             yp[i] = erff(xp[i]);
+                         }
+                       })});
+    kernels.push_back({"exp", perElement([&] {
+                         for (int64_t r = 0; r < n / m; ++r) {
+#pragma omp parallel for simd
+                           for (int64_t i = 0; i < m; ++i)
+                             yp[i] = expf(xp[i]);
+                         }
+                       })});
+    kernels.push_back({"tanh", perElement([&] {
+                         for (int64_t r = 0; r < n / m; ++r) {
+#pragma omp parallel for simd
+                           for (int64_t i = 0; i < m; ++i)
+                             yp[i] = tanhf(xp[i]);
+                         }
+                       })});
+    kernels.push_back({"log", perElement([&] {
+                         for (int64_t r = 0; r < n / m; ++r) {
+#pragma omp parallel for simd
+                           for (int64_t i = 0; i < m; ++i)
+                             yp[i] = logf(1.5f + xp[i]);
+                         }
+                       })});
+    for (size_t i = 0; i < kernels.size(); ++i)
+      std::printf("%s\"%s\": %.6g", i ? ", " : "", kernels[i].first,
+                  kernels[i].second);
+  }
+  // One generated op on a few floats: the OpenMP loop's fork and join.
+  std::vector<float> x = filled(64), y = filled(64);
+  float *xp = x.data(), *yp = y.data();
+  double op = bestTime(
+      [&] {
+        for (int r = 0; r < 100; ++r) {
+#pragma omp parallel for simd
+          for (int64_t i = 0; i < 64; ++i)
+            yp[i] = 0.5f * xp[i] + yp[i];
+        }
+      },
+      5);
+  std::printf("}, \"op_overhead_us\": %.4g}\n", op / 100 * 1e6);
+  return 0;
+}
+
+// Message sizes of the collectives (bytes).
+constexpr int64_t kCommBytes[] = {int64_t(1) << 12, int64_t(1) << 16,
+                                  int64_t(1) << 20, int64_t(1) << 24};
+
+int comm() {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::vector<double> allReduce, send;
+  for (int64_t bytes : kCommBytes) {
+    const int n = int(bytes / 4);
+    std::vector<float> buf = filled(n), out(n);
+    // Every rank times the same number of runs (a count decided by each
+    // rank's clock would leave one waiting in a collective the others never
+    // call).
+    const int runs = bytes <= (int64_t(1) << 20) ? 20 : 5;
+    auto timed = [&](const std::function<void()> &run) {
+      double t = 1e30;
+      for (int i = 0; i <= runs; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now();
+        run();
+        if (i > 0) // the first run warms up
+          t = std::min(t, now() - t0);
+      }
+      // The slowest rank's best.
+      double worst = 0;
+      MPI_Reduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      return worst;
+    };
+    allReduce.push_back(timed([&] {
+      MPI_Request r;
+      MPI_Iallreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM,
+                     MPI_COMM_WORLD, &r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }));
+    // Rank 0 to rank 1, as a pipeline stage sends an activation.
+    send.push_back(timed([&] {
+      if (rank == 0)
+        MPI_Send(buf.data(), n, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+      else if (rank == 1)
+        MPI_Recv(out.data(), n, MPI_FLOAT, 0, 0, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    }));
+  }
+  if (rank == 0) {
+    std::printf("{\"ranks\": %d, ", ranks);
+    printList("bytes", sizes(std::begin(kCommBytes), std::end(kCommBytes)));
+    printList("all_reduce_s", allReduce);
+    printList("send_s", send, true);
+    std::printf("}\n");
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string mode = argc == 2 ? argv[1] : "";
+  if (mode == "compute") {
+    cpu::fixBlasCoreType(argv);
+    return compute();
+  }
+  if (mode == "comm") {
+    MPI_Init(&argc, &argv);
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    int rc = 0;
+    if (ranks < 2) {
+      std::fprintf(stderr, "autopar-calibrate: comm needs 2 or more ranks "
+                           "(mpirun -np R)\n");
+      rc = 2;
+    } else {
+      rc = comm();
+    }
+    MPI_Finalize();
+    return rc;
+  }
+  std::fprintf(stderr, "usage: autopar-calibrate compute | mpirun -np R "
+                       "autopar-calibrate comm\n");
+  return 2;
+}
