@@ -541,6 +541,13 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
             " GPUs, the cluster has " + std::to_string(o.cluster.gpus());
     return false;
   }
+  if (o.cluster.calibration && ranks > 1 &&
+      o.cluster.calibration->comm.empty()) {
+    error = planName + ": mesh: the plan has " + std::to_string(ranks) +
+            " ranks, and the calibration measured no collectives (mpirun "
+            "was not found): plans of one rank only";
+    return false;
+  }
   CompileOptions co;
   co.model = o.model;
   co.plan = planName;

@@ -69,7 +69,7 @@ std::vector<float> filled(size_t n) {
 // The grids (docs/planner.md): GEMM m, n and k each over kGemmSizes;
 // attention over sequence lengths kAttentionSeq (t = s) and head dims
 // kAttentionHeadDim, 8 (batch x head) pairs; the loop over kMemoryBytes.
-constexpr int64_t kGemmSizes[] = {32, 128, 512, 2048};
+constexpr int64_t kGemmSizes[] = {32, 128, 256, 512, 2048};
 constexpr int64_t kAttentionSeq[] = {64, 256, 1024};
 constexpr int64_t kAttentionHeadDim[] = {32, 64, 128};
 constexpr int64_t kMemoryBytes[] = {int64_t(1) << 16, int64_t(1) << 20,
@@ -106,15 +106,24 @@ int compute() {
   for (int64_t m : kGemmSizes)
     for (int64_t n : kGemmSizes)
       for (int64_t k : kGemmSizes) {
-        std::vector<float> a = filled(m * k), b = filled(k * n), c(m * n);
+        // Operands from beyond the cores' private caches, as a program's
+        // products read what the ops before them wrote: copies taken in
+        // turn, 32 MiB in all.
+        const int64_t floats = m * k + k * n + m * n;
+        const int64_t copies =
+            std::max<int64_t>(1, (int64_t(8) << 20) / floats);
+        std::vector<float> buffer = filled(floats * copies);
         cpu::GemmDesc d;
         d.m = m;
         d.n = n;
         d.k = k;
         d.lda = k;
         d.ldb = n;
-        double t =
-            bestTime([&] { cpu::gemm(d, a.data(), b.data(), c.data()); });
+        int64_t next = 0;
+        double t = bestTime([&] {
+          float *a = buffer.data() + (next++ % copies) * floats;
+          cpu::gemm(d, a, a + m * k, a + m * k + k * n);
+        });
         gemm.push_back(2.0 * m * n * k / t / 1e9);
       }
   printList("gflops", gemm, true);

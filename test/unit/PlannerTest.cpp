@@ -11,6 +11,8 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 using namespace autopar;
@@ -179,6 +181,152 @@ TEST(Planner, TimeFunctionOverlapsCollectives) {
       " -> tensor<2048x8192xbf16>\n" +
       product + "  return %p : tensor<2048x2048xbf16>\n");
   EXPECT_NEAR(two.exposedCommSeconds, 2 * gatherSeconds, 1e-12);
+}
+
+/// A calibration of two thread counts: GEMM rates 100 and 400 GFLOP/s at
+/// the small and large ends of a 2-size grid (1 thread; twice that on 2),
+/// attention 50 / 25 GFLOP/s, memory 10 to 100 GB/s, all-reduce and send
+/// times of 2 ranks.
+json calibrated() {
+  json cluster = a100Nodes(1);
+  cluster["gpus_per_node"] = 2;
+  json compute = json::array();
+  for (int threads : {1, 2}) {
+    std::vector<double> gemm;
+    for (int m = 0; m < 2; ++m)
+      for (int n = 0; n < 2; ++n)
+        for (int k = 0; k < 2; ++k)
+          gemm.push_back(threads * (m + n + k == 3 ? 400.0 : 100.0));
+    compute.push_back({{"threads", threads},
+                       {"gemm", {{"sizes", {16, 1024}}, {"gflops", gemm}}},
+                       {"attention",
+                        {{"seq", {128}},
+                         {"head_dim", {64}},
+                         {"forward_gflops", {50, 100, 25}},
+                         {"backward_gflops", {25, 50, 12.5}}}},
+                       {"memory", {{"bytes", {1e3, 1e9}}, {"gbps", {100, 10}}}},
+                       {"element_ns", {{"erf", 2.0}}},
+                       {"op_overhead_us", 1}});
+  }
+  cluster["calibration"] = {{"cores", 2},
+                            {"compute", compute},
+                            {"comm",
+                             {{{"ranks", 2},
+                               {"bytes", {1e3, 1e6}},
+                               {"all_reduce_s", {1e-5, 1e-3}},
+                               {"send_s", {1e-6, 1e-4}}}}}};
+  return cluster;
+}
+
+TEST(Calibration, Lookups) {
+  Cluster c;
+  std::string error;
+  ASSERT_TRUE(parseCluster(calibrated(), c, error)) << error;
+  ASSERT_TRUE(c.calibration);
+  Cluster again;
+  ASSERT_TRUE(parseCluster(toJson(c), again, error)) << error;
+  EXPECT_EQ(toJson(again), toJson(c));
+  const Calibration &cal = *c.calibration;
+  // A rank of one plan gets every core; of two, one each; of four, one.
+  EXPECT_EQ(cal.forRanks(1).threads, 2);
+  EXPECT_EQ(cal.forRanks(2).threads, 1);
+  EXPECT_EQ(cal.forRanks(4).threads, 1);
+  const Calibration::Compute &one = cal.forRanks(2);
+  // On the grid: its rate; between, log-linear; beyond, the edge's.
+  EXPECT_DOUBLE_EQ(Calibration::gemmSeconds(one, 1024, 1024, 1024),
+                   2.0 * 1024 * 1024 * 1024 / 400e9);
+  EXPECT_DOUBLE_EQ(Calibration::gemmSeconds(one, 16, 16, 16),
+                   2.0 * 16 * 16 * 16 / 100e9);
+  EXPECT_NEAR(Calibration::gemmSeconds(one, 4096, 4096, 4096),
+              2.0 * 4096 * 4096 * 4096 / 400e9, 1e-12);
+  // Halfway (in log) along all three sizes: 100 x (400 / 100)^(1/8) (the
+  // one corner of the cube at 400 weighs 1/8).
+  EXPECT_NEAR(Calibration::gemmSeconds(one, 128, 128, 128),
+              2.0 * 128 * 128 * 128 / (100e9 * std::pow(4.0, 0.125)), 1e-15);
+  EXPECT_DOUBLE_EQ(Calibration::gemmSeconds(cal.forRanks(1), 1024, 1024, 1024),
+                   2.0 * 1024 * 1024 * 1024 / 800e9);
+  EXPECT_DOUBLE_EQ(Calibration::attentionSeconds(
+                       one, false, Calibration::kNoMask, 128, 64, 1e9),
+                   1 / 50.0);
+  EXPECT_DOUBLE_EQ(Calibration::attentionSeconds(
+                       one, true, Calibration::kMaskTensor, 512, 16, 1e9),
+                   1 / 12.5);
+  EXPECT_NEAR(Calibration::memorySeconds(one, 1e6),
+              1e6 / (std::sqrt(10.0) * 1e10), 1e-15);
+  // An all-reduce sending B bytes (ring, 2 ranks) is the measured one of
+  // a B-byte message; a reduce-scatter sending B half of one sending 2 B;
+  // beyond the largest message, its bandwidth.
+  double t = 0;
+  ASSERT_TRUE(cal.collectiveSeconds("all_reduce", 2, 1e6, t));
+  EXPECT_DOUBLE_EQ(t, 1e-3);
+  ASSERT_TRUE(cal.collectiveSeconds("reduce_scatter", 2, 5e5, t));
+  EXPECT_DOUBLE_EQ(t, 0.5e-3);
+  ASSERT_TRUE(cal.collectiveSeconds("all_reduce", 2, 4e6, t));
+  EXPECT_DOUBLE_EQ(t, 4e-3);
+  ASSERT_TRUE(cal.collectiveSeconds("send", 2, 1e3, t));
+  EXPECT_DOUBLE_EQ(t, 1e-6);
+  Calibration none = cal;
+  none.comm.clear();
+  EXPECT_FALSE(none.collectiveSeconds("all_reduce", 2, 1e6, t));
+}
+
+TEST(Calibration, Errors) {
+  json j = calibrated();
+  j["calibration"]["compute"][0]["gemm"]["gflops"].erase(0);
+  EXPECT_EQ(rejects(j), "calibration.compute[0].gemm.gflops: must be a list "
+                        "of 8 numbers > 0");
+  j = calibrated();
+  j["calibration"]["compute"][1]["threads"] = 1;
+  EXPECT_EQ(rejects(j),
+            "calibration.compute[1].threads: must increase along the list");
+  j = calibrated();
+  j["calibration"]["compute"][0]["element_ns"]["erf"] = -1;
+  EXPECT_EQ(rejects(j),
+            "calibration.compute[0].element_ns.erf: must be a number > 0");
+  j = calibrated();
+  j["calibration"]["comm"][0]["ranks"] = 1;
+  EXPECT_EQ(rejects(j), "calibration.comm[0].ranks: must be >= 2 and increase "
+                        "along the list");
+  j = calibrated();
+  j["calibration"].erase("compute");
+  EXPECT_EQ(rejects(j), "calibration.compute: must be a list of one or more "
+                        "thread counts");
+}
+
+TEST(Calibration, TimesTheCpuProgram) {
+  // On a calibrated cluster, a product takes its measured rate, an erf
+  // loop its measured nanoseconds per element, a collective its measured
+  // time, and nothing overlaps (MPI progresses in its calls).
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::func::FuncDialect, nn::NNDialect, dist::DistDialect>();
+  const std::string text =
+      "dist.mesh @m axes = [dp = 2, pp = 1, tp = 1]\n"
+      "func.func @f(%x: tensor<1024x1024xf32>, %w: tensor<1024x1024xf32>) "
+      "-> tensor<1024x1024xf32> {\n"
+      "  %r = dist.all_reduce sum %w on @m axes = [dp] : "
+      "tensor<1024x1024xf32>\n"
+      "  %p = nn.matmul %x, %r : (tensor<1024x1024xf32>, "
+      "tensor<1024x1024xf32>) -> tensor<1024x1024xf32>\n"
+      "  %e = nn.erf %p : tensor<1024x1024xf32>\n"
+      "  return %e : tensor<1024x1024xf32>\n"
+      "}\n";
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  ASSERT_TRUE(module);
+  Cluster cluster;
+  std::string error;
+  ASSERT_TRUE(parseCluster(calibrated(), cluster, error)) << error;
+  FunctionTime t =
+      timeFunction(module->lookupSymbol<mlir::func::FuncOp>("f"), cluster);
+  // Two ranks on two cores: one thread each.
+  // The erf: 2 ns per element (its 8 MiB at about 22 GB/s take less),
+  // and the overhead of an op.
+  const double product = 2.0 * 1024 * 1024 * 1024 / 400e9,
+               erf = 1024.0 * 1024 * 2e-9 + 1e-6;
+  EXPECT_NEAR(t.computeSeconds, product + erf, 1e-9);
+  // The all-reduce of 4 MiB sends 4 MiB: beyond the 1e6-byte message, at
+  // its bandwidth; waited for at once.
+  EXPECT_NEAR(t.exposedCommSeconds, 4.0 * 1024 * 1024 / 1e6 * 1e-3, 1e-12);
 }
 
 } // namespace
