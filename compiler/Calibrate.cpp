@@ -127,20 +127,47 @@ bool measure(json &cluster, std::string &error, llvm::raw_ostream &log) {
   for (int64_t t = 1; t < cores; t *= 2)
     threads.push_back(t);
   threads.push_back(cores);
+  auto mpirun = llvm::sys::findProgramByName("mpirun");
+  // The calibration's own ranks may run as root (as CI's do); the
+  // programs' runs are the user's to allow.
+  std::vector<std::string> mpiEnv;
+  if (geteuid() == 0)
+    mpiEnv = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   json compute = json::array();
   for (int64_t t : threads) {
+    // A plan's ranks share the cores: cores / t ranks of t threads each
+    // measure at once (one alone without mpirun).
+    const int64_t ranks = mpirun ? cores / t : 1;
     log << "calibrating: kernels on " << t << " thread" << (t > 1 ? "s" : "")
+        << (ranks > 1 ? ", " + std::to_string(ranks) + " ranks at once" : "")
         << "\n";
+    std::string what = calibrator + " compute";
+    std::vector<std::string> args = {"compute"},
+                             env = {"OMP_NUM_THREADS=" + std::to_string(t),
+                                    "OPENBLAS_NUM_THREADS=1"};
+    std::string program = calibrator;
+    if (ranks > 1) {
+      what = "mpirun -np " + std::to_string(ranks) + " " + what;
+      args = {"--oversubscribe",
+              "--bind-to",
+              "none",
+              "-np",
+              std::to_string(ranks),
+              "-x",
+              env[0],
+              "-x",
+              env[1],
+              calibrator,
+              "compute"};
+      env = mpiEnv;
+      program = *mpirun;
+    }
     json one;
-    if (!runJson(
-            calibrator, {"compute"},
-            {"OMP_NUM_THREADS=" + std::to_string(t), "OPENBLAS_NUM_THREADS=1"},
-            calibrator + " compute", one, error))
+    if (!runJson(program, args, env, what, one, error))
       return false;
     compute.push_back(one);
   }
   json comm = json::array();
-  auto mpirun = llvm::sys::findProgramByName("mpirun");
   if (!mpirun) {
     log << "calibrating: mpirun not found; no collectives measured (plans of "
            "one rank only)\n";
@@ -152,13 +179,7 @@ bool measure(json &cluster, std::string &error, llvm::raw_ostream &log) {
               *mpirun,
               {"--oversubscribe", "--bind-to", "none", "-np", std::to_string(r),
                "-x", "OMP_NUM_THREADS=1", calibrator, "comm"},
-              // The calibration's own ranks may run as root (as
-              // CI's do); the programs' runs are the user's to allow.
-              geteuid() == 0
-                  ? std::vector<std::string>{"OMPI_ALLOW_RUN_AS_ROOT=1",
-                                             "OMPI_ALLOW_RUN_AS_ROOT_"
-                                             "CONFIRM=1"}
-                  : std::vector<std::string>{},
+              mpiEnv,
               "mpirun -np " + std::to_string(r) + " " + calibrator + " comm",
               one, error))
         return false;

@@ -5,7 +5,8 @@
 // prints into the local cluster of `autopar plan --cluster local`
 // (docs/planner.md, "This machine"):
 //
-//   autopar-calibrate compute   with the OpenMP threads of one rank:
+//   [mpirun -np R] autopar-calibrate compute   with the OpenMP threads of
+//     one rank, R ranks measuring at once:
 //     the GEMM rate of runtime/cpu's gemm() over a grid of shapes, the
 //     fused attention's forward and backward rates over sequence lengths
 //     and head dims, the bandwidth of an elementwise loop by working set,
@@ -14,14 +15,15 @@
 //     issue: all-reduce and point-to-point send of several sizes; rank 0
 //     prints each size's seconds.
 //
-// Output: one JSON object on stdout. Every figure is the best of several
-// runs (the least disturbed by the rest of the machine).
+// Output: one JSON object on stdout. Every figure is the median of several
+// runs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Math.h"
+#include "runtime/optim/Optimizer.h"
 
 #include <mpi.h>
 #include <omp.h>
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -45,18 +48,29 @@ double now() {
       .count();
 }
 
-/// The best time of `run` over at least `minRuns` runs and `minSeconds`,
-/// after one warm-up run.
-double bestTime(const std::function<void()> &run, int minRuns = 3,
-                double minSeconds = 0.02) {
+/// Whether `compute` runs as one of several ranks (mpirun), each measuring
+/// the same kernels at the same time.
+bool alongside = false;
+
+/// The median time of `run` over at least `minRuns` runs and `minSeconds`,
+/// after one warm-up run: what a program running the kernel once among
+/// others sees, more than the best run does. Alongside other ranks, all
+/// start together.
+double medianTime(const std::function<void()> &run, int minRuns = 5,
+                  double minSeconds = 0.05) {
+  if (alongside)
+    MPI_Barrier(MPI_COMM_WORLD);
   run();
-  double best = 1e30, start = now();
-  for (int i = 0; i < minRuns || now() - start < minSeconds; ++i) {
+  std::vector<double> times;
+  for (double start = now();
+       int(times.size()) < minRuns || now() - start < minSeconds;) {
     double t0 = now();
     run();
-    best = std::min(best, now() - t0);
+    times.push_back(now() - t0);
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                   times.end());
+  return times[times.size() / 2];
 }
 
 std::vector<float> filled(size_t n) {
@@ -120,7 +134,7 @@ int compute() {
         d.lda = k;
         d.ldb = n;
         int64_t next = 0;
-        double t = bestTime([&] {
+        double t = medianTime([&] {
           float *a = buffer.data() + (next++ % copies) * floats;
           cpu::gemm(d, a, a + m * k, a + m * k + k * n);
         });
@@ -165,11 +179,11 @@ int compute() {
                            dout = filled(n), dq(n), dk(n), dv(n),
                            lse(d.batch * d.heads * t);
         const double flops = 2.0 * 2 * d.batch * d.heads * t * t * dh;
-        double tf = bestTime([&] {
+        double tf = medianTime([&] {
           cpu::attentionForward(d, q.data(), k.data(), v.data(), out.data(),
                                 lse.data());
         });
-        double tb = bestTime([&] {
+        double tb = medianTime([&] {
           cpu::attentionBackward(d, q.data(), k.data(), v.data(), out.data(),
                                  lse.data(), dout.data(), dq.data(), dk.data(),
                                  dv.data());
@@ -187,7 +201,7 @@ int compute() {
     const int64_t n = bytes / 12;
     std::vector<float> x = filled(n), y = filled(n);
     float *xp = x.data(), *yp = y.data();
-    double t = bestTime([&] {
+    double t = medianTime([&] {
 #pragma omp parallel for simd
       for (int64_t i = 0; i < n; ++i)
         yp[i] = 0.5f * xp[i] + yp[i];
@@ -212,7 +226,7 @@ int compute() {
     const bool reduced[2] = {true, false};
     float one = 1.0f;
     auto perElement = [&](const std::function<void()> &run) {
-      return bestTime(run) / double(n) * 1e9;
+      return medianTime(run) / double(n) * 1e9;
     };
     std::vector<std::pair<const char *, double>> kernels = {
         {"layer_norm", perElement([&] {
@@ -276,6 +290,36 @@ int compute() {
                              yp[i] = logf(1.5f + xp[i]);
                          }
                        })});
+    // The optimizer's update and the gradient norm before it, per
+    // parameter element, over 4 Mi elements (64 MiB of parameters,
+    // gradients and state, as a model's).
+    {
+      const int64_t elements = int64_t(1) << 22;
+      std::vector<float> p = filled(elements), g = filled(elements),
+                         s0(elements), s1(elements);
+      std::vector<ParamSlice> slices = {
+          {p.data(), g.data(), s0.data(), s1.data(), elements, true}};
+      auto update = [&](OptimizerKind kind, double momentum) {
+        OptimizerConfig config;
+        config.kind = kind;
+        config.momentum = momentum;
+        slices[0].state0 =
+            kind == OptimizerKind::AdamW || momentum > 0 ? s0.data() : nullptr;
+        int64_t step = 1;
+        return medianTime(
+                   [&] { optimizerStep(config, slices, step++, 1e-4, 1.0f); }) /
+               double(elements) * 1e9;
+      };
+      kernels.push_back({"adamw", update(OptimizerKind::AdamW, 0)});
+      kernels.push_back({"sgd", update(OptimizerKind::Sgd, 0)});
+      kernels.push_back({"sgd_momentum", update(OptimizerKind::Sgd, 0.9)});
+      double squares = 0;
+      kernels.push_back(
+          {"grad_norm", medianTime([&] { squares += gradSquaredSum(slices); }) /
+                            double(elements) * 1e9});
+      if (squares < 0) // keeps the sums from being optimized away
+        std::printf("%g", squares);
+    }
     for (size_t i = 0; i < kernels.size(); ++i)
       std::printf("%s\"%s\": %.6g", i ? ", " : "", kernels[i].first,
                   kernels[i].second);
@@ -283,7 +327,7 @@ int compute() {
   // One generated op on a few floats: the OpenMP loop's fork and join.
   std::vector<float> x = filled(64), y = filled(64);
   float *xp = x.data(), *yp = y.data();
-  double op = bestTime(
+  double op = medianTime(
       [&] {
         for (int r = 0; r < 100; ++r) {
 #pragma omp parallel for simd
@@ -313,15 +357,17 @@ int comm() {
     // call).
     const int runs = bytes <= (int64_t(1) << 20) ? 20 : 5;
     auto timed = [&](const std::function<void()> &run) {
-      double t = 1e30;
+      std::vector<double> times;
       for (int i = 0; i <= runs; ++i) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now();
         run();
         if (i > 0) // the first run warms up
-          t = std::min(t, now() - t0);
+          times.push_back(now() - t0);
       }
-      // The slowest rank's best.
+      std::nth_element(times.begin(), times.begin() + runs / 2, times.end());
+      double t = times[runs / 2];
+      // The slowest rank's median.
       double worst = 0;
       MPI_Reduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       return worst;
@@ -357,7 +403,20 @@ int main(int argc, char **argv) {
   std::string mode = argc == 2 ? argv[1] : "";
   if (mode == "compute") {
     cpu::fixBlasCoreType(argv);
-    return compute();
+    // Under mpirun: every rank measures at once (a rank of a plan shares
+    // the machine's caches and memory with the others), rank 0 prints.
+    if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+      MPI_Init(&argc, &argv);
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      if (rank != 0 && !std::freopen("/dev/null", "w", stdout))
+        return 1;
+      alongside = true;
+    }
+    int rc = compute();
+    if (alongside)
+      MPI_Finalize();
+    return rc;
   }
   if (mode == "comm") {
     MPI_Init(&argc, &argv);
