@@ -72,6 +72,17 @@ SmallVector<const char *, 2> mathCalls(Operation *op) {
   return {};
 }
 
+/// "bf16<suffix>" or "f16<suffix>" for a 16-bit float (tensor) type, ""
+/// (no such measurement) otherwise.
+const char *lowFloat(Type type, StringRef suffix) {
+  Type e = getElementTypeOrSelf(type);
+  if (e.isBF16())
+    return suffix == "_widen" ? "bf16_widen" : "bf16_round";
+  if (e.isF16())
+    return suffix == "_widen" ? "f16_widen" : "f16_round";
+  return "";
+}
+
 class TimeModel {
 public:
   TimeModel(ModuleOp module, const Cluster &cluster) : cluster(cluster) {
@@ -167,10 +178,47 @@ public:
       else if (isa<nn::SoftmaxCrossEntropyGradOp>(op))
         kernel = elements(op->getResult(0)) * ns("softmax_cross_entropy_grad");
       else if (auto fused = dyn_cast<nn::FusedOp>(op)) {
+        // Per element of the loop: each math function, each 16-bit operand
+        // widened and each 16-bit result rounded (generated loops compute
+        // in float).
         double perElement = 0;
+        // A loop over bfloat16 values is not vectorized (Calibrate.cpp):
+        // its ops at their measured cost there.
+        bool bf16Loop =
+            llvm::any_of(fused.getBody().getArgumentTypes(), [](Type t) {
+              return getElementTypeOrSelf(t).isBF16();
+            });
         fused.getBody().walk([&](Operation *inner) {
-          for (const char *f : mathCalls(inner))
+          bf16Loop =
+              bf16Loop || llvm::any_of(inner->getResultTypes(), [](Type t) {
+                return getElementTypeOrSelf(t).isBF16();
+              });
+        });
+        for (BlockArgument arg : fused.getBody().getArguments())
+          if (!bf16Loop)
+            perElement += ns(lowFloat(arg.getType(), "_widen"));
+        fused.getBody().walk([&](Operation *inner) {
+          if (isa<nn::ConstantOp, nn::YieldOp>(inner))
+            return;
+          SmallVector<const char *, 2> calls = mathCalls(inner);
+          if (bf16Loop) {
+            // Measured with a bfloat16 result; a float one is not rounded.
+            const double round =
+                llvm::any_of(
+                    inner->getResultTypes(),
+                    [](Type t) { return getElementTypeOrSelf(t).isBF16(); })
+                    ? 0
+                    : ns("bf16_round");
+            for (const char *f : calls)
+              perElement += ns((std::string(f) + "_bf16").c_str()) - round;
+            if (calls.empty())
+              perElement += ns("op_bf16") - round;
+            return;
+          }
+          for (const char *f : calls)
             perElement += ns(f);
+          for (Value r : inner->getResults())
+            perElement += ns(lowFloat(r.getType(), "_round"));
         });
         kernel = elements(op->getResult(0)) * perElement;
       } else {

@@ -13,6 +13,10 @@ Measured: the median ms/step of the training log after the first quarter
 of the steps.
 
 Usage: /usr/bin/python3 bench/planner/local.py [--steps N] [--recalibrate] [--keep]
+           [--model gpt|bert|llama] [--d-model D] [--heads H] [--layers L]
+           [--vocab V] [--seq T] [--plan-extra JSON]
+(the options change the model and add keys to every plan: other shapes,
+precisions, optimizers.)
 Exit status 1 when a prediction is more than 25% off.
 """
 import argparse
@@ -49,29 +53,40 @@ def main():
     parser.add_argument("--recalibrate", action="store_true",
                         help="run `autopar calibrate` first")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--model", choices=["gpt", "bert", "llama"], default="gpt")
+    parser.add_argument("--d-model", type=int, default=CONFIG["d_model"])
+    parser.add_argument("--heads", type=int, default=CONFIG["heads"])
+    parser.add_argument("--layers", type=int, default=CONFIG["layers"])
+    parser.add_argument("--vocab", type=int, default=CONFIG["vocab"])
+    parser.add_argument("--seq", type=int, default=CONFIG["seq"])
+    parser.add_argument("--plan-extra", default="{}",
+                        help="JSON merged into every plan (precision, optimizer, zero...)")
     args = parser.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = os.cpu_count() or 1
     autopar = os.path.join(ROOT, "build", "bin", "autopar")
     work = tempfile.mkdtemp(prefix="autopar-plan-local-")
-    c = CONFIG
-    model = os.path.join(work, "gpt.onnx")
-    run([PY, os.path.join(ROOT, "test", "models", "export.py"), "--model", "gpt",
+    c = dict(CONFIG, d_model=args.d_model, heads=args.heads, layers=args.layers,
+             vocab=args.vocab, seq=args.seq)
+    inputs = ("input_ids", "labels") if args.model == "bert" else ("idx", "targets")
+    model = os.path.join(work, "model.onnx")
+    run([PY, os.path.join(ROOT, "test", "models", "export.py"), "--model", args.model,
          "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads",
          str(c["heads"]), "--layers", str(c["layers"]), "--seq", str(c["seq"]),
          "--batch", str(c["batch"]), "--opset", "17", "--seed", "0", "--dynamic-batch",
          "-o", model], env)
     shape = f"{c['batch']},{c['seq']}"
-    shapes = ["--input-shape", f"idx={shape}", "--input-shape", f"targets={shape}"]
+    shapes = ["--input-shape", f"{inputs[0]}={shape}", "--input-shape", f"{inputs[1]}={shape}"]
     tokens = os.path.join(work, "tokens.bin")
     run([PY, os.path.join(ROOT, "test", "e2e", "make_tokens.py"), "-o", tokens, "--count",
          str((args.steps + 1) * c["batch"] * c["seq"] + 1), "--vocab", str(c["vocab"])], env)
     if args.recalibrate:
         run([autopar, "calibrate"], env)
 
-    print(f"machine: {cores} cores; GPT {c['layers']} layers, d {c['d_model']}, "
+    extra = json.loads(args.plan_extra)
+    print(f"machine: {cores} cores; {args.model} {c['layers']} layers, d {c['d_model']}, "
           f"{c['heads']} heads, vocab {c['vocab']}, T {c['seq']}, batch {c['batch']}, "
-          f"AdamW, fp32, CPU target")
+          f"CPU target, plans + {json.dumps(extra)}")
     print(f"{'plan':<16}{'ranks':>6}{'threads':>8}{'predicted ms':>14}{'measured ms':>13}"
           f"{'ratio':>7}   predicted compute / comm / bubble / optimizer ms")
     worst = 0.0
@@ -79,6 +94,9 @@ def main():
         mesh = plan.get("mesh", {})
         ranks = mesh.get("dp", 1) * mesh.get("tp", 1) * mesh.get("pp", 1)
         plan_path = os.path.join(work, f"plan{i}.json")
+        plan = dict(plan, **extra)
+        if args.model == "bert":
+            plan["data"] = {"inputs": inputs[0], "targets": inputs[1]}
         with open(plan_path, "w") as f:
             json.dump(plan, f)
         out = run([autopar, "plan", model, "--cluster", "local", "--global-batch",
