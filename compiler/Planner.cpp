@@ -693,9 +693,14 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // next): `m` micro-batches; ZeRO-3 only where ZeRO-1 does not fit; full
   // recompute only where a plan does not fit without. Meshes are
   // independent: they are evaluated on all cores.
+  // GPUs: bf16-mixed (the time model has no fp32 peak). This machine's
+  // CPU programs multiply in fp32 whatever the precision: fp32 first, and
+  // bf16-mixed for the best meshes (less memory, more conversions).
+  const bool local = o.cluster.calibration.has_value();
+  const std::string precision = local ? "fp32" : "bf16-mixed";
   struct Mesh {
     int64_t dp, tp, pp, m;
-    std::string schedule = "1f1b", recompute = "none";
+    std::string schedule = "1f1b", recompute = "none", precision;
     int64_t chunks = 1;
     /// The ZeRO stages to try, in order (default: 1, then 3 where pp = 1),
     /// and whether a plan that does not fit is tried with full recompute.
@@ -704,9 +709,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
     std::vector<Prediction> predictions;
     std::string firstError;
   };
-  auto makeMesh = [](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
+  auto makeMesh = [&](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
     Mesh mesh;
     mesh.dp = dp, mesh.tp = tp, mesh.pp = pp, mesh.m = m;
+    mesh.precision = precision;
     return mesh;
   };
   auto evaluateMesh = [&](Mesh &mesh) {
@@ -731,7 +737,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
       plan.meshPp = mesh.pp;
       plan.microBatches = mesh.m;
       plan.zeroStage = mesh.dp > 1 ? zero : 0;
-      plan.precision = "bf16-mixed";
+      plan.precision = mesh.precision;
       plan.recompute = mesh.recompute;
       if (mesh.pp > 1) {
         plan.pipelineSchedule = mesh.schedule;
@@ -776,20 +782,27 @@ bool autopar::searchPlans(const PlannerOptions &o,
   };
   // One sample per micro-batch first (the least activation memory, the
   // smallest bubble); then two for the best few meshes.
+  // Every GPU; on this machine also fewer ranks (with more threads each).
+  std::vector<int64_t> rankCounts = {gpus};
+  if (local)
+    for (int64_t r = gpus - 1; r >= 1; --r)
+      if (gpus % r == 0)
+        rankCounts.push_back(r);
   std::vector<Mesh> meshes;
-  for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
-    if (o.cluster.gpusPerNode % tp || gpus % tp)
-      continue;
-    for (int64_t pp = 1; tp * pp <= gpus; ++pp) {
-      if (gpus % (tp * pp))
+  for (int64_t ranks : rankCounts)
+    for (int64_t tp = 1; tp <= o.cluster.gpusPerNode; ++tp) {
+      if (o.cluster.gpusPerNode % tp || ranks % tp)
         continue;
-      const int64_t dp = gpus / (tp * pp);
-      // Fewer micro-batches than stages leaves the pipeline mostly idle.
-      if (batch % dp || batch / dp < pp)
-        continue;
-      meshes.push_back(makeMesh(dp, tp, pp, batch / dp));
+      for (int64_t pp = 1; tp * pp <= ranks; ++pp) {
+        if (ranks % (tp * pp))
+          continue;
+        const int64_t dp = ranks / (tp * pp);
+        // Fewer micro-batches than stages leaves the pipeline mostly idle.
+        if (batch % dp || batch / dp < pp)
+          continue;
+        meshes.push_back(makeMesh(dp, tp, pp, batch / dp));
+      }
     }
-  }
   // The most sharded mesh first: its report counts the trainable
   // parameters, whose model states alone (bf16-mixed: 2 bytes of weight and
   // of gradient per parameter of a rank's share, 12 of fp32 master and Adam
@@ -832,7 +845,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   std::vector<Mesh> again;
   int64_t bestMeshes = 0;
   for (const Prediction &p : ranked) {
-    if (!p.fits || bestMeshes == 3)
+    // (This machine's models are small: every mesh.)
+    if (!p.fits || (bestMeshes == 3 && !local))
       continue;
     ++bestMeshes;
     const Plan &plan = p.plan;
@@ -840,10 +854,20 @@ bool autopar::searchPlans(const PlannerOptions &o,
     Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
     base.recompute = plan.recompute;
     base.zeroStages = {plan.zeroStage};
-    if (perRank % 2 == 0 && perRank / 2 >= plan.meshPp) {
-      Mesh twice = base;
-      twice.m = perRank / 2;
-      again.push_back(twice);
+    if (local) {
+      Mesh mixed = base;
+      mixed.precision = "bf16-mixed";
+      again.push_back(mixed);
+    }
+    // Two samples per micro-batch; on this machine every power of two
+    // (a CPU's products gain more from size).
+    for (int64_t samples = 2;
+         perRank % samples == 0 && perRank / samples >= plan.meshPp &&
+         (samples == 2 || local);
+         samples *= 2) {
+      Mesh larger = base;
+      larger.m = perRank / samples;
+      again.push_back(larger);
     }
     if (plan.meshPp > 1 && perRank % plan.meshPp == 0) {
       Mesh interleaved = base;
