@@ -182,40 +182,10 @@ public:
         // widened and each 16-bit result rounded (generated loops compute
         // in float).
         double perElement = 0;
-        // A loop over bfloat16 values is not vectorized (Calibrate.cpp):
-        // its ops at their measured cost there.
-        bool bf16Loop =
-            llvm::any_of(fused.getBody().getArgumentTypes(), [](Type t) {
-              return getElementTypeOrSelf(t).isBF16();
-            });
-        fused.getBody().walk([&](Operation *inner) {
-          bf16Loop =
-              bf16Loop || llvm::any_of(inner->getResultTypes(), [](Type t) {
-                return getElementTypeOrSelf(t).isBF16();
-              });
-        });
         for (BlockArgument arg : fused.getBody().getArguments())
-          if (!bf16Loop)
-            perElement += ns(lowFloat(arg.getType(), "_widen"));
+          perElement += ns(lowFloat(arg.getType(), "_widen"));
         fused.getBody().walk([&](Operation *inner) {
-          if (isa<nn::ConstantOp, nn::YieldOp>(inner))
-            return;
-          SmallVector<const char *, 2> calls = mathCalls(inner);
-          if (bf16Loop) {
-            // Measured with a bfloat16 result; a float one is not rounded.
-            const double round =
-                llvm::any_of(
-                    inner->getResultTypes(),
-                    [](Type t) { return getElementTypeOrSelf(t).isBF16(); })
-                    ? 0
-                    : ns("bf16_round");
-            for (const char *f : calls)
-              perElement += ns((std::string(f) + "_bf16").c_str()) - round;
-            if (calls.empty())
-              perElement += ns("op_bf16") - round;
-            return;
-          }
-          for (const char *f : calls)
+          for (const char *f : mathCalls(inner))
             perElement += ns(f);
           for (Value r : inner->getResults())
             perElement += ns(lowFloat(r.getType(), "_round"));

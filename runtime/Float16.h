@@ -47,17 +47,25 @@ AUTOPAR_RT_HOST_DEVICE inline float bitsFloat(uint32_t u) {
 #endif
 }
 
-/// The bfloat16 bits of `f`, rounded to nearest even.
+/// The bfloat16 bits of `f`, rounded to nearest even (a NaN stays a quiet
+/// NaN). Without branches: loops that round stay vectorizable.
 AUTOPAR_RT_HOST_DEVICE inline uint16_t bf16Bits(float f) {
   const uint32_t u = floatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((u >> 16) | 0x40u); // quiet NaN
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t nan = (u >> 16) | 0x40u;
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 /// The float value of bfloat16 bits.
 AUTOPAR_RT_HOST_DEVICE inline float bf16Value(uint16_t bits) {
   return bitsFloat(static_cast<uint32_t>(bits) << 16);
+}
+
+/// `f` rounded to the nearest bfloat16, as a float: the CPU target's
+/// generated loops hold bfloat16 values so (a struct local would keep GCC
+/// from vectorizing the loop).
+AUTOPAR_RT_HOST_DEVICE inline float roundBf16(float f) {
+  return bf16Value(bf16Bits(f));
 }
 
 /// The IEEE half bits of `f`, rounded to nearest even.

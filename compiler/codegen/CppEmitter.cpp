@@ -1038,14 +1038,32 @@ LogicalResult Emitter::emitFused(nn::FusedOp op) {
                            }));
   std::string code;
   llvm::raw_string_ostream bodyOs(code);
+  // bfloat16 elements as their bits (emitScalar holds them as floats).
+  auto isBf16 = [&](Value v) {
+    return tensorType(v).getElementType().isBF16();
+  };
   for (auto [i, name] : llvm::enumerate(argNames))
-    bodyOs << formatv("const {0} {1} = {2}[{3}];\n", type(body.getArgument(i)),
-                      name, ptr(op.getOperand(i)),
-                      indexExpr(cs[numResults + i]));
+    bodyOs << (isBf16(body.getArgument(i))
+                   ? formatv("const float {0} = "
+                             "autopar::rt::bf16Value({1}[{2}].bits);\n",
+                             name, ptr(op.getOperand(i)),
+                             indexExpr(cs[numResults + i]))
+                         .str()
+                   : formatv("const {0} {1} = {2}[{3}];\n",
+                             type(body.getArgument(i)), name,
+                             ptr(op.getOperand(i)),
+                             indexExpr(cs[numResults + i]))
+                         .str());
   bodyOs << compute;
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
-    bodyOs << formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)),
-                      indexExpr(cs[i]), scalars.lookup(v));
+    bodyOs << (isBf16(op.getResult(i))
+                   ? formatv("{0}[{1}].bits = autopar::rt::bf16Bits({2});\n",
+                             ptr(op.getResult(i)), indexExpr(cs[i]),
+                             scalars.lookup(v))
+                         .str()
+                   : formatv("{0}[{1}] = {2};\n", ptr(op.getResult(i)),
+                             indexExpr(cs[i]), scalars.lookup(v))
+                         .str());
   std::string indent = "  ";
   os << "  {\n";
   bool parallel = q > 0 && total >= 16384;
@@ -1205,6 +1223,10 @@ LogicalResult Emitter::emitScalar(Operation *op,
   std::string t = type(result);
   std::string name = "s" + std::to_string(counter++);
   scalars[result] = name;
+  // CPU: a bfloat16 value is held as the float it rounds to (a struct local
+  // would keep GCC from vectorizing the loop); emitFused converts its loads
+  // and stores.
+  const bool bf16Local = !cuda() && elementOf(result).isBF16();
   // f32 calls the C functions runtime/cpu/Math.h declares vectorizable.
   bool f32 = half || elementOf(result).isF32() ||
              (op->getNumOperands() && elementOf(op->getOperand(0)).isF32());
@@ -1301,12 +1323,17 @@ LogicalResult Emitter::emitScalar(Operation *op,
     expr = result.getType() != op->getOperand(0).getType() &&
                    tensorType(result).getElementType().isInteger(1)
                ? "(" + arg(0) + " != 0)"
-               : "static_cast<" + t + ">(" + arg(0) + ")";
+           : bf16Local ? "float(" + arg(0) + ")"
+                       : "static_cast<" + t + ">(" + arg(0) + ")";
   } else {
     return op->emitOpError() << "is not supported inside nn.fused by the C++ "
                                 "target";
   }
-  out << formatv("const {0} {1} = {2};\n", t, name, expr);
+  if (bf16Local)
+    out << formatv("const float {0} = autopar::rt::roundBf16({1});\n", name,
+                   expr);
+  else
+    out << formatv("const {0} {1} = {2};\n", t, name, expr);
   return success();
 }
 

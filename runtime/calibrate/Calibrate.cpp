@@ -292,7 +292,8 @@ int compute() {
                        })});
     // A 16-bit value's widening to float and a float's rounding to 16
     // bits, as generated loops do for every 16-bit operand and result
-    // (runtime/cpu/Math.h's bf16, the compiler's _Float16).
+    // (the CPU target holds a bfloat16 value as the float it rounds to:
+    // runtime/Float16.h's roundBf16; IEEE half as the compiler's _Float16).
     std::vector<bf16> b16(m);
     std::vector<_Float16> h16(m);
     bf16 *bp = b16.data();
@@ -301,48 +302,14 @@ int compute() {
                          for (int64_t r = 0; r < n / m; ++r) {
 #pragma omp parallel for simd
                            for (int64_t i = 0; i < m; ++i)
-                             bp[i] = static_cast<bf16>(xp[i]);
+                             yp[i] = roundBf16(xp[i]);
                          }
                        })});
     kernels.push_back({"bf16_widen", perElement([&] {
                          for (int64_t r = 0; r < n / m; ++r) {
 #pragma omp parallel for simd
                            for (int64_t i = 0; i < m; ++i)
-                             yp[i] = float(bp[i]);
-                         }
-                       })});
-    // Generated loops over bfloat16 values hold them in struct locals,
-    // which GCC 12 does not vectorize: the cost per element of a math
-    // function and of an arithmetic op in such a loop (each with its
-    // operands widened and its result rounded).
-    std::vector<bf16> c16(m);
-    bf16 *cp = c16.data();
-    auto bf16Math = [&](float (*f)(float)) {
-      return perElement([&] {
-        for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-          for (int64_t i = 0; i < m; ++i) {
-            const bf16 a = bp[i];
-            const float b = f(float(a));
-            const bf16 c = static_cast<bf16>(b);
-            cp[i] = c;
-          }
-        }
-      });
-    };
-    kernels.push_back({"erf_bf16", bf16Math(erff)});
-    kernels.push_back({"exp_bf16", bf16Math(expf)});
-    kernels.push_back({"tanh_bf16", bf16Math(tanhf)});
-    kernels.push_back({"log_bf16", bf16Math(logf)});
-    kernels.push_back({"op_bf16", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i) {
-                             const bf16 a = bp[i];
-                             const bf16 b = cp[i];
-                             const bf16 c = float(a) + float(b);
-                             cp[i] = c;
-                           }
+                             yp[i] = bf16Value(bp[i].bits);
                          }
                        })});
     kernels.push_back({"f16_round", perElement([&] {
