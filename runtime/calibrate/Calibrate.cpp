@@ -57,7 +57,7 @@ bool alongside = false;
 /// others sees, more than the best run does. Alongside other ranks, all
 /// start together.
 double medianTime(const std::function<void()> &run, int minRuns = 5,
-                  double minSeconds = 0.05) {
+                  double minSeconds = 0.02) {
   if (alongside)
     MPI_Barrier(MPI_COMM_WORLD);
   run();

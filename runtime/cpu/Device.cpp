@@ -33,6 +33,7 @@ Device::Device() : impl(std::make_unique<Impl>()) {}
 Device::~Device() = default;
 
 void Device::prepareProcess(char **argv) {
+  cpu::setRankThreads(argv);
   cpu::fixBlasCoreType(argv);
   cpu::initBlas();
 }

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include <sched.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -67,6 +69,42 @@ void fixBlasCoreType(char **argv) {
     return;
   setenv("OPENBLAS_CORETYPE", core, 1);
   execv("/proc/self/exe", argv); // returns only on failure: run as is
+}
+
+void setRankThreads(char **argv) {
+  int ranks = 1;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *v = std::getenv(name); v && std::atoi(v) > 0) {
+      ranks = std::atoi(v);
+      break;
+    }
+  if (ranks <= 1)
+    return;
+  int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    cores = CPU_COUNT(&set);
+  cores = std::max(cores, 1);
+  bool changed = false;
+  int threads = 0;
+  if (const char *v = std::getenv("OMP_NUM_THREADS"); v && *v) {
+    threads = std::atoi(v);
+  } else {
+    threads = std::max(1, cores / ranks);
+    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    changed = true;
+  }
+  // Bound to a core each (mpirun's default for 2 ranks), the ranks share
+  // nothing: `cores` is then this rank's own.
+  const bool bound = cores < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  const int sharing = bound ? 1 : ranks;
+  if (!std::getenv("OMP_WAIT_POLICY") &&
+      static_cast<int64_t>(sharing) * std::max(threads, 1) > cores) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    changed = true;
+  }
+  if (changed)
+    execv("/proc/self/exe", argv); // returns only on failure: run as is
 }
 
 void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {

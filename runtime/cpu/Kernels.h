@@ -32,6 +32,15 @@ const char *blasCoreName();
 /// `argv`) with OPENBLAS_CORETYPE naming the kernels the CPU supports; an
 /// OPENBLAS_CORETYPE set by the user is kept. Call first thing in main().
 void fixBlasCoreType(char **argv);
+/// Several ranks of a node (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE or
+/// MPICH's MPI_LOCALNRANKS above 1) share its cores: without an
+/// OMP_NUM_THREADS of the user's, each gets max(1, cores / ranks) threads
+/// (cores: those the process may run on), as torchrun sets it; where they
+/// are more threads than cores all the same, OpenMP waits passively
+/// (OMP_WAIT_POLICY, unless set) instead of spinning on a core another
+/// rank needs. Runs the program again (execv of /proc/self/exe) when it
+/// sets either; call first thing in main().
+void setRankThreads(char **argv);
 
 /// Maximum rank of a tensor the kernels accept.
 constexpr int kMaxRank = 8;

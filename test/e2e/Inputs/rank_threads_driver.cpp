@@ -1,0 +1,17 @@
+// The threads of a rank (test/e2e/rank-threads.test): runtime/cpu's
+// setRankThreads as `train` calls it first thing, then what OpenMP got.
+#include "runtime/cpu/Kernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <omp.h>
+
+int main(int, char **argv) {
+  autopar::rt::cpu::setRankThreads(argv);
+  const char *threads = std::getenv("OMP_NUM_THREADS");
+  const char *wait = std::getenv("OMP_WAIT_POLICY");
+  std::printf("{\"omp_num_threads\": \"%s\", \"omp_wait_policy\": \"%s\", "
+              "\"max_threads\": %d}\n",
+              threads ? threads : "", wait ? wait : "", omp_get_max_threads());
+  return 0;
+}
