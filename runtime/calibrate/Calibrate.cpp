@@ -73,6 +73,19 @@ double medianTime(const std::function<void()> &run, int minRuns = 5,
   return times[times.size() / 2];
 }
 
+/// Nanoseconds per element of `body(i)` as a generated loop runs it (over
+/// the OpenMP threads, vectorized): m elements, n / m times.
+template <typename Body> double loopNs(int64_t n, int64_t m, Body body) {
+  return medianTime([&] {
+           for (int64_t r = 0; r < n / m; ++r) {
+#pragma omp parallel for simd
+             for (int64_t i = 0; i < m; ++i)
+               body(i);
+           }
+         }) /
+         double(n) * 1e9;
+}
+
 std::vector<float> filled(size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i)
@@ -262,34 +275,14 @@ int compute() {
     float *xp = x.data(), *yp = y.data();
     // Each function in a loop of its own: the compiler vectorizes the call
     // with libmvec where the emitted programs do (runtime/cpu/Math.h).
-    kernels.push_back({"erf", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = erff(xp[i]);
-                         }
-                       })});
-    kernels.push_back({"exp", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = expf(xp[i]);
-                         }
-                       })});
-    kernels.push_back({"tanh", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = tanhf(xp[i]);
-                         }
-                       })});
-    kernels.push_back({"log", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = logf(1.5f + xp[i]);
-                         }
-                       })});
+    kernels.push_back(
+        {"erf", loopNs(n, m, [&](int64_t i) { yp[i] = erff(xp[i]); })});
+    kernels.push_back(
+        {"exp", loopNs(n, m, [&](int64_t i) { yp[i] = expf(xp[i]); })});
+    kernels.push_back(
+        {"tanh", loopNs(n, m, [&](int64_t i) { yp[i] = tanhf(xp[i]); })});
+    kernels.push_back(
+        {"log", loopNs(n, m, [&](int64_t i) { yp[i] = logf(1.5f + xp[i]); })});
     // A 16-bit value's widening to float and a float's rounding to 16
     // bits, as generated loops do for every 16-bit operand and result
     // (the CPU target holds a bfloat16 value as the float it rounds to:
@@ -298,34 +291,17 @@ int compute() {
     std::vector<_Float16> h16(m);
     bf16 *bp = b16.data();
     _Float16 *hp = h16.data();
-    kernels.push_back({"bf16_round", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = roundBf16(xp[i]);
-                         }
+    kernels.push_back({"bf16_round", loopNs(n, m, [&](int64_t i) {
+                         yp[i] = roundBf16(xp[i]);
                        })});
-    kernels.push_back({"bf16_widen", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = bf16Value(bp[i].bits);
-                         }
+    kernels.push_back({"bf16_widen", loopNs(n, m, [&](int64_t i) {
+                         yp[i] = bf16Value(bp[i].bits);
                        })});
-    kernels.push_back({"f16_round", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             hp[i] = static_cast<_Float16>(xp[i]);
-                         }
+    kernels.push_back({"f16_round", loopNs(n, m, [&](int64_t i) {
+                         hp[i] = static_cast<_Float16>(xp[i]);
                        })});
-    kernels.push_back({"f16_widen", perElement([&] {
-                         for (int64_t r = 0; r < n / m; ++r) {
-#pragma omp parallel for simd
-                           for (int64_t i = 0; i < m; ++i)
-                             yp[i] = float(hp[i]);
-                         }
-                       })});
+    kernels.push_back(
+        {"f16_widen", loopNs(n, m, [&](int64_t i) { yp[i] = float(hp[i]); })});
     // The optimizer's update and the gradient norm before it, per
     // parameter element, over 4 Mi elements (64 MiB of parameters,
     // gradients and state, as a model's).
