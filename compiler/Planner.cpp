@@ -156,10 +156,7 @@ public:
       // The bytes it moves, or the measured kernel (or the math functions
       // of a generated loop) on its elements, whichever is longer.
       double kernel = 0;
-      auto ns = [&](const char *name) {
-        auto it = c.elementNs.find(name);
-        return it == c.elementNs.end() ? 0.0 : it->second * 1e-9;
-      };
+      auto ns = [&](const char *name) { return elementSeconds(name); };
       auto elements = [&](Value v) {
         return double(cast<RankedTensorType>(v.getType()).getNumElements());
       };
@@ -200,6 +197,13 @@ public:
           c.opOverhead;
     }
     return t * share;
+  }
+
+  /// A calibrated kernel's seconds per element (Calibration::Compute::
+  /// elementNs), 0 if it was not measured.
+  double elementSeconds(const char *name) const {
+    auto it = local->elementNs.find(name);
+    return it == local->elementNs.end() ? 0.0 : it->second * 1e-9;
   }
 
   /// `batch` products of [m, k] x [k, n] as runtime/cpu's gemm() runs them:
@@ -328,10 +332,7 @@ public:
     const double moved = 2.0 * (params + grads + state);
     if (!local)
       return moved / (rates.bytesPerSecond * rates.memoryEfficiency);
-    auto ns = [&](const char *name) {
-      auto it = local->elementNs.find(name);
-      return it == local->elementNs.end() ? 0.0 : it->second * 1e-9;
-    };
+    auto ns = [&](const char *name) { return elementSeconds(name); };
     const bool adamw = plan.optimizer.type == "adamw",
                momentum = !adamw && plan.optimizer.momentum > 0,
                mixed = plan.precision != "fp32";
