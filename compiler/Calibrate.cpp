@@ -123,6 +123,15 @@ bool measure(json &cluster, std::string &error, llvm::raw_ostream &log) {
     return false;
   }
   const int64_t cores = machineCores();
+  // Other work on the cores lowers every rate measured (up to 10x while a
+  // build kept both cores of a 2-core machine busy).
+  double load = 0;
+  if (std::ifstream loadavg("/proc/loadavg");
+      loadavg >> load && load > 0.5 * double(cores))
+    log << llvm::formatv("calibrating: warning: the machine is busy (load "
+                         "{0:f1} on {1} cores); the rates will come out low: "
+                         "run `autopar calibrate` again when it is quiet\n",
+                         load, cores);
   std::vector<int64_t> threads;
   for (int64_t t = 1; t < cores; t *= 2)
     threads.push_back(t);
