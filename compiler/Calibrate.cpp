@@ -114,8 +114,10 @@ bool runJson(llvm::StringRef program, llvm::ArrayRef<std::string> args,
   return true;
 }
 
-/// Measures this machine: the cluster file's JSON.
-bool measure(json &cluster, std::string &error, llvm::raw_ostream &log) {
+/// Measures this machine: the cluster file's JSON, and the cluster it
+/// parses to.
+bool measure(json &cluster, Cluster &parsed, std::string &error,
+             llvm::raw_ostream &log) {
   const std::string calibrator = calibratorPath();
   if (!llvm::sys::fs::can_execute(calibrator)) {
     error = calibrator + ": not found (autopar was built without MPI, or "
@@ -222,17 +224,18 @@ bool measure(json &cluster, std::string &error, llvm::raw_ostream &log) {
              {"intra_node_gbps", linkGbps},
              {"calibration",
               {{"cores", cores}, {"compute", compute}, {"comm", comm}}}};
-  Cluster check;
-  if (!parseCluster(cluster, check, error)) {
+  if (!parseCluster(cluster, parsed, error)) {
     error = "the calibration's output is not a cluster: " + error;
     return false;
   }
   return true;
 }
 
-bool calibrateTo(const std::string &path, json &cluster, std::string &error,
+/// Measures into `cluster` and writes its file at `path`.
+bool calibrateTo(const std::string &path, Cluster &cluster, std::string &error,
                  llvm::raw_ostream &log) {
-  if (!measure(cluster, error, log))
+  json j;
+  if (!measure(j, cluster, error, log))
     return false;
   llvm::SmallString<256> dir(llvm::sys::path::parent_path(path));
   if (!dir.empty())
@@ -240,7 +243,7 @@ bool calibrateTo(const std::string &path, json &cluster, std::string &error,
       error = "cannot create " + std::string(dir) + ": " + ec.message();
       return false;
     }
-  return writeFileAtomically(path, cluster.dump(1) + "\n", error);
+  return writeFileAtomically(path, j.dump(1) + "\n", error);
 }
 
 } // namespace
@@ -277,24 +280,18 @@ bool autopar::localCluster(Cluster &cluster, std::string &error) {
   llvm::errs() << "autopar: calibrating this machine for --cluster local "
                   "(once; cached in "
                << path << ")\n";
-  json measured;
-  if (!calibrateTo(path, measured, error, llvm::errs())) {
+  if (!calibrateTo(path, cluster, error, llvm::errs())) {
     error = "--cluster local: " + error;
     return false;
   }
-  return parseCluster(measured, cluster, error);
+  return true;
 }
 
 int autopar::runCalibrateCommand(const CalibrateCommandOptions &o) {
   const std::string path = o.output.empty() ? localClusterPath() : o.output;
-  json j;
-  std::string error;
-  if (!calibrateTo(path, j, error, llvm::errs())) {
-    llvm::errs() << "autopar: calibrate: " << error << "\n";
-    return 1;
-  }
   Cluster c;
-  if (!parseCluster(j, c, error)) {
+  std::string error;
+  if (!calibrateTo(path, c, error, llvm::errs())) {
     llvm::errs() << "autopar: calibrate: " << error << "\n";
     return 1;
   }

@@ -72,14 +72,14 @@ SmallVector<const char *, 2> mathCalls(Operation *op) {
   return {};
 }
 
-/// "bf16<suffix>" or "f16<suffix>" for a 16-bit float (tensor) type, ""
-/// (no such measurement) otherwise.
-const char *lowFloat(Type type, StringRef suffix) {
+/// The calibrated conversion of a 16-bit float (tensor) type: its widening
+/// to float or a float's rounding to it; "" (nothing measured) otherwise.
+const char *lowFloat(Type type, bool widen) {
   Type e = getElementTypeOrSelf(type);
   if (e.isBF16())
-    return suffix == "_widen" ? "bf16_widen" : "bf16_round";
+    return widen ? "bf16_widen" : "bf16_round";
   if (e.isF16())
-    return suffix == "_widen" ? "f16_widen" : "f16_round";
+    return widen ? "f16_widen" : "f16_round";
   return "";
 }
 
@@ -180,12 +180,12 @@ public:
         // in float).
         double perElement = 0;
         for (BlockArgument arg : fused.getBody().getArguments())
-          perElement += ns(lowFloat(arg.getType(), "_widen"));
+          perElement += ns(lowFloat(arg.getType(), /*widen=*/true));
         fused.getBody().walk([&](Operation *inner) {
           for (const char *f : mathCalls(inner))
             perElement += ns(f);
           for (Value r : inner->getResults())
-            perElement += ns(lowFloat(r.getType(), "_round"));
+            perElement += ns(lowFloat(r.getType(), /*widen=*/false));
         });
         kernel = elements(op->getResult(0)) * perElement;
       } else {
