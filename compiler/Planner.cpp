@@ -26,7 +26,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <thread>
 
 using namespace mlir;
@@ -392,6 +394,7 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     std::map<std::pair<std::string, std::string>, double> inStep;
     addComm(inStep, c.counts, m);
     p.computeSeconds = double(m) * c.compute;
+    p.microBatchSeconds = c.compute + c.comm;
     p.exposedCommSeconds =
         double(m) * c.comm +
         model.runtimeCommSeconds(parallel["comm_bytes_per_step"], inStep,
@@ -431,7 +434,27 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     times.forward.push_back(total("forward"));
     times.backward.push_back(total(split ? "input" : "backward"));
     times.weight.push_back(split ? total("weight") : 0.0);
+    double seconds = 0;
+    for (auto &[name, cost] : ph)
+      seconds += cost.compute + cost.comm;
+    p.stageSeconds.push_back(seconds);
+    p.microBatchSeconds += seconds;
   }
+  // The stages' layers (autopar-dist-pipeline-split), where they are alike.
+  if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))
+    if (auto split =
+            forward->getAttrOfType<DictionaryAttr>(dist::kPipelineAttr)) {
+      auto layers = split.getAs<IntegerAttr>("layers");
+      auto first = split.getAs<DenseI64ArrayAttr>("stage_first_layer");
+      auto uniform = split.getAs<BoolAttr>("uniform_layers");
+      if (layers)
+        p.layers = layers.getInt();
+      if (layers && first && uniform && uniform.getValue() &&
+          int64_t(first.size()) == stages)
+        for (int64_t s = 0; s < stages; ++s)
+          p.stageLayers.push_back(
+              (s + 1 < stages ? first[s + 1] : layers.getInt()) - first[s]);
+    }
   times.transfer =
       model.commSeconds("send", dist::kPipelineAxis, double(boundaryBytes), 1);
   pipeline::Schedule schedule;
@@ -657,8 +680,38 @@ std::string autopar::describePlan(const Plan &plan) {
   return text;
 }
 
+int64_t autopar::pipelineLayerBound(int64_t layers, int64_t stages,
+                                    int64_t microBatches) {
+  const int64_t L = layers, S = stages, m = microBatches;
+  if (L < S || S < 1 || m < 1)
+    return 0;
+  // Can every stage's m n_s + (layers before it) stay within g? Each stage
+  // takes the most it may (leaving one per later stage): taking more early
+  // never lowers how many the later stages reach.
+  auto fits = [&](int64_t g) {
+    int64_t before = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t n = std::min(L - before - (S - 1 - s), (g - before) / m);
+      if (n < 1)
+        return false;
+      before += n;
+    }
+    return before == L;
+  };
+  int64_t lo = m * ((L + S - 1) / S), hi = m * L + L;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
 bool autopar::searchPlans(const PlannerOptions &o,
-                          std::vector<Prediction> &ranked, std::string &error) {
+                          std::vector<Prediction> &ranked, std::string &error,
+                          int64_t *skippedOut) {
   const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
   ranked.clear();
   // A mesh's candidates, evaluated one after another (each decides the
@@ -680,6 +733,78 @@ bool autopar::searchPlans(const PlannerOptions &o,
     bool retryFull = true;
     std::vector<Prediction> predictions;
     std::string firstError;
+    /// Skipped if its lower bound cannot make the top; `least`: a step it
+    /// cannot beat (its plan of less work, evaluated).
+    bool bounded = false;
+    double least = 0;
+  };
+  // What the first round's plans (one sample per micro-batch, no
+  // recompute, 1F1B, `precision`) teach about the others of their tp: one
+  // micro-batch's compute through the model (without a pipeline) and the
+  // least of a layer's (a pipeline's middle stages, where the layers are
+  // alike), each with the tp collectives it waits for. With them, a
+  // mesh's step is at least its busiest rank's layers (pipelineLayerBound);
+  // the data-parallel reductions, the optimizer and recompute only add.
+  struct Learned {
+    double whole = 0, layer = 0;
+  };
+  // By tp and recompute (none; full: its plans bound the others of full).
+  std::map<std::pair<int64_t, std::string>, Learned> learned;
+  int64_t modelLayers = 0, skipped = 0;
+  std::vector<double> fitting; // the fitting plans' step seconds, sorted
+  std::mutex mutex;
+  const size_t keep = size_t(std::max<int64_t>(o.top, 3));
+  auto learn = [&](const Prediction &p) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const Plan &plan = p.plan;
+    if (p.layers)
+      modelLayers = p.layers;
+    if (p.fits)
+      fitting.insert(
+          std::upper_bound(fitting.begin(), fitting.end(), p.stepSeconds),
+          p.stepSeconds);
+    if ((plan.recompute != "none" && plan.recompute != "full") ||
+        plan.precision != precision || plan.pipelineChunks > 1 ||
+        plan.pipelineSchedule != "1f1b" ||
+        batch != plan.meshDp * plan.microBatches)
+      return;
+    Learned &l = learned[{plan.meshTp, plan.recompute}];
+    auto least = [](double &into, double v) {
+      into = into > 0 ? std::min(into, v) : v;
+    };
+    if (plan.meshPp == 1)
+      least(l.whole, p.microBatchSeconds);
+    const size_t stages = p.stageLayers.size();
+    for (size_t st = 1; st + 1 < stages; ++st)
+      least(l.layer, p.stageSeconds[st] / double(p.stageLayers[st]));
+  };
+  auto lowerBound = [&](const Mesh &mesh) {
+    std::lock_guard<std::mutex> lock(mutex);
+    double bound = mesh.least;
+    // (What was learned bounds the first round's plans only.)
+    if (mesh.precision != precision || mesh.chunks > 1 ||
+        mesh.schedule != "1f1b" || batch != mesh.dp * mesh.m)
+      return bound;
+    for (const char *recompute : {"none", "full"}) {
+      auto it = learned.find({mesh.tp, recompute});
+      if (it == learned.end() ||
+          (recompute == StringRef("full") && mesh.recompute != "full"))
+        continue;
+      const Learned &l = it->second;
+      bound = std::max(
+          bound, mesh.pp == 1
+                     ? double(mesh.m) *
+                           std::max(l.whole, l.layer * double(modelLayers))
+                     : l.layer * double(pipelineLayerBound(modelLayers, mesh.pp,
+                                                           mesh.m)));
+    }
+    return bound;
+  };
+  // The `keep`-th best fitting step so far (infinite before).
+  auto threshold = [&]() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return fitting.size() < keep ? std::numeric_limits<double>::infinity()
+                                 : fitting[keep - 1];
   };
   auto makeMesh = [&](int64_t dp, int64_t tp, int64_t pp, int64_t m) {
     Mesh mesh;
@@ -688,10 +813,22 @@ bool autopar::searchPlans(const PlannerOptions &o,
     return mesh;
   };
   auto evaluateMesh = [&](Mesh &mesh) {
+    // The mesh's first plan has the least work: full recompute and a
+    // higher ZeRO stage only add to it, so its step bounds theirs.
+    double least = mesh.least;
     auto tryPlan = [&](const Plan &plan, Prediction &p) {
+      if (mesh.bounded && !o.exhaustive &&
+          std::max(least, lowerBound(mesh)) > threshold()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++skipped;
+        return false;
+      }
       std::string why;
-      if (evaluatePlan(o, plan, "plan", p, why))
+      if (evaluatePlan(o, plan, "plan", p, why)) {
+        learn(p);
+        least = std::max(least, p.stepSeconds);
         return true;
+      }
       if (mesh.firstError.empty())
         mesh.firstError = why;
       return false;
@@ -775,25 +912,54 @@ bool autopar::searchPlans(const PlannerOptions &o,
         meshes.push_back(makeMesh(dp, tp, pp, batch / dp));
       }
     }
-  // The most sharded mesh first: its report counts the trainable
-  // parameters, whose model states alone (bf16-mixed: 2 bytes of weight and
-  // of gradient per parameter of a rank's share, 12 of fp32 master and Adam
+  // One mesh first, alone: its report counts the trainable parameters,
+  // whose model states alone (bf16-mixed: 2 bytes of weight and of
+  // gradient per parameter of a rank's share, 12 of fp32 master and Adam
   // moments sharded further over dp by ZeRO; all 16 over dp at ZeRO-3)
-  // rule out the meshes that cannot fit whatever they recompute.
-  std::stable_sort(
-      meshes.begin(), meshes.end(),
-      [](const Mesh &a, const Mesh &b) { return a.tp * a.pp > b.tp * b.pp; });
+  // rule out the meshes that cannot fit whatever they recompute, and its
+  // split the layers. A pipeline of three stages or more (middle stages:
+  // a layer's time), the fewest, over the most tp; else the most sharded.
+  auto probeFirst = [](const Mesh &a, const Mesh &b) {
+    if ((a.pp >= 3) != (b.pp >= 3))
+      return a.pp >= 3;
+    if (a.pp >= 3)
+      return a.pp != b.pp ? a.pp < b.pp : a.tp > b.tp;
+    return a.tp * a.pp > b.tp * b.pp;
+  };
+  std::stable_sort(meshes.begin(), meshes.end(), probeFirst);
   size_t tried = 0;
   int64_t trainable = 0;
+  std::vector<Mesh> rest, ruledOut;
+  // Meshes evaluated without recompute first; those that do not fit try
+  // full recompute later (bounded by their step).
+  std::vector<Mesh> retries;
+  auto probe = [&](std::vector<Mesh> &probes) {
+    for (Mesh &mesh : probes)
+      mesh.retryFull = false;
+    evaluateAll(probes);
+    for (Mesh &mesh : probes)
+      if (!mesh.predictions.empty() &&
+          llvm::none_of(mesh.predictions,
+                        [](const Prediction &p) { return p.fits; })) {
+        Mesh full = mesh;
+        full.predictions.clear();
+        full.recompute = "full";
+        full.bounded = true;
+        full.least = mesh.predictions[0].stepSeconds;
+        retries.push_back(full);
+      }
+  };
   while (tried < meshes.size() && ranked.empty()) {
     std::vector<Mesh> one = {meshes[tried++]};
-    evaluateAll(one);
+    probe(one);
     for (const Prediction &p : ranked)
       trainable = std::max(trainable, p.trainableParameters);
   }
-  std::vector<Mesh> rest, ruledOut;
   for (size_t i = tried; i < meshes.size(); ++i) {
     const Mesh &mesh = meshes[i];
+    // More stages than layers: the model cannot take it.
+    if (modelLayers && mesh.pp > modelLayers)
+      continue;
     const double share = double(trainable) / double(mesh.tp * mesh.pp);
     double states = share * (4.0 + 12.0 / double(mesh.dp));
     if (mesh.pp == 1)
@@ -802,7 +968,38 @@ bool autopar::searchPlans(const PlannerOptions &o,
   }
   if (rest.empty() && ranked.empty())
     rest = ruledOut;
-  evaluateAll(rest);
+  // Then a pipeline of each other tp (its layer's time), then the rest by
+  // their lower bounds, each skipped if it cannot make the best `keep`.
+  std::vector<Mesh> probes, others;
+  std::stable_sort(rest.begin(), rest.end(), probeFirst);
+  for (Mesh &mesh : rest) {
+    mesh.bounded = true;
+    auto it = learned.find({mesh.tp, "none"});
+    const bool known = it != learned.end() && it->second.layer > 0;
+    if (mesh.pp >= 3 && !known &&
+        llvm::none_of(probes, [&](const Mesh &p) { return p.tp == mesh.tp; }))
+      probes.push_back(mesh);
+    else
+      others.push_back(mesh);
+  }
+  probe(probes);
+  auto byBound = [&](std::vector<Mesh> &list) {
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t i = 0; i < list.size(); ++i)
+      order.push_back({lowerBound(list[i]), i});
+    std::stable_sort(order.begin(), order.end(),
+                     [](auto &a, auto &b) { return a.first < b.first; });
+    std::vector<Mesh> sorted;
+    for (auto &[bound, i] : order)
+      sorted.push_back(list[i]);
+    return sorted;
+  };
+  std::vector<Mesh> sorted = byBound(others);
+  probe(sorted);
+  // Full recompute last, where a plan did not fit without (by then the
+  // best plans bound most of them).
+  std::vector<Mesh> full = byBound(retries);
+  evaluateAll(full);
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;
@@ -826,6 +1023,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
     base.recompute = plan.recompute;
     base.zeroStages = {plan.zeroStage};
+    base.bounded = true;
     if (local) {
       Mesh mixed = base;
       mixed.precision = "bf16-mixed";
@@ -863,6 +1061,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     return false;
   }
   std::stable_sort(ranked.begin(), ranked.end(), better);
+  if (skippedOut)
+    *skippedOut = skipped;
   return true;
 }
 
@@ -934,7 +1134,10 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     return fail(error);
   if (!prepareInputs(o, error))
     return fail(error);
+  o.top = c.top;
+  o.exhaustive = c.exhaustive;
   std::vector<Prediction> ranked;
+  int64_t skipped = 0;
   const auto start = std::chrono::steady_clock::now();
   if (!c.evaluate.empty()) {
     Plan plan;
@@ -943,7 +1146,7 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
         !evaluatePlan(o, plan, c.evaluate, p, error))
       return fail(error);
     ranked.push_back(p);
-  } else if (!searchPlans(o, ranked, error)) {
+  } else if (!searchPlans(o, ranked, error, &skipped)) {
     return fail(error);
   } else if (!ranked.front().fits) {
     return fail(
@@ -974,6 +1177,8 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     for (const Prediction &p : ranked)
       plans.push_back(toJson(p));
     nlohmann::json out = {{"search_seconds", seconds}, {"plans", plans}};
+    if (c.evaluate.empty())
+      out["plans_skipped"] = skipped;
     llvm::outs() << out.dump(2) << "\n";
     return 0;
   }
@@ -995,7 +1200,14 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
         p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
         p.optimizerSeconds);
   if (c.evaluate.empty())
-    llvm::outs() << llvm::formatv("searched in {0:f1} s. ", seconds)
-                 << explainBest(o, best, ranked) << "\n";
+    llvm::outs() << llvm::formatv("searched in {0:f1} s", seconds)
+                 << (skipped ? llvm::formatv(" ({0} plan{1} skipped: their "
+                                             "lower bounds could not make "
+                                             "the top {2})",
+                                             skipped, skipped > 1 ? "s" : "",
+                                             std::max<int64_t>(c.top, 3))
+                                   .str()
+                             : std::string())
+                 << ". " << explainBest(o, best, ranked) << "\n";
   return 0;
 }

@@ -37,6 +37,11 @@ struct PlannerOptions {
   /// --input-shape for inputs other than the data (set by prepareInputs for
   /// the token ids and targets).
   onnx_import::ImportOptions import;
+  /// How many of the best plans the search ranks exactly (`--top`; the
+  /// search's second round takes the best three meshes either way).
+  int64_t top = 5;
+  /// Evaluate every plan of the space (no lower-bound skipping).
+  bool exhaustive = false;
 };
 
 /// Fixes the model's token-id and target inputs to [globalBatch, sequence]
@@ -69,6 +74,17 @@ struct Prediction {
   /// ranks (the phases' predicted times; empty without a pipeline).
   std::vector<pipeline::Event> timeline;
   int64_t pipelineRanks = 0;
+  /// The model's layers (where one activation crosses; 0 without a
+  /// pipeline).
+  int64_t layers = 0;
+  /// What bounds other plans' steps (the search): one micro-batch's
+  /// compute and the communication it waits for, through the whole model
+  /// (every stage), and with a pipeline each stage's (forward and
+  /// backward) and its layers (empty where the model's layers differ in
+  /// cost).
+  double microBatchSeconds = 0;
+  std::vector<double> stageSeconds;
+  std::vector<int64_t> stageLayers;
 };
 
 /// "dp=32 tp=1 pp=1 m=16 zero=1 bf16-mixed recompute=full".
@@ -132,10 +148,23 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 /// over two chunks (pp > 1), and selective recompute (where full made them
 /// fit). Meshes whose model states alone exceed a GPU are not compiled. A
 /// candidate the model cannot take (more stages than layers, a tp that
-/// divides no heads) is left out. False with `error` (one line) if none
-/// compiles.
+/// divides no heads) is left out. Unless `options.exhaustive`, a plan whose
+/// lower bound (its busiest rank's layers, pipelineLayerBound; its mesh's
+/// plan of less work) exceeds the best `options.top` (at least 3) fitting
+/// steps found so far is skipped (`skipped` counts them): the best plans
+/// are the same. False with `error` (one line) if none compiles.
 bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
-                 std::string &error);
+                 std::string &error, int64_t *skipped = nullptr);
+
+/// A 1F1B pipeline's least makespan in units of one layer's forward and
+/// backward: `layers` alike layers over `stages` stages (each at least one)
+/// and `microBatches` micro-batches. Stage s cannot start before the first
+/// micro-batch's forward through stages 0..s-1, and after its own m
+/// forwards and backwards the last backward still runs through them: the
+/// step is at least max over s of (m n_s + the layers before s), minimised
+/// over the splits n.
+int64_t pipelineLayerBound(int64_t layers, int64_t stages,
+                           int64_t microBatches);
 
 /// Why `best` wins, in a few sentences (tp inside a node, pp across nodes,
 /// dp for the rest; what memory asked for).
@@ -153,7 +182,7 @@ struct PlanCommandOptions {
   std::string model, cluster, evaluate, output, html;
   int64_t globalBatch = 0;
   int64_t top = 5;
-  bool json = false;
+  bool json = false, exhaustive = false;
   onnx_import::ImportOptions import;
 };
 

@@ -201,13 +201,22 @@ struct PipelineSplitPass
       stageCost[s] += std::llround(rooflineFlops(ops[i], unit));
     }
     SmallVector<int64_t> starts(first.begin(), first.end() - 1);
+    // Layers alike (their costs within 1%; the last may cost more: it ends
+    // with the final norm and the head): the planner bounds a stage's time
+    // by its layers.
+    const double most =
+        layers > 1 ? *std::max_element(layerCost.begin(), layerCost.end() - 1)
+                   : layerCost.front();
+    const bool uniform =
+        *std::min_element(layerCost.begin(), layerCost.end()) >= 0.99 * most;
     func->setAttr(
         kPipelineAttr,
         b.getDictionaryAttr(
             {b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
              b.getNamedAttr("stage_first_layer",
                             b.getDenseI64ArrayAttr(starts)),
-             b.getNamedAttr("stage_cost", b.getDenseI64ArrayAttr(stageCost))}));
+             b.getNamedAttr("stage_cost", b.getDenseI64ArrayAttr(stageCost)),
+             b.getNamedAttr("uniform_layers", b.getBoolAttr(uniform))}));
     return success();
   }
 

@@ -13,7 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 using namespace autopar;
 using json = nlohmann::json;
@@ -330,3 +333,44 @@ TEST(Calibration, TimesTheCpuProgram) {
 }
 
 } // namespace
+
+// The least 1F1B makespan in layers: the greedy search against every split
+// of L layers over S stages (each at least one), max over s of
+// (m n_s + the layers before s).
+TEST(Planner, PipelineLayerBound) {
+  auto brute = [](int64_t L, int64_t S, int64_t m) {
+    int64_t best = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> n(S, 1);
+    std::function<void(int64_t, int64_t)> go = [&](int64_t s, int64_t left) {
+      if (s == S - 1) {
+        n[s] = left;
+        int64_t worst = 0, before = 0;
+        for (int64_t t = 0; t < S; ++t) {
+          worst = std::max(worst, m * n[t] + before);
+          before += n[t];
+        }
+        best = std::min(best, worst);
+        return;
+      }
+      for (int64_t k = 1; k <= left - (S - 1 - s); ++k) {
+        n[s] = k;
+        go(s + 1, left - k);
+      }
+    };
+    go(0, L);
+    return best;
+  };
+  for (int64_t L = 1; L <= 9; ++L)
+    for (int64_t S = 1; S <= L; ++S)
+      for (int64_t m : {1, 2, 3, 4, 8, 16})
+        EXPECT_EQ(autopar::pipelineLayerBound(L, S, m), brute(L, S, m))
+            << "L " << L << " S " << S << " m " << m;
+  // One micro-batch runs the layers one after another; one layer per
+  // stage: m + S - 1; Megatron's 96 layers over 8 stages, 72 micro-batches
+  // (79 x 12 balanced, less front-loaded).
+  EXPECT_EQ(autopar::pipelineLayerBound(6, 3, 1), 6);
+  EXPECT_EQ(autopar::pipelineLayerBound(4, 4, 8), 11);
+  EXPECT_LE(autopar::pipelineLayerBound(96, 8, 72), 79 * 12);
+  EXPECT_GT(autopar::pipelineLayerBound(96, 8, 72), 72 * 12);
+  EXPECT_EQ(autopar::pipelineLayerBound(3, 4, 8), 0); // more stages than layers
+}

@@ -10,8 +10,8 @@
 //   autopar data TEXT -o TOKENS.bin
 //   autopar ops
 //   autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
-//                [--evaluate PLAN.json] [--top K] [--json] [-o BEST.json]
-//                [--html REPORT.html]
+//                [--evaluate PLAN.json] [--top K] [--exhaustive] [--json]
+//                [-o BEST.json] [--html REPORT.html]
 //
 // Parses the command line and calls the command in compiler/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
@@ -141,6 +141,9 @@ Options:
   --global-batch B           Samples per step over all data-parallel ranks
   --evaluate PLAN.json       Predict this plan instead of searching
   --top K                    Print the best K plans (default 5)
+  --exhaustive               Evaluate every plan of the search space (by
+                             default a plan whose lower bound cannot make
+                             the top K, or 3, is skipped)
   --json                     Print {"search_seconds": s, "plans": [...]}
                              instead of the table
   -o FILE                    Write the best plan, every key resolved, to
@@ -404,6 +407,8 @@ int planMain(const std::vector<std::string> &args) {
       options.globalBatch = std::stoll(text);
     } else if (a == "--json") {
       options.json = true;
+    } else if (a == "--exhaustive") {
+      options.exhaustive = true;
     } else if (a == "--top") {
       if (!value(text) || text.empty() ||
           text.find_first_not_of("0123456789") != std::string::npos ||

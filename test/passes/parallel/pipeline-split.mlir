@@ -9,7 +9,7 @@
 // stage computes them).
 
 // CHECK-LABEL: func.func @forward
-// CHECK-SAME: dist.pipeline = {layers = 5 : i64, stage_cost = array<i64: {{[0-9]+}}, {{[0-9]+}}>, stage_first_layer = array<i64: 0, 3>}
+// CHECK-SAME: dist.pipeline = {layers = 5 : i64, stage_cost = array<i64: {{[0-9]+}}, {{[0-9]+}}>, stage_first_layer = array<i64: 0, 3>, uniform_layers = true}
 // CHECK: nn.exp %arg1 : tensor<4x8xf32>
 // CHECK-NEXT: nn.gather {{.*}}dist.stage = 0
 // CHECK-COUNT-15: dist.stage = 0
@@ -69,9 +69,10 @@ module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
 // -----
 
 // The plan's boundaries: three stages beginning at layers 0, 1 and 4.
+// Layer 2 costs more than the others (an exp): not uniform.
 
 // CHECK-LABEL: func.func @forward
-// CHECK-SAME: stage_first_layer = array<i64: 0, 1, 4>
+// CHECK-SAME: stage_first_layer = array<i64: 0, 1, 4>, uniform_layers = false
 // CHECK: nn.matmul %{{.*}}, %arg2 {dist.stage = 0 : i64}
 // CHECK: nn.matmul %{{.*}}, %arg4 {dist.stage = 1 : i64}
 // CHECK: nn.matmul %{{.*}}, %arg10 {dist.stage = 2 : i64}
@@ -105,7 +106,8 @@ module attributes {autopar.plan = {mesh = {pp = 3 : i64}, pipeline = {split = [1
     %o1 = nn.matmul %s1, %wo1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
     %x2 = nn.add %x1, %o1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     %a2 = nn.matmul %x2, %wq2 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
-    %b2 = nn.add %a2, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %e2 = nn.exp %a2 : tensor<4x8xf32>
+    %b2 = nn.add %e2, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
     %s2 = nn.softmax %b2 {axis = 1 : i64} : tensor<4x8xf32> -> tensor<4x8xf32>
     %o2 = nn.matmul %s2, %wo2 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
     %x3 = nn.add %x2, %o2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
