@@ -26,9 +26,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace mlir;
@@ -680,33 +682,40 @@ std::string autopar::describePlan(const Plan &plan) {
   return text;
 }
 
-int64_t autopar::pipelineLayerBound(int64_t layers, int64_t stages,
-                                    int64_t microBatches) {
-  const int64_t L = layers, S = stages, m = microBatches;
-  if (L < S || S < 1 || m < 1)
+double autopar::pipelineLayerBound(int64_t layers, int64_t stages,
+                                   int64_t microBatches, double firstExtra,
+                                   double lastExtra) {
+  const int64_t L = layers, S = stages;
+  const double m = double(microBatches);
+  if (L < S || S < 1 || microBatches < 1)
     return 0;
-  // Can every stage's m n_s + (layers before it) stay within g? Each stage
-  // takes the most it may (leaving one per later stage): taking more early
-  // never lowers how many the later stages reach.
-  auto fits = [&](int64_t g) {
-    int64_t before = 0;
+  auto extra = [&](int64_t s) {
+    return (s == 0 ? firstExtra : 0) + (s == S - 1 ? lastExtra : 0);
+  };
+  // Can every stage's m w_s + (the work before it) stay within g? Each
+  // stage takes the most layers it may (leaving one per later stage):
+  // taking more early never lowers how many the later stages reach.
+  auto fits = [&](double g) {
+    int64_t placed = 0;
+    double before = 0;
     for (int64_t s = 0; s < S; ++s) {
-      int64_t n = std::min(L - before - (S - 1 - s), (g - before) / m);
+      const double room = std::floor((g - before) / m - extra(s));
+      const int64_t n = std::min<int64_t>(L - placed - (S - 1 - s),
+                                          room < 0 ? 0 : int64_t(room + 1e-9));
       if (n < 1)
         return false;
-      before += n;
+      placed += n;
+      before += double(n) + extra(s);
     }
-    return before == L;
+    return placed == L;
   };
-  int64_t lo = m * ((L + S - 1) / S), hi = m * L + L;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (fits(mid))
-      hi = mid;
-    else
-      lo = mid + 1;
+  const double total = double(L) + firstExtra + lastExtra;
+  double lo = m * std::ceil(double(L) / double(S)), hi = m * total + total;
+  for (int i = 0; i < 100 && hi - lo > 1e-9 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (fits(mid) ? hi : lo) = mid;
   }
-  return lo;
+  return hi;
 }
 
 bool autopar::searchPlans(const PlannerOptions &o,
@@ -737,16 +746,29 @@ bool autopar::searchPlans(const PlannerOptions &o,
     /// cannot beat (its plan of less work, evaluated).
     bool bounded = false;
     double least = 0;
+    /// Where its plans go among the others (the threads' order aside).
+    size_t order = 0;
   };
   // What the first round's plans (one sample per micro-batch, no
   // recompute, 1F1B, `precision`) teach about the others of their tp: one
   // micro-batch's compute through the model (without a pipeline) and the
   // least of a layer's (a pipeline's middle stages, where the layers are
-  // alike), each with the tp collectives it waits for. With them, a
-  // mesh's step is at least its busiest rank's layers (pipelineLayerBound);
+  // alike), each with the tp collectives it waits for, and what the first
+  // and last stages run beyond their layers. With them, a mesh's step is
+  // at least its busiest rank's work (pipelineLayerBound);
   // the data-parallel reductions, the optimizer and recompute only add.
   struct Learned {
     double whole = 0, layer = 0;
+    /// The first and last stages' (seconds, layers): beyond their layers,
+    /// the embeddings and the head.
+    std::vector<std::pair<double, int64_t>> firsts, lasts;
+    /// The least of the first or last stages' work beyond their layers.
+    double extra(const std::vector<std::pair<double, int64_t>> &stages) const {
+      double e = std::numeric_limits<double>::infinity();
+      for (auto [seconds, n] : stages)
+        e = std::min(e, seconds - double(n) * layer);
+      return stages.empty() ? 0.0 : std::max(0.0, e);
+    }
   };
   // By tp and recompute (none; full: its plans bound the others of full).
   std::map<std::pair<int64_t, std::string>, Learned> learned;
@@ -777,6 +799,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
     const size_t stages = p.stageLayers.size();
     for (size_t st = 1; st + 1 < stages; ++st)
       least(l.layer, p.stageSeconds[st] / double(p.stageLayers[st]));
+    if (stages >= 2) {
+      l.firsts.push_back({p.stageSeconds.front(), p.stageLayers.front()});
+      l.lasts.push_back({p.stageSeconds.back(), p.stageLayers.back()});
+    }
   };
   auto lowerBound = [&](const Mesh &mesh) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -791,12 +817,16 @@ bool autopar::searchPlans(const PlannerOptions &o,
           (recompute == StringRef("full") && mesh.recompute != "full"))
         continue;
       const Learned &l = it->second;
-      bound = std::max(
-          bound, mesh.pp == 1
-                     ? double(mesh.m) *
-                           std::max(l.whole, l.layer * double(modelLayers))
-                     : l.layer * double(pipelineLayerBound(modelLayers, mesh.pp,
-                                                           mesh.m)));
+      if (mesh.pp == 1) {
+        bound = std::max(bound,
+                         double(mesh.m) *
+                             std::max(l.whole, l.layer * double(modelLayers)));
+      } else if (l.layer > 0) {
+        bound = std::max(
+            bound, l.layer * pipelineLayerBound(modelLayers, mesh.pp, mesh.m,
+                                                l.extra(l.firsts) / l.layer,
+                                                l.extra(l.lasts) / l.layer));
+      }
     }
     return bound;
   };
@@ -932,22 +962,86 @@ bool autopar::searchPlans(const PlannerOptions &o,
   std::vector<Mesh> rest, ruledOut;
   // Meshes evaluated without recompute first; those that do not fit try
   // full recompute later (bounded by their step).
+  auto fullRetry = [](const Mesh &mesh) -> std::optional<Mesh> {
+    if (mesh.recompute == "full" || mesh.predictions.empty() ||
+        llvm::any_of(mesh.predictions,
+                     [](const Prediction &p) { return p.fits; }))
+      return std::nullopt;
+    Mesh full = mesh;
+    full.predictions.clear();
+    full.firstError.clear();
+    full.recompute = "full";
+    full.bounded = true;
+    full.least = mesh.predictions[0].stepSeconds;
+    full.order = mesh.order + 1;
+    return full;
+  };
   std::vector<Mesh> retries;
   auto probe = [&](std::vector<Mesh> &probes) {
     for (Mesh &mesh : probes)
       mesh.retryFull = false;
     evaluateAll(probes);
     for (Mesh &mesh : probes)
-      if (!mesh.predictions.empty() &&
-          llvm::none_of(mesh.predictions,
-                        [](const Prediction &p) { return p.fits; })) {
-        Mesh full = mesh;
-        full.predictions.clear();
-        full.recompute = "full";
-        full.bounded = true;
-        full.least = mesh.predictions[0].stepSeconds;
-        retries.push_back(full);
+      if (std::optional<Mesh> full = fullRetry(mesh))
+        retries.push_back(*full);
+  };
+  // Best first: the mesh of the least lower bound next, on all cores; one
+  // that does not fit without recompute comes back with full recompute.
+  // Once the least bound exceeds the best `keep` fitting steps, the rest
+  // is skipped.
+  auto evaluateQueue = [&](std::vector<Mesh> queue) {
+    for (size_t i = 0; i < queue.size(); ++i)
+      queue[i].order = 2 * i;
+    std::vector<Mesh> done;
+    std::mutex queued;
+    std::condition_variable changed;
+    size_t running = 0;
+    auto work = [&]() {
+      std::unique_lock<std::mutex> lock(queued);
+      for (;;) {
+        if (queue.empty()) {
+          if (running == 0)
+            break;
+          changed.wait(lock);
+          continue;
+        }
+        size_t pick = 0;
+        double least = std::numeric_limits<double>::infinity();
+        for (size_t i = 0; i < queue.size(); ++i)
+          if (double b = lowerBound(queue[i]); b < least)
+            least = b, pick = i;
+        Mesh mesh = std::move(queue[pick]);
+        queue.erase(queue.begin() + pick);
+        ++running;
+        lock.unlock();
+        mesh.retryFull = false;
+        evaluateMesh(mesh);
+        std::optional<Mesh> full = fullRetry(mesh);
+        lock.lock();
+        --running;
+        if (full)
+          queue.push_back(std::move(*full));
+        done.push_back(std::move(mesh));
+        changed.notify_all();
       }
+      changed.notify_all();
+    };
+    const size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t)
+      pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool)
+      t.join();
+    std::stable_sort(
+        done.begin(), done.end(),
+        [](const Mesh &a, const Mesh &b) { return a.order < b.order; });
+    for (Mesh &mesh : done) {
+      ranked.insert(ranked.end(), mesh.predictions.begin(),
+                    mesh.predictions.end());
+      if (firstError.empty())
+        firstError = mesh.firstError;
+    }
   };
   while (tried < meshes.size() && ranked.empty()) {
     std::vector<Mesh> one = {meshes[tried++]};
@@ -994,12 +1088,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
       sorted.push_back(list[i]);
     return sorted;
   };
-  std::vector<Mesh> sorted = byBound(others);
-  probe(sorted);
-  // Full recompute last, where a plan did not fit without (by then the
-  // best plans bound most of them).
-  std::vector<Mesh> full = byBound(retries);
-  evaluateAll(full);
+  others.insert(others.end(), retries.begin(), retries.end());
+  evaluateQueue(byBound(others));
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;
@@ -1049,6 +1139,15 @@ bool autopar::searchPlans(const PlannerOptions &o,
       Mesh selective = base;
       selective.recompute = "selective";
       selective.retryFull = false;
+      // It recomputes more than the same plan without recompute.
+      for (const Prediction &q : ranked)
+        if (q.plan.recompute == "none" && q.plan.meshDp == plan.meshDp &&
+            q.plan.meshTp == plan.meshTp && q.plan.meshPp == plan.meshPp &&
+            q.plan.microBatches == plan.microBatches &&
+            q.plan.zeroStage == plan.zeroStage &&
+            q.plan.precision == plan.precision &&
+            q.plan.pipelineChunks == plan.pipelineChunks)
+          selective.least = std::max(selective.least, q.stepSeconds);
       again.push_back(selective);
     }
   }

@@ -157,14 +157,16 @@ bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
                  std::string &error, int64_t *skipped = nullptr);
 
 /// A 1F1B pipeline's least makespan in units of one layer's forward and
-/// backward: `layers` alike layers over `stages` stages (each at least one)
-/// and `microBatches` micro-batches. Stage s cannot start before the first
-/// micro-batch's forward through stages 0..s-1, and after its own m
-/// forwards and backwards the last backward still runs through them: the
-/// step is at least max over s of (m n_s + the layers before s), minimised
-/// over the splits n.
-int64_t pipelineLayerBound(int64_t layers, int64_t stages,
-                           int64_t microBatches);
+/// backward: `layers` alike layers over `stages` stages (each at least one),
+/// `microBatches` micro-batches, the first stage running `firstExtra` more
+/// (the embeddings) and the last `lastExtra` (the head and loss), in the
+/// same units. Stage s cannot start before the first micro-batch's forward
+/// through stages 0..s-1, and after its own m forwards and backwards the
+/// last backward still runs through them: the step is at least max over s
+/// of (m w_s + the work of the stages before s), minimised over the splits.
+/// 0 if there are more stages than layers.
+double pipelineLayerBound(int64_t layers, int64_t stages, int64_t microBatches,
+                          double firstExtra = 0, double lastExtra = 0);
 
 /// Why `best` wins, in a few sentences (tp inside a node, pp across nodes,
 /// dp for the rest; what memory asked for).

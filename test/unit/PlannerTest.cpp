@@ -336,18 +336,21 @@ TEST(Calibration, TimesTheCpuProgram) {
 
 // The least 1F1B makespan in layers: the greedy search against every split
 // of L layers over S stages (each at least one), max over s of
-// (m n_s + the layers before s).
+// (m w_s + the work before s), w_s = n_s (+ the first stage's and the last
+// stage's extra work).
 TEST(Planner, PipelineLayerBound) {
-  auto brute = [](int64_t L, int64_t S, int64_t m) {
-    int64_t best = std::numeric_limits<int64_t>::max();
+  auto brute = [](int64_t L, int64_t S, int64_t m, double first, double last) {
+    double best = std::numeric_limits<double>::infinity();
     std::vector<int64_t> n(S, 1);
     std::function<void(int64_t, int64_t)> go = [&](int64_t s, int64_t left) {
       if (s == S - 1) {
         n[s] = left;
-        int64_t worst = 0, before = 0;
+        double worst = 0, before = 0;
         for (int64_t t = 0; t < S; ++t) {
-          worst = std::max(worst, m * n[t] + before);
-          before += n[t];
+          double w =
+              double(n[t]) + (t == 0 ? first : 0) + (t == S - 1 ? last : 0);
+          worst = std::max(worst, double(m) * w + before);
+          before += w;
         }
         best = std::min(best, worst);
         return;
@@ -363,14 +366,22 @@ TEST(Planner, PipelineLayerBound) {
   for (int64_t L = 1; L <= 9; ++L)
     for (int64_t S = 1; S <= L; ++S)
       for (int64_t m : {1, 2, 3, 4, 8, 16})
-        EXPECT_EQ(autopar::pipelineLayerBound(L, S, m), brute(L, S, m))
-            << "L " << L << " S " << S << " m " << m;
+        for (auto [first, last] :
+             {std::pair{0.0, 0.0}, {0.3, 0.0}, {0.0, 0.7}, {0.25, 1.5}}) {
+          const double want = brute(L, S, m, first, last);
+          EXPECT_NEAR(autopar::pipelineLayerBound(L, S, m, first, last), want,
+                      1e-6 * want)
+              << "L " << L << " S " << S << " m " << m << " extras " << first
+              << " " << last;
+        }
   // One micro-batch runs the layers one after another; one layer per
   // stage: m + S - 1; Megatron's 96 layers over 8 stages, 72 micro-batches
   // (79 x 12 balanced, less front-loaded).
-  EXPECT_EQ(autopar::pipelineLayerBound(6, 3, 1), 6);
-  EXPECT_EQ(autopar::pipelineLayerBound(4, 4, 8), 11);
-  EXPECT_LE(autopar::pipelineLayerBound(96, 8, 72), 79 * 12);
+  EXPECT_NEAR(autopar::pipelineLayerBound(6, 3, 1), 6, 1e-6);
+  EXPECT_NEAR(autopar::pipelineLayerBound(4, 4, 8), 11, 1e-6);
+  EXPECT_LE(autopar::pipelineLayerBound(96, 8, 72), 79 * 12 + 1e-6);
   EXPECT_GT(autopar::pipelineLayerBound(96, 8, 72), 72 * 12);
+  // A head as costly as a layer on the last stage: at least 72 x 12.5.
+  EXPECT_GT(autopar::pipelineLayerBound(96, 8, 72, 0, 1), 72 * 12.5);
   EXPECT_EQ(autopar::pipelineLayerBound(3, 4, 8), 0); // more stages than layers
 }
