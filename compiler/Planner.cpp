@@ -30,7 +30,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 using namespace mlir;
@@ -960,38 +959,52 @@ bool autopar::searchPlans(const PlannerOptions &o,
   size_t tried = 0;
   int64_t trainable = 0;
   std::vector<Mesh> rest, ruledOut;
-  // Meshes evaluated without recompute first; those that do not fit try
-  // full recompute later (bounded by their step).
-  auto fullRetry = [](const Mesh &mesh) -> std::optional<Mesh> {
-    if (mesh.recompute == "full" || mesh.predictions.empty() ||
-        llvm::any_of(mesh.predictions,
-                     [](const Prediction &p) { return p.fits; }))
-      return std::nullopt;
-    Mesh full = mesh;
-    full.predictions.clear();
-    full.firstError.clear();
+  // A mesh is evaluated one plan at a time (its least work first). One
+  // that does not fit comes back with what may fit, bounded by its step:
+  // ZeRO-3 (without a pipeline) and full recompute.
+  auto followUps = [](const Mesh &mesh) {
+    std::vector<Mesh> next;
+    if (mesh.recompute != "none" || mesh.predictions.size() != 1 ||
+        mesh.predictions[0].fits)
+      return next;
+    Mesh base = mesh;
+    base.predictions.clear();
+    base.firstError.clear();
+    base.bounded = true;
+    base.least = mesh.predictions[0].stepSeconds;
+    if (mesh.zeroStages == std::vector<int64_t>{1} && mesh.pp == 1 &&
+        mesh.dp > 1) {
+      Mesh zero3 = base;
+      zero3.zeroStages = {3};
+      zero3.order = mesh.order + 1;
+      next.push_back(zero3);
+    }
+    Mesh full = base;
     full.recompute = "full";
-    full.bounded = true;
-    full.least = mesh.predictions[0].stepSeconds;
-    full.order = mesh.order + 1;
-    return full;
+    full.order = mesh.order + 2;
+    next.push_back(full);
+    return next;
+  };
+  auto onePlan = [](Mesh &mesh) {
+    mesh.retryFull = false;
+    if (mesh.zeroStages.empty())
+      mesh.zeroStages = {1};
   };
   std::vector<Mesh> retries;
   auto probe = [&](std::vector<Mesh> &probes) {
     for (Mesh &mesh : probes)
-      mesh.retryFull = false;
+      onePlan(mesh);
     evaluateAll(probes);
     for (Mesh &mesh : probes)
-      if (std::optional<Mesh> full = fullRetry(mesh))
-        retries.push_back(*full);
+      for (Mesh &next : followUps(mesh))
+        retries.push_back(next);
   };
-  // Best first: the mesh of the least lower bound next, on all cores; one
-  // that does not fit without recompute comes back with full recompute.
-  // Once the least bound exceeds the best `keep` fitting steps, the rest
-  // is skipped.
+  // Best first: the mesh of the least lower bound next, on all cores, and
+  // its follow-ups into the queue. Once the least bound exceeds the best
+  // `keep` fitting steps, the rest is skipped.
   auto evaluateQueue = [&](std::vector<Mesh> queue) {
     for (size_t i = 0; i < queue.size(); ++i)
-      queue[i].order = 2 * i;
+      queue[i].order = 4 * i;
     std::vector<Mesh> done;
     std::mutex queued;
     std::condition_variable changed;
@@ -1014,13 +1027,13 @@ bool autopar::searchPlans(const PlannerOptions &o,
         queue.erase(queue.begin() + pick);
         ++running;
         lock.unlock();
-        mesh.retryFull = false;
+        onePlan(mesh);
         evaluateMesh(mesh);
-        std::optional<Mesh> full = fullRetry(mesh);
+        std::vector<Mesh> next = followUps(mesh);
         lock.lock();
         --running;
-        if (full)
-          queue.push_back(std::move(*full));
+        for (Mesh &m : next)
+          queue.push_back(std::move(m));
         done.push_back(std::move(mesh));
         changed.notify_all();
       }
