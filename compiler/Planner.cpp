@@ -1148,6 +1148,12 @@ bool autopar::searchPlans(const PlannerOptions &o,
       interleaved.chunks = 2;
       again.push_back(interleaved);
     }
+    // Zero bubble (ZB-H1): the weights' gradients deferred into the bubble.
+    if (plan.meshPp > 1) {
+      Mesh zeroBubble = base;
+      zeroBubble.schedule = "zb-h1";
+      again.push_back(zeroBubble);
+    }
     if (plan.recompute == "full") {
       Mesh selective = base;
       selective.recompute = "selective";

@@ -279,7 +279,8 @@ struct PipelinePhasesPass
 
   /// A saved value's attributes: its key and, when the step is laid out
   /// over a mesh (its ops carry dist.shardings), its layout there, its
-  /// pending sums reduced (the phase that saves it reduces them).
+  /// pending sums reduced (the phase that saves it reduces them) but those
+  /// over dp.
   static DictionaryAttr savedAttrs(Value v, StringRef key) {
     MLIRContext *ctx = v.getContext();
     Builder b(ctx);
@@ -296,7 +297,12 @@ struct PipelinePhasesPass
       attr = cast<ShardingAttr>(shardings[cast<OpResult>(v).getResultNumber()]);
     if (attr) {
       Layout l = Layout::fromAttr(attr);
-      l.partial.clear();
+      // A sum pending over dp (a part of a weight's gradient: the step
+      // reduces it over dp once, not every micro-batch) stays pending; the
+      // others are reduced.
+      if (l.partialKind != ReductionKind::sum ||
+          !llvm::is_contained(l.partial, kDataAxis))
+        l.partial.clear();
       attrs.push_back(b.getNamedAttr(
           kShardingAttr,
           l.toAttr(ctx, attr.getMesh().getLeafReference().getValue())));

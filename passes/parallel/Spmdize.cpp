@@ -399,7 +399,10 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
         func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
     Layout l =
         attr ? Layout::fromAttr(attr) : Layout::replicated(type.getRank());
-    if (!l.partial.empty())
+    // (A saved value may: a sum over dp pending since the phase that
+    // saved it.)
+    if (!l.partial.empty() &&
+        !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kSavedAttr))
       return func.emitError() << "argument #" << arg.getArgNumber()
                               << " cannot start as a pending sum";
     arg.setType(localType(type, l, sizes));
