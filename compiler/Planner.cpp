@@ -23,7 +23,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -722,10 +721,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
                           int64_t *skippedOut) {
   const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
   ranked.clear();
-  // A mesh's candidates, evaluated one after another (each decides the
-  // next): `m` micro-batches; ZeRO-3 only where ZeRO-1 does not fit; full
-  // recompute only where a plan does not fit without. Meshes are
-  // independent: they are evaluated on all cores.
+  // Candidates, evaluated on all cores: a mesh with `m` micro-batches, a
+  // ZeRO stage, a recompute mode, a schedule; ZeRO-3 only where ZeRO-1
+  // does not fit, full recompute only where a plan does not fit without
+  // (followUps).
   // GPUs: bf16-mixed (the time model has no fp32 peak). This machine's
   // CPU programs multiply in fp32 whatever the precision: fp32 first, and
   // bf16-mixed for the best meshes (less memory, more conversions).
@@ -734,11 +733,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
   struct Mesh {
     int64_t dp, tp, pp, m;
     std::string schedule = "1f1b", recompute = "none", precision;
-    int64_t chunks = 1;
-    /// The ZeRO stages to try, in order (default: 1, then 3 where pp = 1),
-    /// and whether a plan that does not fit is tried with full recompute.
-    std::vector<int64_t> zeroStages;
-    bool retryFull = true;
+    int64_t chunks = 1, zero = 1;
     std::vector<Prediction> predictions;
     std::string firstError;
     /// Skipped if its lower bound cannot make the top; `least`: a step it
@@ -841,77 +836,111 @@ bool autopar::searchPlans(const PlannerOptions &o,
     mesh.precision = precision;
     return mesh;
   };
+  // Skipped where its lower bound cannot make the best `keep`.
   auto evaluateMesh = [&](Mesh &mesh) {
-    // The mesh's first plan has the least work: full recompute and a
-    // higher ZeRO stage only add to it, so its step bounds theirs.
-    double least = mesh.least;
-    auto tryPlan = [&](const Plan &plan, Prediction &p) {
-      if (mesh.bounded && !o.exhaustive &&
-          std::max(least, lowerBound(mesh)) > threshold()) {
-        std::lock_guard<std::mutex> lock(mutex);
-        ++skipped;
-        return false;
-      }
-      std::string why;
-      if (evaluatePlan(o, plan, "plan", p, why)) {
-        learn(p);
-        least = std::max(least, p.stepSeconds);
-        return true;
-      }
-      if (mesh.firstError.empty())
-        mesh.firstError = why;
-      return false;
-    };
-    std::vector<int64_t> stages = mesh.zeroStages;
-    if (stages.empty()) {
-      stages.push_back(1);
-      if (mesh.pp == 1 && mesh.dp > 1)
-        stages.push_back(3);
+    if (mesh.bounded && !o.exhaustive &&
+        std::max(mesh.least, lowerBound(mesh)) > threshold()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++skipped;
+      return;
     }
-    for (int64_t zero : stages) {
-      Plan plan;
-      plan.meshDp = mesh.dp;
-      plan.meshTp = mesh.tp;
-      plan.meshPp = mesh.pp;
-      plan.microBatches = mesh.m;
-      plan.zeroStage = mesh.dp > 1 ? zero : 0;
-      plan.precision = mesh.precision;
-      plan.recompute = mesh.recompute;
-      if (mesh.pp > 1) {
-        plan.pipelineSchedule = mesh.schedule;
-        plan.pipelineChunks = mesh.chunks;
-      }
-      Prediction p;
-      if (!tryPlan(plan, p))
-        return;
-      if (!p.fits && mesh.retryFull && plan.recompute != "full") {
-        plan.recompute = "full";
-        Prediction again;
-        if (tryPlan(plan, again))
-          p = again;
-      }
-      mesh.predictions.push_back(p);
-      if (p.fits)
-        return; // a higher ZeRO stage only adds communication
+    Plan plan;
+    plan.meshDp = mesh.dp;
+    plan.meshTp = mesh.tp;
+    plan.meshPp = mesh.pp;
+    plan.microBatches = mesh.m;
+    plan.zeroStage = mesh.dp > 1 ? mesh.zero : 0;
+    plan.precision = mesh.precision;
+    plan.recompute = mesh.recompute;
+    if (mesh.pp > 1) {
+      plan.pipelineSchedule = mesh.schedule;
+      plan.pipelineChunks = mesh.chunks;
     }
+    Prediction p;
+    if (!evaluatePlan(o, plan, "plan", p, mesh.firstError))
+      return;
+    learn(p);
+    mesh.predictions.push_back(p);
   };
+  // A plan that does not fit comes back with what may fit, bounded by its
+  // step (full recompute and a higher ZeRO stage only add to it): ZeRO-3
+  // (without a pipeline) and full recompute.
+  auto followUps = [](const Mesh &mesh) {
+    std::vector<Mesh> next;
+    if (mesh.recompute != "none" || mesh.predictions.size() != 1 ||
+        mesh.predictions[0].fits)
+      return next;
+    Mesh base = mesh;
+    base.predictions.clear();
+    base.firstError.clear();
+    base.bounded = true;
+    base.least = mesh.predictions[0].stepSeconds;
+    if (mesh.zero == 1 && mesh.pp == 1 && mesh.dp > 1) {
+      Mesh zero3 = base;
+      zero3.zero = 3;
+      zero3.order = mesh.order + 1;
+      next.push_back(zero3);
+    }
+    Mesh full = base;
+    full.recompute = "full";
+    full.order = mesh.order + 2;
+    next.push_back(full);
+    return next;
+  };
+  // Best first, on all cores: the candidate of the least lower bound next
+  // (in their order while nothing bounds them), its follow-ups into the
+  // queue, or into `later`. Once the least bound exceeds the best `keep`
+  // fitting steps, the rest is skipped.
   std::string firstError;
-  auto evaluateAll = [&](std::vector<Mesh> &meshes) {
-    std::atomic<size_t> next{0};
+  auto evaluateQueue = [&](std::vector<Mesh> queue,
+                           std::vector<Mesh> *later = nullptr) {
+    for (size_t i = 0; i < queue.size(); ++i)
+      queue[i].order = 4 * i;
+    std::vector<Mesh> done;
+    std::mutex queued;
+    std::condition_variable changed;
+    size_t running = 0;
     auto work = [&]() {
-      for (size_t i = next++; i < meshes.size(); i = next++)
-        evaluateMesh(meshes[i]);
+      std::unique_lock<std::mutex> lock(queued);
+      for (;;) {
+        if (queue.empty()) {
+          if (running == 0)
+            break;
+          changed.wait(lock);
+          continue;
+        }
+        size_t pick = 0;
+        double least = std::numeric_limits<double>::infinity();
+        for (size_t i = 0; i < queue.size(); ++i)
+          if (double b = lowerBound(queue[i]); b < least)
+            least = b, pick = i;
+        Mesh mesh = std::move(queue[pick]);
+        queue.erase(queue.begin() + pick);
+        ++running;
+        lock.unlock();
+        evaluateMesh(mesh);
+        std::vector<Mesh> next = followUps(mesh);
+        lock.lock();
+        --running;
+        for (Mesh &m : next)
+          (later ? *later : queue).push_back(std::move(m));
+        done.push_back(std::move(mesh));
+        changed.notify_all();
+      }
+      changed.notify_all();
     };
-    const size_t threads = std::min<size_t>(
-        meshes.size(), std::max(1u, std::thread::hardware_concurrency()));
+    const size_t threads = std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::thread> pool;
     for (size_t t = 1; t < threads; ++t)
       pool.emplace_back(work);
     work();
     for (std::thread &t : pool)
       t.join();
-    // In the order of the meshes, whatever the threads' order.
-    for (Mesh &mesh : meshes) {
+    // In the candidates' order, whatever the threads' order.
+    std::stable_sort(
+        done.begin(), done.end(),
+        [](const Mesh &a, const Mesh &b) { return a.order < b.order; });
+    for (Mesh &mesh : done) {
       ranked.insert(ranked.end(), mesh.predictions.begin(),
                     mesh.predictions.end());
       if (firstError.empty())
@@ -959,106 +988,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
   size_t tried = 0;
   int64_t trainable = 0;
   std::vector<Mesh> rest, ruledOut;
-  // A mesh is evaluated one plan at a time (its least work first). One
-  // that does not fit comes back with what may fit, bounded by its step:
-  // ZeRO-3 (without a pipeline) and full recompute.
-  auto followUps = [](const Mesh &mesh) {
-    std::vector<Mesh> next;
-    if (mesh.recompute != "none" || mesh.predictions.size() != 1 ||
-        mesh.predictions[0].fits)
-      return next;
-    Mesh base = mesh;
-    base.predictions.clear();
-    base.firstError.clear();
-    base.bounded = true;
-    base.least = mesh.predictions[0].stepSeconds;
-    if (mesh.zeroStages == std::vector<int64_t>{1} && mesh.pp == 1 &&
-        mesh.dp > 1) {
-      Mesh zero3 = base;
-      zero3.zeroStages = {3};
-      zero3.order = mesh.order + 1;
-      next.push_back(zero3);
-    }
-    Mesh full = base;
-    full.recompute = "full";
-    full.order = mesh.order + 2;
-    next.push_back(full);
-    return next;
-  };
-  auto onePlan = [](Mesh &mesh) {
-    mesh.retryFull = false;
-    if (mesh.zeroStages.empty())
-      mesh.zeroStages = {1};
-  };
+  // Follow-ups of the probes wait for the others.
   std::vector<Mesh> retries;
-  auto probe = [&](std::vector<Mesh> &probes) {
-    for (Mesh &mesh : probes)
-      onePlan(mesh);
-    evaluateAll(probes);
-    for (Mesh &mesh : probes)
-      for (Mesh &next : followUps(mesh))
-        retries.push_back(next);
-  };
-  // Best first: the mesh of the least lower bound next, on all cores, and
-  // its follow-ups into the queue. Once the least bound exceeds the best
-  // `keep` fitting steps, the rest is skipped.
-  auto evaluateQueue = [&](std::vector<Mesh> queue) {
-    for (size_t i = 0; i < queue.size(); ++i)
-      queue[i].order = 4 * i;
-    std::vector<Mesh> done;
-    std::mutex queued;
-    std::condition_variable changed;
-    size_t running = 0;
-    auto work = [&]() {
-      std::unique_lock<std::mutex> lock(queued);
-      for (;;) {
-        if (queue.empty()) {
-          if (running == 0)
-            break;
-          changed.wait(lock);
-          continue;
-        }
-        size_t pick = 0;
-        double least = std::numeric_limits<double>::infinity();
-        for (size_t i = 0; i < queue.size(); ++i)
-          if (double b = lowerBound(queue[i]); b < least)
-            least = b, pick = i;
-        Mesh mesh = std::move(queue[pick]);
-        queue.erase(queue.begin() + pick);
-        ++running;
-        lock.unlock();
-        onePlan(mesh);
-        evaluateMesh(mesh);
-        std::vector<Mesh> next = followUps(mesh);
-        lock.lock();
-        --running;
-        for (Mesh &m : next)
-          queue.push_back(std::move(m));
-        done.push_back(std::move(mesh));
-        changed.notify_all();
-      }
-      changed.notify_all();
-    };
-    const size_t threads = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t)
-      pool.emplace_back(work);
-    work();
-    for (std::thread &t : pool)
-      t.join();
-    std::stable_sort(
-        done.begin(), done.end(),
-        [](const Mesh &a, const Mesh &b) { return a.order < b.order; });
-    for (Mesh &mesh : done) {
-      ranked.insert(ranked.end(), mesh.predictions.begin(),
-                    mesh.predictions.end());
-      if (firstError.empty())
-        firstError = mesh.firstError;
-    }
-  };
   while (tried < meshes.size() && ranked.empty()) {
-    std::vector<Mesh> one = {meshes[tried++]};
-    probe(one);
+    evaluateQueue({meshes[tried++]}, &retries);
     for (const Prediction &p : ranked)
       trainable = std::max(trainable, p.trainableParameters);
   }
@@ -1075,8 +1008,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   }
   if (rest.empty() && ranked.empty())
     rest = ruledOut;
-  // Then a pipeline of each other tp (its layer's time), then the rest by
-  // their lower bounds, each skipped if it cannot make the best `keep`.
+  // Then a pipeline of each other tp (its layer's time), then the rest
+  // and the probes' follow-ups, best first.
   std::vector<Mesh> probes, others;
   std::stable_sort(rest.begin(), rest.end(), probeFirst);
   for (Mesh &mesh : rest) {
@@ -1089,20 +1022,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
     else
       others.push_back(mesh);
   }
-  probe(probes);
-  auto byBound = [&](std::vector<Mesh> &list) {
-    std::vector<std::pair<double, size_t>> order;
-    for (size_t i = 0; i < list.size(); ++i)
-      order.push_back({lowerBound(list[i]), i});
-    std::stable_sort(order.begin(), order.end(),
-                     [](auto &a, auto &b) { return a.first < b.first; });
-    std::vector<Mesh> sorted;
-    for (auto &[bound, i] : order)
-      sorted.push_back(list[i]);
-    return sorted;
-  };
+  evaluateQueue(probes, &retries);
   others.insert(others.end(), retries.begin(), retries.end());
-  evaluateQueue(byBound(others));
+  evaluateQueue(others);
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;
@@ -1125,7 +1047,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     const int64_t perRank = batch / plan.meshDp;
     Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
     base.recompute = plan.recompute;
-    base.zeroStages = {plan.zeroStage};
+    base.zero = plan.zeroStage;
     base.bounded = true;
     if (local) {
       Mesh mixed = base;
@@ -1157,7 +1079,6 @@ bool autopar::searchPlans(const PlannerOptions &o,
     if (plan.recompute == "full") {
       Mesh selective = base;
       selective.recompute = "selective";
-      selective.retryFull = false;
       // It recomputes more than the same plan without recompute.
       for (const Prediction &q : ranked)
         if (q.plan.recompute == "none" && q.plan.meshDp == plan.meshDp &&
@@ -1170,7 +1091,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
       again.push_back(selective);
     }
   }
-  evaluateAll(again);
+  evaluateQueue(again);
   if (ranked.empty()) {
     error = firstError.empty() ? "--global-batch " + std::to_string(batch) +
                                      ": no split of it over the cluster's " +

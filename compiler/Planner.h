@@ -145,11 +145,11 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 /// one sample; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when a plan does
 /// not fit without; bf16-mixed, 1F1B, sequence parallelism with tp. The
 /// three best meshes again with micro-batches of two samples, interleaved
-/// over two chunks (pp > 1), and selective recompute (where full made them
-/// fit). Meshes whose model states alone exceed a GPU are not compiled. A
-/// candidate the model cannot take (more stages than layers, a tp that
-/// divides no heads) is left out. Unless `options.exhaustive`, a plan whose
-/// lower bound (its busiest rank's layers, pipelineLayerBound; its mesh's
+/// over two chunks and ZB-H1 (pp > 1), and selective recompute (where full
+/// made them fit). Meshes whose model states alone exceed a GPU are not
+/// compiled. A candidate the model cannot take (more stages than layers, a tp
+/// that divides no heads) is left out. Unless `options.exhaustive`, a plan
+/// whose lower bound (its busiest rank's layers, pipelineLayerBound; its mesh's
 /// plan of less work) exceeds the best `options.top` (at least 3) fitting
 /// steps found so far is skipped (`skipped` counts them): the best plans
 /// are the same. False with `error` (one line) if none compiles.
