@@ -438,7 +438,6 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     for (auto &[name, cost] : ph)
       seconds += cost.compute + cost.comm;
     p.stageSeconds.push_back(seconds);
-    p.microBatchSeconds += seconds;
   }
   // The stages' layers (autopar-dist-pipeline-split), where they are alike.
   if (auto forward = module.lookupSymbol<func::FuncOp>("forward"))

@@ -77,11 +77,10 @@ struct Prediction {
   /// The model's layers (where one activation crosses; 0 without a
   /// pipeline).
   int64_t layers = 0;
-  /// What bounds other plans' steps (the search): one micro-batch's
-  /// compute and the communication it waits for, through the whole model
-  /// (every stage), and with a pipeline each stage's (forward and
-  /// backward) and its layers (empty where the model's layers differ in
-  /// cost).
+  /// What bounds other plans' steps (the search): without a pipeline, one
+  /// micro-batch's compute and the communication it waits for; with one,
+  /// each stage's (forward and backward) and its layers (empty where the
+  /// model's layers differ in cost).
   double microBatchSeconds = 0;
   std::vector<double> stageSeconds;
   std::vector<int64_t> stageLayers;
