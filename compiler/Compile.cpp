@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -276,12 +277,16 @@ bool Compiler::lower() {
         valueBounds[name.getValue()] =
             inputValueBound(func, func.getArgument(i));
   }
-  {
+  // (A report alone writes neither the input IR nor the pipeline.)
+  if (!o.reportOnly) {
     llvm::raw_string_ostream os(inputIR);
     module.print(os);
     os << "\n";
   }
   PassManager pm(&context, ModuleOp::getOperationName());
+  // The planner lowers the model once per plan: one verification at the
+  // end instead of one after every pass (half its time at 128 layers).
+  pm.enableVerifier(!o.reportOnly);
   if (o.forwardOnly)
     buildForwardPipeline(pm, o.target);
   else
@@ -297,6 +302,8 @@ bool Compiler::lower() {
   FirstError diag(context);
   if (mlir::failed(pm.run(module)))
     return fail(pipelineError(failedPass.name, diag));
+  if (o.reportOnly && mlir::failed(mlir::verify(module)))
+    return fail(pipelineError("", diag));
   return true;
 }
 

@@ -6,8 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <map>
-#include <set>
-#include <tuple>
+#include <queue>
 
 using namespace autopar::pipeline;
 
@@ -178,10 +177,11 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
     return fail("stage times for " + std::to_string(times.forward.size()) +
                 " stages, the schedule has " + std::to_string(S));
   // Every action once, on its stage's rank; per stage either whole
-  // backwards or both halves.
-  using Key = std::tuple<int, int, int>; // op, stage, micro
-  std::map<Key, double> done;            // end times
-  std::map<Key, int> seen;
+  // backwards or both halves. Flat tables by (op, stage, micro).
+  auto key = [&](Op op, int64_t stage, int64_t micro) {
+    return (static_cast<size_t>(op) * S + stage) * m + micro;
+  };
+  std::vector<int32_t> seen(4 * S * m, 0);
   for (int64_t r = 0; r < p; ++r)
     for (const Action &a : s.actions[r]) {
       if (a.stage < 0 || a.stage >= S || a.micro < 0 || a.micro >= m)
@@ -190,16 +190,13 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
       if (s.rankOf(a.stage) != r)
         return fail("rank " + std::to_string(r) + " runs " + text(a) +
                     ", a stage of rank " + std::to_string(s.rankOf(a.stage)));
-      if (seen[{static_cast<int>(a.op), a.stage, a.micro}]++)
+      if (seen[key(a.op, a.stage, a.micro)]++)
         return fail("rank " + std::to_string(r) + " runs " + text(a) +
                     " twice");
     }
   for (int64_t st = 0; st < S; ++st)
     for (int64_t j = 0; j < m; ++j) {
-      auto count = [&](Op op) {
-        auto it = seen.find({static_cast<int>(op), st, j});
-        return it == seen.end() ? 0 : it->second;
-      };
+      auto count = [&](Op op) { return seen[key(op, st, j)]; };
       Action f = act(Op::Forward, st, j);
       if (!count(Op::Forward))
         return fail("no rank runs " + text(f));
@@ -218,13 +215,11 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
   std::vector<size_t> next(p, 0);
   std::vector<double> free(p, 0);
   std::vector<int64_t> inFlight(p, 0);
+  // End times; negative: not run yet.
+  std::vector<double> done(4 * S * m, -1.0);
   auto endOf = [&](Op op, int64_t stage, int64_t micro, double &t) {
-    auto it = done.find({static_cast<int>(op), static_cast<int>(stage),
-                         static_cast<int>(micro)});
-    if (it == done.end())
-      return false;
-    t = it->second;
-    return true;
+    t = done[key(op, stage, micro)];
+    return t >= 0;
   };
   // The time `a` (on rank r) may start from its inputs, if they are ready.
   auto ready = [&](int64_t r, const Action &a, double &t) {
@@ -262,26 +257,29 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
     }
     return false;
   };
+  // The ranks whose next action is ready, by start time (then rank): once
+  // ready, an action's start no longer changes (its inputs' end times are
+  // final), so the earliest of them runs next.
+  using Ready = std::pair<double, int64_t>;
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> queue;
+  std::vector<char> queued(p, 0);
+  auto offer = [&](int64_t r) {
+    if (queued[r] || next[r] == s.actions[r].size())
+      return;
+    double t;
+    if (!ready(r, s.actions[r][next[r]], t))
+      return;
+    queued[r] = 1;
+    queue.push({std::max(t, free[r]), r});
+  };
+  for (int64_t r = 0; r < p; ++r)
+    offer(r);
   size_t total = 0;
   for (const auto &list : s.actions)
     total += list.size();
+  sim.events.reserve(total);
   while (sim.events.size() < total) {
-    // The rank whose next action can start earliest goes first.
-    int64_t best = -1;
-    double bestStart = 0;
-    for (int64_t r = 0; r < p; ++r) {
-      if (next[r] == s.actions[r].size())
-        continue;
-      double t;
-      if (!ready(r, s.actions[r][next[r]], t))
-        continue;
-      t = std::max(t, free[r]);
-      if (best < 0 || t < bestStart) {
-        best = r;
-        bestStart = t;
-      }
-    }
-    if (best < 0) {
+    if (queue.empty()) {
       std::string stuck;
       for (int64_t r = 0; r < p; ++r)
         if (next[r] < s.actions[r].size())
@@ -290,6 +288,9 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
                    text(s.actions[r][next[r]]);
       return fail("deadlocks: " + stuck);
     }
+    auto [bestStart, best] = queue.top();
+    queue.pop();
+    queued[best] = 0;
     const Action &a = s.actions[best][next[best]++];
     double cost = a.op == Op::Forward ? times.forward[a.stage]
                   : a.op == Op::Backward
@@ -297,7 +298,7 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
                   : a.op == Op::BackwardInput ? times.backward[a.stage]
                                               : times.weight[a.stage];
     double end = bestStart + cost;
-    done[{static_cast<int>(a.op), a.stage, a.micro}] = end;
+    done[key(a.op, a.stage, a.micro)] = end;
     free[best] = end;
     sim.busy[best] += cost;
     sim.events.push_back({static_cast<int32_t>(best), a, bestStart, end});
@@ -307,6 +308,13 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
           std::max(sim.peakInFlight[best], ++inFlight[best]);
     else if (a.op != Op::BackwardWeight)
       --inFlight[best];
+    // Who may wait for it: this rank, the next stage's (a forward) and
+    // the previous stage's (a backward).
+    offer(best);
+    if (a.stage + 1 < S)
+      offer(s.rankOf(a.stage + 1));
+    if (a.stage > 0)
+      offer(s.rankOf(a.stage - 1));
   }
   double idle = 0;
   for (double b : sim.busy)
@@ -365,8 +373,16 @@ std::vector<Transfer> sendsOf(const Action &a, int64_t stages) {
   return {};
 }
 
-using TransferKey = std::tuple<bool, int32_t, int32_t>;
-TransferKey keyOf(const Transfer &t) { return {t.gradient, t.stage, t.micro}; }
+/// A transfer's index in flat tables: (gradient, stage, micro).
+struct TransferIndex {
+  int64_t stages, micros;
+  explicit TransferIndex(const Schedule &s)
+      : stages(s.stages()), micros(s.microBatches) {}
+  size_t size() const { return size_t(2 * stages * micros); }
+  size_t operator()(const Transfer &t) const {
+    return (size_t(t.gradient) * stages + t.stage) * micros + t.micro;
+  }
+};
 
 std::string transferText(const Transfer &t) {
   return std::string(t.gradient ? "the gradient" : "the activation") +
@@ -382,8 +398,9 @@ template <typename Stuck>
 bool replay(const Schedule &s, TransferPlan &plan, std::string &error,
             Stuck stuck) {
   const int64_t p = s.ranks;
+  const TransferIndex keyOf(s);
   std::vector<size_t> pos(p, 0);
-  std::set<TransferKey> done;
+  std::vector<char> done(keyOf.size(), 0);
   auto current = [&](int64_t r) -> TransferGroup * {
     return pos[r] < plan[r].size() ? &plan[r][pos[r]] : nullptr;
   };
@@ -394,12 +411,12 @@ bool replay(const Schedule &s, TransferPlan &plan, std::string &error,
           TransferGroup *peer = current(s.rankOf(t.to()));
           if (peer && std::find(peer->recvs.begin(), peer->recvs.end(), t) !=
                           peer->recvs.end())
-            done.insert(keyOf(t));
+            done[keyOf(t)] = 1;
         }
     bool progress = false, finished = true;
     for (int64_t r = 0; r < p; ++r) {
       while (TransferGroup *g = current(r)) {
-        auto isDone = [&](const Transfer &t) { return done.count(keyOf(t)); };
+        auto isDone = [&](const Transfer &t) { return done[keyOf(t)] != 0; };
         if (!std::all_of(g->recvs.begin(), g->recvs.end(), isDone) ||
             !std::all_of(g->sends.begin(), g->sends.end(), isDone))
           break;
@@ -419,12 +436,12 @@ bool replay(const Schedule &s, TransferPlan &plan, std::string &error,
                 std::to_string(r) + " waits to ";
         bool any = false;
         for (const Transfer &t : g->sends)
-          if (!done.count(keyOf(t))) {
+          if (!done[keyOf(t)]) {
             text += (any ? ", " : "") + std::string("send ") + transferText(t);
             any = true;
           }
         for (const Transfer &t : g->recvs)
-          if (!done.count(keyOf(t))) {
+          if (!done[keyOf(t)]) {
             text +=
                 (any ? ", " : "") + std::string("receive ") + transferText(t);
             any = true;
@@ -455,11 +472,13 @@ bool autopar::pipeline::groupTransfers(const Schedule &s, TransferPlan &plan,
     plan[r] = std::move(groups);
   }
   // The position of each transfer in its sender's sequence.
-  std::map<TransferKey, int64_t> sent;
+  const TransferIndex keyOf(s);
+  std::vector<int64_t> sent(keyOf.size(), 0);
+  int64_t sends = 0;
   for (int64_t r = 0; r < p; ++r)
     for (const TransferGroup &g : plan[r])
       for (const Transfer &t : g.sends)
-        sent.emplace(keyOf(t), static_cast<int64_t>(sent.size()));
+        sent[keyOf(t)] = sends++;
   // A rank blocked on a send: its peer receives it (and what the rank sent
   // it before) with the peer's current group.
   auto pull = [&](const std::vector<size_t> &pos) {
@@ -522,35 +541,44 @@ bool autopar::pipeline::checkTransfers(const Schedule &s,
     return fail("transfers for " + std::to_string(plan.size()) +
                 " ranks, the schedule has " + std::to_string(p));
   // Where each action runs, and what must be sent and received.
-  std::map<std::tuple<int, int32_t, int32_t>, size_t> at;
-  std::set<TransferKey> needed;
+  const TransferIndex keyOf(s);
+  const int64_t m = s.microBatches;
+  auto actionKey = [&](Op op, int64_t stage, int64_t micro) {
+    return (static_cast<size_t>(op) * S + stage) * m + micro;
+  };
+  constexpr size_t none = ~size_t(0);
+  std::vector<size_t> at(4 * S * m, none);
+  std::vector<char> needed(keyOf.size(), 0);
   for (int64_t r = 0; r < p; ++r)
     for (size_t k = 0; k < s.actions[r].size(); ++k) {
       const Action &a = s.actions[r][k];
-      at[{static_cast<int>(a.op), a.stage, a.micro}] = k;
+      if (a.stage < 0 || a.stage >= S || a.micro < 0 || a.micro >= m)
+        return fail("rank " + std::to_string(r) + " runs " + opName(a.op) +
+                    std::to_string(a.micro) + " of stage " +
+                    std::to_string(a.stage) +
+                    ", outside the schedule's stages and micro-batches");
+      at[actionKey(a.op, a.stage, a.micro)] = k;
       for (const Transfer &t : sendsOf(a, S))
-        needed.insert(keyOf(t));
+        needed[keyOf(t)] = 1;
     }
   // The index of the action that makes (or reads) `t`, on its rank.
   auto indexOf = [&](const Transfer &t, bool reader, size_t &k) {
     int32_t stage = reader ? t.to() : t.stage;
     // Forwards make and read activations, (input) backwards gradients.
-    std::vector<Op> ops = t.gradient
-                              ? std::vector<Op>{Op::Backward, Op::BackwardInput}
-                              : std::vector<Op>{Op::Forward};
-    for (Op op : ops) {
-      auto it = at.find({static_cast<int>(op), stage, t.micro});
-      if (it != at.end()) {
-        k = it->second;
+    for (Op op : {Op::Forward, Op::Backward, Op::BackwardInput}) {
+      if ((op == Op::Forward) == t.gradient)
+        continue;
+      if (size_t at_ = at[actionKey(op, stage, t.micro)]; at_ != none) {
+        k = at_;
         return true;
       }
     }
     return false;
   };
-  std::set<TransferKey> sends, recvs;
+  std::vector<char> sends(keyOf.size(), 0), recvs(keyOf.size(), 0);
   // Per (sender, receiver): the transfers in the order each side starts
   // them.
-  std::map<std::pair<int64_t, int64_t>, std::vector<TransferKey>> sendOrder,
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> sendOrder,
       recvOrder;
   for (int64_t r = 0; r < p; ++r) {
     int32_t last = 0;
@@ -562,38 +590,43 @@ bool autopar::pipeline::checkTransfers(const Schedule &s,
       last = g.before;
       for (bool sending : {false, true})
         for (const Transfer &t : sending ? g.sends : g.recvs) {
-          const std::string what = transferText(t);
           if (t.to() < 0 || t.to() >= S || t.stage < 0 || t.stage >= S ||
-              !needed.count(keyOf(t)))
-            return fail("rank " + std::to_string(r) + " transfers " + what +
-                        ", which no action sends");
+              t.micro < 0 || t.micro >= m || !needed[keyOf(t)])
+            return fail("rank " + std::to_string(r) + " transfers " +
+                        transferText(t) + ", which no action sends");
           if (s.rankOf(sending ? t.stage : t.to()) != r)
             return fail("rank " + std::to_string(r) +
-                        (sending ? " sends " : " receives ") + what +
+                        (sending ? " sends " : " receives ") + transferText(t) +
                         ", a transfer of another rank");
-          if (!(sending ? sends : recvs).insert(keyOf(t)).second)
+          if ((sending ? sends : recvs)[keyOf(t)]++)
             return fail("rank " + std::to_string(r) +
-                        (sending ? " sends " : " receives ") + what + " twice");
+                        (sending ? " sends " : " receives ") + transferText(t) +
+                        " twice");
           size_t k = 0;
           if (!indexOf(t, !sending, k) ||
               (sending ? g.before <= static_cast<int32_t>(k)
                        : g.before > static_cast<int32_t>(k)))
-            return fail("rank " + std::to_string(r) +
-                        (sending ? " sends " + what + " before it is made"
-                                 : " receives " + what + " after it is read"));
+            return fail(
+                "rank " + std::to_string(r) +
+                (sending
+                     ? " sends " + transferText(t) + " before it is made"
+                     : " receives " + transferText(t) + " after it is read"));
           int64_t peer = s.rankOf(sending ? t.to() : t.stage);
           (sending ? sendOrder[{r, peer}] : recvOrder[{peer, r}])
               .push_back(keyOf(t));
         }
     }
   }
-  for (const TransferKey &k : needed) {
-    Transfer t{std::get<0>(k), std::get<1>(k), std::get<2>(k)};
-    if (!sends.count(k) || !recvs.count(k))
-      return fail("no rank " +
-                  std::string(sends.count(k) ? "receives " : "sends ") +
-                  transferText(t));
-  }
+  for (int gradient = 0; gradient < 2; ++gradient)
+    for (int32_t stage = 0; stage < S; ++stage)
+      for (int32_t micro = 0; micro < m; ++micro) {
+        Transfer t{gradient != 0, stage, micro};
+        const size_t k = keyOf(t);
+        if (needed[k] && (!sends[k] || !recvs[k]))
+          return fail("no rank " +
+                      std::string(sends[k] ? "receives " : "sends ") +
+                      transferText(t));
+      }
   for (auto &[ranks, order] : sendOrder)
     if (recvOrder[ranks] != order)
       return fail("rank " + std::to_string(ranks.second) +
