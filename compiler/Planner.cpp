@@ -408,6 +408,7 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
   // the schedule's simulation.
   const int64_t stages = plan.pipelineStages(), pp = plan.meshPp;
   std::vector<std::map<std::string, TimeModel::Cost>> phases(stages);
+  p.stageSavedBytes.assign(stages, 0);
   int64_t boundaryBytes = 0;
   for (auto f : module.getOps<func::FuncOp>()) {
     auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
@@ -415,6 +416,11 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     if (!stage || !phase || stage.getInt() >= stages)
       continue;
     phases[stage.getInt()][phase.getValue().str()] = model.costOf(f);
+    if (phase.getValue() == "forward")
+      for (unsigned r = 0; r < f.getNumResults(); ++r)
+        if (f.getResultAttr(r, nn::NNDialect::kSavedAttr))
+          p.stageSavedBytes[stage.getInt()] +=
+              tensorBytes(f.getResultTypes()[r]);
     if (phase.getValue() == "forward" && stage.getInt() + 1 < stages)
       for (unsigned r = 0; r < f.getNumResults(); ++r)
         if (auto out = f.getResultAttrOfType<StringAttr>(
@@ -448,6 +454,13 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
       auto uniform = split.getAs<BoolAttr>("uniform_layers");
       if (layers)
         p.layers = layers.getInt();
+      if (auto costs = split.getAs<DenseF64ArrayAttr>("layer_cost"))
+        p.layerCost.assign(costs.asArrayRef().begin(),
+                           costs.asArrayRef().end());
+      if (auto e = split.getAs<FloatAttr>("embedding_cost"))
+        p.embeddingCost = e.getValueAsDouble();
+      if (auto h = split.getAs<FloatAttr>("head_cost"))
+        p.headCost = h.getValueAsDouble();
       if (layers && first && uniform && uniform.getValue() &&
           int64_t(first.size()) == stages)
         for (int64_t s = 0; s < stages; ++s)
@@ -717,7 +730,7 @@ double autopar::pipelineLayerBound(int64_t layers, int64_t stages,
 
 bool autopar::searchPlans(const PlannerOptions &o,
                           std::vector<Prediction> &ranked, std::string &error,
-                          int64_t *skippedOut) {
+                          SearchStats *statsOut) {
   const int64_t gpus = o.cluster.gpus(), batch = o.globalBatch;
   ranked.clear();
   // Candidates, evaluated on all cores: a mesh with `m` micro-batches, a
@@ -741,6 +754,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
     double least = 0;
     /// Where its plans go among the others (the threads' order aside).
     size_t order = 0;
+    /// Not compiled: its model states or saved activations alone exceed a
+    /// GPU.
+    bool tooLarge = false;
   };
   // What the first round's plans (one sample per micro-batch, no
   // recompute, 1F1B, `precision`) teach about the others of their tp: one
@@ -752,6 +768,11 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // the data-parallel reductions, the optimizer and recompute only add.
   struct Learned {
     double whole = 0, layer = 0;
+    /// Bytes a layer saves per micro-batch in flight (the least of a
+    /// pipeline's middle stages), and what the split balances.
+    double saved = 0;
+    std::vector<double> layerCost;
+    double embeddingCost = 0, headCost = 0;
     /// The first and last stages' (seconds, layers): beyond their layers,
     /// the embeddings and the head.
     std::vector<std::pair<double, int64_t>> firsts, lasts;
@@ -765,7 +786,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   };
   // By tp and recompute (none; full: its plans bound the others of full).
   std::map<std::pair<int64_t, std::string>, Learned> learned;
-  int64_t modelLayers = 0, skipped = 0;
+  int64_t modelLayers = 0;
+  SearchStats stats;
   std::vector<double> fitting; // the fitting plans' step seconds, sorted
   std::mutex mutex;
   const size_t keep = size_t(std::max<int64_t>(o.top, 3));
@@ -790,8 +812,15 @@ bool autopar::searchPlans(const PlannerOptions &o,
     if (plan.meshPp == 1)
       least(l.whole, p.microBatchSeconds);
     const size_t stages = p.stageLayers.size();
-    for (size_t st = 1; st + 1 < stages; ++st)
+    for (size_t st = 1; st + 1 < stages; ++st) {
       least(l.layer, p.stageSeconds[st] / double(p.stageLayers[st]));
+      least(l.saved, double(p.stageSavedBytes[st]) / double(p.stageLayers[st]));
+    }
+    if (l.layerCost.empty() && !p.layerCost.empty()) {
+      l.layerCost = p.layerCost;
+      l.embeddingCost = p.embeddingCost;
+      l.headCost = p.headCost;
+    }
     if (stages >= 2) {
       l.firsts.push_back({p.stageSeconds.front(), p.stageLayers.front()});
       l.lasts.push_back({p.stageSeconds.back(), p.stageLayers.back()});
@@ -835,12 +864,58 @@ bool autopar::searchPlans(const PlannerOptions &o,
     mesh.precision = precision;
     return mesh;
   };
-  // Skipped where its lower bound cannot make the best `keep`.
+  // Model states: bf16-mixed holds 2 bytes of weight and of gradient per
+  // parameter of a rank's share, and 12 of fp32 master and Adam moments
+  // sharded further over dp by ZeRO (all 16 at ZeRO-3). 0 before the
+  // first plan counted the trainable parameters.
+  int64_t trainable = 0;
+  auto statesBound = [&](const Mesh &mesh, int64_t zero) {
+    const double share = double(trainable) / double(mesh.tp * mesh.pp);
+    return mesh.dp > 1 && zero == 3 ? share * 16.0 / double(mesh.dp)
+                                    : share * (4.0 + 12.0 / double(mesh.dp));
+  };
+  // A 1F1B pipeline without recompute: the least its busiest rank saves
+  // (its micro-batches in flight, min(pp - r, m), times its layers under
+  // the split autopar-dist-pipeline-split makes, times a layer's saved
+  // bytes), or 0 where nothing is known.
+  auto savedBound = [&](const Mesh &mesh) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (mesh.recompute != "none" || mesh.pp < 2 ||
+        mesh.precision != precision || mesh.chunks > 1 ||
+        mesh.schedule != "1f1b" || batch != mesh.dp * mesh.m ||
+        mesh.pp > modelLayers)
+      return 0.0;
+    auto it = learned.find({mesh.tp, "none"});
+    if (it == learned.end() || it->second.saved <= 0 ||
+        int64_t(it->second.layerCost.size()) != modelLayers)
+      return 0.0;
+    const Learned &l = it->second;
+    SmallVector<int64_t> first =
+        dist::balanceStages(l.layerCost, l.embeddingCost, l.headCost, mesh.pp);
+    double most = 0;
+    for (int64_t r = 0; r < mesh.pp; ++r) {
+      const int64_t layers =
+          (r + 1 < mesh.pp ? first[r + 1] : modelLayers) - first[r];
+      most = std::max(most, double(std::min(mesh.pp - r, mesh.m)) *
+                                double(layers) * l.saved);
+    }
+    return most;
+  };
+  // Skipped where its lower bound cannot make the best `keep`, or (without
+  // recompute) where its saved activations cannot fit.
   auto evaluateMesh = [&](Mesh &mesh) {
     if (mesh.bounded && !o.exhaustive &&
         std::max(mesh.least, lowerBound(mesh)) > threshold()) {
       std::lock_guard<std::mutex> lock(mutex);
-      ++skipped;
+      ++stats.bounded;
+      return;
+    }
+    if (!o.exhaustive &&
+        (savedBound(mesh) > o.cluster.memoryBytes() ||
+         statesBound(mesh, mesh.zero) > o.cluster.memoryBytes())) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++stats.memory;
+      mesh.tooLarge = true;
       return;
     }
     Plan plan;
@@ -866,14 +941,17 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // (without a pipeline) and full recompute.
   auto followUps = [](const Mesh &mesh) {
     std::vector<Mesh> next;
-    if (mesh.recompute != "none" || mesh.predictions.size() != 1 ||
-        mesh.predictions[0].fits)
+    if (mesh.recompute != "none" ||
+        (!mesh.tooLarge &&
+         (mesh.predictions.size() != 1 || mesh.predictions[0].fits)))
       return next;
     Mesh base = mesh;
     base.predictions.clear();
     base.firstError.clear();
     base.bounded = true;
-    base.least = mesh.predictions[0].stepSeconds;
+    base.tooLarge = false;
+    if (!mesh.predictions.empty())
+      base.least = mesh.predictions[0].stepSeconds;
     if (mesh.zero == 1 && mesh.pp == 1 && mesh.dp > 1) {
       Mesh zero3 = base;
       zero3.zero = 3;
@@ -985,7 +1063,6 @@ bool autopar::searchPlans(const PlannerOptions &o,
   };
   std::stable_sort(meshes.begin(), meshes.end(), probeFirst);
   size_t tried = 0;
-  int64_t trainable = 0;
   std::vector<Mesh> rest, ruledOut;
   // Follow-ups of the probes wait for the others.
   std::vector<Mesh> retries;
@@ -999,10 +1076,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
     // More stages than layers: the model cannot take it.
     if (modelLayers && mesh.pp > modelLayers)
       continue;
-    const double share = double(trainable) / double(mesh.tp * mesh.pp);
-    double states = share * (4.0 + 12.0 / double(mesh.dp));
+    double states = statesBound(mesh, 1);
     if (mesh.pp == 1)
-      states = std::min(states, share * 16.0 / double(mesh.dp));
+      states = std::min(states, statesBound(mesh, 3));
     (states > o.cluster.memoryBytes() ? ruledOut : rest).push_back(mesh);
   }
   if (rest.empty() && ranked.empty())
@@ -1099,8 +1175,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     return false;
   }
   std::stable_sort(ranked.begin(), ranked.end(), better);
-  if (skippedOut)
-    *skippedOut = skipped;
+  if (statsOut)
+    *statsOut = stats;
   return true;
 }
 
@@ -1175,7 +1251,7 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
   o.top = c.top;
   o.exhaustive = c.exhaustive;
   std::vector<Prediction> ranked;
-  int64_t skipped = 0;
+  SearchStats stats;
   const auto start = std::chrono::steady_clock::now();
   if (!c.evaluate.empty()) {
     Plan plan;
@@ -1184,7 +1260,7 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
         !evaluatePlan(o, plan, c.evaluate, p, error))
       return fail(error);
     ranked.push_back(p);
-  } else if (!searchPlans(o, ranked, error, &skipped)) {
+  } else if (!searchPlans(o, ranked, error, &stats)) {
     return fail(error);
   } else if (!ranked.front().fits) {
     return fail(
@@ -1215,8 +1291,10 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     for (const Prediction &p : ranked)
       plans.push_back(toJson(p));
     nlohmann::json out = {{"search_seconds", seconds}, {"plans", plans}};
-    if (c.evaluate.empty())
-      out["plans_skipped"] = skipped;
+    if (c.evaluate.empty()) {
+      out["plans_skipped"] = stats.bounded + stats.memory;
+      out["plans_skipped_memory"] = stats.memory;
+    }
     llvm::outs() << out.dump(2) << "\n";
     return 0;
   }
@@ -1237,15 +1315,23 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
         double(p.memoryBytesPerGpu) / 1e9, p.fits ? "yes" : "no",
         p.computeSeconds, p.exposedCommSeconds, p.bubbleSeconds,
         p.optimizerSeconds);
-  if (c.evaluate.empty())
+  if (c.evaluate.empty()) {
+    std::vector<std::string> why;
+    if (stats.bounded)
+      why.push_back(llvm::formatv("{0} plan{1} skipped: their lower bounds "
+                                  "could not make the top {2}",
+                                  stats.bounded, stats.bounded > 1 ? "s" : "",
+                                  std::max<int64_t>(c.top, 3)));
+    if (stats.memory)
+      why.push_back(
+          llvm::formatv("{0} plan{1} not compiled: {2} model states or saved "
+                        "activations alone exceed the GPU's memory",
+                        stats.memory, stats.memory > 1 ? "s" : "",
+                        stats.memory > 1 ? "their" : "its"));
     llvm::outs() << llvm::formatv("searched in {0:f1} s", seconds)
-                 << (skipped ? llvm::formatv(" ({0} plan{1} skipped: their "
-                                             "lower bounds could not make "
-                                             "the top {2})",
-                                             skipped, skipped > 1 ? "s" : "",
-                                             std::max<int64_t>(c.top, 3))
-                                   .str()
-                             : std::string())
+                 << (why.empty() ? std::string()
+                                 : " (" + llvm::join(why, "; ") + ")")
                  << ". " << explainBest(o, best, ranked) << "\n";
+  }
   return 0;
 }

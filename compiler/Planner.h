@@ -84,6 +84,13 @@ struct Prediction {
   double microBatchSeconds = 0;
   std::vector<double> stageSeconds;
   std::vector<int64_t> stageLayers;
+  /// A pipeline: what each stage keeps per micro-batch in flight (its
+  /// forward's saved values, without the activation it receives), and what
+  /// its split balanced (dist.pipeline's layer_cost, embedding_cost,
+  /// head_cost): the search predicts other meshes' splits and activations.
+  std::vector<int64_t> stageSavedBytes;
+  std::vector<double> layerCost;
+  double embeddingCost = 0, headCost = 0;
 };
 
 /// "dp=32 tp=1 pp=1 m=16 zero=1 bf16-mixed recompute=full".
@@ -150,10 +157,18 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 /// that divides no heads) is left out. Unless `options.exhaustive`, a plan
 /// whose lower bound (its busiest rank's layers, pipelineLayerBound; its mesh's
 /// plan of less work) exceeds the best `options.top` (at least 3) fitting
-/// steps found so far is skipped (`skipped` counts them): the best plans
-/// are the same. False with `error` (one line) if none compiles.
+/// steps found so far is skipped (`stats->bounded` counts them): the best
+/// plans are the same. A pipeline plan without recompute whose saved
+/// activations alone exceed a GPU's memory (a layer's, as a plan of its tp
+/// saved them, times each rank's layers under balanceStages' split and its
+/// 1F1B micro-batches in flight) is not compiled either: its plan with full
+/// recompute is (`stats->memory`). False with `error` (one line) if none
+/// compiles.
+struct SearchStats {
+  int64_t bounded = 0, memory = 0;
+};
 bool searchPlans(const PlannerOptions &options, std::vector<Prediction> &ranked,
-                 std::string &error, int64_t *skipped = nullptr);
+                 std::string &error, SearchStats *stats = nullptr);
 
 /// A 1F1B pipeline's least makespan in units of one layer's forward and
 /// backward: `layers` alike layers over `stages` stages (each at least one),

@@ -75,6 +75,14 @@ mlir::FailureOr<int64_t> requireAxisSize(mlir::ModuleOp module,
 /// Axis sizes of `mesh` by name.
 MeshSizes meshSizes(MeshOp mesh);
 
+/// The first layer of each of `stages` stages that minimises the costliest
+/// stage, every stage at least one layer; the first stage also runs
+/// `embedding`, the last `head` (autopar-dist-pipeline-split's "auto"
+/// split; the planner predicts other meshes' splits with it).
+llvm::SmallVector<int64_t> balanceStages(llvm::ArrayRef<double> layerCost,
+                                         double embedding, double head,
+                                         int64_t stages);
+
 #define GEN_PASS_DECL
 #include "passes/parallel/Passes.h.inc"
 

@@ -182,7 +182,7 @@ struct PipelineSplitPass
         first.push_back(at);
       }
     } else {
-      first = balance(layerCost, embedding, head, stages);
+      first = balanceStages(layerCost, embedding, head, stages);
     }
     first.push_back(layers);
 
@@ -216,52 +216,54 @@ struct PipelineSplitPass
              b.getNamedAttr("stage_first_layer",
                             b.getDenseI64ArrayAttr(starts)),
              b.getNamedAttr("stage_cost", b.getDenseI64ArrayAttr(stageCost)),
-             b.getNamedAttr("uniform_layers", b.getBoolAttr(uniform))}));
+             b.getNamedAttr("uniform_layers", b.getBoolAttr(uniform)),
+             // What the split balanced (balanceStages' inputs).
+             b.getNamedAttr("layer_cost", b.getDenseF64ArrayAttr(layerCost)),
+             b.getNamedAttr("embedding_cost", b.getF64FloatAttr(embedding)),
+             b.getNamedAttr("head_cost", b.getF64FloatAttr(head))}));
     return success();
-  }
-
-  /// The first layer of each of `stages` stages, minimising the costliest
-  /// stage (the first also runs `embedding`, the last `head`): a DP over
-  /// prefix sums, every stage at least one layer.
-  static SmallVector<int64_t> balance(ArrayRef<double> layerCost,
-                                      double embedding, double head,
-                                      int64_t stages) {
-    const int64_t L = layerCost.size();
-    SmallVector<double> prefix(L + 1, 0);
-    for (int64_t k = 0; k < L; ++k)
-      prefix[k + 1] = prefix[k] + layerCost[k];
-    auto range = [&](int64_t a, int64_t b, int64_t stage) {
-      double c = prefix[b] - prefix[a];
-      if (stage == 0)
-        c += embedding;
-      if (stage == stages - 1)
-        c += head;
-      return c;
-    };
-    const double inf = std::numeric_limits<double>::infinity();
-    // best[s][k]: the costliest of stages 0..s holding layers [0, k).
-    std::vector<std::vector<double>> best(stages,
-                                          std::vector<double>(L + 1, inf));
-    std::vector<std::vector<int64_t>> from(stages,
-                                           std::vector<int64_t>(L + 1, -1));
-    for (int64_t k = 1; k <= L; ++k)
-      best[0][k] = range(0, k, 0);
-    for (int64_t s = 1; s < stages; ++s)
-      for (int64_t k = s + 1; k <= L; ++k)
-        for (int64_t j = s; j < k; ++j) {
-          double c = std::max(best[s - 1][j], range(j, k, s));
-          if (c < best[s][k]) {
-            best[s][k] = c;
-            from[s][k] = j;
-          }
-        }
-    SmallVector<int64_t> first(stages, 0);
-    for (int64_t s = stages - 1, k = L; s > 0; --s) {
-      k = from[s][k];
-      first[s] = k;
-    }
-    return first;
   }
 };
 
 } // namespace
+
+// A DP over prefix sums.
+SmallVector<int64_t> autopar::dist::balanceStages(ArrayRef<double> layerCost,
+                                                  double embedding, double head,
+                                                  int64_t stages) {
+  const int64_t L = layerCost.size();
+  SmallVector<double> prefix(L + 1, 0);
+  for (int64_t k = 0; k < L; ++k)
+    prefix[k + 1] = prefix[k] + layerCost[k];
+  auto range = [&](int64_t a, int64_t b, int64_t stage) {
+    double c = prefix[b] - prefix[a];
+    if (stage == 0)
+      c += embedding;
+    if (stage == stages - 1)
+      c += head;
+    return c;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[s][k]: the costliest of stages 0..s holding layers [0, k).
+  std::vector<std::vector<double>> best(stages,
+                                        std::vector<double>(L + 1, inf));
+  std::vector<std::vector<int64_t>> from(stages,
+                                         std::vector<int64_t>(L + 1, -1));
+  for (int64_t k = 1; k <= L; ++k)
+    best[0][k] = range(0, k, 0);
+  for (int64_t s = 1; s < stages; ++s)
+    for (int64_t k = s + 1; k <= L; ++k)
+      for (int64_t j = s; j < k; ++j) {
+        double c = std::max(best[s - 1][j], range(j, k, s));
+        if (c < best[s][k]) {
+          best[s][k] = c;
+          from[s][k] = j;
+        }
+      }
+  SmallVector<int64_t> first(stages, 0);
+  for (int64_t s = stages - 1, k = L; s > 0; --s) {
+    k = from[s][k];
+    first[s] = k;
+  }
+  return first;
+}

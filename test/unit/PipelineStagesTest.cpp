@@ -27,7 +27,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -333,3 +336,60 @@ TEST(PipelineStages, InterleavedChunks) {
 }
 
 } // namespace
+
+// The split balanceStages makes (the pipeline-split pass's "auto" split,
+// which the planner repeats for other meshes) against every split of L
+// layers over S stages, each at least one: its costliest stage is the
+// least any split has.
+TEST(PipelineSplit, BalanceStagesIsOptimal) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> cost(0.5, 2.0);
+  for (int64_t L = 1; L <= 8; ++L)
+    for (int64_t S = 1; S <= L; ++S)
+      for (int trial = 0; trial < 4; ++trial) {
+        std::vector<double> layers(L);
+        for (double &c : layers)
+          c = trial == 0 ? 1.0 : cost(rng);
+        const double embedding = trial == 0 ? 0.0 : cost(rng) / 4;
+        const double head = trial == 0 ? 0.0 : cost(rng);
+        auto costliest = [&](const std::vector<int64_t> &first) {
+          double worst = 0;
+          for (int64_t s = 0; s < S; ++s) {
+            double c = (s == 0 ? embedding : 0) + (s == S - 1 ? head : 0);
+            const int64_t end = s + 1 < S ? first[s + 1] : L;
+            for (int64_t k = first[s]; k < end; ++k)
+              c += layers[k];
+            worst = std::max(worst, c);
+          }
+          return worst;
+        };
+        double best = std::numeric_limits<double>::infinity();
+        std::vector<int64_t> first(S, 0);
+        std::function<void(int64_t)> go = [&](int64_t s) {
+          if (s == S) {
+            best = std::min(best, costliest(first));
+            return;
+          }
+          for (int64_t k = first[s - 1] + 1; k <= L - (S - s); ++k) {
+            first[s] = k;
+            go(s + 1);
+          }
+        };
+        if (S == 1)
+          best = costliest(first);
+        else
+          go(1);
+        llvm::SmallVector<int64_t> got =
+            autopar::dist::balanceStages(layers, embedding, head, S);
+        ASSERT_EQ(int64_t(got.size()), S);
+        EXPECT_EQ(got[0], 0);
+        for (int64_t s = 1; s < S; ++s)
+          EXPECT_GT(got[s], got[s - 1]) << "L " << L << " S " << S;
+        EXPECT_NEAR(costliest(std::vector<int64_t>(got.begin(), got.end())),
+                    best, 1e-12)
+            << "L " << L << " S " << S << " trial " << trial;
+      }
+  // Eight alike layers over four stages: two each.
+  EXPECT_EQ(autopar::dist::balanceStages(std::vector<double>(8, 1.0), 0, 0, 4),
+            (llvm::SmallVector<int64_t>{0, 2, 4, 6}));
+}

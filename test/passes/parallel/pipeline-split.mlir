@@ -6,10 +6,12 @@
 // attention follows. Balanced by predicted cost, the first stage takes the
 // embedding and layers 0-2, the second layers 3-4 and the head. The buffer
 // (a mask) and what is computed from it alone belong to no stage (each
-// stage computes them).
+// stage computes them). What the split balanced is recorded (each layer's
+// cost, the embedding's and the head's: the planner predicts other meshes'
+// splits from them).
 
 // CHECK-LABEL: func.func @forward
-// CHECK-SAME: dist.pipeline = {layers = 5 : i64, stage_cost = array<i64: {{[0-9]+}}, {{[0-9]+}}>, stage_first_layer = array<i64: 0, 3>, uniform_layers = true}
+// CHECK-SAME: dist.pipeline = {embedding_cost = 4.608000e+03 : f64, head_cost = 4.672000e+03 : f64, layer_cost = array<f64: 3.276800e+04, 3.276800e+04, 3.276800e+04, 3.276800e+04, 4.710400e+04>, layers = 5 : i64, stage_cost = array<i64: {{[0-9]+}}, {{[0-9]+}}>, stage_first_layer = array<i64: 0, 3>, uniform_layers = true}
 // CHECK: nn.exp %arg1 : tensor<4x8xf32>
 // CHECK-NEXT: nn.gather {{.*}}dist.stage = 0
 // CHECK-COUNT-15: dist.stage = 0
