@@ -128,6 +128,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   if (plan.meshPp > 1) {
     dist::PipelinePhasesPassOptions phases;
     phases.splitWeights = plan.pipelineSchedule == "zb-h1";
+    phases.eraseSteps = true;
     pm.addPass(dist::createPipelinePhasesPass(phases));
   }
   if (isDistributed(plan)) {

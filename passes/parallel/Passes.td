@@ -271,12 +271,18 @@ def PipelinePhasesPass
     (dp, tp: its ops carry `dist.shardings`) hands its layouts on: the
     phases' arguments and results keep their `dist.sharding`, and a saved
     value crosses as the step holds it, its pending sums reduced. The step
-    itself stays. Running F then B (or F, I, W) computes exactly what the
-    step computes.
+    itself stays, unless `erase-steps` (the training pipeline: the later
+    passes then lower only what runs), which also erases the stage's
+    forward (`dist.stage`, no `dist.phase`: the function autodiff
+    differentiated). Running F then B (or F, I, W) computes exactly what
+    the step computes.
   }];
   let options = [
     Option<"splitWeights", "split-weight-gradients", "bool", "false",
            "Split the backward into the input's and the weights' gradients">,
+    Option<"eraseSteps", "erase-steps", "bool", "false",
+           "Erase each stage's training step and its forward once split "
+           "(nothing after the phases reads them)">,
   ];
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }

@@ -66,6 +66,14 @@ struct PipelinePhasesPass
     for (func::FuncOp step : steps)
       if (failed(split(step)))
         return signalPassFailure();
+    if (!eraseSteps)
+      return;
+    SmallVector<func::FuncOp> unused;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(kStageAttr) && !func->hasAttr(kPhaseAttr))
+        unused.push_back(func);
+    for (func::FuncOp func : unused)
+      func.erase();
   }
 
   /// What a value is computed from: trainable parameters, graph inputs,
