@@ -57,7 +57,11 @@ struct DataInputs {
 
 class Compiler {
 public:
-  Compiler(const CompileOptions &options) : o(options) {}
+  // The planner compiles many plans at once, one per core: each alone.
+  Compiler(const CompileOptions &options)
+      : o(options),
+        context(options.reportOnly ? MLIRContext::Threading::DISABLED
+                                   : MLIRContext::Threading::ENABLED) {}
   int run();
   /// Checks the plan, imports the model and runs the pipeline.
   bool lowerAll() { return checkPlan() && importModel() && lower(); }
@@ -187,6 +191,42 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
 }
 
 bool Compiler::importModel() {
+  // The data inputs named and their [batch, sequence] given (the planner's
+  // candidates): imported once, at the micro-batch size.
+  auto given = [&](const std::string &name) -> const SmallVector<int64_t> * {
+    auto it = o.import.inputShapes.find(name);
+    return name.empty() || it == o.import.inputShapes.end() ||
+                   it->second.size() != 2 || it->second[0] < 1 ||
+                   it->second[1] < 1
+               ? nullptr
+               : &it->second;
+  };
+  const SmallVector<int64_t> *tokensShape = given(planFile.dataInputs),
+                             *targetsShape = given(planFile.dataTargets);
+  if (!o.forwardOnly && tokensShape && targetsShape &&
+      planFile.dataInputs != planFile.dataTargets &&
+      *tokensShape == *targetsShape) {
+    const int64_t globalBatch = (*tokensShape)[0], m = planFile.microBatches;
+    if (globalBatch % m != 0)
+      return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
+                          "global batch {2}",
+                          planName(), m, globalBatch));
+    if ((globalBatch / m) % planFile.meshDp != 0)
+      return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples "
+                          "of a micro-batch (global batch {3} / "
+                          "batch.micro_batches {4})",
+                          planName(), planFile.meshDp, globalBatch / m,
+                          globalBatch, m));
+    onnx_import::ImportOptions options = importOptions();
+    for (const std::string &name : {planFile.dataInputs, planFile.dataTargets})
+      options.inputShapes[name] = {globalBatch / m, (*tokensShape)[1]};
+    imported = onnx_import::importOnnxFile(context, o.model, options, error);
+    if (!imported.module)
+      return false;
+    DataInputs data;
+    return findDataInputs(
+        imported.module->lookupSymbol<func::FuncOp>("forward"), data);
+  }
   imported =
       onnx_import::importOnnxFile(context, o.model, importOptions(), error);
   if (!imported.module)

@@ -869,6 +869,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // sharded further over dp by ZeRO (all 16 at ZeRO-3). 0 before the
   // first plan counted the trainable parameters.
   int64_t trainable = 0;
+  // The data inputs, as the first plan's compile found them (the later
+  // ones import the model once, at their micro-batch size).
+  std::string dataInputs, dataTargets;
   auto statesBound = [&](const Mesh &mesh, int64_t zero) {
     const double share = double(trainable) / double(mesh.tp * mesh.pp);
     return mesh.dp > 1 && zero == 3 ? share * 16.0 / double(mesh.dp)
@@ -926,6 +929,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     plan.zeroStage = mesh.dp > 1 ? mesh.zero : 0;
     plan.precision = mesh.precision;
     plan.recompute = mesh.recompute;
+    plan.dataInputs = dataInputs;
+    plan.dataTargets = dataTargets;
     if (mesh.pp > 1) {
       plan.pipelineSchedule = mesh.schedule;
       plan.pipelineChunks = mesh.chunks;
@@ -1068,8 +1073,11 @@ bool autopar::searchPlans(const PlannerOptions &o,
   std::vector<Mesh> retries;
   while (tried < meshes.size() && ranked.empty()) {
     evaluateQueue({meshes[tried++]}, &retries);
-    for (const Prediction &p : ranked)
+    for (const Prediction &p : ranked) {
       trainable = std::max(trainable, p.trainableParameters);
+      dataInputs = p.plan.dataInputs;
+      dataTargets = p.plan.dataTargets;
+    }
   }
   for (size_t i = tried; i < meshes.size(); ++i) {
     const Mesh &mesh = meshes[i];
