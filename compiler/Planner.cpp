@@ -787,6 +787,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // By tp and recompute (none; full: its plans bound the others of full).
   std::map<std::pair<int64_t, std::string>, Learned> learned;
   int64_t modelLayers = 0;
+  // The trainable parameters (0 before the first plan counted them).
+  int64_t trainable = 0;
   SearchStats stats;
   std::vector<double> fitting; // the fitting plans' step seconds, sorted
   std::mutex mutex;
@@ -829,6 +831,23 @@ bool autopar::searchPlans(const PlannerOptions &o,
   auto lowerBound = [&](const Mesh &mesh) {
     std::lock_guard<std::mutex> lock(mutex);
     double bound = mesh.least;
+    // ZeRO-3 without a pipeline: each micro-batch gathers every parameter
+    // of the rank's share (at least once, at least 2 bytes each) and the
+    // step reduce-scatters its fp32 gradients once, all over dp and on
+    // the step's one communication stream (predictStep: a micro-batch
+    // waits for its collectives; the runtime's run after the step).
+    if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && !local &&
+        trainable > 0) {
+      const double share = double(trainable) / double(mesh.tp) *
+                           double(mesh.dp - 1) / double(mesh.dp);
+      const Link link = linkOf({"dp", "pp", "tp"}, {mesh.dp, 1, mesh.tp},
+                               dist::kDataAxis, o.cluster);
+      bound = std::max(
+          bound,
+          double(mesh.m) *
+                  collectiveSeconds("all_gather", mesh.dp, 2 * share, 1, link) +
+              collectiveSeconds("reduce_scatter", mesh.dp, 4 * share, 1, link));
+    }
     // (What was learned bounds the first round's plans only.)
     if (mesh.precision != precision || mesh.chunks > 1 ||
         mesh.schedule != "1f1b" || batch != mesh.dp * mesh.m)
@@ -866,9 +885,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
   };
   // Model states: bf16-mixed holds 2 bytes of weight and of gradient per
   // parameter of a rank's share, and 12 of fp32 master and Adam moments
-  // sharded further over dp by ZeRO (all 16 at ZeRO-3). 0 before the
-  // first plan counted the trainable parameters.
-  int64_t trainable = 0;
+  // sharded further over dp by ZeRO (all 16 at ZeRO-3).
   // The data inputs, as the first plan's compile found them (the later
   // ones import the model once, at their micro-batch size).
   std::string dataInputs, dataTargets;
