@@ -29,6 +29,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace mlir;
@@ -757,6 +758,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     /// Not compiled: its model states or saved activations alone exceed a
     /// GPU.
     bool tooLarge = false;
+    /// Evaluated before the others of its queue (a tp's first pipeline).
+    bool probe = false;
   };
   // What the first round's plans (one sample per micro-batch, no
   // recompute, 1F1B, `precision`) teach about the others of their tp: one
@@ -972,6 +975,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     base.firstError.clear();
     base.bounded = true;
     base.tooLarge = false;
+    base.probe = false;
     if (!mesh.predictions.empty())
       base.least = mesh.predictions[0].stepSeconds;
     if (mesh.zero == 1 && mesh.pp == 1 && mesh.dp > 1) {
@@ -1011,8 +1015,12 @@ bool autopar::searchPlans(const PlannerOptions &o,
         size_t pick = 0;
         double least = std::numeric_limits<double>::infinity();
         for (size_t i = 0; i < queue.size(); ++i)
-          if (double b = lowerBound(queue[i]); b < least)
+          if (queue[i].probe) {
+            pick = i;
+            break;
+          } else if (double b = lowerBound(queue[i]); b < least) {
             least = b, pick = i;
+          }
         Mesh mesh = std::move(queue[pick]);
         queue.erase(queue.begin() + pick);
         ++running;
@@ -1108,23 +1116,20 @@ bool autopar::searchPlans(const PlannerOptions &o,
   }
   if (rest.empty() && ranked.empty())
     rest = ruledOut;
-  // Then a pipeline of each other tp (its layer's time), then the rest
-  // and the probes' follow-ups, best first.
-  std::vector<Mesh> probes, others;
+  // Then, in one queue, a pipeline of each other tp (its layer's time)
+  // first, then the rest and the first probe's follow-ups, best first.
   std::stable_sort(rest.begin(), rest.end(), probeFirst);
+  std::set<int64_t> probed;
   for (Mesh &mesh : rest) {
     mesh.bounded = true;
     auto it = learned.find({mesh.tp, "none"});
     const bool known = it != learned.end() && it->second.layer > 0;
-    if (mesh.pp >= 3 && !known &&
-        llvm::none_of(probes, [&](const Mesh &p) { return p.tp == mesh.tp; }))
-      probes.push_back(mesh);
-    else
-      others.push_back(mesh);
+    mesh.probe = mesh.pp >= 3 && !known && probed.insert(mesh.tp).second;
   }
-  evaluateQueue(probes, &retries);
-  others.insert(others.end(), retries.begin(), retries.end());
-  evaluateQueue(others);
+  std::stable_partition(rest.begin(), rest.end(),
+                        [](const Mesh &mesh) { return mesh.probe; });
+  rest.insert(rest.end(), retries.begin(), retries.end());
+  evaluateQueue(std::move(rest));
   auto better = [](const Prediction &a, const Prediction &b) {
     if (a.fits != b.fits)
       return a.fits;

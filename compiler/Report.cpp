@@ -289,14 +289,20 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
         bytesJson(highest)["peak"].get<int64_t>())
       highest = p;
   r["bytes"] = bytesJson(highest);
+  // Per pipeline coordinate (the ranks of one are alike).
+  std::vector<nlohmann::json> stageBytes, stageComm;
+  for (int64_t p = 0; p < pp; ++p) {
+    stageBytes.push_back(bytesJson(p));
+    stageComm.push_back(comm[p].json());
+  }
   nlohmann::json perRank = nlohmann::json::array();
   for (int64_t rank = 0; rank < shape.ranks; ++rank) {
     nlohmann::json coords = rankCoords(shape, rank);
     int64_t p = coords[dist::kPipelineAxis.str()].get<int64_t>();
     perRank.push_back({{"rank", rank},
                        {"coords", coords},
-                       {"bytes", bytesJson(p)},
-                       {"comm_bytes_per_step", comm[p].json()}});
+                       {"bytes", stageBytes[p]},
+                       {"comm_bytes_per_step", stageComm[p]}});
   }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},

@@ -359,26 +359,32 @@ static LogicalResult planMemory(func::FuncOp func) {
   llvm::stable_sort(order, [&](unsigned a, unsigned b) {
     return buffers[a].bytes > buffers[b].bytes;
   });
+  // Each buffer at the lowest offset where it overlaps none of the placed
+  // buffers alive with it: the placed ones kept in (offset, end) order,
+  // those alive with it scanned up to the first gap that fits.
   int64_t arena = 0;
   SmallVector<unsigned> placed;
+  auto span = [&](unsigned j) {
+    return std::pair(buffers[j].offset, buffers[j].offset + buffers[j].bytes);
+  };
   for (unsigned i : order) {
     Buffer &buf = buffers[i];
-    SmallVector<std::pair<int64_t, int64_t>> busy;
+    int64_t offset = 0;
     for (unsigned j : placed) {
       const Buffer &other = buffers[j];
-      if (other.start <= buf.end && buf.start <= other.end)
-        busy.push_back({other.offset, other.offset + other.bytes});
-    }
-    llvm::sort(busy);
-    int64_t offset = 0;
-    for (auto [lo, hi] : busy) {
+      if (other.start > buf.end || buf.start > other.end)
+        continue;
+      auto [lo, hi] = span(j);
       if (offset + buf.bytes <= lo)
         break;
       offset = std::max(offset, alignUp(hi));
     }
     buf.offset = offset;
     arena = std::max(arena, offset + buf.bytes);
-    placed.push_back(i);
+    placed.insert(llvm::upper_bound(placed, span(i),
+                                    [&](const std::pair<int64_t, int64_t> &a,
+                                        unsigned j) { return a < span(j); }),
+                  i);
   }
 
   Builder b(func.getContext());

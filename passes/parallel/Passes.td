@@ -200,7 +200,11 @@ def PipelineSplitPass
 
     Each activation op gets `dist.stage = s`; the function gets
     `dist.pipeline = {layers = L, stage_first_layer = array<i64: ...>,
-    stage_cost = array<i64: ...>}` (the predicted costs, rounded).
+    stage_cost = array<i64: ...>, uniform_layers = true|false, layer_cost
+    = array<f64: ...>, embedding_cost = e, head_cost = h}`: the stages'
+    predicted costs (rounded), whether the layers are alike (costs within
+    1%, the last may cost more), and what the split balanced (the planner
+    repeats the split for other stage counts with `balanceStages`).
   }];
   let options = [
     Option<"function", "function", "std::string", "\"forward\"",

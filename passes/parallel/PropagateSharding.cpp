@@ -93,6 +93,7 @@ void ShardingPropagator::record(const DenseMap<Value, Layout> &map,
 void ShardingPropagator::beginTrial() {
   inTrial = true;
   dirtyBefore = dirty;
+  settledLevelBefore = settledLevel;
 }
 
 void ShardingPropagator::commit() {
@@ -115,6 +116,7 @@ void ShardingPropagator::rollback() {
   for (Operation *op : visitedInTrial)
     visited.erase(op);
   dirty = std::move(dirtyBefore);
+  settledLevel = settledLevelBefore;
   commit();
 }
 
@@ -235,9 +237,17 @@ LogicalResult ShardingPropagator::settle(int64_t level) {
   // (dirty): those not visited yet, the dist.shard annotations (they read
   // the level) and the return, then those whose operands' layouts or
   // results' hints changed since (markDirty), each in the sweep's order.
-  for (Operation &op : func.getBody().front())
-    if (isa<ShardOp, func::ReturnOp>(op) || !visited.contains(&op))
+  for (Operation &op : func.getBody().front()) {
+    if (!visited.contains(&op)) {
       dirty.insert(&op);
+      continue;
+    }
+    // A seed visited before reads the level: again once it comes in.
+    if (auto shard = dyn_cast<ShardOp>(op))
+      if (int64_t p = priorityOf(shard); p > settledLevel && p <= level)
+        dirty.insert(&op);
+  }
+  settledLevel = std::max(settledLevel, level);
   for (int sweeps = 0;; ++sweeps) {
     if (sweeps == 1000)
       return func.emitError() << "sharding propagation does not settle";

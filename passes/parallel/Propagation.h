@@ -15,6 +15,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -87,9 +88,13 @@ private:
   /// A sweep visits an op again only if a layout of its operands or a
   /// hint of its results changed since its last visit (it is `dirty`):
   /// otherwise its rule would decide the same. Each settle starts with the
-  /// ops not visited yet, the dist.shard annotations (they read the level)
-  /// and the return dirty.
+  /// ops not visited yet and the dist.shard annotations whose priority
+  /// comes in (above the highest level settled so far, up to its own)
+  /// dirty: visiting the others again would decide the same (the return
+  /// reads the parameters' layouts: layoutChanged marks it).
   llvm::DenseSet<mlir::Operation *> visited, dirty;
+  int64_t settledLevel = std::numeric_limits<int64_t>::min(),
+          settledLevelBefore = std::numeric_limits<int64_t>::min();
   /// The sweep under way: its direction, the op it visits, the dirty ops
   /// ahead of it.
   bool forwardSweep = true;
