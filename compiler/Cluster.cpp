@@ -303,7 +303,7 @@ bool autopar::parseCluster(const json &j, Cluster &c, std::string &error) {
   }
   if (!onlyKeys(j, "",
                 {"gpu", "gpus_per_node", "nodes", "intra_node_gbps",
-                 "inter_node_gbps", "calibration"},
+                 "inter_node_gbps", "host", "calibration"},
                 error))
     return false;
   auto gpu = j.find("gpu");
@@ -339,6 +339,19 @@ bool autopar::parseCluster(const json &j, Cluster &c, std::string &error) {
     c.interNodeGBps = c.intraNodeGBps;
   else if (!positiveNumber(j, "", "inter_node_gbps", c.interNodeGBps, error))
     return false;
+  if (auto host = j.find("host"); host != j.end()) {
+    if (!host->is_object()) {
+      error = "host: must be an object";
+      return false;
+    }
+    if (!onlyKeys(*host, "host.",
+                  {"memory_gb", "memory_bandwidth_gbps", "link_gbps"}, error) ||
+        !positiveNumber(*host, "host.", "memory_gb", c.hostMemoryGB, error) ||
+        !positiveNumber(*host, "host.", "memory_bandwidth_gbps",
+                        c.hostMemoryBandwidthGBps, error) ||
+        !positiveNumber(*host, "host.", "link_gbps", c.hostLinkGBps, error))
+      return false;
+  }
   if (auto cal = j.find("calibration"); cal != j.end()) {
     c.calibration.emplace();
     if (!parseCalibration(*cal, *c.calibration, error))
@@ -378,6 +391,10 @@ json autopar::toJson(const Cluster &c) {
             {"nodes", c.nodes},
             {"intra_node_gbps", c.intraNodeGBps},
             {"inter_node_gbps", c.interNodeGBps}};
+  if (c.hasHost())
+    j["host"] = {{"memory_gb", c.hostMemoryGB},
+                 {"memory_bandwidth_gbps", c.hostMemoryBandwidthGBps},
+                 {"link_gbps", c.hostLinkGBps}};
   if (!c.calibration)
     return j;
   json compute = json::array(), comm = json::array();

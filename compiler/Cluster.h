@@ -88,6 +88,10 @@ struct Cluster {
   int64_t nodes = 0;
   double intraNodeGBps = 0;
   double interNodeGBps = 0;
+  /// The host (`host`, optional; ZeRO-Offload needs it): a node's memory
+  /// and its bandwidth (GB and GB/s per node), and one GPU's link to it
+  /// (GB/s per direction, PCIe). 0 where the file has no `host`.
+  double hostMemoryGB = 0, hostMemoryBandwidthGBps = 0, hostLinkGBps = 0;
 
   /// What `autopar calibrate` measured: this machine's CPU programs,
   /// timed from measured rates instead of the peaks above.
@@ -96,6 +100,8 @@ struct Cluster {
   int64_t gpus() const { return gpusPerNode * nodes; }
   /// Bytes of one GPU's memory.
   double memoryBytes() const { return memoryGB * 1e9; }
+  /// Whether the file describes the host (offload can be predicted).
+  bool hasHost() const { return hostMemoryGB > 0; }
 };
 
 /// Reads `json` into `cluster`; false with `error` (one line, the key path

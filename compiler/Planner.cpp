@@ -333,6 +333,23 @@ public:
                  grads = bytes["grads"].get<double>(),
                  state = bytes["optimizer_state"].get<double>();
     const double moved = 2.0 * (params + grads + state);
+    if (!local && plan.zeroOffload == "cpu") {
+      // ZeRO-Offload (runtime/TrainMain.cpp's hostUpdate, one shard after
+      // another): the shard's fp32 gradient down the host link, its state
+      // and master read and written in host memory (the node's bandwidth
+      // shared by its GPUs), the fp32 parameter back up.
+      const int buffers = (plan.optimizer.type == "adamw" ? 2
+                           : plan.optimizer.momentum > 0  ? 1
+                                                          : 0) +
+                          (plan.precision != "fp32" ? 1 : 0);
+      const double elements =
+          buffers ? state / (4.0 * buffers)
+                  : grads / (plan.precision != "fp32" ? 2.0 : 4.0);
+      const double hostShare =
+          cluster.hostMemoryBandwidthGBps * 1e9 / double(cluster.gpusPerNode);
+      return 2 * 4 * elements / (cluster.hostLinkGBps * 1e9) +
+             (2 * state + 2 * 4 * elements) / hostShare;
+    }
     if (!local)
       return moved / (rates.bytesPerSecond * rates.memoryEfficiency);
     auto ns = [&](const char *name) { return elementSeconds(name); };
@@ -643,6 +660,25 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     p.flopsPerStep = report["flops_per_step"].get<double>();
     p.trainableParameters = report["trainable_parameters"].get<int64_t>();
     p.memoryBytes = report["bytes"];
+    // ZeRO-Offload on GPUs: the optimizer state (and the masters) in host
+    // memory, which the node's GPUs share.
+    double hostBytes = 0;
+    if (p.plan.zeroOffload == "cpu" && !o.cluster.calibration) {
+      if (!o.cluster.hasHost()) {
+        err = planName +
+              ": zero.offload: predicting it needs the cluster's host "
+              "(host.memory_gb, host.memory_bandwidth_gbps, host.link_gbps)";
+        return false;
+      }
+      const int64_t state = p.memoryBytes["optimizer_state"].get<int64_t>();
+      p.memoryBytesPerGpu -= state;
+      p.memoryBytes["optimizer_state"] = 0;
+      p.memoryBytes["host"] = state;
+      p.memoryBytes["peak"] = p.memoryBytesPerGpu;
+      for (const nlohmann::json &e : report["parallel"]["per_rank"])
+        hostBytes =
+            std::max(hostBytes, e["bytes"]["optimizer_state"].get<double>());
+    }
     const double tokens = report["global_batch"].get<double>() *
                           report["sequence_length"].get<double>();
     p.tokensPerSecond = tokens / p.stepSeconds;
@@ -652,7 +688,9 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
                              : ranks;
     p.mfu = p.flopsPerStep /
             (p.stepSeconds * double(gpus) * o.cluster.peakTflops * 1e12);
-    p.fits = double(p.memoryBytesPerGpu) <= o.cluster.memoryBytes();
+    p.fits = double(p.memoryBytesPerGpu) <= o.cluster.memoryBytes() &&
+             hostBytes * double(o.cluster.gpusPerNode) <=
+                 o.cluster.hostMemoryGB * 1e9;
     return true;
   };
   return lowerModel(co, use, error);
@@ -747,6 +785,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     int64_t dp, tp, pp, m;
     std::string schedule = "1f1b", recompute = "none", precision;
     int64_t chunks = 1, zero = 1;
+    /// ZeRO-Offload: the optimizer state in host memory.
+    bool offload = false;
     std::vector<Prediction> predictions;
     std::string firstError;
     /// Skipped if its lower bound cannot make the top; `least`: a step it
@@ -886,17 +926,20 @@ bool autopar::searchPlans(const PlannerOptions &o,
     mesh.precision = precision;
     return mesh;
   };
-  // Model states: bf16-mixed holds 2 bytes of weight and of gradient per
-  // parameter of a rank's share, and 12 of fp32 master and Adam moments
-  // sharded further over dp by ZeRO (all 16 at ZeRO-3).
   // The data inputs, as the first plan's compile found them (the later
   // ones import the model once, at their micro-batch size).
   std::string dataInputs, dataTargets;
-  auto statesBound = [&](const Mesh &mesh, int64_t zero) {
+  // Model states: bf16-mixed holds 2 bytes of weight and of gradient per
+  // parameter of a rank's share, and 12 of fp32 master and Adam moments
+  // sharded further over dp by ZeRO (all 16 at ZeRO-3); fp32 more.
+  auto statesBound = [&](const Mesh &mesh, int64_t zero, bool offload) {
     const double share = double(trainable) / double(mesh.tp * mesh.pp);
-    return mesh.dp > 1 && zero == 3 ? share * 16.0 / double(mesh.dp)
-                                    : share * (4.0 + 12.0 / double(mesh.dp));
+    const double onGpu = offload ? 0.0 : 12.0;
+    return mesh.dp > 1 && zero == 3 ? share * (4.0 + onGpu) / double(mesh.dp)
+                                    : share * (4.0 + onGpu / double(mesh.dp));
   };
+  // Offload is in the space where the cluster file describes the host.
+  const bool offloadable = !local && o.cluster.hasHost();
   // A 1F1B pipeline without recompute: the least its busiest rank saves
   // (its micro-batches in flight, min(pp - r, m), times its layers under
   // the split autopar-dist-pipeline-split makes, times a layer's saved
@@ -933,9 +976,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
       ++stats.bounded;
       return;
     }
-    if (!o.exhaustive &&
-        (savedBound(mesh) > o.cluster.memoryBytes() ||
-         statesBound(mesh, mesh.zero) > o.cluster.memoryBytes())) {
+    if (!o.exhaustive && (savedBound(mesh) > o.cluster.memoryBytes() ||
+                          statesBound(mesh, mesh.zero, mesh.offload) >
+                              o.cluster.memoryBytes())) {
       std::lock_guard<std::mutex> lock(mutex);
       ++stats.memory;
       mesh.tooLarge = true;
@@ -946,7 +989,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
     plan.meshTp = mesh.tp;
     plan.meshPp = mesh.pp;
     plan.microBatches = mesh.m;
-    plan.zeroStage = mesh.dp > 1 ? mesh.zero : 0;
+    plan.zeroStage = mesh.dp > 1 || mesh.offload ? mesh.zero : 0;
+    plan.zeroOffload = mesh.offload ? "cpu" : "none";
     plan.precision = mesh.precision;
     plan.recompute = mesh.recompute;
     plan.dataInputs = dataInputs;
@@ -964,11 +1008,10 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // A plan that does not fit comes back with what may fit, bounded by its
   // step (full recompute and a higher ZeRO stage only add to it): ZeRO-3
   // (without a pipeline) and full recompute.
-  auto followUps = [](const Mesh &mesh) {
+  auto followUps = [&](const Mesh &mesh) {
     std::vector<Mesh> next;
-    if (mesh.recompute != "none" ||
-        (!mesh.tooLarge &&
-         (mesh.predictions.size() != 1 || mesh.predictions[0].fits)))
+    if (mesh.offload || (!mesh.tooLarge && (mesh.predictions.size() != 1 ||
+                                            mesh.predictions[0].fits)))
       return next;
     Mesh base = mesh;
     base.predictions.clear();
@@ -978,6 +1021,23 @@ bool autopar::searchPlans(const PlannerOptions &o,
     base.probe = false;
     if (!mesh.predictions.empty())
       base.least = mesh.predictions[0].stepSeconds;
+    // Full recompute that does not fit either: the optimizer state in
+    // host memory (all else the same: at least its step without the
+    // update on the GPU).
+    if (mesh.recompute == "full") {
+      if (offloadable) {
+        Mesh off = base;
+        off.offload = true;
+        if (!mesh.predictions.empty())
+          off.least = mesh.predictions[0].stepSeconds -
+                      mesh.predictions[0].optimizerSeconds;
+        off.order = mesh.order + 1;
+        next.push_back(off);
+      }
+      return next;
+    }
+    if (mesh.recompute != "none")
+      return next;
     if (mesh.zero == 1 && mesh.pp == 1 && mesh.dp > 1) {
       Mesh zero3 = base;
       zero3.zero = 3;
@@ -1094,7 +1154,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
   std::stable_sort(meshes.begin(), meshes.end(), probeFirst);
   size_t tried = 0;
   std::vector<Mesh> rest, ruledOut;
-  // Follow-ups of the probes wait for the others.
+  // The first probe's follow-ups join the others' queue.
   std::vector<Mesh> retries;
   while (tried < meshes.size() && ranked.empty()) {
     evaluateQueue({meshes[tried++]}, &retries);
@@ -1109,9 +1169,9 @@ bool autopar::searchPlans(const PlannerOptions &o,
     // More stages than layers: the model cannot take it.
     if (modelLayers && mesh.pp > modelLayers)
       continue;
-    double states = statesBound(mesh, 1);
+    double states = statesBound(mesh, 1, offloadable);
     if (mesh.pp == 1)
-      states = std::min(states, statesBound(mesh, 3));
+      states = std::min(states, statesBound(mesh, 3, offloadable));
     (states > o.cluster.memoryBytes() ? ruledOut : rest).push_back(mesh);
   }
   if (rest.empty() && ranked.empty())
@@ -1153,6 +1213,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
     base.recompute = plan.recompute;
     base.zero = plan.zeroStage;
+    base.offload = plan.zeroOffload == "cpu";
     base.bounded = true;
     if (local) {
       Mesh mixed = base;
@@ -1251,6 +1312,11 @@ std::string autopar::explainBest(const PlannerOptions &o,
   if (plan.recompute != "none")
     out += " Full recompute: without it no plan of this shape fits in " +
            gb(int64_t(o.cluster.memoryBytes())) + ".";
+  if (plan.zeroOffload == "cpu" && best.memoryBytes.contains("host"))
+    out += " ZeRO-Offload: the optimizer state (" +
+           gb(best.memoryBytes["host"].get<int64_t>()) +
+           " per GPU) in host memory, updated on the host: without it this "
+           "plan does not fit.";
   // The fastest plan that does not fit, if faster.
   for (const Prediction &p : ranked)
     if (!p.fits && p.stepSeconds < best.stepSeconds) {

@@ -149,7 +149,9 @@ FunctionTime timeFunction(mlir::func::FuncOp func, const Cluster &cluster);
 /// The space: tp over the divisors of a node's GPUs, pp over the divisors
 /// of the rest, dp for the rest (dividing the global batch); micro-batches of
 /// one sample; ZeRO-1, and ZeRO-3 where pp = 1; full recompute when a plan does
-/// not fit without; bf16-mixed, 1F1B, sequence parallelism with tp. The
+/// not fit without, and ZeRO-Offload when that does not fit either (where the
+/// cluster describes its host); bf16-mixed, 1F1B, sequence parallelism with
+/// tp. The
 /// three best meshes again with micro-batches of two samples, interleaved
 /// over two chunks and ZB-H1 (pp > 1), and selective recompute (where full
 /// made them fit). Meshes whose model states alone exceed a GPU are not

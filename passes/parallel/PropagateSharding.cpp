@@ -234,9 +234,10 @@ bool ShardingPropagator::SweepOrder::operator()(Operation *a,
 LogicalResult ShardingPropagator::settle(int64_t level) {
   // Sweeps forward and back over the function until nothing changes,
   // visiting the ops that may decide differently than at their last visit
-  // (dirty): those not visited yet, the dist.shard annotations (they read
-  // the level) and the return, then those whose operands' layouts or
-  // results' hints changed since (markDirty), each in the sweep's order.
+  // (dirty): those not visited yet and the dist.shard annotations whose
+  // priority comes in (they read the level), then those whose operands'
+  // layouts or results' hints changed since (markDirty), each in the
+  // sweep's order.
   for (Operation &op : func.getBody().front()) {
     if (!visited.contains(&op)) {
       dirty.insert(&op);

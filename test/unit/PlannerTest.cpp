@@ -60,6 +60,19 @@ TEST(Cluster, Parses) {
   one.erase("inter_node_gbps");
   ASSERT_TRUE(parseCluster(one, c, error)) << error;
   EXPECT_DOUBLE_EQ(c.interNodeGBps, 300);
+  EXPECT_FALSE(c.hasHost());
+  // The host (ZeRO-Offload), and back.
+  json host = a100Nodes(2);
+  host["host"] = {
+      {"memory_gb", 2048}, {"memory_bandwidth_gbps", 409.6}, {"link_gbps", 32}};
+  ASSERT_TRUE(parseCluster(host, c, error)) << error;
+  EXPECT_TRUE(c.hasHost());
+  EXPECT_DOUBLE_EQ(c.hostMemoryGB, 2048);
+  EXPECT_DOUBLE_EQ(c.hostMemoryBandwidthGBps, 409.6);
+  EXPECT_DOUBLE_EQ(c.hostLinkGBps, 32);
+  ASSERT_TRUE(parseCluster(toJson(c), again, error)) << error;
+  EXPECT_EQ(toJson(again), toJson(c));
+  EXPECT_EQ(toJson(c)["host"], host["host"]);
 }
 
 TEST(Cluster, Errors) {
@@ -82,6 +95,14 @@ TEST(Cluster, Errors) {
   j["intra_node_gbps"] = 0;
   EXPECT_EQ(rejects(j), "intra_node_gbps: must be a number > 0");
   EXPECT_EQ(rejects(json::array()), "must be a JSON object");
+  j = a100Nodes(2);
+  j["host"] = {{"memory_gb", 2048}, {"link_gbps", 32}};
+  EXPECT_EQ(rejects(j), "host.memory_bandwidth_gbps: missing");
+  j["host"]["memory_bandwidth_gbps"] = 409.6;
+  j["host"]["pcie"] = 4;
+  EXPECT_EQ(rejects(j), "host.pcie: unknown key");
+  j["host"] = 2048;
+  EXPECT_EQ(rejects(j), "host: must be an object");
 }
 
 TEST(Planner, LinkOfAGroup) {
