@@ -40,6 +40,7 @@
 #include "runtime/optim/Optimizer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -81,8 +82,10 @@ const char *kUsage =
 
 bool parseInt(const char *text, int64_t &out) {
   char *end = nullptr;
+  errno = 0;
   long long v = std::strtoll(text, &end, 10);
-  if (!*text || *end)
+  // Beyond int64: refused, not clamped.
+  if (!*text || *end || errno == ERANGE)
     return false;
   out = v;
   return true;
