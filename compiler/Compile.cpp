@@ -192,7 +192,8 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
 
 bool Compiler::importModel() {
   // The data inputs named and their [batch, sequence] given (the planner's
-  // candidates): imported once, at the micro-batch size.
+  // candidates): imported once, at the micro-batch size, without a first
+  // import at the global batch.
   auto given = [&](const std::string &name) -> const SmallVector<int64_t> * {
     auto it = o.import.inputShapes.find(name);
     return name.empty() || it == o.import.inputShapes.end() ||
@@ -203,78 +204,68 @@ bool Compiler::importModel() {
   };
   const SmallVector<int64_t> *tokensShape = given(planFile.dataInputs),
                              *targetsShape = given(planFile.dataTargets);
-  if (!o.forwardOnly && tokensShape && targetsShape &&
-      planFile.dataInputs != planFile.dataTargets &&
-      *tokensShape == *targetsShape) {
-    const int64_t globalBatch = (*tokensShape)[0], m = planFile.microBatches;
-    if (globalBatch % m != 0)
-      return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
-                          "global batch {2}",
-                          planName(), m, globalBatch));
-    if ((globalBatch / m) % planFile.meshDp != 0)
-      return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples "
-                          "of a micro-batch (global batch {3} / "
-                          "batch.micro_batches {4})",
-                          planName(), planFile.meshDp, globalBatch / m,
-                          globalBatch, m));
-    onnx_import::ImportOptions options = importOptions();
-    for (const std::string &name : {planFile.dataInputs, planFile.dataTargets})
-      options.inputShapes[name] = {globalBatch / m, (*tokensShape)[1]};
-    imported = onnx_import::importOnnxFile(context, o.model, options, error);
+  const bool known = !o.forwardOnly && tokensShape && targetsShape &&
+                     planFile.dataInputs != planFile.dataTargets &&
+                     *tokensShape == *targetsShape;
+  int64_t globalBatch = 0, seqLen = 0;
+  if (known) {
+    globalBatch = (*tokensShape)[0];
+    seqLen = (*tokensShape)[1];
+  } else {
+    imported =
+        onnx_import::importOnnxFile(context, o.model, importOptions(), error);
     if (!imported.module)
       return false;
+    if (o.forwardOnly)
+      return true;
+    auto func = imported.module->lookupSymbol<func::FuncOp>("forward");
     DataInputs data;
-    return findDataInputs(
-        imported.module->lookupSymbol<func::FuncOp>("forward"), data);
+    if (!findDataInputs(func, data))
+      return false;
+    // The plan names the data inputs from here on (plan.json shows them).
+    auto inputName = [&](int arg) {
+      return func.getArgAttrOfType<StringAttr>(arg, nn::NNDialect::kInputAttr)
+          .getValue()
+          .str();
+    };
+    planFile.dataInputs = inputName(data.tokens);
+    planFile.dataTargets = inputName(data.targets);
+    auto type = cast<RankedTensorType>(func.getArgument(data.tokens).getType());
+    globalBatch = type.getDimSize(0);
+    seqLen = type.getDimSize(1);
   }
-  imported =
-      onnx_import::importOnnxFile(context, o.model, importOptions(), error);
-  if (!imported.module)
-    return false;
-  if (o.forwardOnly)
-    return true;
-  auto func = imported.module->lookupSymbol<func::FuncOp>("forward");
-  DataInputs data;
-  if (!findDataInputs(func, data))
-    return false;
-  // The plan names the data inputs from here on (plan.json shows them).
-  auto inputName = [&](int arg) {
-    return func.getArgAttrOfType<StringAttr>(arg, nn::NNDialect::kInputAttr)
-        .getValue()
-        .str();
-  };
-  planFile.dataInputs = inputName(data.tokens);
-  planFile.dataTargets = inputName(data.targets);
-  auto type = cast<RankedTensorType>(func.getArgument(data.tokens).getType());
-  int64_t globalBatch = type.getDimSize(0);
-  int64_t seqLen = type.getDimSize(1);
-  int64_t m = planFile.microBatches;
+  const int64_t m = planFile.microBatches;
   if (globalBatch % m != 0)
     return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
                         "global batch {2}",
                         planName(), m, globalBatch));
-  int64_t microBatch = globalBatch / m;
+  const int64_t microBatch = globalBatch / m;
   if (microBatch % planFile.meshDp != 0)
     return fail(formatv("{0}: mesh.dp: {1} does not divide the {2} samples of "
                         "a micro-batch (global batch {3} / batch.micro_batches "
                         "{4})",
                         planName(), planFile.meshDp, microBatch, globalBatch,
                         m));
-  if (m == 1)
+  if (m == 1 && !known)
     return true;
-  // Re-import at the micro-batch size.
+  // (Re-)import at the micro-batch size.
   onnx_import::ImportOptions options = importOptions();
-  for (int arg : {data.tokens, data.targets})
-    options.inputShapes[inputName(arg)] = {microBatch, seqLen};
+  for (const std::string &name : {planFile.dataInputs, planFile.dataTargets})
+    options.inputShapes[name] = {microBatch, seqLen};
   std::string why;
   onnx_import::ImportResult micro =
       onnx_import::importOnnxFile(context, o.model, options, why);
   if (!micro.module)
-    return fail(formatv("{0}: batch.micro_batches: the model cannot run at "
-                        "the micro-batch size {1}: {2}",
-                        planName(), microBatch, why));
+    return fail(m == 1 ? why
+                       : formatv("{0}: batch.micro_batches: the model cannot "
+                                 "run at the micro-batch size {1}: {2}",
+                                 planName(), microBatch, why)
+                             .str());
   imported = std::move(micro);
-  return true;
+  DataInputs data;
+  return !known ||
+         findDataInputs(imported.module->lookupSymbol<func::FuncOp>("forward"),
+                        data);
 }
 
 /// Reports the first pass that fails (nested passes before the adaptors

@@ -30,6 +30,17 @@ Action act(Op op, int64_t stage, int64_t micro) {
   return {op, static_cast<int32_t>(stage), static_cast<int32_t>(micro)};
 }
 
+/// An action's index in flat tables: (op, stage, micro), `size()` of them.
+struct ActionIndex {
+  int64_t stages, micros;
+  explicit ActionIndex(const Schedule &s)
+      : stages(s.stages()), micros(s.microBatches) {}
+  size_t size() const { return size_t(4 * stages * micros); }
+  size_t operator()(Op op, int64_t stage, int64_t micro) const {
+    return (static_cast<size_t>(op) * stages + stage) * micros + micro;
+  }
+};
+
 /// GPipe: every forward, then every backward, in micro-batch order.
 void gpipe(Schedule &s, int64_t r) {
   for (int64_t j = 0; j < s.microBatches; ++j)
@@ -178,10 +189,8 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
                 " stages, the schedule has " + std::to_string(S));
   // Every action once, on its stage's rank; per stage either whole
   // backwards or both halves. Flat tables by (op, stage, micro).
-  auto key = [&](Op op, int64_t stage, int64_t micro) {
-    return (static_cast<size_t>(op) * S + stage) * m + micro;
-  };
-  std::vector<int32_t> seen(4 * S * m, 0);
+  const ActionIndex key(s);
+  std::vector<int32_t> seen(key.size(), 0);
   for (int64_t r = 0; r < p; ++r)
     for (const Action &a : s.actions[r]) {
       if (a.stage < 0 || a.stage >= S || a.micro < 0 || a.micro >= m)
@@ -216,7 +225,7 @@ bool autopar::pipeline::simulate(const Schedule &s, const StageTimes &times,
   std::vector<double> free(p, 0);
   std::vector<int64_t> inFlight(p, 0);
   // End times; negative: not run yet.
-  std::vector<double> done(4 * S * m, -1.0);
+  std::vector<double> done(key.size(), -1.0);
   auto endOf = [&](Op op, int64_t stage, int64_t micro, double &t) {
     t = done[key(op, stage, micro)];
     return t >= 0;
@@ -543,11 +552,9 @@ bool autopar::pipeline::checkTransfers(const Schedule &s,
   // Where each action runs, and what must be sent and received.
   const TransferIndex keyOf(s);
   const int64_t m = s.microBatches;
-  auto actionKey = [&](Op op, int64_t stage, int64_t micro) {
-    return (static_cast<size_t>(op) * S + stage) * m + micro;
-  };
+  const ActionIndex actionKey(s);
   constexpr size_t none = ~size_t(0);
-  std::vector<size_t> at(4 * S * m, none);
+  std::vector<size_t> at(actionKey.size(), none);
   std::vector<char> needed(keyOf.size(), 0);
   for (int64_t r = 0; r < p; ++r)
     for (size_t k = 0; k < s.actions[r].size(); ++k) {

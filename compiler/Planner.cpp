@@ -333,32 +333,27 @@ public:
                  grads = bytes["grads"].get<double>(),
                  state = bytes["optimizer_state"].get<double>();
     const double moved = 2.0 * (params + grads + state);
+    const bool adamw = plan.optimizer.type == "adamw",
+               momentum = !adamw && plan.optimizer.momentum > 0,
+               mixed = plan.precision != "fp32";
+    const double gradElements = grads / (mixed ? 2 : 4);
+    // The fp32 buffers per updated element (moments, master): the state's
+    // elements are the shard the rank updates.
+    const int states = (adamw ? 2 : momentum ? 1 : 0) + (mixed ? 1 : 0);
+    const double updated = states ? state / (4.0 * states) : gradElements;
     if (!local && plan.zeroOffload == "cpu") {
       // ZeRO-Offload (runtime/TrainMain.cpp's hostUpdate, one shard after
       // another): the shard's fp32 gradient down the host link, its state
       // and master read and written in host memory (the node's bandwidth
       // shared by its GPUs), the fp32 parameter back up.
-      const int buffers = (plan.optimizer.type == "adamw" ? 2
-                           : plan.optimizer.momentum > 0  ? 1
-                                                          : 0) +
-                          (plan.precision != "fp32" ? 1 : 0);
-      const double elements =
-          buffers ? state / (4.0 * buffers)
-                  : grads / (plan.precision != "fp32" ? 2.0 : 4.0);
       const double hostShare =
           cluster.hostMemoryBandwidthGBps * 1e9 / double(cluster.gpusPerNode);
-      return 2 * 4 * elements / (cluster.hostLinkGBps * 1e9) +
-             (2 * state + 2 * 4 * elements) / hostShare;
+      return 2 * 4 * updated / (cluster.hostLinkGBps * 1e9) +
+             (2 * state + 2 * 4 * updated) / hostShare;
     }
     if (!local)
       return moved / (rates.bytesPerSecond * rates.memoryEfficiency);
     auto ns = [&](const char *name) { return elementSeconds(name); };
-    const bool adamw = plan.optimizer.type == "adamw",
-               momentum = !adamw && plan.optimizer.momentum > 0,
-               mixed = plan.precision != "fp32";
-    const double gradElements = grads / (mixed ? 2 : 4);
-    const int states = (adamw ? 2 : momentum ? 1 : 0) + (mixed ? 1 : 0);
-    const double updated = states ? state / (4.0 * states) : gradElements;
     const double kernels = updated * ns(adamw      ? "adamw"
                                         : momentum ? "sgd_momentum"
                                                    : "sgd") +
@@ -434,18 +429,18 @@ bool predictStep(ModuleOp module, const Plan &plan, const Cluster &cluster,
     if (!stage || !phase || stage.getInt() >= stages)
       continue;
     phases[stage.getInt()][phase.getValue().str()] = model.costOf(f);
-    if (phase.getValue() == "forward")
-      for (unsigned r = 0; r < f.getNumResults(); ++r)
-        if (f.getResultAttr(r, nn::NNDialect::kSavedAttr))
-          p.stageSavedBytes[stage.getInt()] +=
-              tensorBytes(f.getResultTypes()[r]);
-    if (phase.getValue() == "forward" && stage.getInt() + 1 < stages)
-      for (unsigned r = 0; r < f.getNumResults(); ++r)
-        if (auto out = f.getResultAttrOfType<StringAttr>(
-                r, nn::NNDialect::kOutputAttr);
-            out && out.getValue() == dist::kStageOutputName)
-          boundaryBytes =
-              std::max(boundaryBytes, tensorBytes(f.getResultTypes()[r]));
+    if (phase.getValue() != "forward")
+      continue;
+    // What it keeps per micro-batch in flight, and what it sends.
+    for (unsigned r = 0; r < f.getNumResults(); ++r) {
+      const int64_t bytes = tensorBytes(f.getResultTypes()[r]);
+      if (f.getResultAttr(r, nn::NNDialect::kSavedAttr))
+        p.stageSavedBytes[stage.getInt()] += bytes;
+      else if (auto out = f.getResultAttrOfType<StringAttr>(
+                   r, nn::NNDialect::kOutputAttr);
+               out && out.getValue() == dist::kStageOutputName)
+        boundaryBytes = std::max(boundaryBytes, bytes);
+    }
   }
   pipeline::StageTimes times;
   for (int64_t s = 0; s < stages; ++s) {
@@ -836,6 +831,14 @@ bool autopar::searchPlans(const PlannerOptions &o,
   std::vector<double> fitting; // the fitting plans' step seconds, sorted
   std::mutex mutex;
   const size_t keep = size_t(std::max<int64_t>(o.top, 3));
+  // A plan of the first round's kind: one sample per micro-batch, 1F1B,
+  // `precision` (what `learned` holds comes from such plans and bounds
+  // them).
+  auto firstRound = [&](StringRef planPrecision, int64_t chunks,
+                        StringRef schedule, int64_t dp, int64_t m) {
+    return planPrecision == precision && chunks == 1 && schedule == "1f1b" &&
+           batch == dp * m;
+  };
   auto learn = [&](const Prediction &p) {
     std::lock_guard<std::mutex> lock(mutex);
     const Plan &plan = p.plan;
@@ -846,9 +849,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
           std::upper_bound(fitting.begin(), fitting.end(), p.stepSeconds),
           p.stepSeconds);
     if ((plan.recompute != "none" && plan.recompute != "full") ||
-        plan.precision != precision || plan.pipelineChunks > 1 ||
-        plan.pipelineSchedule != "1f1b" ||
-        batch != plan.meshDp * plan.microBatches)
+        !firstRound(plan.precision, plan.pipelineChunks, plan.pipelineSchedule,
+                    plan.meshDp, plan.microBatches))
       return;
     Learned &l = learned[{plan.meshTp, plan.recompute}];
     auto least = [](double &into, double v) {
@@ -883,7 +885,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
         trainable > 0) {
       const double share = double(trainable) / double(mesh.tp) *
                            double(mesh.dp - 1) / double(mesh.dp);
-      const Link link = linkOf({"dp", "pp", "tp"}, {mesh.dp, 1, mesh.tp},
+      const Link link = linkOf({dist::kMeshAxes.begin(), dist::kMeshAxes.end()},
+                               dist::meshAxisSizes(mesh.dp, mesh.tp, mesh.pp),
                                dist::kDataAxis, o.cluster);
       bound = std::max(
           bound,
@@ -891,9 +894,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
                   collectiveSeconds("all_gather", mesh.dp, 2 * share, 1, link) +
               collectiveSeconds("reduce_scatter", mesh.dp, 4 * share, 1, link));
     }
-    // (What was learned bounds the first round's plans only.)
-    if (mesh.precision != precision || mesh.chunks > 1 ||
-        mesh.schedule != "1f1b" || batch != mesh.dp * mesh.m)
+    if (!firstRound(mesh.precision, mesh.chunks, mesh.schedule, mesh.dp,
+                    mesh.m))
       return bound;
     for (const char *recompute : {"none", "full"}) {
       auto it = learned.find({mesh.tp, recompute});
@@ -947,8 +949,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   auto savedBound = [&](const Mesh &mesh) {
     std::lock_guard<std::mutex> lock(mutex);
     if (mesh.recompute != "none" || mesh.pp < 2 ||
-        mesh.precision != precision || mesh.chunks > 1 ||
-        mesh.schedule != "1f1b" || batch != mesh.dp * mesh.m ||
+        !firstRound(mesh.precision, mesh.chunks, mesh.schedule, mesh.dp,
+                    mesh.m) ||
         mesh.pp > modelLayers)
       return 0.0;
     auto it = learned.find({mesh.tp, "none"});
@@ -1007,7 +1009,8 @@ bool autopar::searchPlans(const PlannerOptions &o,
   };
   // A plan that does not fit comes back with what may fit, bounded by its
   // step (full recompute and a higher ZeRO stage only add to it): ZeRO-3
-  // (without a pipeline) and full recompute.
+  // (without a pipeline) and full recompute; one with full recompute as
+  // ZeRO-Offload.
   auto followUps = [&](const Mesh &mesh) {
     std::vector<Mesh> next;
     if (mesh.offload || (!mesh.tooLarge && (mesh.predictions.size() != 1 ||

@@ -38,9 +38,11 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
 
     OpBuilder b(ctx);
     b.setInsertionPointToStart(module.getBody());
-    MeshOp::create(
-        b, module.getLoc(), kMeshName, b.getStrArrayAttr({"dp", "pp", "tp"}),
-        b.getDenseI64ArrayAttr({plan.meshDp, plan.meshPp, plan.meshTp}));
+    MeshOp::create(b, module.getLoc(), kMeshName,
+                   b.getStrArrayAttr(SmallVector<StringRef>(kMeshAxes.begin(),
+                                                            kMeshAxes.end())),
+                   b.getDenseI64ArrayAttr(
+                       meshAxisSizes(plan.meshDp, plan.meshTp, plan.meshPp)));
 
     std::vector<bool> frozenUsed(plan.frozen.size());
     bool anyParam = false, anyTrainable = false;

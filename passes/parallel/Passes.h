@@ -12,6 +12,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <array>
+#include <vector>
+
 namespace autopar::dist {
 
 /// Argument / result attribute: the value's #dist.sharding.
@@ -57,8 +60,15 @@ inline constexpr llvm::StringLiteral kDataAxis = "dp";
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
 /// The pipeline-parallel mesh axis.
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
-/// The mesh autopar-apply-plan creates.
+/// The mesh autopar-apply-plan creates, and its axes in order (ranks are
+/// row-major over them: tp innermost).
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
+inline constexpr std::array<llvm::StringLiteral, 3> kMeshAxes = {
+    kDataAxis, kPipelineAxis, kTensorAxis};
+/// The sizes of kMeshAxes for a plan's mesh.
+inline std::vector<int64_t> meshAxisSizes(int64_t dp, int64_t tp, int64_t pp) {
+  return {dp, pp, tp};
+}
 
 /// The module's mesh (the one dist.mesh), or null with no error.
 MeshOp findMesh(mlir::ModuleOp module);

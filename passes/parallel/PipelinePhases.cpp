@@ -287,8 +287,8 @@ struct PipelinePhasesPass
 
   /// A saved value's attributes: its key and, when the step is laid out
   /// over a mesh (its ops carry dist.shardings), its layout there, its
-  /// pending sums reduced (the phase that saves it reduces them) but those
-  /// over dp.
+  /// pending sums reduced (the phase that saves it reduces them) unless
+  /// they include dp.
   static DictionaryAttr savedAttrs(Value v, StringRef key) {
     MLIRContext *ctx = v.getContext();
     Builder b(ctx);
@@ -306,8 +306,8 @@ struct PipelinePhasesPass
     if (attr) {
       Layout l = Layout::fromAttr(attr);
       // A sum pending over dp (a part of a weight's gradient: the step
-      // reduces it over dp once, not every micro-batch) stays pending; the
-      // others are reduced.
+      // reduces it once, not every micro-batch) stays pending, over all
+      // its axes; other pending sums are reduced.
       if (l.partialKind != ReductionKind::sum ||
           !llvm::is_contained(l.partial, kDataAxis))
         l.partial.clear();
