@@ -120,10 +120,12 @@ def RecomputePass : Pass<"autopar-recompute", "mlir::ModuleOp"> {
       6 ops; a longer chain keeps its value (the residual stream is kept
       every few adds). Korthikanti et al.'s attention core is nn.attention
       itself, which keeps only its output and log-sum-exp.
-    - `full`: only the checkpoints are kept, the points where a single
-      activation crosses the forward (the residual stream between blocks:
-      each layer's input and its middle); each block is recomputed whole
-      when the backward pass reaches it.
+    - `full`: Megatron-LM's full recompute, one checkpoint per layer: each
+      layer keeps only its input (the residual stream where a single value
+      crosses the forward and an attention follows) and is recomputed whole
+      when the backward pass reaches it; the embeddings before the first
+      layer and the head and loss after the last are kept. A model without
+      attention keeps the residual stream at each block's end instead.
 
     Copies carry `nn.recomputed`, which keeps CSE from merging them back.
     Losses and gradients are unchanged (the same ops on the same values).

@@ -105,7 +105,7 @@ struct RecomputePass : public autopar::impl::RecomputePassBase<RecomputePass> {
       }
 
     llvm::DenseSet<Operation *> recomputed =
-        mode == "full" ? chooseFull(forwardOps, activations)
+        mode == "full" ? chooseFull(func, forwardOps, activations)
                        : chooseSelective(forwardOps, activations);
 
     // Backward ops read copies, made before the first that needs them.
@@ -161,39 +161,110 @@ struct RecomputePass : public autopar::impl::RecomputePassBase<RecomputePass> {
     return chosen;
   }
 
-  /// Everything but the checkpoints: the activations that are the only
-  /// one live at some point of the forward pass where the point before
-  /// had several (a join: the residual add ending a block), and the first
-  /// such activation (a chain of single live values needs only its
-  /// first).
+  /// Megatron-LM's full recompute: each layer keeps its input only and is
+  /// recomputed whole when the backward pass reaches it. The cuts are the
+  /// points of the forward pass where a single value of the residual stream
+  /// is live: an activation computed from the data, or a float argument that
+  /// is not a parameter (a pipeline stage's input, live from the start). A
+  /// layer begins at a cut followed by an attention (nn.attention, or the
+  /// softmax of an unfused one) before the next cut, and the last layer ends at
+  /// the last join after its start (a cut where the point before had several
+  /// live: the residual add ending a block). What precedes the first layer
+  /// (embeddings) and follows the last (final norm, head, loss) is kept, as
+  /// Megatron-LM keeps it. A model without attention: the first cut and
+  /// every join are checkpoints, each block between them recomputed.
   static llvm::DenseSet<Operation *>
-  chooseFull(ArrayRef<Operation *> forwardOps,
+  chooseFull(func::FuncOp func, ArrayRef<Operation *> forwardOps,
              const llvm::DenseSet<Value> &activations) {
-    llvm::DenseMap<Operation *, size_t> position;
-    for (auto [i, op] : llvm::enumerate(forwardOps))
-      position[op] = i;
-    // The last forward position reading each activation.
-    llvm::DenseMap<Value, size_t> lastUse;
+    // The stream: activations that depend on the data (not a parameter's
+    // transpose or cast, which a layer reads but does not pass on) and the
+    // float data arguments.
+    llvm::DenseSet<Value> data, stream;
+    for (BlockArgument arg : func.getArguments())
+      if (!func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr)) {
+        data.insert(arg);
+        if (isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+          stream.insert(arg);
+      }
+    for (Operation *op : forwardOps)
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return data.contains(v); }))
+        for (Value r : op->getResults()) {
+          data.insert(r);
+          if (activations.contains(r))
+            stream.insert(r);
+        }
+    // The last forward position reading each value of the stream (the
+    // function's results: after the last).
+    const int64_t n = forwardOps.size();
+    llvm::DenseMap<Value, int64_t> lastUse;
     for (auto [i, op] : llvm::enumerate(forwardOps))
       for (Value v : op->getOperands())
-        if (activations.contains(v))
+        if (stream.contains(v))
           lastUse[v] = i;
-    // Sweep: the activations live after op i (read by a later forward op).
-    llvm::DenseSet<Value> live, checkpoints;
-    size_t before = 0;
+    for (Value v : func.getBody().front().getTerminator()->getOperands())
+      if (stream.contains(v))
+        lastUse[v] = n;
+    // Sweep: the values live after op i (read by a later forward op);
+    // position -1 is the function's entry.
+    struct Cut {
+      int64_t position;
+      Value value;
+      bool join;
+    };
+    SmallVector<Cut> cuts;
+    llvm::DenseSet<Value> live;
+    for (BlockArgument arg : func.getArguments())
+      if (lastUse.count(arg))
+        live.insert(arg);
+    if (live.size() == 1)
+      cuts.push_back({-1, *live.begin(), true});
+    size_t before = live.size();
     for (auto [i, op] : llvm::enumerate(forwardOps)) {
       for (Value v : op->getOperands())
-        if (lastUse.lookup(v) == i)
+        if (lastUse.count(v) && lastUse[v] == int64_t(i))
           live.erase(v);
       for (Value r : op->getResults())
-        if (activations.contains(r) && lastUse.count(r))
+        if (lastUse.count(r))
           live.insert(r);
-      if (live.size() == 1 && (before != 1 || checkpoints.empty()))
-        checkpoints.insert(*live.begin());
+      if (live.size() == 1)
+        cuts.push_back({int64_t(i), *live.begin(), before != 1});
       before = live.size();
     }
+    auto isAttention = [](Operation *op) {
+      return isa<nn::AttentionOp, nn::SoftmaxOp>(op);
+    };
+    llvm::DenseSet<Value> checkpoints;
+    int64_t first = n, last = -1;
+    for (auto [k, cut] : llvm::enumerate(cuts)) {
+      int64_t end = k + 1 < cuts.size() ? cuts[k + 1].position : n - 1;
+      if (llvm::any_of(forwardOps.slice(cut.position + 1, end - cut.position),
+                       isAttention)) {
+        checkpoints.insert(cut.value);
+        first = std::min(first, cut.position);
+        last = cut.position;
+      }
+    }
+    if (checkpoints.empty() && !cuts.empty()) {
+      // No attention: the first cut and every join.
+      for (const Cut &cut : cuts)
+        if (cut.join || checkpoints.empty())
+          checkpoints.insert(cut.value);
+      first = last = cuts.front().position;
+    }
+    // The last layer ends at the last join after its start.
+    const Cut *end = nullptr;
+    for (const Cut &cut : cuts)
+      if (cut.join && cut.position > last)
+        end = &cut;
+    if (end) {
+      last = end->position;
+      checkpoints.insert(end->value);
+    }
+    if (first >= last)
+      return {};
     llvm::DenseSet<Operation *> chosen;
-    for (Operation *op : forwardOps)
+    for (Operation *op : forwardOps.slice(first + 1, last - first))
       if (op->getNumResults() > 0 && activations.contains(op->getResult(0)) &&
           llvm::none_of(op->getResults(),
                         [&](Value r) { return checkpoints.contains(r); }))

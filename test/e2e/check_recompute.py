@@ -2,10 +2,10 @@
 """Check activation recompute against the program without it.
 
   check_recompute.py MODEL.onnx [--input-shape NAME=D0,D1 ...] --data T.bin
-      --steps K --workdir DIR --plan BASE.json [--mesh dp=1,tp=2]
+      --steps K --workdir DIR --plan BASE.json [--mesh dp=1,tp=2,pp=1]
 
 Compiles BASE.json (plus "mesh") with "recompute" none, selective and full,
-runs each for K steps (under `mpirun -np dp*tp` when the mesh has several
+runs each for K steps (under `mpirun -np dp*tp*pp` when the mesh has several
 ranks) and requires:
 
  (a) every step's loss and gradient norm equal to the "none" run's within
@@ -56,7 +56,7 @@ def main(argv=None):
         plan = json.load(f)
     if args.mesh:
         plan["mesh"] = args.mesh
-    ranks = args.mesh.get("dp", 1) * args.mesh.get("tp", 1)
+    ranks = args.mesh.get("dp", 1) * args.mesh.get("tp", 1) * args.mesh.get("pp", 1)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     label = "none"
