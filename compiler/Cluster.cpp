@@ -316,7 +316,8 @@ bool autopar::parseCluster(const json &j, Cluster &c, std::string &error) {
     return false;
   }
   if (!onlyKeys(*gpu, "gpu.",
-                {"name", "peak_tflops", "memory_gb", "memory_bandwidth_gbps"},
+                {"name", "peak_tflops", "fp32_tflops", "bf16", "memory_gb",
+                 "memory_bandwidth_gbps"},
                 error))
     return false;
   auto name = gpu->find("name");
@@ -334,6 +335,16 @@ bool autopar::parseCluster(const json &j, Cluster &c, std::string &error) {
       !positiveInteger(j, "", "nodes", c.nodes, error) ||
       !positiveNumber(j, "", "intra_node_gbps", c.intraNodeGBps, error))
     return false;
+  if (gpu->contains("fp32_tflops") &&
+      !positiveNumber(*gpu, "gpu.", "fp32_tflops", c.fp32Tflops, error))
+    return false;
+  if (auto bf16 = gpu->find("bf16"); bf16 != gpu->end()) {
+    if (!bf16->is_boolean()) {
+      error = "gpu.bf16: must be true or false";
+      return false;
+    }
+    c.bf16 = bf16->get<bool>();
+  }
   // One node needs no network.
   if (c.nodes == 1 && !j.contains("inter_node_gbps"))
     c.interNodeGBps = c.intraNodeGBps;
@@ -391,6 +402,10 @@ json autopar::toJson(const Cluster &c) {
             {"nodes", c.nodes},
             {"intra_node_gbps", c.intraNodeGBps},
             {"inter_node_gbps", c.interNodeGBps}};
+  if (c.fp32Tflops > 0)
+    j["gpu"]["fp32_tflops"] = c.fp32Tflops;
+  if (!c.bf16)
+    j["gpu"]["bf16"] = false;
   if (c.hasHost())
     j["host"] = {{"memory_gb", c.hostMemoryGB},
                  {"memory_bandwidth_gbps", c.hostMemoryBandwidthGBps},

@@ -1,8 +1,8 @@
 //===- Cluster.h - the machines a plan runs on ------------------*- C++ -*-===//
 //
 // `autopar plan --cluster CLUSTER.json`: the GPUs (peak dense 16-bit
-// TFLOP/s, memory, memory bandwidth), how many per node and how many
-// nodes, and the bandwidth between two GPUs of a node and of two nodes
+// and float32 TFLOP/s, memory, memory bandwidth), how many per node and how
+// many nodes, and the bandwidth between two GPUs of a node and of two nodes
 // (GB/s per GPU and direction). docs/planner.md documents the file;
 // docs/clusters/ has ready ones.
 //
@@ -81,7 +81,16 @@ struct Calibration {
 
 struct Cluster {
   std::string gpuName;
+  /// Dense 16-bit tensor-core TFLOP/s (`gpu.peak_tflops`).
   double peakTflops = 0;
+  /// Float32 TFLOP/s without tensor cores (`gpu.fp32_tflops`, optional):
+  /// the rate of fp32 products (the CUDA target's GEMMs and attention do
+  /// not use TF32). 0 where the file does not say: fp32 plans cannot be
+  /// timed.
+  double fp32Tflops = 0;
+  /// Whether the GPU computes in bfloat16 (`gpu.bf16`, default true; a
+  /// V100 does not: the search takes fp16-mixed).
+  bool bf16 = true;
   double memoryGB = 0;
   double memoryBandwidthGBps = 0;
   int64_t gpusPerNode = 0;

@@ -90,6 +90,7 @@ class TimeModel {
 public:
   TimeModel(ModuleOp module, const Cluster &cluster) : cluster(cluster) {
     rates.flopsPerSecond = cluster.peakTflops * 1e12;
+    rates.fp32FlopsPerSecond = cluster.fp32Tflops * 1e12;
     rates.bytesPerSecond = cluster.memoryBandwidthGBps * 1e9;
     rates.matmulEfficiency = kMatmulEfficiency;
     rates.attentionEfficiency = kAttentionEfficiency;
@@ -618,6 +619,21 @@ bool autopar::prepareInputs(PlannerOptions &o, std::string &error) {
   return true;
 }
 
+std::string autopar::precisionError(const Cluster &cluster,
+                                    const std::string &precision) {
+  if (cluster.calibration)
+    return "";
+  if (precision == "fp32" && cluster.fp32Tflops <= 0)
+    return "timing fp32 needs the GPU's float32 rate (gpu.fp32_tflops in "
+           "the cluster file: its products run without tensor cores, e.g. "
+           "19.5 on an A100, 67 on an H100 SXM)";
+  if (precision == "bf16-mixed" && !cluster.bf16)
+    return "the cluster's GPU" +
+           (cluster.gpuName.empty() ? "" : " (" + cluster.gpuName + ")") +
+           " has no bfloat16 (gpu.bf16 is false): fp16-mixed or fp32";
+  return "";
+}
+
 bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
                            const std::string &planName, Prediction &p,
                            std::string &error) {
@@ -633,6 +649,11 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     error = planName + ": mesh: the plan has " + std::to_string(ranks) +
             " ranks, and the calibration measured no collectives (mpirun "
             "was not found): plans of one rank only";
+    return false;
+  }
+  if (std::string why = precisionError(o.cluster, plan.precision);
+      !why.empty()) {
+    error = planName + ": precision: " + why;
     return false;
   }
   CompileOptions co;
@@ -681,8 +702,11 @@ bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
     const int64_t gpus = o.cluster.calibration
                              ? std::max(ranks, o.cluster.calibration->cores)
                              : ranks;
-    p.mfu = p.flopsPerStep /
-            (p.stepSeconds * double(gpus) * o.cluster.peakTflops * 1e12);
+    // Of the peak of the plan's precision (an fp32 plan's: float32).
+    const double peak = !o.cluster.calibration && p.plan.precision == "fp32"
+                            ? o.cluster.fp32Tflops
+                            : o.cluster.peakTflops;
+    p.mfu = p.flopsPerStep / (p.stepSeconds * double(gpus) * peak * 1e12);
     p.fits = double(p.memoryBytesPerGpu) <= o.cluster.memoryBytes() &&
              hostBytes * double(o.cluster.gpusPerNode) <=
                  o.cluster.hostMemoryGB * 1e9;
@@ -771,11 +795,16 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // ZeRO stage, a recompute mode, a schedule; ZeRO-3 only where ZeRO-1
   // does not fit, full recompute only where a plan does not fit without
   // (followUps).
-  // GPUs: bf16-mixed (the time model has no fp32 peak). This machine's
-  // CPU programs multiply in fp32 whatever the precision: fp32 first, and
-  // bf16-mixed for the best meshes (less memory, more conversions).
+  // The precision: `--precision`, or on GPUs the fastest they compute in
+  // (bf16-mixed; fp16-mixed where there is no bfloat16: fp32 is never
+  // faster, nor smaller). This machine's CPU programs multiply in fp32
+  // whatever the precision: fp32 first, and bf16-mixed for the best meshes
+  // (less memory, more conversions).
   const bool local = o.cluster.calibration.has_value();
-  const std::string precision = local ? "fp32" : "bf16-mixed";
+  const std::string precision = !o.precision.empty() ? o.precision
+                                : local              ? "fp32"
+                                : o.cluster.bf16     ? "bf16-mixed"
+                                                     : "fp16-mixed";
   struct Mesh {
     int64_t dp, tp, pp, m;
     std::string schedule = "1f1b", recompute = "none", precision;
@@ -931,14 +960,18 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // The data inputs, as the first plan's compile found them (the later
   // ones import the model once, at their micro-batch size).
   std::string dataInputs, dataTargets;
-  // Model states: bf16-mixed holds 2 bytes of weight and of gradient per
-  // parameter of a rank's share, and 12 of fp32 master and Adam moments
-  // sharded further over dp by ZeRO (all 16 at ZeRO-3); fp32 more.
+  // Model states: mixed precision holds 2 bytes of weight and of gradient
+  // per parameter of a rank's share, and 12 of fp32 master and Adam
+  // moments sharded further over dp by ZeRO (all 16 at ZeRO-3); fp32 4 and
+  // 4, and 8 of moments.
   auto statesBound = [&](const Mesh &mesh, int64_t zero, bool offload) {
     const double share = double(trainable) / double(mesh.tp * mesh.pp);
-    const double onGpu = offload ? 0.0 : 12.0;
-    return mesh.dp > 1 && zero == 3 ? share * (4.0 + onGpu) / double(mesh.dp)
-                                    : share * (4.0 + onGpu / double(mesh.dp));
+    const bool fp32 = mesh.precision == "fp32";
+    const double replicated = fp32 ? 8.0 : 4.0;
+    const double onGpu = offload ? 0.0 : fp32 ? 8.0 : 12.0;
+    return mesh.dp > 1 && zero == 3
+               ? share * (replicated + onGpu) / double(mesh.dp)
+               : share * (replicated + onGpu / double(mesh.dp));
   };
   // Offload is in the space where the cluster file describes the host.
   const bool offloadable = !local && o.cluster.hasHost();
@@ -1218,7 +1251,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     base.zero = plan.zeroStage;
     base.offload = plan.zeroOffload == "cpu";
     base.bounded = true;
-    if (local) {
+    if (local && o.precision.empty()) {
       Mesh mixed = base;
       mixed.precision = "bf16-mixed";
       again.push_back(mixed);
@@ -1349,6 +1382,9 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     return fail(error);
   o.top = c.top;
   o.exhaustive = c.exhaustive;
+  o.precision = c.precision;
+  if (std::string why = precisionError(o.cluster, o.precision); !why.empty())
+    return fail(c.cluster + ": --precision " + o.precision + ": " + why);
   std::vector<Prediction> ranked;
   SearchStats stats;
   const auto start = std::chrono::steady_clock::now();

@@ -42,12 +42,21 @@ struct PlannerOptions {
   int64_t top = 5;
   /// Evaluate every plan of the space (no lower-bound skipping).
   bool exhaustive = false;
+  /// The plans' precision (`--precision`); empty: the search picks
+  /// (bf16-mixed on GPUs that compute in bfloat16, else fp16-mixed; this
+  /// machine: fp32, and bf16-mixed for the best meshes).
+  std::string precision;
 };
 
 /// Fixes the model's token-id and target inputs to [globalBatch, sequence]
 /// (the sequence length is the model's); false with `error` (one line) if
 /// the model has no such inputs or a dynamic sequence length.
 bool prepareInputs(PlannerOptions &options, std::string &error);
+
+/// Why plans of `precision` cannot be timed on `cluster` (fp32 without
+/// gpu.fp32_tflops, bf16-mixed on a GPU without bfloat16), or "".
+std::string precisionError(const Cluster &cluster,
+                           const std::string &precision);
 
 /// A plan's predicted step on the cluster.
 struct Prediction {
@@ -197,7 +206,7 @@ std::string planReportHtml(const PlannerOptions &options,
                            double searchSeconds, bool searched);
 
 struct PlanCommandOptions {
-  std::string model, cluster, evaluate, output, html;
+  std::string model, cluster, evaluate, output, html, precision;
   int64_t globalBatch = 0;
   int64_t top = 5;
   bool json = false, exhaustive = false;

@@ -8,6 +8,7 @@
 #include "passes/lowering/Passes.h"
 #include "runtime/comm/Comm.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -58,7 +59,10 @@ double autopar::rooflineSeconds(Operation *op, const MachineRates &r) {
       }
       efficiency *= filled(m, 128) * filled(n, 128) * filled(k, 32);
     }
-    compute = double(flops) / (r.flopsPerSecond * efficiency);
+    const bool fp32 = r.fp32FlopsPerSecond > 0 &&
+                      getElementTypeOrSelf(op->getOperand(0).getType()).isF32();
+    compute = double(flops) /
+              ((fp32 ? r.fp32FlopsPerSecond : r.flopsPerSecond) * efficiency);
   }
   const double memory =
       double(movedBytes(op)) / (r.bytesPerSecond * r.memoryEfficiency);

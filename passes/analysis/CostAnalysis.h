@@ -39,6 +39,9 @@ double rooflineFlops(mlir::Operation *op, double flopsPerByte);
 /// fractions of them real kernels reach.
 struct MachineRates {
   double flopsPerSecond = 1e12;
+  /// The rate of products whose operands are float32 (no tensor cores);
+  /// 0: flopsPerSecond.
+  double fp32FlopsPerSecond = 0;
   double bytesPerSecond = 1e11;
   /// Of the peak, what a large matmul and a fused attention reach; of the
   /// bandwidth, what the other ops reach.
@@ -49,7 +52,8 @@ struct MachineRates {
 };
 
 /// The roofline's seconds of `op`: its model FLOPs at the matmul rate
-/// (modelFlops; efficiency and tiles by its shape) or the bytes it moves
+/// (modelFlops; the float32 rate for float32 operands; efficiency and tiles
+/// by its shape) or the bytes it moves
 /// (movedBytes) at the memory rate, whichever is longer.
 double rooflineSeconds(mlir::Operation *op, const MachineRates &rates);
 /// The sum over `func`'s ops (an nn.fused chain once, not its body).

@@ -57,7 +57,9 @@ def main():
     if not close(p["tokens_per_s"], args.batch * args.seq / p["step_time_s"]):
         fail("tokens_per_s %r is not B x T / step time" % p["tokens_per_s"])
     ranks = report["parallel"]["ranks"]
-    peak = cluster["gpu"]["peak_tflops"] * 1e12
+    # Of the peak of the plan's precision (fp32: the float32 rate).
+    peak = cluster["gpu"]["fp32_tflops" if plan_json["precision"] == "fp32"
+                          else "peak_tflops"] * 1e12
     mfu = report["flops_per_step"] / (p["step_time_s"] * ranks * peak)
     if not close(p["mfu"], mfu):
         fail("mfu %r, report's FLOPs give %r" % (p["mfu"], mfu))

@@ -73,6 +73,27 @@ TEST(Cluster, Parses) {
   ASSERT_TRUE(parseCluster(toJson(c), again, error)) << error;
   EXPECT_EQ(toJson(again), toJson(c));
   EXPECT_EQ(toJson(c)["host"], host["host"]);
+  // The float32 rate and bfloat16 (default: none given, bf16 true).
+  EXPECT_DOUBLE_EQ(c.fp32Tflops, 0);
+  EXPECT_TRUE(c.bf16);
+  json v100 = a100Nodes(1);
+  v100["gpu"]["fp32_tflops"] = 15.7;
+  v100["gpu"]["bf16"] = false;
+  ASSERT_TRUE(parseCluster(v100, c, error)) << error;
+  EXPECT_DOUBLE_EQ(c.fp32Tflops, 15.7);
+  EXPECT_FALSE(c.bf16);
+  ASSERT_TRUE(parseCluster(toJson(c), again, error)) << error;
+  EXPECT_EQ(toJson(again), toJson(c));
+  EXPECT_EQ(toJson(c)["gpu"]["bf16"], false);
+  // What each precision needs.
+  EXPECT_EQ(precisionError(c, "fp32"), "");
+  EXPECT_EQ(precisionError(c, "fp16-mixed"), "");
+  EXPECT_NE(precisionError(c, "bf16-mixed").find("has no bfloat16"),
+            std::string::npos);
+  ASSERT_TRUE(parseCluster(a100Nodes(1), c, error)) << error;
+  EXPECT_NE(precisionError(c, "fp32").find("gpu.fp32_tflops"),
+            std::string::npos);
+  EXPECT_EQ(precisionError(c, "bf16-mixed"), "");
 }
 
 TEST(Cluster, Errors) {
@@ -103,6 +124,12 @@ TEST(Cluster, Errors) {
   EXPECT_EQ(rejects(j), "host.pcie: unknown key");
   j["host"] = 2048;
   EXPECT_EQ(rejects(j), "host: must be an object");
+  j = a100Nodes(2);
+  j["gpu"]["fp32_tflops"] = -1;
+  EXPECT_EQ(rejects(j), "gpu.fp32_tflops: must be a number > 0");
+  j = a100Nodes(2);
+  j["gpu"]["bf16"] = "yes";
+  EXPECT_EQ(rejects(j), "gpu.bf16: must be true or false");
 }
 
 TEST(Planner, LinkOfAGroup) {
@@ -205,6 +232,38 @@ TEST(Planner, TimeFunctionOverlapsCollectives) {
       " -> tensor<2048x8192xbf16>\n" +
       product + "  return %p : tensor<2048x2048xbf16>\n");
   EXPECT_NEAR(two.exposedCommSeconds, 2 * gatherSeconds, 1e-12);
+}
+
+TEST(Planner, Fp32ProductsAtTheFloat32Rate) {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::func::FuncDialect, nn::NNDialect, dist::DistDialect>();
+  auto time = [&](const std::string &type, const json &clusterJson) {
+    std::string text =
+        "func.func @f(%y: tensor<2048x8192x" + type +
+        ">, %w: tensor<8192x2048x" + type + ">) -> tensor<2048x2048x" + type +
+        "> {\n  %p = nn.matmul %y, %w : (tensor<2048x8192x" + type +
+        ">, tensor<8192x2048x" + type + ">) -> tensor<2048x2048x" + type +
+        ">\n  return %p : tensor<2048x2048x" + type + ">\n}\n";
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+    EXPECT_TRUE(module) << text;
+    if (!module)
+      return 0.0;
+    Cluster cluster;
+    std::string error;
+    EXPECT_TRUE(parseCluster(clusterJson, cluster, error)) << error;
+    return timeFunction(module->lookupSymbol<mlir::func::FuncOp>("f"), cluster)
+        .computeSeconds;
+  };
+  json a100 = a100Nodes(1);
+  a100["gpu"]["fp32_tflops"] = 19.5;
+  // Compute-bound: 2 * 2048 * 2048 * 8192 FLOPs at 80% of the peak, on
+  // tensor cores (bf16) or without (f32: 16x slower on an A100).
+  const double bf16 = time("bf16", a100), f32 = time("f32", a100);
+  EXPECT_NEAR(bf16, 2.0 * 2048 * 2048 * 8192 / (312e12 * 0.8), 1e-9);
+  EXPECT_NEAR(f32 / bf16, 312 / 19.5, 1e-9);
+  // A cluster file without the float32 rate: products at the peak.
+  EXPECT_DOUBLE_EQ(time("f32", a100Nodes(1)), bf16);
 }
 
 /// A calibration of two thread counts: GEMM rates 100 and 400 GFLOP/s at

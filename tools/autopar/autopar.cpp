@@ -10,8 +10,8 @@
 //   autopar data TEXT -o TOKENS.bin
 //   autopar ops
 //   autopar plan MODEL.onnx --cluster CLUSTER.json --global-batch B
-//                [--evaluate PLAN.json] [--top K] [--exhaustive] [--json]
-//                [-o BEST.json] [--html REPORT.html]
+//                [--evaluate PLAN.json] [--top K] [--exhaustive]
+//                [--precision P] [--json] [-o BEST.json] [--html REPORT.html]
 //
 // Parses the command line and calls the command in compiler/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
@@ -144,6 +144,10 @@ Options:
   --exhaustive               Evaluate every plan of the search space (by
                              default a plan whose lower bound cannot make
                              the top K, or 3, is skipped)
+  --precision P              The searched plans' precision: fp32,
+                             bf16-mixed or fp16-mixed (default: bf16-mixed,
+                             fp16-mixed on GPUs without bfloat16; this
+                             machine: fp32, then bf16-mixed)
   --json                     Print {"search_seconds": s, "plans": [...]}
                              instead of the table
   -o FILE                    Write the best plan, every key resolved, to
@@ -409,6 +413,12 @@ int planMain(const std::vector<std::string> &args) {
       options.json = true;
     } else if (a == "--exhaustive") {
       options.exhaustive = true;
+    } else if (a == "--precision") {
+      if (!value(options.precision) ||
+          (options.precision != "fp32" && options.precision != "bf16-mixed" &&
+           options.precision != "fp16-mixed"))
+        return usageError("--precision needs fp32, bf16-mixed or fp16-mixed",
+                          "plan");
     } else if (a == "--top") {
       if (!value(text) || text.empty() ||
           text.find_first_not_of("0123456789") != std::string::npos ||
@@ -435,6 +445,10 @@ int planMain(const std::vector<std::string> &args) {
     return usageError("plan needs --cluster CLUSTER.json", "plan");
   if (options.globalBatch == 0)
     return usageError("plan needs --global-batch B", "plan");
+  if (!options.precision.empty() && !options.evaluate.empty())
+    return usageError("--precision is for the search: the plan of "
+                      "--evaluate gives its own",
+                      "plan");
   return runPlanCommand(options);
 }
 
