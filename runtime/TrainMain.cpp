@@ -1,7 +1,7 @@
 //===- TrainMain.cpp - main program of an emitted training binary ---------===//
 //
 //   train --data TOKENS.bin --steps N [--log LOG.jsonl]
-//         [--save DIR [--save-every K]] [--resume DIR]
+//         [--save DIR [--save-every K] [--keep-last N]] [--resume DIR]
 //         [--export-onnx OUT.onnx] [--seed S]
 //         [--eval-data TOKENS.bin --eval-every K [--eval-steps M]]
 //
@@ -51,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /// Defined by the generated model source: the plan's optimizer settings.
@@ -72,11 +74,13 @@ using autopar::rt::Status;
 struct Options {
   std::string data, log, save, resume, exportOnnx, evalData, trace;
   int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
+  int64_t keepLast = 1;
 };
 
 const char *kUsage =
     "usage: train --data TOKENS.bin --steps N [--log LOG.jsonl] "
-    "[--save DIR [--save-every K]] [--resume DIR] [--export-onnx OUT.onnx] "
+    "[--save DIR [--save-every K] [--keep-last N]] [--resume DIR] "
+    "[--export-onnx OUT.onnx] "
     "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]] "
     "[--trace TRACE.json]\n";
 
@@ -125,6 +129,8 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
       number = &o.steps;
     else if (arg == "--save-every")
       number = &o.saveEvery;
+    else if (arg == "--keep-last")
+      number = &o.keepLast;
     else if (arg == "--seed")
       number = &o.seed;
     else {
@@ -163,6 +169,14 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
     std::fprintf(stderr, "train: --save-every needs --save DIR\n");
     return false;
   }
+  if (o.keepLast < 1) {
+    std::fprintf(stderr, "train: --keep-last: expected a positive integer\n");
+    return false;
+  }
+  if (o.keepLast > 1 && o.save.empty()) {
+    std::fprintf(stderr, "train: --keep-last needs --save DIR\n");
+    return false;
+  }
   return true;
 }
 
@@ -182,17 +196,29 @@ std::string dtypeName(int32_t onnxType) {
   }
 }
 
-/// Checks before training that `path` (empty: none) can be created or
-/// replaced: its directory exists and is writable.
+/// Checks before training that the file `path` (empty: none) can be
+/// created or replaced: not a directory, in a writable directory.
 Status checkWritable(const std::string &path) {
   if (path.empty())
     return Status::ok();
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory");
   size_t slash = path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "."
                     : slash == 0              ? "/"
                                               : path.substr(0, slash);
-  if (access(dir.c_str(), W_OK) != 0)
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(path + ": cannot write: " + dir +
+                         " is not a directory");
+  // A probe next to it, made and removed (the file itself is written to a
+  // temporary name and renamed into place).
+  const std::string probe = path + ".probe-" + std::to_string(getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0)
     return Status::error(path + ": cannot write: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
   return Status::ok();
 }
 
@@ -841,7 +867,10 @@ Status Trainer::setUp() {
   }
   if (!o.resume.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(resume());
-  AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.save));
+  // Every output is checked before the run (a save into a folder it would
+  // refuse, an export at a folder): no run lost to a late error.
+  if (!o.save.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkSaveTarget(o.save));
   AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportOnnx));
   if (leader())
     return logger.open(o.log, /*append=*/!o.resume.empty());
@@ -898,7 +927,7 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
     meta.lossScale = lossScale;
     meta.lossScaleGoodSteps = goodSteps;
     meta.skippedSteps = skippedSteps;
-    status = autopar::rt::saveCheckpoint(path, refs, meta);
+    status = autopar::rt::saveCheckpoint(path, refs, meta, o.keepLast);
   }
   AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));

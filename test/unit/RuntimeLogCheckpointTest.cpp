@@ -268,10 +268,12 @@ TEST(RuntimeCheckpointTest, RoundTrip) {
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_FALSE(exists(dir + ".tmp-" + std::to_string(getpid())));
 
-  // The manifest is format 1 with 64-byte aligned offsets.
+  // The manifest is format 2 with 64-byte aligned offsets, a CRC32C per
+  // tensor, the shard's size and its own checksum, last.
   JsonValue manifest;
-  ASSERT_TRUE(parseJson(readFile(dir + "/manifest.json"), manifest).isOk());
-  EXPECT_EQ(manifest.find("format")->integer, 1);
+  const std::string text = readFile(dir + "/manifest.json");
+  ASSERT_TRUE(parseJson(text, manifest).isOk());
+  EXPECT_EQ(manifest.find("format")->integer, 2);
   EXPECT_EQ(manifest.find("step")->integer, 123);
   EXPECT_EQ(manifest.find("model")->string, "sha256:abc\"def");
   EXPECT_EQ(manifest.find("optimizer")->string, "adamw");
@@ -284,6 +286,18 @@ TEST(RuntimeCheckpointTest, RoundTrip) {
   EXPECT_EQ(list.array[1].find("offset")->integer, 64);
   EXPECT_EQ(list.array[1].find("bytes")->integer, 256);
   EXPECT_EQ(list.array[3].find("shape")->array.size(), 0u);
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x", crc32c(0, t.bias.data(), 256));
+  EXPECT_EQ(list.array[1].find("crc32c")->string, crc);
+  const JsonValue &shards = *manifest.find("shards");
+  ASSERT_EQ(shards.array.size(), 1u);
+  EXPECT_EQ(shards.array[0].find("file")->string, "shard-00000.bin");
+  EXPECT_EQ(shards.array[0].find("bytes")->integer,
+            int64_t(readFile(dir + "/shard-00000.bin").size()));
+  const size_t at = text.rfind(",\"checksum\":\"crc32c:");
+  ASSERT_NE(at, std::string::npos);
+  std::snprintf(crc, sizeof(crc), "%08x", crc32c(0, text.data(), at));
+  EXPECT_EQ(manifest.find("checksum")->string, std::string("crc32c:") + crc);
 
   Tensors loaded;
   loaded.clear();
@@ -358,6 +372,165 @@ TEST(RuntimeCheckpointTest, SaveChecksSizes) {
   EXPECT_FALSE(exists(dir));
 }
 
+TEST(RuntimeCheckpointTest, Crc32c) {
+  // The check value of CRC-32C (RFC 3720's polynomial).
+  EXPECT_EQ(crc32c(0, "123456789", 9), 0xe3069283u);
+  EXPECT_EQ(crc32c(0, "", 0), 0u);
+  // Continued over pieces: the same as at once, at any split.
+  const std::string text = "autopar checkpoints carry a CRC32C per tensor";
+  for (size_t cut = 0; cut <= text.size(); ++cut)
+    EXPECT_EQ(crc32c(crc32c(0, text.data(), cut), text.data() + cut,
+                     text.size() - cut),
+              crc32c(0, text.data(), text.size()));
+}
+
+/// `text` (a manifest) with its checksum made right again: what a tool
+/// that edits a checkpoint on purpose would write.
+std::string resigned(const std::string &text) {
+  const std::string key = ",\"checksum\":\"crc32c:";
+  const size_t at = text.rfind(key);
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x", crc32c(0, text.data(), at));
+  return text.substr(0, at) + key + crc + "\"}\n";
+}
+
+std::string replaced(std::string text, const std::string &from,
+                     const std::string &to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+TEST(RuntimeCheckpointTest, CorruptionsAreRefused) {
+  const std::string dir = tempPath("corrupt");
+  const std::string manifestPath = dir + "/manifest.json",
+                    shard = dir + "/shard-00000.bin";
+  Tensors t;
+  ASSERT_TRUE(saveCheckpoint(dir, t.refs(), sampleMeta()).isOk());
+  const std::string manifest = readFile(manifestPath), bytes = readFile(shard);
+  CheckpointMeta meta;
+  auto load = [&]() {
+    Tensors loaded;
+    return loadCheckpoint(dir, loaded.refs(), meta, "").message();
+  };
+  ASSERT_EQ(load(), "");
+
+  // One bit of a tensor flipped; a tensor zeroed.
+  std::string flipped = bytes;
+  flipped[64 + 5] ^= 0x10; // In h.0.attn.c_attn.bias.
+  writeFile(shard, flipped);
+  EXPECT_EQ(load(), shard + ": tensor 'h.0.attn.c_attn.bias' fails its "
+                            "checksum (the file was changed or corrupted)");
+  std::string zeroed = bytes;
+  std::fill(zeroed.begin(), zeroed.begin() + 24, '\0');
+  writeFile(shard, zeroed);
+  EXPECT_EQ(load(), shard + ": tensor 'h.0.attn.c_attn.weight' fails its "
+                            "checksum (the file was changed or corrupted)");
+  writeFile(shard, bytes);
+
+  // The manifest edited without its checksum.
+  writeFile(manifestPath, replaced(manifest, "\"step\":123", "\"step\":124"));
+  EXPECT_EQ(load(), manifestPath + ": fails its checksum (the manifest was "
+                                   "changed or corrupted)");
+  writeFile(manifestPath,
+            replaced(manifest, ",\"checksum\":\"crc32c:", ",\"sum\":\"x"));
+  EXPECT_EQ(load(), manifestPath + ": 'checksum' is missing or not "
+                                   "\"crc32c:<8 hex digits>\"");
+
+  // Edited with the checksum made right: what the manifest says is
+  // checked too.
+  writeFile(manifestPath,
+            resigned(replaced(manifest, "\"step\":123", "\"step\":-5")));
+  EXPECT_EQ(load(),
+            manifestPath + ": 'step' is missing or not an integer >= 0");
+  writeFile(manifestPath,
+            resigned(replaced(manifest, "\"offset\":64,", "\"offset\":80,")));
+  EXPECT_EQ(load(), manifestPath + ": tensors 'h.0.attn.c_attn.bias' and "
+                                   "'step_counter' overlap in shard-00000.bin");
+  writeFile(manifestPath,
+            resigned(replaced(manifest, "\"shape\":[64]", "\"shape\":[65]")));
+  EXPECT_EQ(load(), manifestPath + ": 'tensors[1]' (f32 [65]) has 256 bytes");
+  writeFile(manifestPath, resigned(replaced(manifest, "\"shape\":[2,3]",
+                                            "\"shape\":[-2,-3]")));
+  EXPECT_EQ(load(), manifestPath + ": 'tensors[0].shape' holds a dim that is "
+                                   "not an integer >= 0");
+  writeFile(manifestPath,
+            resigned(replaced(manifest, "\"shape\":[2,3]",
+                              "\"shape\":[4294967296,4294967296]")));
+  EXPECT_EQ(load(), manifestPath + ": 'tensors[0].shape' [4294967296, "
+                                   "4294967296] overflows int64");
+
+  // NaN written with a matching checksum (a diverged run's state).
+  std::vector<float> nan = t.weight;
+  nan[2] = std::nanf("");
+  Tensors diverged;
+  diverged.weight = nan;
+  ASSERT_TRUE(saveCheckpoint(dir, diverged.refs(), sampleMeta()).isOk());
+  EXPECT_EQ(load(), shard + ": tensor 'h.0.attn.c_attn.weight' holds NaN or "
+                            "infinity");
+  removeDir(dir);
+}
+
+TEST(RuntimeCheckpointTest, StaleTemporariesAreRemoved) {
+  const std::string dir = tempPath("stale");
+  // A save killed before its swap: DIR.tmp-<pid> of a process that is gone
+  // (no pid is that large); one of a running process (this one's parent)
+  // stays.
+  const std::string gone = dir + ".tmp-999999999",
+                    running = dir + ".tmp-" + std::to_string(getppid());
+  for (const std::string &d : {gone, running}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    writeFile(d + "/manifest.json", "{}");
+  }
+  Tensors t;
+  ASSERT_TRUE(saveCheckpoint(dir, t.refs(), sampleMeta()).isOk());
+  EXPECT_FALSE(exists(gone));
+  EXPECT_TRUE(exists(running));
+  removeDir(running);
+  removeDir(dir);
+}
+
+TEST(RuntimeCheckpointTest, KeepLastRotates) {
+  const std::string dir = tempPath("rotate");
+  Tensors t;
+  CheckpointMeta meta = sampleMeta();
+  for (int64_t step : {10, 20, 30, 40}) {
+    meta.step = step;
+    t.weight[0] = float(step);
+    ASSERT_TRUE(saveCheckpoint(dir, t.refs(), meta, /*keepLast=*/3).isOk());
+  }
+  // DIR the newest, the two before it beside it.
+  EXPECT_FALSE(exists(dir + ".step-10"));
+  for (int64_t step : {20, 30}) {
+    const std::string kept = dir + ".step-" + std::to_string(step);
+    Tensors loaded;
+    CheckpointMeta read;
+    ASSERT_TRUE(loadCheckpoint(kept, loaded.refs(), read, "").isOk()) << kept;
+    EXPECT_EQ(read.step, step);
+    EXPECT_EQ(loaded.weight[0], float(step));
+    removeDir(kept);
+  }
+  Tensors loaded;
+  CheckpointMeta read;
+  ASSERT_TRUE(loadCheckpoint(dir, loaded.refs(), read, "").isOk());
+  EXPECT_EQ(read.step, 40);
+  removeDir(dir);
+}
+
+TEST(RuntimeCheckpointTest, SaveTargetsAreCheckedFirst) {
+  EXPECT_TRUE(checkSaveTarget(tempPath("new")).isOk());
+  const std::string file = tempPath("target-file");
+  writeFile(file, "x");
+  EXPECT_EQ(checkSaveTarget(file).message(),
+            file + ": exists and is not a checkpoint directory");
+  EXPECT_EQ(checkSaveTarget(file + "/ck").message(),
+            file + "/ck: cannot write: " + file + " is not a directory");
+  std::remove(file.c_str());
+  EXPECT_EQ(checkSaveTarget("/nonexistent-autopar/ck").message(),
+            "/nonexistent-autopar/ck: cannot write: /nonexistent-autopar is "
+            "not a directory");
+}
+
 TEST(RuntimeCheckpointTest, MismatchMessages) {
   std::string dir = tempPath("mismatch");
   Tensors t;
@@ -418,17 +591,22 @@ TEST(RuntimeCheckpointTest, MismatchMessages) {
   Tensors loaded;
   loaded.clear();
   EXPECT_EQ(loadCheckpoint(dir, loaded.refs(), meta, "").message(),
-            shard + ": truncated");
+            shard + ": has 450 bytes, the manifest says 451 (truncated)");
   EXPECT_EQ(loaded.weight[0], 0.f); // Nothing read before the check.
 
   // Broken manifest.
-  writeFile(dir + "/manifest.json", "{\"format\":1,");
+  writeFile(dir + "/manifest.json", "{\"format\":2,");
   EXPECT_EQ(loadCheckpoint(dir, t.refs(), meta, "").message(),
             dir + "/manifest.json: bad JSON at byte 12 (expected a string "
                   "key)");
-  writeFile(dir + "/manifest.json", "{\"format\":2}");
+  writeFile(dir + "/manifest.json", "{\"format\":3}");
   EXPECT_EQ(loadCheckpoint(dir, t.refs(), meta, "").message(),
-            dir + "/manifest.json: unsupported format 2 (expected 1)");
+            dir + "/manifest.json: unsupported format 3 (expected 2)");
+  writeFile(dir + "/manifest.json", "{\"format\":1}");
+  EXPECT_EQ(loadCheckpoint(dir, t.refs(), meta, "").message(),
+            dir + "/manifest.json: format 1 (an older autopar's, without "
+                  "checksums) cannot be verified: save it again with this "
+                  "version");
 
   std::remove((dir + "/manifest.json").c_str());
   EXPECT_EQ(loadCheckpoint(dir, t.refs(), meta, "").message(),
