@@ -864,6 +864,17 @@ Status Trainer::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.evalData, evalTokens));
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
         evalTokens, globalBatch, info.seqLen, vocab));
+    // More batches than one pass over the file would evaluate the same ones
+    // again (and a huge count would run without end).
+    const int64_t batches =
+        autopar::rt::stepsPerPass(evalTokens, globalBatch, info.seqLen);
+    if (o.evalSteps > batches)
+      return Status::error(
+          "--eval-steps " + std::to_string(o.evalSteps) + ": " + o.evalData +
+          " holds " + std::to_string(batches) + " batch" +
+          (batches == 1 ? "" : "es") + " of " + std::to_string(globalBatch) +
+          " x " + std::to_string(info.seqLen) + " tokens; at most " +
+          std::to_string(batches));
   }
   if (!o.resume.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(resume());
