@@ -380,7 +380,29 @@ bool autopar::loadCluster(const std::string &path, Cluster &c,
   }
   std::stringstream text;
   text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // Cluster files nest 3 deep (calibrations 4): a bound, checked by a
+  // parser callback before a deeper container is built.
+  constexpr int kMaxDepth = 64;
+  bool tooDeep = false;
+  json::parser_callback_t depth = [&](int level, json::parse_event_t event,
+                                      json &) {
+    if ((event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) &&
+        level >= kMaxDepth)
+      tooDeep = true;
+    return !tooDeep;
+  };
+  json j;
+  try {
+    j = json::parse(text.str(), depth, /*allow_exceptions=*/false);
+  } catch (const std::exception &) {
+    j = json(json::value_t::discarded);
+  }
+  if (tooDeep) {
+    error =
+        path + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
+    return false;
+  }
   if (j.is_discarded()) {
     error = path + ": invalid JSON";
     return false;

@@ -689,8 +689,13 @@ bool PlanParser::parseLrSchedule(const json &value,
 /// syntax error or a repeated key instead of throwing.
 class DomBuilder {
 public:
+  /// Plans nest 3 deep; anything past this is refused (100,000 levels took
+  /// gigabytes).
+  static constexpr size_t kMaxDepth = 64;
   json root;
   bool syntaxError = false;
+  /// Set (with the path of the container) when nesting exceeds kMaxDepth.
+  std::string tooDeepPath;
   size_t errorByte = 0; // bytes read when the error was found
   std::string errorMessage;
   std::string duplicatePath; // set when a key repeats in an object
@@ -764,8 +769,13 @@ private:
       slot = &(*frame.value)[frame.key];
       *slot = std::move(value);
     }
-    if (open)
+    if (open) {
+      if (stack.size() >= kMaxDepth) {
+        tooDeepPath = path;
+        return false;
+      }
       stack.push_back(Frame{slot, std::move(path), ""});
+    }
     return true;
   }
 };
@@ -855,6 +865,14 @@ bool loadPlanFile(const std::string &path, Plan &plan, std::string &error) {
     if (!json::sax_parse(text, &builder)) {
       if (!builder.duplicatePath.empty()) {
         error = path + ": " + builder.duplicatePath + ": duplicate key";
+        return false;
+      }
+      if (!builder.tooDeepPath.empty()) {
+        std::string at = builder.tooDeepPath;
+        if (at.size() > 32)
+          at = at.substr(0, 32) + "...";
+        error = path + ": " + at + ": nested deeper than " +
+                std::to_string(DomBuilder::kMaxDepth) + " levels";
         return false;
       }
       size_t line = 0, column = 0;

@@ -715,6 +715,25 @@ TEST(PlanTest, LoadFileInvalidJsonExactMessage) {
   std::remove(path.c_str());
 }
 
+TEST(PlanTest, LoadFileNestingLimit) {
+  // 100,000 levels (200 KB) took 6.6 GB before the limit.
+  std::string deep =
+      "{\"mesh\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string path = writeTemp("deep.json", deep);
+  Plan plan;
+  std::string error;
+  EXPECT_FALSE(loadPlanFile(path, plan, error));
+  EXPECT_EQ(error, path + ": mesh[0][0][0][0][0][0][0][0][0][...: nested "
+                          "deeper than 64 levels");
+  std::remove(path.c_str());
+  // 64 levels parse (and fail as a plan, on the key).
+  path = writeTemp("deep-ok.json", "{\"x\": " + std::string(63, '[') +
+                                       std::string(63, ']') + "}");
+  EXPECT_FALSE(loadPlanFile(path, plan, error));
+  EXPECT_EQ(error.find("nested"), std::string::npos) << error;
+  std::remove(path.c_str());
+}
+
 TEST(PlanTest, LoadFileDuplicateKey) {
   std::string path = writeTemp(
       "duplicate.json",

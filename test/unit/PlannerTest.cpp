@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -130,6 +132,20 @@ TEST(Cluster, Errors) {
   j = a100Nodes(2);
   j["gpu"]["bf16"] = "yes";
   EXPECT_EQ(rejects(j), "gpu.bf16: must be true or false");
+}
+
+TEST(Cluster, NestingLimit) {
+  const std::string path = ::testing::TempDir() + "autopar-deep-cluster.json";
+  {
+    std::ofstream out(path);
+    out << "{\"gpu\": " << std::string(100000, '[') << std::string(100000, ']')
+        << "}";
+  }
+  Cluster c;
+  std::string error;
+  EXPECT_FALSE(loadCluster(path, c, error));
+  EXPECT_EQ(error, path + ": nested deeper than 64 levels");
+  std::remove(path.c_str());
 }
 
 TEST(Planner, LinkOfAGroup) {
