@@ -243,7 +243,10 @@ bool calibrateTo(const std::string &path, Cluster &cluster, std::string &error,
       error = "cannot create " + std::string(dir) + ": " + ec.message();
       return false;
     }
-  return writeFileAtomically(path, j.dump(1) + "\n", error);
+  return writeFileAtomically(
+      path,
+      j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+      error);
 }
 
 } // namespace

@@ -1412,7 +1412,10 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
     ranked.resize(c.top);
   const Prediction &best = ranked.front();
   if (!c.output.empty()) {
-    std::string text = toJson(best.plan).dump(2) + "\n";
+    std::string text =
+        toJson(best.plan).dump(2, ' ', false,
+                               nlohmann::json::error_handler_t::replace) +
+        "\n";
     if (!writeFileAtomically(c.output, text, error))
       return fail(error);
   }
@@ -1430,7 +1433,9 @@ int autopar::runPlanCommand(const PlanCommandOptions &c) {
       out["plans_skipped"] = stats.bounded + stats.memory;
       out["plans_skipped_memory"] = stats.memory;
     }
-    llvm::outs() << out.dump(2) << "\n";
+    llvm::outs() << out.dump(2, ' ', false,
+                             nlohmann::json::error_handler_t::replace)
+                 << "\n";
     return 0;
   }
   llvm::outs() << llvm::formatv(

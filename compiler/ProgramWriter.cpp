@@ -991,7 +991,10 @@ bool Writer::run(const std::string &dir) {
               weights.begin() + fileSlots[i].offset);
   }
   if (!write("weights.bin", weights) ||
-      !write("weights.json", manifest.dump(1) + "\n"))
+      !write("weights.json",
+             manifest.dump(1, ' ', false,
+                           nlohmann::json::error_handler_t::replace) +
+                 "\n"))
     return false;
   std::string err;
   if (!copyFile(o.model, path("model.onnx"), err))

@@ -492,14 +492,20 @@ bool Reporter::run(const std::string &dir) {
   if (o.forwardOnly)
     return write(
         "report.json",
-        forwardReport(module.lookupSymbol<func::FuncOp>("forward")).dump(2) +
+        forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
+                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
             "\n");
   Plan plan;
   nlohmann::json r;
   bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
   if (!trainReport(plan, r) ||
-      !write("plan.json", toJson(plan).dump(2) + "\n") ||
-      !write("report.json", r.dump(2) + "\n"))
+      !write("plan.json",
+             toJson(plan).dump(2, ' ', false,
+                               nlohmann::json::error_handler_t::replace) +
+                 "\n") ||
+      !write("report.json",
+             r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                 "\n"))
     return false;
   if (!pipelined)
     return true;

@@ -2,6 +2,7 @@
 
 #include "frontends/onnx/OnnxImporter.h"
 #include "frontends/onnx/Converters.h"
+#include "frontends/onnx/Validate.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
@@ -100,6 +101,10 @@ public:
       error = path + ": " + msg.str();
     return failure();
   }
+  /// Fails (naming the tensor, and the node that makes it) when a tensor
+  /// of `type` is beyond int64's counts or options.maxTensorBytes.
+  LogicalResult checkSize(StringRef name, RankedTensorType type,
+                          const onnx::NodeProto *node);
   LogicalResult failNode(const onnx::NodeProto &node, const llvm::Twine &msg) {
     return fail("node " + describeNode(node) + ": " + msg);
   }
@@ -342,6 +347,8 @@ LogicalResult Importer::addInitializers() {
     e.type = RankedTensorType::get(
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()),
         dtypeToMlir(dtype, &ctx));
+    if (failed(checkSize(init.name(), e.type, nullptr)))
+      return failure();
     e.initializer = &init;
     e.isParam = isFloatDType(dtype);
     e.paramName = init.name();
@@ -482,6 +489,8 @@ LogicalResult Importer::addInputs() {
         return fail("input '" + in.name() + "' has a non-positive dim in " +
                     shapeToString(shape));
     auto type = RankedTensorType::get(shape, elementType);
+    if (failed(checkSize(in.name(), type, nullptr)))
+      return failure();
     Value arg = body->addArgument(
         type, NameLoc::get(StringAttr::get(&ctx, in.name())));
     ValueEntry e;
@@ -589,6 +598,10 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
                 node.name() + "', opset " + llvm::Twine(opset) +
                 "); the supported ops are listed in docs/ops.md and by "
                 "`autopar ops`");
+  // The node as its op's schema says (input and output counts, attribute
+  // types), then what the converter implements of it.
+  if (std::string why = validateNode(node, version); !why.empty())
+    return failNode(node, why);
   for (const onnx::AttributeProto &a : node.attribute())
     if (!llvm::is_contained(conv->attributes, a.name()))
       return failNode(node, "attribute '" + a.name() + "' is not supported");
@@ -615,7 +628,24 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node) {
   for (const std::string &out : node.output())
     if (!out.empty() && used.contains(out) && !values.count(out))
       return failNode(node, "output '" + out + "' is not supported");
+  for (const std::string &out : node.output())
+    if (ValueEntry *e = out.empty() ? nullptr : lookup(out))
+      if (failed(checkSize(out, e->type, &node)))
+        return failure();
   return success();
+}
+
+LogicalResult Importer::checkSize(StringRef name, RankedTensorType type,
+                                  const onnx::NodeProto *node) {
+  const int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  std::string why =
+      tensorSizeError(type.getShape(), (bits + 7) / 8, options.maxTensorBytes);
+  if (why.empty())
+    return success();
+  std::string msg = "tensor '" + name.str() + "' " +
+                    shapeToString(SmallVector<int64_t>(type.getShape())) + " " +
+                    why;
+  return node ? failNode(*node, msg) : fail(msg);
 }
 
 LogicalResult Importer::addOutputs() {
@@ -753,6 +783,8 @@ ImportResult Importer::run() {
   ctx.loadDialect<nn::NNDialect, func::FuncDialect>();
   if (failed(loadModel()) || failed(checkOpset()))
     return {};
+  if (std::string why = validateGraph(model->graph()); !why.empty())
+    return (void)fail(why), ImportResult{};
   weights = std::make_unique<WeightStore>(model, modelDir);
   const onnx::GraphProto &graph = model->graph();
   for (const onnx::NodeProto &node : graph.node())
@@ -820,6 +852,19 @@ bool autopar::onnx_import::readGraphInputs(const std::string &path,
       in.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
     inputs.push_back(std::move(in));
   }
+  return true;
+}
+
+bool autopar::onnx_import::parseMaxTensorBytes(StringRef text,
+                                               ImportOptions &options,
+                                               std::string &error) {
+  int64_t v = 0;
+  if (text.getAsInteger(10, v) || v <= 0) {
+    error =
+        "--max-tensor-bytes needs a positive integer, got '" + text.str() + "'";
+    return false;
+  }
+  options.maxTensorBytes = v;
   return true;
 }
 

@@ -43,6 +43,9 @@ struct ImportOptions {
   /// file may be absent): for planning and reports from shapes alone.
   /// Whatever reads such a tensor's values later fails, naming it.
   bool shapesOnly = false;
+  /// The most bytes one tensor of the model may hold (`--max-tensor-bytes`;
+  /// 16 TiB: beyond any machine's memory, a guard against absurd dims).
+  int64_t maxTensorBytes = int64_t(1) << 44;
 };
 
 struct ImportResult {
@@ -76,6 +79,11 @@ bool readGraphInputs(const std::string &path, std::vector<GraphInput> &inputs,
 /// if malformed.
 bool parseInputShape(llvm::StringRef spec, ImportOptions &options,
                      std::string &error);
+
+/// Parses `--max-tensor-bytes N` (a positive integer) into
+/// options.maxTensorBytes; false with `error` (one line) otherwise.
+bool parseMaxTensorBytes(llvm::StringRef text, ImportOptions &options,
+                         std::string &error);
 
 /// Parses "name=FILE.pb" (a serialized onnx TensorProto) into
 /// `options.inputValues`; false with `error` set (one line naming the file or

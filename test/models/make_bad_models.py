@@ -17,6 +17,11 @@ Output is deterministic.  Files written into OUTDIR:
                           then deleted: the model refers to a missing file
   external_data_ok.onnx   same graph, "w" external in "external_ok.bin" (present,
                           64 bytes, offset 0); a valid external-data model
+  <mutant>.onnx           y = Softmax(MatMul(x, w)) broken one way each
+                          (mutants()): empty_input, few_inputs, extra_input,
+                          extra_output, no_output, float_axis, raw_and_float,
+                          redefined, huge_dims
+  non_utf8_name.onnx      the same with the initializer named b"w\xff\xfe"
 All models use ir_version 8 so only the intended property differs.
 """
 import os
@@ -104,6 +109,55 @@ def unsupported_attribute():
     return make_model(graph, 17, check=False)
 
 
+def matmul_softmax():
+    """y = Softmax(MatMul(x float [2,4], w float [4,4]), axis=1): the base of
+    the malformed mutants below (nodes "mm" and "sm")."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    mm = helper.make_node("MatMul", ["x", "w"], ["h"], name="mm")
+    sm = helper.make_node("Softmax", ["h"], ["y"], name="sm", axis=1)
+    graph = helper.make_graph([mm, sm], "matmul_softmax", [x], [y], [w])
+    return make_model(graph, 17)
+
+
+def mutants():
+    """Malformed models the importer must refuse in one line (each crashed
+    or imported with other semantics before it checked them)."""
+    out = {}
+    m = matmul_softmax()
+    m.graph.node[0].input[1] = ""
+    out["empty_input"] = m
+    m = matmul_softmax()
+    del m.graph.node[0].input[1]
+    out["few_inputs"] = m
+    m = matmul_softmax()
+    m.graph.node[0].input.append("w")
+    out["extra_input"] = m
+    m = matmul_softmax()
+    m.graph.node[1].output.append("z")
+    out["extra_output"] = m
+    m = matmul_softmax()
+    del m.graph.node[1].output[:]
+    out["no_output"] = m
+    m = matmul_softmax()
+    a = m.graph.node[1].attribute[0]
+    a.type = onnx.AttributeProto.FLOAT
+    a.f = 1.5
+    a.ClearField("i")
+    out["float_axis"] = m
+    m = matmul_softmax()
+    m.graph.initializer[0].float_data.extend([1.0] * 16)
+    out["raw_and_float"] = m
+    m = matmul_softmax()
+    m.graph.node[1].output[0] = "x"
+    out["redefined"] = m
+    m = matmul_softmax()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2 ** 62
+    out["huge_dims"] = m
+    return out
+
+
 def main(argv):
     if len(argv) != 2:
         print(f"usage: {argv[0]} OUTDIR", file=sys.stderr)
@@ -124,6 +178,16 @@ def main(argv):
     save(constant_of_shape("huge", [1000000, 1000000]), "huge_constant.onnx")
     save(constant_of_shape("negative", [-1, 3]), "negative_shape.onnx")
     save(unsupported_attribute(), "unsupported_attribute.onnx")
+    for name, model in mutants().items():
+        save(model, name + ".onnx")
+    # A name that is not UTF-8 (protobuf's Python API refuses to set one).
+    m = matmul_softmax()
+    m.graph.initializer[0].name = "wQQ"
+    m.graph.node[0].input[1] = "wQQ"
+    path = os.path.join(outdir, "non_utf8_name.onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString().replace(b"wQQ", b"w\xff\xfe"))
+    written.append(path)
 
     path, data = save_external(matmul_model("external_data"), outdir, "external_data.onnx",
                                "w.bin")

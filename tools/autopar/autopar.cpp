@@ -74,13 +74,17 @@ Options:
   --input-value NAME=FILE.pb Fix graph input NAME to the value in FILE.pb (a
                              serialized onnx TensorProto): it becomes a
                              constant, so shape-like inputs fold. Repeatable.
+  --max-tensor-bytes N       The most bytes one tensor of the model may hold
+                             (default 2^44, 16 TiB): a larger one, or one
+                             whose size overflows int64, is refused
   --summary                  Print a summary (inputs, outputs, parameters,
                              op counts, matmul FLOPs) instead of the IR; with
                              -o, the IR is written to the file as well
   -h, --help                 Show this help
 )";
 
-const char *kCompileHelp = R"(Usage: autopar compile MODEL.onnx [options] -o OUTDIR
+const char *kCompileHelp =
+    R"(Usage: autopar compile MODEL.onnx [options] -o OUTDIR
 
 Compiles MODEL.onnx (a graph taking token ids and targets [batch, sequence]
 and returning a scalar loss) and a plan into the self-contained directory
@@ -108,6 +112,9 @@ Options:
   --input-value NAME=FILE.pb Fix graph input NAME to a value known at compile
                              time (as for `autopar import`); the program
                              checks that its input file holds that value.
+  --max-tensor-bytes N       The most bytes one tensor of the model may hold
+                             (default 2^44, 16 TiB): a larger one, or one
+                             whose size overflows int64, is refused
   --no-build                 Write OUTDIR without building the program
   --report-only              Write only plan.json and report.json (memory,
                              communication and FLOPs per rank): no sources,
@@ -157,6 +164,9 @@ Options:
                              plan's pipeline timeline
   --input-shape NAME=D0,D1   Static shape of another graph input with
                              dynamic dims. Repeatable.
+  --max-tensor-bytes N       The most bytes one tensor of the model may hold
+                             (default 2^44, 16 TiB): a larger one, or one
+                             whose size overflows int64, is refused
   -h, --help                 Show this help
 )";
 
@@ -243,6 +253,13 @@ int importMain(std::vector<std::string> args) {
         llvm::errs() << "autopar: " << error << "\n";
         return 1;
       }
+    } else if (a == "--max-tensor-bytes") {
+      std::string text, error;
+      if (!value(text) ||
+          !onnx_import::parseMaxTensorBytes(text, options.import, error))
+        return usageError(error.empty() ? "--max-tensor-bytes needs a number"
+                                        : error,
+                          "import");
     } else if (a == "--summary") {
       options.summary = true;
     } else if (a.starts_with("-") && a != "-") {
@@ -307,6 +324,13 @@ int compileMain(const std::vector<std::string> &args) {
         llvm::errs() << "autopar: " << error << "\n";
         return 1;
       }
+    } else if (a == "--max-tensor-bytes") {
+      std::string text, error;
+      if (!value(text) ||
+          !onnx_import::parseMaxTensorBytes(text, options.import, error))
+        return usageError(error.empty() ? "--max-tensor-bytes needs a number"
+                                        : error,
+                          "compile");
     } else if (a == "--no-build") {
       options.build = false;
     } else if (a == "--report-only") {
@@ -425,6 +449,13 @@ int planMain(const std::vector<std::string> &args) {
           text.size() > 6 || std::stoll(text) < 1)
         return usageError("--top needs a positive integer", "plan");
       options.top = std::stoll(text);
+    } else if (a == "--max-tensor-bytes") {
+      std::string error;
+      if (!value(text) ||
+          !onnx_import::parseMaxTensorBytes(text, options.import, error))
+        return usageError(error.empty() ? "--max-tensor-bytes needs a number"
+                                        : error,
+                          "plan");
     } else if (a == "--input-shape") {
       std::string error;
       if (!value(text))
