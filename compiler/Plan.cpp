@@ -425,11 +425,15 @@ bool PlanParser::parse(const json &root, Plan &plan) {
   }
 
   if (const json *comm = member(root, "comm")) {
-    if (!expectObject(*comm, "comm", {"bucket_mb"}))
+    if (!expectObject(*comm, "comm", {"bucket_mb", "timeout_s"}))
       return false;
     if (const json *v = member(*comm, "bucket_mb"))
       if (!readNumber(*v, "comm.bucket_mb", "a number > 0", positive,
                       plan.bucketMb))
+        return false;
+    if (const json *v = member(*comm, "timeout_s"))
+      if (!readNumber(*v, "comm.timeout_s", "a number > 0", positive,
+                      plan.commTimeoutS))
         return false;
   }
 
@@ -916,7 +920,8 @@ json toJson(const Plan &plan) {
       {"dp", plan.meshDp}, {"tp", plan.meshTp}, {"pp", plan.meshPp}};
   result["batch"] = {{"micro_batches", plan.microBatches}};
   result["zero"] = {{"stage", plan.zeroStage}, {"offload", plan.zeroOffload}};
-  result["comm"] = {{"bucket_mb", plan.bucketMb}};
+  result["comm"] = {{"bucket_mb", plan.bucketMb},
+                    {"timeout_s", plan.commTimeoutS}};
   result["precision"] = plan.precision;
   result["loss_scale"] = {{"init_scale", plan.lossScale.initScale},
                           {"growth_factor", plan.lossScale.growthFactor},

@@ -67,6 +67,9 @@ struct Plan {
   int64_t zeroStage = 0;            // 0..3
   std::string zeroOffload = "none"; // "none" | "cpu"
   double bucketMb = 25;
+  /// A rank that waits on one collective or transfer longer than this ends
+  /// the job (the runtime's watchdog).
+  double commTimeoutS = 600;
   std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
   LossScalePlan lossScale;               // used by fp16-mixed
   std::string recompute = "none";        // "none" | "selective" | "full"

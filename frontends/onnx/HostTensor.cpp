@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mlir;
 using namespace autopar::onnx_import;
@@ -126,9 +127,12 @@ DType autopar::onnx_import::mlirToDType(Type t) {
 }
 
 int64_t autopar::onnx_import::numElements(llvm::ArrayRef<int64_t> shape) {
+  // Saturating: an absurd shape (from a model's constants) counts as
+  // INT64_MAX elements, never wraps.
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n))
+      return std::numeric_limits<int64_t>::max();
   return n;
 }
 
@@ -379,9 +383,8 @@ llvm::Error autopar::onnx_import::checkTensorData(const onnx::TensorProto &proto
                      dtypeName(dtype));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL)
     return resolveExternalData(proto, modelDir).takeError();
-  int64_t n = 1;
-  for (int64_t d : proto.dims())
-    n *= d;
+  const int64_t n = numElements(
+      llvm::SmallVector<int64_t>(proto.dims().begin(), proto.dims().end()));
   int64_t have = inlineElementCount(proto, dtype);
   bool exact = !proto.has_raw_data() ||
                proto.raw_data().size() % dtypeBytes(dtype) == 0;
@@ -601,8 +604,9 @@ autopar::onnx_import::computeReshape(llvm::ArrayRef<int64_t> input,
     } else if (shape[i] < 0) {
       return makeError("target shape " + shapeToString(target) +
                        " has a negative dim");
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      return makeError("target shape " + shapeToString(target) +
+                       " has more elements than int64 counts");
     }
   }
   int64_t total = numElements(input);

@@ -338,17 +338,21 @@ LogicalResult Importer::addInitializers() {
     if (values.count(init.name()))
       return fail("initializer '" + init.name() + "' is defined twice");
     DType dtype = static_cast<DType>(init.data_type());
+    Type elementType = dtypeToMlir(dtype, &ctx);
+    if (!elementType)
+      return fail("initializer '" + init.name() +
+                  "' has unsupported data type " + dtypeName(dtype));
+    ValueEntry e;
+    e.type = RankedTensorType::get(
+        SmallVector<int64_t>(init.dims().begin(), init.dims().end()),
+        elementType);
+    if (failed(checkSize(init.name(), e.type, nullptr)))
+      return failure();
     const bool shapeOnly = options.shapesOnly && isFloatDType(dtype) &&
                            init.data_location() == onnx::TensorProto::EXTERNAL;
     if (llvm::Error err = shapeOnly ? llvm::Error::success()
                                     : checkTensorData(init, modelDir))
       return fail(llvm::toString(std::move(err)));
-    ValueEntry e;
-    e.type = RankedTensorType::get(
-        SmallVector<int64_t>(init.dims().begin(), init.dims().end()),
-        dtypeToMlir(dtype, &ctx));
-    if (failed(checkSize(init.name(), e.type, nullptr)))
-      return failure();
     e.initializer = &init;
     e.isParam = isFloatDType(dtype);
     e.paramName = init.name();

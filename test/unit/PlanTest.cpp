@@ -191,7 +191,7 @@ TEST(PlanTest, DefaultsResolved) {
     "mesh": {"dp": 1, "tp": 1, "pp": 1},
     "batch": {"micro_batches": 1},
     "zero": {"stage": 0, "offload": "none"},
-    "comm": {"bucket_mb": 25.0},
+    "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
     "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
                    "backoff_factor": 0.5, "growth_interval": 2000},
@@ -480,6 +480,8 @@ TEST(PlanTest, ErrorOutOfRange) {
             "0");
   EXPECT_EQ(errorOf(R"({"comm": {"bucket_mb": 0}})"),
             "comm.bucket_mb: expected a number > 0, got 0");
+  EXPECT_EQ(errorOf(R"({"comm": {"timeout_s": -1}})"),
+            "comm.timeout_s: expected a number > 0, got -1");
   EXPECT_EQ(errorOf(R"({"precision": "bf16"})"),
             "precision: expected one of \"fp32\", \"bf16-mixed\", "
             "\"fp16-mixed\", got \"bf16\"");
