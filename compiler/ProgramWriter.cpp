@@ -525,7 +525,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
       .set("dpAxis", shape.dpAxis)
       .set("weightFileBytes", fileBytes)
-      .flag("offload", shape.offload);
+      .flag("offload", shape.offload)
+      .set("commTimeoutSeconds", hex(plan.commTimeoutS));
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"

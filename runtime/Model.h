@@ -251,6 +251,9 @@ struct ModelInfo {
   /// f32 masters of mixed precision) lives in host memory and the update
   /// runs on the host, on each rank's shard of the reduced gradients.
   bool offload;
+  /// The watchdog's timeout (plan comm.timeout_s): a rank blocked on one
+  /// collective or transfer this long ends the job.
+  double commTimeoutSeconds;
   /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
   /// schedule instead of trainStep (null); null without a pipeline.
   const PipelineInfo *pipeline;

@@ -75,6 +75,9 @@ struct Options {
   std::string data, log, save, resume, exportOnnx, evalData, trace;
   int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
   int64_t keepLast = 1;
+  /// --comm-timeout S (seconds > 0): the watchdog's timeout instead of the
+  /// plan's comm.timeout_s; 0: the plan's.
+  double commTimeout = 0;
 };
 
 const char *kUsage =
@@ -82,7 +85,7 @@ const char *kUsage =
     "[--save DIR [--save-every K] [--keep-last N]] [--resume DIR] "
     "[--export-onnx OUT.onnx] "
     "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]] "
-    "[--trace TRACE.json]\n";
+    "[--trace TRACE.json] [--comm-timeout S]\n";
 
 bool parseInt(const char *text, int64_t &out) {
   char *end = nullptr;
@@ -107,6 +110,20 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
     }
     std::string *text = nullptr;
     int64_t *number = nullptr;
+    if (arg == "--comm-timeout") {
+      char *end = nullptr;
+      const char *value = i + 1 < argc ? argv[++i] : "";
+      o.commTimeout = std::strtod(value, &end);
+      if (!*value || *end || !(o.commTimeout > 0) ||
+          !std::isfinite(o.commTimeout)) {
+        std::fprintf(stderr,
+                     "train: --comm-timeout: expected seconds > 0, "
+                     "got '%s'\n",
+                     value);
+        return false;
+      }
+      continue;
+    }
     if (arg == "--data")
       text = &o.data;
     else if (arg == "--log")
@@ -1699,6 +1716,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   comm->setComputeStream(device->queue());
+  comm->setTimeout(options.commTimeout > 0 ? options.commTimeout
+                                           : info.commTimeoutSeconds,
+                   "train");
   // Set-up errors (inputs, checkpoints) are the same on every rank: each
   // prints its line and all exit together. Later ones (rank 0's writes) end
   // every rank at once so that none waits in a collective.

@@ -20,14 +20,19 @@
 #include "runtime/comm/Backend.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace autopar::rt {
@@ -68,7 +73,104 @@ struct Communicator::Impl {
 #endif
   /// The transport of the float collectives (made last, destroyed first).
   std::unique_ptr<CommBackend> backend;
+
+  // The watchdog (setTimeout).
+  double timeoutSeconds = 0;
+  std::string program;
+  std::thread watchdog;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  /// When the blocking call began (steady clock, ns; 0: not blocked), and
+  /// what it is: written by the calling thread only while not blocked.
+  std::atomic<int64_t> blockedSince{0};
+  char blockedCall[256] = {0};
+  /// What each request in flight is, for the watchdog's line.
+  std::map<int64_t, std::string> issued;
+
+  static int64_t nowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  bool watching() const { return timeoutSeconds > 0; }
+  void note(CommRequest r, const std::string &what) {
+    if (watching() && r.id >= 0)
+      issued[r.id] = what;
+  }
+  std::string axesText(AxisMask mask) const {
+    std::string text;
+    for (size_t a = 0; a < names.size(); ++a)
+      if ((mask >> a) & 1)
+        text += (text.empty() ? "" : ",") + names[a];
+    return text.empty() ? "the world" : text;
+  }
+  /// Marks the calling thread blocked in `what` for the watchdog while
+  /// alive.
+  class Blocked {
+  public:
+    Blocked(Impl &impl, const std::string &what) : impl(impl) {
+      if (!impl.watching())
+        return;
+      std::snprintf(impl.blockedCall, sizeof(impl.blockedCall), "%s",
+                    what.c_str());
+      impl.blockedSince.store(nowNs(), std::memory_order_release);
+    }
+    ~Blocked() { impl.blockedSince.store(0, std::memory_order_release); }
+
+  private:
+    Impl &impl;
+  };
+  void stopWatchdog() {
+    if (!watchdog.joinable())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    watchdog.join();
+  }
 };
+
+void Communicator::setTimeout(double seconds, const char *program) {
+  impl->stopWatchdog();
+  impl->timeoutSeconds = numRanks > 1 ? seconds : 0;
+#ifdef AUTOPAR_COMM_NCCL
+  impl->timeoutSeconds = 0;
+#endif
+  if (!impl->watching())
+    return;
+  impl->program = program;
+  impl->stopping = false;
+  impl->watchdog = std::thread([this] {
+    Impl &w = *impl;
+    const auto poll = std::chrono::duration<double>(
+        std::min(1.0, std::max(0.01, w.timeoutSeconds / 8)));
+    std::unique_lock<std::mutex> lock(w.mutex);
+    while (!w.wake.wait_for(lock, poll, [&] { return w.stopping; })) {
+      const int64_t since = w.blockedSince.load(std::memory_order_acquire);
+      if (since == 0 || double(Impl::nowNs() - since) < w.timeoutSeconds * 1e9)
+        continue;
+      char call[sizeof(w.blockedCall)];
+      std::memcpy(call, w.blockedCall, sizeof(call));
+      call[sizeof(call) - 1] = 0;
+      // Still the same blocking call (not a later one being described).
+      if (w.blockedSince.load(std::memory_order_acquire) != since)
+        continue;
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "%s: rank %d: %s did not complete in %g s "
+                   "(comm.timeout_s): another rank stopped or the network is "
+                   "down; ending the job\n",
+                   w.program.c_str(), worldRank, call, w.timeoutSeconds);
+      std::fflush(stderr);
+      // Not MPI_Abort from this thread (MPI runs FUNNELED): the job ends
+      // when mpirun sees this rank exit.
+      std::_Exit(1);
+    }
+  });
+}
 
 Communicator::Communicator() : impl(std::make_unique<Impl>()) {}
 
@@ -217,6 +319,7 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
 }
 
 Communicator::~Communicator() {
+  impl->stopWatchdog();
 #ifdef AUTOPAR_WITH_MPI
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -297,7 +400,11 @@ CommRequest Communicator::allReduceSum(void *data, int64_t numElements,
     return {};
   sentBytes[mask][int(CollectiveKind::AllReduce)] +=
       allReduceBytes(numElements, g, commTypeBytes(type));
-  return impl->backend->allReduceSum(data, numElements, type, mask);
+  CommRequest r = impl->backend->allReduceSum(data, numElements, type, mask);
+  if (impl->watching())
+    impl->note(r, "an all-reduce of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
 }
 
 CommRequest Communicator::allReduceMax(float *data, int64_t numElements,
@@ -310,7 +417,11 @@ CommRequest Communicator::allReduceMax(float *data, int64_t numElements,
     return {};
   sentBytes[mask][int(CollectiveKind::AllReduce)] +=
       allReduceBytes(numElements, g, commTypeBytes(CommType::F32));
-  return impl->backend->allReduceMax(data, numElements, mask);
+  CommRequest r = impl->backend->allReduceMax(data, numElements, mask);
+  if (impl->watching())
+    impl->note(r, "an all-reduce (max) of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
 }
 
 CommRequest Communicator::reduceScatterFlat(const void *full,
@@ -330,8 +441,12 @@ CommRequest Communicator::reduceScatterFlat(const void *full,
     return {};
   sentBytes[mask][int(CollectiveKind::ReduceScatter)] +=
       reduceScatterFlatBytes(numElements, g, size);
-  return impl->backend->reduceScatterFlat(full, numElements, piece, type, mask,
-                                          g, chunk);
+  CommRequest r = impl->backend->reduceScatterFlat(full, numElements, piece,
+                                                   type, mask, g, chunk);
+  if (impl->watching())
+    impl->note(r, "a reduce-scatter of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
 }
 
 CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
@@ -351,8 +466,12 @@ CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
     return {};
   sentBytes[mask][int(CollectiveKind::AllGather)] +=
       allGatherFlatBytes(numElements, g, size);
-  return impl->backend->allGatherFlat(piece, numElements, full, type, mask, g,
-                                      chunk, groupIndex(mask));
+  CommRequest r = impl->backend->allGatherFlat(
+      piece, numElements, full, type, mask, g, chunk, groupIndex(mask));
+  if (impl->watching())
+    impl->note(r, "an all-gather of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
 }
 
 CommRequest Communicator::exchange(const PointToPoint *ops, int count,
@@ -380,12 +499,56 @@ CommRequest Communicator::exchange(const PointToPoint *ops, int count,
   }
   if (count == 0)
     return {};
-  return impl->backend->exchange(ops, count, each);
+  CommRequest r = impl->backend->exchange(ops, count, each);
+  if (impl->watching()) {
+    auto transfer = [](const PointToPoint &op) {
+      return std::string(op.send ? "a send of " : "a receive of ") +
+             std::to_string(op.bytes) + " bytes " + (op.send ? "to" : "from") +
+             " rank " + std::to_string(op.peer) + " (tag " +
+             std::to_string(op.tag) + ")";
+    };
+    if (each)
+      for (int i = 0; i < count; ++i)
+        impl->note(each[i], transfer(ops[i]));
+    else
+      impl->note(r, transfer(ops[0]) +
+                        (count > 1 ? " and " + std::to_string(count - 1) +
+                                         " more transfers"
+                                   : std::string()));
+  }
+  return r;
 }
 
-void Communicator::wait(CommRequest request) { impl->backend->wait(request); }
+void Communicator::wait(CommRequest request) {
+  if (!impl->watching()) {
+    impl->backend->wait(request);
+    return;
+  }
+  auto it = impl->issued.find(request.id);
+  {
+    Impl::Blocked blocked(*impl, it == impl->issued.end()
+                                     ? std::string("a collective")
+                                     : it->second);
+    impl->backend->wait(request);
+  }
+  if (it != impl->issued.end())
+    impl->issued.erase(it);
+}
 
-void Communicator::waitAll() { impl->backend->waitAll(); }
+void Communicator::waitAll() {
+  if (!impl->watching()) {
+    impl->backend->waitAll();
+    return;
+  }
+  {
+    Impl::Blocked blocked(
+        *impl, impl->issued.empty() ? std::string("the collectives in flight")
+                                    : "the collectives in flight (the first: " +
+                                          impl->issued.begin()->second + ")");
+    impl->backend->waitAll();
+  }
+  impl->issued.clear();
+}
 
 void Communicator::progress() { impl->backend->progress(); }
 
@@ -397,6 +560,11 @@ void Communicator::allReduceSumDouble(double *data, int64_t numElements,
   if (groupSize(mask) == 1)
     return;
 #ifdef AUTOPAR_WITH_MPI
+  Impl::Blocked blocked(*impl, impl->watching()
+                                   ? "an all-reduce of " +
+                                         std::to_string(numElements) +
+                                         " doubles over " + impl->axesText(mask)
+                                   : std::string());
   MPI_Comm sub = impl->comms.at(mask);
   for (int64_t off = 0; off < numElements; off += impl->maxElements) {
     int count = int(std::min(impl->maxElements, numElements - off));
@@ -414,6 +582,10 @@ void Communicator::broadcastBytes(void *data, int64_t bytes) {
   if (numRanks == 1)
     return;
 #ifdef AUTOPAR_WITH_MPI
+  Impl::Blocked blocked(*impl, impl->watching()
+                                   ? "a broadcast of " + std::to_string(bytes) +
+                                         " bytes from rank 0"
+                                   : std::string());
   char *base = static_cast<char *>(data);
   for (int64_t off = 0; off < bytes; off += impl->maxElements) {
     int count = int(std::min(impl->maxElements, bytes - off));
@@ -427,8 +599,10 @@ void Communicator::broadcastBytes(void *data, int64_t bytes) {
 
 void Communicator::barrier() {
 #ifdef AUTOPAR_WITH_MPI
-  if (numRanks > 1)
+  if (numRanks > 1) {
+    Impl::Blocked blocked(*impl, "a barrier");
     AUTOPAR_MPI_CALL(worldRank, MPI_Barrier, MPI_COMM_WORLD);
+  }
 #endif
 }
 

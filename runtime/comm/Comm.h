@@ -310,6 +310,16 @@ public:
   /// Ends every rank of the world (MPI_Abort) after an error on this one.
   [[noreturn]] void abort(int code);
 
+  /// The watchdog (plan comm.timeout_s, as PyTorch's NCCL watchdog): while
+  /// this rank is blocked in wait, waitAll, allReduceSumDouble,
+  /// broadcastBytes or barrier for longer than `seconds`, a thread prints
+  /// one line, "PROGRAM: rank R: <the call> did not complete in S s
+  /// (comm.timeout_s): another rank stopped or the network is down; ending
+  /// the job", and ends this process (mpirun then ends the others).
+  /// `seconds` <= 0 turns it off. MPI builds of more than one rank (the
+  /// NCCL build's waits do not block the host: not covered yet).
+  void setTimeout(double seconds, const char *program);
+
   /// For tests: split every MPI message into pieces of at most `elements`
   /// elements (bytes for broadcastBytes; default and maximum INT_MAX, MPI's
   /// counts being int), which is what counts past INT_MAX get. Every rank

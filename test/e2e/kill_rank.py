@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Kill one MPI rank of a running job and check the job ends.
 
-  kill_rank.py --rank R --log LOG.jsonl [--timeout S] -- mpirun ... train ... --log LOG.jsonl
+  kill_rank.py --rank R --log LOG.jsonl [--timeout S] [--signal STOP]
+      -- mpirun ... train ... --log LOG.jsonl
 
 Runs the command, waits until LOG has a step (the ranks are in the
-training loop), sends SIGKILL to the process of world rank R (found by
+training loop), sends SIGKILL (or --signal) to the process of world rank R (found by
 its OMPI_COMM_WORLD_RANK among the command's descendants), and waits for
 the command to end. Prints the command's output, then one line: the exit
 status and the seconds from the kill to the end. Exit 0 when the command
@@ -57,6 +58,8 @@ def main(argv):
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--log", required=True)
     p.add_argument("--timeout", type=float, default=60)
+    p.add_argument("--signal", default="KILL",
+                   help="the signal's name without SIG (STOP: a rank that hangs)")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -80,7 +83,7 @@ def main(argv):
         print(f"kill_rank.py: rank {args.rank} never reached the training loop "
               f"(or the job ended first: status {proc.returncode})", file=sys.stderr)
         return 1
-    os.kill(victim, signal.SIGKILL)
+    os.kill(victim, getattr(signal, "SIG" + args.signal))
     killed = time.time()
     try:
         output = proc.communicate(timeout=args.timeout)[0]
@@ -92,7 +95,7 @@ def main(argv):
         return 1
     print(output.decode(errors="replace"))
     print(f"kill_rank.py: status {proc.returncode}, ended {time.time() - killed:.1f} s "
-          f"after rank {args.rank} (pid {victim}) was killed")
+          f"after rank {args.rank} (pid {victim}) got SIG{args.signal}")
     return 0 if proc.returncode != 0 else 1
 
 

@@ -1,6 +1,7 @@
 //===- comm_driver.cpp - checks runtime/comm on a mesh given on the CLI ---===//
 //
-// comm_driver [--abort-rank R | --bad-mask | --mpi-error] AXIS=SIZE...
+// comm_driver [--abort-rank R | --bad-mask | --mpi-error |
+//              --stall-rank R --timeout S] AXIS=SIZE...
 //
 // Every rank runs every check of the communicator against values computed
 // here from the mesh alone (row-major rank numbering, groups of axes). Each
@@ -17,12 +18,17 @@
 // passes an axis mask beyond the mesh, which must end the world.
 // --mpi-error: rank 0 broadcasts 64 bytes, the others expect 8: MPI fails
 // (MPI_ERR_TRUNCATE), which must end the world with one line.
+// --stall-rank R --timeout S: the watchdog (setTimeout(S)); rank R sleeps
+// for 10 x S seconds while the others wait on an all-reduce over every
+// axis: the waiting ranks must end the job, each with one line, after S
+// seconds.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +36,7 @@
 #include <cstring>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace autopar::rt;
@@ -652,6 +659,8 @@ int main(int argc, char **argv) {
   Mesh mesh;
   int abortRank = -1;
   bool badMask = false, mpiError = false;
+  int stallRank = -1;
+  double timeout = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--abort-rank" && i + 1 < argc) {
@@ -660,12 +669,17 @@ int main(int argc, char **argv) {
       badMask = true;
     } else if (arg == "--mpi-error") {
       mpiError = true;
+    } else if (arg == "--stall-rank" && i + 1 < argc) {
+      stallRank = std::atoi(argv[++i]);
+    } else if (arg == "--timeout" && i + 1 < argc) {
+      timeout = std::atof(argv[++i]);
     } else if (arg.find('=') != std::string::npos) {
       mesh.names.push_back(arg.substr(0, arg.find('=')));
       mesh.sizes.push_back(std::atoll(arg.c_str() + arg.find('=') + 1));
     } else {
       std::fprintf(stderr, "usage: comm_driver [--abort-rank R | --bad-mask | "
-                           "--mpi-error] AXIS=SIZE...\n");
+                           "--mpi-error | --stall-rank R --timeout S] "
+                           "AXIS=SIZE...\n");
       return 2;
     }
   }
@@ -687,6 +701,19 @@ int main(int argc, char **argv) {
     }
     comm->barrier();
     std::fprintf(stderr, "rank %d: passed the barrier\n", comm->rank());
+    return 0;
+  }
+  if (stallRank >= 0) {
+    comm->setTimeout(timeout, "comm_driver");
+    if (comm->rank() == stallRank) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(10 * timeout));
+      std::fprintf(stderr, "rank %d: woke up\n", comm->rank());
+      return 0;
+    }
+    float x = 1;
+    AxisMask all = (AxisMask(1) << mesh.numAxes()) - 1;
+    comm->wait(comm->allReduceSum(&x, 1, CommType::F32, all));
+    std::fprintf(stderr, "rank %d: the all-reduce completed\n", comm->rank());
     return 0;
   }
   if (badMask) {
