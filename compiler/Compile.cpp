@@ -36,7 +36,17 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
 #include <mutex>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 using namespace mlir;
 using namespace autopar;
@@ -353,14 +363,81 @@ ProgramOptions Compiler::programOptions() const {
   return p;
 }
 
+namespace {
+
+/// The SIGTERM or SIGINT that asked `autopar compile` to stop (0: none). A
+/// second one ends the process at once.
+std::atomic<int> interruptedBy{0};
+
+extern "C" void onInterrupt(int sig) {
+  if (interruptedBy.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+/// Runs `argv` (argv[0] the program's path) in a process group of its own
+/// with stdin from /dev/null and stdout and stderr to `log`, and waits; on
+/// SIGTERM or SIGINT to autopar stops the whole group (cmake, its build
+/// tool, the compilers). Returns the exit status, -1 when it could not
+/// start (`error` says why), or -2 when interrupted.
+int runInGroup(ArrayRef<StringRef> argv, const std::string &log,
+               std::string &error) {
+  std::vector<std::string> args(argv.begin(), argv.end());
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, cargs[0], &files, &attr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    error = std::string("cannot run ") + cargs[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  int status = 0;
+  for (;;) {
+    pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid)
+      break;
+    if (done < 0 && errno != EINTR) {
+      error =
+          std::string("waiting for ") + cargs[0] + ": " + std::strerror(errno);
+      return -1;
+    }
+    if (interruptedBy.load() != 0) {
+      kill(-pid, SIGTERM);
+      // What does not stop within 5 s is killed.
+      for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; ++i)
+        usleep(50000);
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -2;
+    }
+    usleep(20000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+} // namespace
+
 bool Compiler::build(const std::string &dir) {
   auto cmake = llvm::sys::findProgramByName("cmake");
   if (!cmake)
     return fail("cannot build the program: cmake not found on PATH");
   std::string buildDir = dir + "/build";
   std::string log = dir + "/build.log";
-  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
-                                          StringRef(log)};
   SmallVector<StringRef> configure = {*cmake, "-S", dir, "-B", buildDir,
                                       "-DCMAKE_BUILD_TYPE=Release"};
   std::string cudaCompiler;
@@ -386,8 +463,9 @@ bool Compiler::build(const std::string &dir) {
   SmallVector<StringRef> compile = {*cmake, "--build", buildDir, "-j", jobs};
   for (auto *args : {&configure, &compile}) {
     std::string msg;
-    int rc = llvm::sys::ExecuteAndWait(*cmake, *args, std::nullopt, redirects,
-                                       0, 0, &msg);
+    int rc = runInGroup(*args, log, msg);
+    if (rc == -2)
+      return fail("interrupted: the build was stopped");
     if (rc != 0) {
       auto text = llvm::MemoryBuffer::getFile(log);
       if (text) {
@@ -404,6 +482,25 @@ bool Compiler::build(const std::string &dir) {
 }
 
 int Compiler::run() {
+  // SIGTERM / SIGINT: the build (if running) is stopped, nothing is left
+  // at OUTDIR or beside it, and the exit status is 128 + the signal.
+  struct sigaction action = {}, oldTerm = {}, oldInt = {};
+  action.sa_handler = onInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, &oldTerm);
+  sigaction(SIGINT, &action, &oldInt);
+  llvm::scope_exit restore([&] {
+    sigaction(SIGTERM, &oldTerm, nullptr);
+    sigaction(SIGINT, &oldInt, nullptr);
+  });
+  auto interrupted = [&]() {
+    const int sig = interruptedBy.load();
+    if (sig == 0)
+      return 0;
+    llvm::errs() << "autopar: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                 << ": stopped; nothing was written to " << o.outDir << "\n";
+    return 128 + sig;
+  };
   if (!lowerAll()) {
     llvm::errs() << "autopar: " << error << "\n";
     return 1;
@@ -453,13 +550,19 @@ int Compiler::run() {
   });
   ProgramOptions program = programOptions();
   ModuleOp module = *imported.module;
+  if (int code = interrupted())
+    return code;
   if (o.reportOnly
           ? !writeReport(module, program, std::string(tmpDir), error)
           : !writeProgram(module, program, std::string(tmpDir), error) ||
                 (o.build && !build(std::string(tmpDir)))) {
+    if (int code = interrupted())
+      return code;
     llvm::errs() << "autopar: " << error << "\n";
     return 1;
   }
+  if (int code = interrupted())
+    return code;
   llvm::SmallString<256> old;
   if (llvm::sys::fs::is_directory(out)) {
     old = out;

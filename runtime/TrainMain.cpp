@@ -40,9 +40,11 @@
 #include "runtime/optim/Optimizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +72,18 @@ using autopar::rt::DeviceBuffer;
 using autopar::rt::programDir;
 using autopar::rt::readFileExactly;
 using autopar::rt::Status;
+
+/// The SIGTERM or SIGINT that asked the run to stop (0: none): the step in
+/// progress finishes, a checkpoint is saved (--save), and the run exits. A
+/// second one ends the process at once.
+std::atomic<int> stopSignal{0};
+
+extern "C" void onStopSignal(int sig) {
+  if (stopSignal.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 
 struct Options {
   std::string data, log, save, resume, exportOnnx, evalData, trace;
@@ -380,6 +394,8 @@ public:
         config(autoparOptimizerConfig()) {}
   Status setUp();
   Status run();
+  /// The signal the run stopped on (0: it ran to --steps).
+  int stoppedBy() const { return stopped; }
 
 private:
   bool leader() const { return comm.rank() == 0; }
@@ -502,6 +518,7 @@ private:
   Communicator &comm;
   Device &device;
   autopar::rt::OptimizerConfig config;
+  int stopped = 0;
   std::string dir = programDir();
   DeviceBuffer params, arena, lossBuffer;
   /// Pipeline parallelism: the whole parameter blob, while held.
@@ -1524,6 +1541,13 @@ Status Trainer::run() {
   sampleIds.resize(info.microBatch * info.seqLen);
   sampleTargets.resize(sampleIds.size());
 
+  // From here SIGTERM and SIGINT end the run after the step in progress.
+  struct sigaction action = {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  int64_t stepsDone = std::max(o.steps, startStep);
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     comm.resetBytes();
@@ -1667,15 +1691,37 @@ Status Trainer::run() {
         AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
       }
     }
+    // SIGTERM / SIGINT on any rank: every rank stops after this step (they
+    // agree through the sum), saves and exits.
+    double stop = stopSignal.load() != 0 ? 1 : 0;
+    if (comm.worldSize() > 1)
+      comm.allReduceSumDouble(&stop, 1, (1u << info.numMeshAxes) - 1);
+    if (stop > 0 && step + 1 < o.steps) {
+      stopped = stopSignal.load() != 0 ? stopSignal.load() : SIGTERM;
+      stepsDone = step + 1;
+      break;
+    }
     if (o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < o.steps)
       AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, step + 1));
   }
   if (leader())
     logger.finish();
-  if (leader() && tracedStep >= startStep)
+  if (leader() && tracedStep >= startStep && !stopped)
     AUTOPAR_RT_RETURN_IF_ERROR(writeTrace());
   if (!o.save.empty())
-    AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, std::max(o.steps, startStep)));
+    AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, stepsDone));
+  if (stopped) {
+    if (leader()) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "train: %s: stopped after step %lld of %lld; %s\n",
+                   stopped == SIGINT ? "SIGINT" : "SIGTERM",
+                   static_cast<long long>(stepsDone),
+                   static_cast<long long>(o.steps),
+                   o.save.empty() ? "nothing saved (no --save)"
+                                  : ("checkpoint saved to " + o.save).c_str());
+    }
+    return Status::ok();
+  }
   if (!o.exportOnnx.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(exportOnnx());
   return Status::ok();
@@ -1726,8 +1772,12 @@ int main(int argc, char **argv) {
   status = trainer->setUp();
   double failed = status.isOk() ? 0 : 1;
   comm->allReduceSumDouble(&failed, 1, (1u << info.numMeshAxes) - 1);
-  if (status.isOk() && failed == 0)
+  if (status.isOk() && failed == 0) {
     status = trainer->run();
+    // Stopped by SIGTERM / SIGINT: 128 + the signal, as a shell reports it.
+    if (status.isOk() && trainer->stoppedBy())
+      return 128 + trainer->stoppedBy();
+  }
   if (!status.isOk()) {
     std::fflush(stdout);
     std::fprintf(stderr, "train: %s\n", status.message().c_str());
