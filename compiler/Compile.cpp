@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compile.h"
+#include "frontends/onnx/Validate.h"
 
 #include "compiler/Driver.h"
 #include "compiler/Pipeline.h"
@@ -502,7 +503,7 @@ int Compiler::run() {
     return 128 + sig;
   };
   if (!lowerAll()) {
-    llvm::errs() << "autopar: " << error << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;
   }
   // Write into a sibling temporary directory, then swap it into place.
@@ -558,7 +559,7 @@ int Compiler::run() {
                 (o.build && !build(std::string(tmpDir)))) {
     if (int code = interrupted())
       return code;
-    llvm::errs() << "autopar: " << error << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;
   }
   if (int code = interrupted())

@@ -1,6 +1,7 @@
 //===- Data.cpp - `autopar data` ------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "frontends/onnx/Validate.h"
 
 #include "runtime/data/TokenFile.h"
 
@@ -32,7 +33,8 @@ int autopar::runDataCommand(const std::string &text,
     tokens[i] = static_cast<unsigned char>(bytes[i]);
   rt::Status status = rt::writeTokenFile(output, tokens);
   if (!status.isOk()) {
-    llvm::errs() << "autopar: " << status.message() << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(status.message())
+                 << "\n";
     return 1;
   }
   llvm::outs() << "wrote " << tokens.size() << " tokens (vocabulary 256) to "

@@ -1,6 +1,7 @@
 //===- Driver.cpp - the commands of the autopar driver --------------------===//
 
 #include "compiler/Driver.h"
+#include "frontends/onnx/Validate.h"
 
 #include "passes/analysis/Passes.h"
 
@@ -76,7 +77,7 @@ int autopar::runImportCommand(const ImportCommandOptions &options) {
   onnx_import::ImportResult result = onnx_import::importOnnxFile(
       context, options.model, options.import, error);
   if (!result.module) {
-    llvm::errs() << "autopar: " << error << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;
   }
   if (options.summary) {
@@ -96,7 +97,7 @@ int autopar::runImportCommand(const ImportCommandOptions &options) {
   llvm::raw_string_ostream os(ir);
   result.module->print(os);
   if (!writeFileAtomically(options.output, ir, error)) {
-    llvm::errs() << "autopar: " << error << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;
   }
   return 0;

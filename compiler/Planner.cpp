@@ -1,6 +1,7 @@
 //===- Planner.cpp - `autopar plan`: predicted step time of a plan --------===//
 
 #include "compiler/Planner.h"
+#include "frontends/onnx/Validate.h"
 
 #include "compiler/Calibrate.h"
 #include "compiler/Compile.h"
@@ -1367,7 +1368,7 @@ std::string autopar::explainBest(const PlannerOptions &o,
 
 int autopar::runPlanCommand(const PlanCommandOptions &c) {
   auto fail = [](const std::string &message) {
-    llvm::errs() << "autopar: " << message << "\n";
+    llvm::errs() << "autopar: " << onnx_import::oneLine(message) << "\n";
     return 1;
   };
   PlannerOptions o;

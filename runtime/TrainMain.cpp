@@ -85,6 +85,23 @@ extern "C" void onStopSignal(int sig) {
   }
 }
 
+/// An error message as one line: control characters (a tensor name in a
+/// checkpoint may hold a newline) as \xNN.
+std::string oneLine(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02x", u);
+    out += buf;
+  }
+  return out;
+}
+
 struct Options {
   std::string data, log, save, resume, exportOnnx, evalData, trace;
   int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
@@ -1748,7 +1765,7 @@ int main(int argc, char **argv) {
       Device::create(envRank("OMPI_COMM_WORLD_LOCAL_RANK"),
                      envRank("OMPI_COMM_WORLD_RANK"), device);
   if (!status.isOk()) {
-    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     return 1;
   }
   std::vector<autopar::rt::MeshAxisInfo> axes;
@@ -1758,7 +1775,7 @@ int main(int argc, char **argv) {
   status = Communicator::create(&argc, &argv, axes.data(),
                                 static_cast<int>(axes.size()), comm);
   if (!status.isOk()) {
-    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     return 1;
   }
   comm->setComputeStream(device->queue());
@@ -1780,7 +1797,7 @@ int main(int argc, char **argv) {
   }
   if (!status.isOk()) {
     std::fflush(stdout);
-    std::fprintf(stderr, "train: %s\n", status.message().c_str());
+    std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     if (failed == 0 && comm->worldSize() > 1)
       comm->abort(1);
     return 1;

@@ -93,6 +93,28 @@ std::string autopar::onnx_import::printableName(llvm::StringRef name) {
   return out;
 }
 
+std::string autopar::onnx_import::oneLine(llvm::StringRef text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto *p = reinterpret_cast<const llvm::UTF8 *>(text.data());
+  const auto *end = p + text.size();
+  while (p < end) {
+    const unsigned n = llvm::getNumBytesForUTF8(*p);
+    if (*p >= 0x20 && *p != 0x7f &&
+        (*p < 0x80 || (p + n <= end && llvm::isLegalUTF8Sequence(p, p + n)))) {
+      const unsigned take = *p < 0x80 ? 1 : n;
+      out.append(reinterpret_cast<const char *>(p), take);
+      p += take;
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\x%02x", unsigned(*p));
+    out += buf;
+    ++p;
+  }
+  return out;
+}
+
 std::string autopar::onnx_import::validateGraph(const onnx::GraphProto &graph) {
   auto badName = [](llvm::StringRef what, llvm::StringRef name) {
     return what.str() + " name '" + printableName(name) +

@@ -29,6 +29,12 @@ namespace autopar::onnx_import {
 /// UTF-8, other bytes as \xNN.
 std::string printableName(llvm::StringRef name);
 
+/// `text` as one printable line: control characters and bytes that are not
+/// part of valid UTF-8 as \xNN, valid UTF-8 as it is. Every error line of
+/// the tools goes through it (a name in a model or a plan may hold a
+/// newline).
+std::string oneLine(llvm::StringRef text);
+
 /// The graph's structure, or "" when it is sound: every name valid UTF-8;
 /// graph inputs, outputs and initializers named; no value defined twice
 /// (by two initializers, an input and a node, or two nodes); no node

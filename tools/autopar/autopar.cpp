@@ -22,6 +22,7 @@
 #include "compiler/Compile.h"
 #include "compiler/Driver.h"
 #include "compiler/Planner.h"
+#include "frontends/onnx/Validate.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
@@ -192,7 +193,7 @@ attributes and restrictions, as Markdown (this is docs/ops.md).
 )";
 
 int usageError(const std::string &msg, const char *command) {
-  llvm::errs() << "autopar: " << msg << " (see `autopar "
+  llvm::errs() << "autopar: " << onnx_import::oneLine(msg) << " (see `autopar "
                << (command ? std::string(command) + " " : std::string())
                << "--help`)\n";
   return 2;
@@ -250,7 +251,7 @@ int importMain(std::vector<std::string> args) {
         return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
                           "import");
       if (!onnx_import::parseInputValue(spec, options.import, error)) {
-        llvm::errs() << "autopar: " << error << "\n";
+        llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
         return 1;
       }
     } else if (a == "--max-tensor-bytes") {
@@ -321,7 +322,7 @@ int compileMain(const std::vector<std::string> &args) {
         return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
                           "compile");
       if (!onnx_import::parseInputValue(spec, options.import, error)) {
-        llvm::errs() << "autopar: " << error << "\n";
+        llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
         return 1;
       }
     } else if (a == "--max-tensor-bytes") {
