@@ -912,6 +912,171 @@ LogicalResult convertConcat(NodeContext &ctx) {
   return success();
 }
 
+/// Pad: negative pads crop (a slice); positive ones, axis by axis, add
+/// blocks of the constant value on each side (constant mode: a concat) or
+/// gather the input's border (edge: the nearest element; reflect: the
+/// mirror image without the border, numpy's reflect) along the axis by
+/// constant indices. Autodiff and both targets take the slices, concats
+/// and gathers as they are.
+LogicalResult convertPad(NodeContext &ctx) {
+  std::string mode = ctx.stringAttr("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return ctx.fail("mode '" + mode +
+                    "' is not supported (constant, edge or reflect)");
+  RankedTensorType in = ctx.inputType(0);
+  const int64_t rank = in.getRank();
+  FailureOr<const HostTensor *> padsInput = ctx.requireConst(1, "pads");
+  if (failed(padsInput))
+    return failure();
+  SmallVector<int64_t> pads = (*padsInput)->toInts();
+  SmallVector<int64_t> axes;
+  if (ctx.version() >= 18 && ctx.hasInput(3)) {
+    FailureOr<const HostTensor *> a = ctx.requireConst(3, "axes");
+    if (failed(a))
+      return failure();
+    for (int64_t axis : (*a)->toInts()) {
+      int64_t norm = axis < 0 ? axis + rank : axis;
+      if (norm < 0 || norm >= rank || llvm::is_contained(axes, norm))
+        return ctx.fail("axes " + shapeToString((*a)->toInts()) +
+                        " are not distinct axes of rank " + llvm::Twine(rank));
+      axes.push_back(norm);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    return ctx.fail("pads has " + llvm::Twine(pads.size()) +
+                    " values, expected 2 x " + llvm::Twine(axes.size()));
+  double value = 0;
+  if (ctx.hasInput(2)) {
+    FailureOr<const HostTensor *> v = ctx.requireConst(2, "constant_value");
+    if (failed(v))
+      return failure();
+    if ((*v)->size() != 1)
+      return ctx.fail("constant_value must hold one value");
+    value = (*v)->floatAt(0);
+  }
+  SmallVector<int64_t> begin(rank, 0), end(rank, 0), shape(in.getShape());
+  for (auto [k, axis] : llvm::enumerate(axes)) {
+    begin[axis] = pads[k];
+    end[axis] = pads[k + axes.size()];
+    if (shape[axis] + begin[axis] + end[axis] < 0)
+      return ctx.fail("pads " + shapeToString(pads) + " crop axis " +
+                      llvm::Twine(axis) + " of " +
+                      shapeToString(in.getShape()) + " below 0");
+  }
+  const DType dtype = mlirToDType(in.getElementType());
+  // A block of the constant value.
+  auto filled = [&](ArrayRef<int64_t> blockShape) {
+    HostTensor t = HostTensor::zeros(dtype, blockShape);
+    for (int64_t i = 0; i < t.size(); ++i)
+      t.set(i, value);
+    return t;
+  };
+  // Crop first (negative pads), then add the blocks.
+  SliceSpec crop;
+  crop.strides.assign(rank, 1);
+  for (int64_t d = 0; d < rank; ++d) {
+    crop.offsets.push_back(std::max<int64_t>(0, -begin[d]));
+    crop.counts.push_back(shape[d] - std::max<int64_t>(0, -begin[d]) -
+                          std::max<int64_t>(0, -end[d]));
+  }
+  // Edge and reflect: the indices along `axis` of the padded result, in
+  // the cropped input of `n` elements.
+  auto borderIndices = [&](int64_t d, int64_t n) {
+    std::vector<int64_t> idx;
+    for (int64_t i = -std::max<int64_t>(0, begin[d]);
+         i < n + std::max<int64_t>(0, end[d]); ++i) {
+      int64_t j = i;
+      if (mode == "edge" || n == 1) {
+        j = std::clamp<int64_t>(i, 0, n - 1);
+      } else {
+        const int64_t period = 2 * (n - 1);
+        j = ((i % period) + period) % period;
+        if (j >= n)
+          j = period - j;
+      }
+      idx.push_back(j);
+    }
+    return HostTensor::ofInts(DType::Int64, {int64_t(idx.size())}, idx);
+  };
+  const bool gathers = mode != "constant";
+  for (int64_t d = 0; d < rank; ++d)
+    if (gathers && (begin[d] > 0 || end[d] > 0) && crop.counts[d] == 0)
+      return ctx.fail("mode '" + mode + "' pads axis " + llvm::Twine(d) +
+                      ", which has no elements");
+  if (const HostTensor *c = ctx.constInput(0)) {
+    HostTensor t = hostSlice(*c, crop);
+    for (int64_t d = 0; gathers && d < rank; ++d)
+      if (begin[d] > 0 || end[d] > 0) {
+        llvm::Expected<HostTensor> g =
+            hostGather(t, borderIndices(d, t.shape[d]), d);
+        if (!g)
+          return failWith(ctx, g.takeError());
+        t = std::move(*g);
+      }
+    for (int64_t d = 0; !gathers && d < rank; ++d) {
+      SmallVector<int64_t> blockShape(t.shape);
+      SmallVector<HostTensor> blocks;
+      SmallVector<const HostTensor *> parts;
+      HostTensor before, after;
+      if (begin[d] > 0) {
+        blockShape[d] = begin[d];
+        before = filled(blockShape);
+        parts.push_back(&before);
+      }
+      parts.push_back(&t);
+      if (end[d] > 0) {
+        blockShape[d] = end[d];
+        after = filled(blockShape);
+        parts.push_back(&after);
+      }
+      if (parts.size() > 1)
+        t = hostConcat(parts, d);
+    }
+    ctx.setOutput(0, std::move(t));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Value v = *x;
+  if (ArrayRef(crop.counts) != in.getShape())
+    v = nn::SliceOp::create(b, ctx.loc(), in.clone(crop.counts), v,
+                            b.getDenseI64ArrayAttr(crop.offsets),
+                            b.getDenseI64ArrayAttr(crop.strides));
+  for (int64_t d = 0; gathers && d < rank; ++d) {
+    if (begin[d] <= 0 && end[d] <= 0)
+      continue;
+    const int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(d);
+    Value idx = nn::ConstantOp::create(
+        b, ctx.loc(), borderIndices(d, n).toAttr(b.getContext()));
+    v = nn::GatherOp::create(b, ctx.loc(), v, idx, d);
+  }
+  for (int64_t d = 0; !gathers && d < rank; ++d) {
+    SmallVector<Value> parts;
+    SmallVector<int64_t> blockShape(
+        cast<RankedTensorType>(v.getType()).getShape());
+    if (begin[d] > 0) {
+      blockShape[d] = begin[d];
+      parts.push_back(nn::ConstantOp::create(
+          b, ctx.loc(), filled(blockShape).toAttr(b.getContext())));
+    }
+    parts.push_back(v);
+    if (end[d] > 0) {
+      blockShape[d] = end[d];
+      parts.push_back(nn::ConstantOp::create(
+          b, ctx.loc(), filled(blockShape).toAttr(b.getContext())));
+    }
+    if (parts.size() > 1)
+      v = nn::ConcatOp::create(b, ctx.loc(), parts, d);
+  }
+  ctx.setOutput(0, v);
+  return success();
+}
+
 LogicalResult convertSplit(NodeContext &ctx) {
   RankedTensorType in = ctx.inputType(0);
   FailureOr<int64_t> axis = axisAttr(ctx, 0, in.getRank());
@@ -1493,152 +1658,246 @@ std::vector<OpConverter> buildTable() {
       {"Sub", {13, 14}, {}, binary<nn::SubOp>(HostBinary::Sub), ""},
       {"Mul", {13, 14}, {}, binary<nn::MulOp>(HostBinary::Mul), ""},
       {"Div", {13, 14}, {}, binary<nn::DivOp>(HostBinary::Div), ""},
-      {"Pow", {13, 15}, {}, convertPow,
+      {"Pow",
+       {13, 15},
+       {},
+       convertPow,
        "a floating-point base takes the exponent converted to its type; an "
        "integer base is raised in double and truncated to its type"},
       {"Neg", {13}, {}, unary<nn::NegOp>(HostUnary::Neg, false), ""},
       {"Sqrt", {13}, {}, unary<nn::SqrtOp>(HostUnary::Sqrt, true), ""},
-      {"Reciprocal", {13}, {},
-       unary<nn::ReciprocalOp>(HostUnary::Reciprocal, true), ""},
+      {"Reciprocal",
+       {13},
+       {},
+       unary<nn::ReciprocalOp>(HostUnary::Reciprocal, true),
+       ""},
       {"Exp", {13}, {}, unary<nn::ExpOp>(HostUnary::Exp, true), ""},
       {"Log", {13}, {}, unary<nn::LogOp>(HostUnary::Log, true), ""},
       {"Erf", {13}, {}, unary<nn::ErfOp>(HostUnary::Erf, true), ""},
       {"Tanh", {13}, {}, unary<nn::TanhOp>(HostUnary::Tanh, true), ""},
       {"Relu", {13, 14}, {}, unary<nn::ReluOp>(HostUnary::Relu, false), ""},
-      {"Sigmoid", {13}, {}, unary<nn::SigmoidOp>(HostUnary::Sigmoid, true),
-       ""},
+      {"Sigmoid", {13}, {}, unary<nn::SigmoidOp>(HostUnary::Sigmoid, true), ""},
       {"Abs", {13}, {}, convertAbs, "x < 0 ? -x : x"},
       {"Not", {1}, {}, convertNot, ""},
-      {"Trilu", {14}, {"upper"}, convertTrilu,
+      {"Trilu",
+       {14},
+       {"upper"},
+       convertTrilu,
        "k must be a constant; a select by a constant mask"},
-      {"Sin", {7}, {}, constantOnly(HostUnary::Sin, "Sin"),
+      {"Sin",
+       {7},
+       {},
+       constantOnly(HostUnary::Sin, "Sin"),
        "constant input only (folded at import)"},
-      {"Cos", {7}, {}, constantOnly(HostUnary::Cos, "Cos"),
+      {"Cos",
+       {7},
+       {},
+       constantOnly(HostUnary::Cos, "Cos"),
        "constant input only (folded at import)"},
-      {"OneHot", {11}, {"axis"}, convertOneHot,
-       "depth must be a constant"},
-      {"Clip", {13}, {}, convertClip,
+      {"OneHot", {11}, {"axis"}, convertOneHot, "depth must be a constant"},
+      {"Clip",
+       {13},
+       {},
+       convertClip,
        "min and max scalars; min(max(x, min), max)"},
-      {"Celu", {12}, {"alpha"},
+      {"Celu",
+       {12},
+       {"alpha"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          double alpha = ctx.floatAttr("alpha", 1.0);
          return a.elu(x, alpha, alpha);
        }),
        "decomposed (Where, Exp)"},
-      {"Elu", {6}, {"alpha"},
+      {"Elu",
+       {6},
+       {"alpha"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          return a.elu(x, ctx.floatAttr("alpha", 1.0), 1.0);
        }),
        "decomposed (Where, Exp)"},
-      {"Selu", {6}, {"alpha", "gamma"},
+      {"Selu",
+       {6},
+       {"alpha", "gamma"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          return a.mul(a.scalar(ctx.floatAttr("gamma", 1.05070102214813232)),
                       a.elu(x, ctx.floatAttr("alpha", 1.67326319217681884),
                             1.0));
        }),
        "decomposed (Where, Exp)"},
-      {"LeakyRelu", {6, 16}, {"alpha"},
+      {"LeakyRelu",
+       {6, 16},
+       {"alpha"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          return a.select(a.positive(x), x,
                          a.mul(a.scalar(ctx.floatAttr("alpha", 0.01)), x));
        }),
        "decomposed (Where)"},
       {"PRelu", {9, 16}, {}, convertPRelu, "decomposed (Where)"},
-      {"ThresholdedRelu", {10}, {"alpha"},
+      {"ThresholdedRelu",
+       {10},
+       {"alpha"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          Value alpha = a.scalar(ctx.floatAttr("alpha", 1.0));
          return a.select(a.cmp(nn::ComparePredicate::gt, x, alpha), x,
                          a.scalar(0.0));
        }),
        "decomposed (Where)"},
-      {"Softplus", {1}, {},
-       activation([](NodeContext &, Activation &a, Value x) {
-         return a.softplus(x);
-       }),
+      {"Softplus",
+       {1},
+       {},
+       activation(
+           [](NodeContext &, Activation &a, Value x) { return a.softplus(x); }),
        "max(x, 0) + ln(1 + exp(-|x|))"},
-      {"Mish", {18}, {},
+      {"Mish",
+       {18},
+       {},
        activation([](NodeContext &, Activation &a, Value x) {
          return a.mul(x, nn::TanhOp::create(a.b, a.loc, a.softplus(x)));
        }),
        "x tanh(softplus(x))"},
-      {"Softsign", {1}, {},
+      {"Softsign",
+       {1},
+       {},
        activation([](NodeContext &, Activation &a, Value x) {
          return nn::DivOp::create(a.b, a.loc, x,
                                   a.add(a.scalar(1.0), a.abs(x)));
        }),
        "x / (1 + |x|)"},
-      {"HardSigmoid", {6}, {"alpha", "beta"},
+      {"HardSigmoid",
+       {6},
+       {"alpha", "beta"},
        activation([](NodeContext &ctx, Activation &a, Value x) {
          return a.hardSigmoid(x, ctx.floatAttr("alpha", 0.2),
                               ctx.floatAttr("beta", 0.5));
        }),
        "decomposed (Where)"},
-      {"HardSwish", {14}, {},
+      {"HardSwish",
+       {14},
+       {},
        activation([](NodeContext &, Activation &a, Value x) {
          return a.mul(x, a.hardSigmoid(x, 1.0 / 6.0, 0.5));
        }),
        "x HardSigmoid(x) with alpha 1/6, beta 1/2"},
       {"Equal", {13}, {}, compare(P::eq, HostBinary::Equal), ""},
       {"Less", {13}, {}, compare(P::lt, HostBinary::Less), ""},
-      {"LessOrEqual", {12, 16}, {},
-       compare(P::le, HostBinary::LessOrEqual), ""},
+      {"LessOrEqual",
+       {12, 16},
+       {},
+       compare(P::le, HostBinary::LessOrEqual),
+       ""},
       {"Greater", {13}, {}, compare(P::gt, HostBinary::Greater), ""},
-      {"GreaterOrEqual", {12, 16}, {},
-       compare(P::ge, HostBinary::GreaterOrEqual), ""},
+      {"GreaterOrEqual",
+       {12, 16},
+       {},
+       compare(P::ge, HostBinary::GreaterOrEqual),
+       ""},
       {"Where", {9, 16}, {}, convertWhere, ""},
-      {"Cast", {13}, {"to"}, convertCast,
+      {"Cast",
+       {13},
+       {"to"},
+       convertCast,
        "to float, double, float16, bool and (un)signed integers (not to "
        "bfloat16)"},
-      {"ReduceSum", {13}, {"keepdims", "noop_with_empty_axes"},
-       reduce<nn::ReduceSumOp>(13), "axes must be a constant"},
-      {"ReduceMean", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
-       reduce<nn::ReduceMeanOp>(18), "axes must be a constant"},
-      {"ReduceLogSumExp", {13, 18},
+      {"ReduceSum",
+       {13},
+       {"keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceSumOp>(13),
+       "axes must be a constant"},
+      {"ReduceMean",
+       {13, 18},
+       {"axes", "keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceMeanOp>(18),
+       "axes must be a constant"},
+      {"ReduceLogSumExp",
+       {13, 18},
        {"axes", "keepdims", "noop_with_empty_axes"},
        floatOnly(reduceWith(18, logSumExp)),
        "axes must be a constant; max + log(sum(exp(x - max)))"},
-      {"ReduceMax", {13, 18}, {"axes", "keepdims", "noop_with_empty_axes"},
-       reduce<nn::ReduceMaxOp>(18), "axes must be a constant"},
-      {"LayerNormalization", {17}, {"axis", "epsilon", "stash_type"},
+      {"ReduceMax",
+       {13, 18},
+       {"axes", "keepdims", "noop_with_empty_axes"},
+       reduce<nn::ReduceMaxOp>(18),
+       "axes must be a constant"},
+      {"LayerNormalization",
+       {17},
+       {"axis", "epsilon", "stash_type"},
        convertLayerNorm,
        "Scale and B of the normalized shape; stash_type 1"},
       {"Softmax", {13}, {"axis"}, convertSoftmax, ""},
-      {"LogSoftmax", {13}, {"axis"}, convertLogSoftmax,
+      {"LogSoftmax",
+       {13},
+       {"axis"},
+       convertLogSoftmax,
        "x - max - log(sum(exp(x - max))) over the axis"},
-      {"SoftmaxCrossEntropyLoss", {13}, {"ignore_index", "reduction"},
+      {"SoftmaxCrossEntropyLoss",
+       {13},
+       {"ignore_index", "reduction"},
        convertSoftmaxCrossEntropy,
        "with weights or log_prob: built from elementwise ops and reductions"},
       {"MatMul", {13}, {}, convertMatMul, ""},
       {"Gemm", {13}, {"alpha", "beta", "transA", "transB"}, convertGemm, ""},
-      {"Einsum", {12}, {"equation"}, convertEinsum,
+      {"Einsum",
+       {12},
+       {"equation"},
+       convertEinsum,
        "no ellipses or repeated indices in a term; a broadcast product "
        "summed over the contracted indices"},
       {"Gather", {13}, {"axis"}, convertGather, ""},
-      {"GatherElements", {13}, {"axis"}, convertGatherElements,
+      {"GatherElements",
+       {13},
+       {"axis"},
+       convertGatherElements,
        "indices of data's shape off the axis; a one-hot select over the "
        "axis (index shape x axis size elements)"},
-      {"Reshape", {13, 14}, {"allowzero"}, convertReshape,
+      {"Reshape",
+       {13, 14},
+       {"allowzero"},
+       convertReshape,
        "shape must be a constant (after folding)"},
       {"Unsqueeze", {13}, {}, convertUnsqueeze, "axes must be a constant"},
       {"Squeeze", {13}, {}, convertSqueeze, "axes must be a constant"},
       {"Expand", {13}, {}, convertExpand, "shape must be a constant"},
       {"Transpose", {13}, {"perm"}, convertTranspose, ""},
-      {"Slice", {13}, {}, convertSlice,
+      {"Slice",
+       {13},
+       {},
+       convertSlice,
        "starts, ends, axes and steps must be constants"},
       {"Concat", {13}, {"axis"}, convertConcat, ""},
-      {"Split", {13, 18}, {"axis", "num_outputs"}, convertSplit,
+      {"Pad",
+       {13, 18},
+       {"mode"},
+       convertPad,
+       "modes constant, edge and reflect; pads, constant_value and axes "
+       "known at import; a slice, then concats with constant blocks "
+       "(constant) or gathers by constant indices (edge, reflect)"},
+      {"Split",
+       {13, 18},
+       {"axis", "num_outputs"},
+       convertSplit,
        "split must be a constant"},
-      {"Identity", {13, 14, 16}, {}, convertIdentity,
+      {"Identity",
+       {13, 14, 16},
+       {},
+       convertIdentity,
        "an alias of a parameter becomes a parameter of its own, initialized "
        "from the same bytes"},
-      {"Dropout", {13}, {"seed"}, convertDropout,
+      {"Dropout",
+       {13},
+       {"seed"},
+       convertDropout,
        "inference (training_mode absent or false), or training with ratio 0: "
        "the identity, mask all true"},
-      {"Constant", {13},
+      {"Constant",
+       {13},
        {"value", "value_float", "value_floats", "value_int", "value_ints"},
-       convertConstant, "folded at import"},
+       convertConstant,
+       "folded at import"},
       {"Shape", {13, 15}, {"start", "end"}, convertShape, "folded at import"},
-      {"ConstantOfShape", {9}, {"value"}, convertConstantOfShape,
+      {"ConstantOfShape",
+       {9},
+       {"value"},
+       convertConstantOfShape,
        "folded at import"},
       {"Range", {11}, {}, convertRange, "constant inputs; folded at import"},
   };

@@ -26,23 +26,40 @@ struct ExtraSchema {
   const char *opType;
   int64_t version;
   int minInputs, maxInputs, minOutputs, maxOutputs;
-  /// The attributes, all of them INT.
-  std::vector<const char *> intAttributes;
+  /// The attributes and their types.
+  std::vector<std::pair<const char *, onnx::AttributeProto::AttributeType>>
+      attributes;
 };
 
 const std::vector<ExtraSchema> &extraSchemas() {
+  constexpr auto kInt = onnx::AttributeProto::INT;
+  constexpr auto kString = onnx::AttributeProto::STRING;
+  constexpr int kAny = std::numeric_limits<int>::max();
   static const std::vector<ExtraSchema> schemas = {
       {"Mish", 18, 1, 1, 1, 1, {}},
-      {"ReduceMax", 18, 1, 2, 1, 1, {"keepdims", "noop_with_empty_axes"}},
-      {"ReduceMean", 18, 1, 2, 1, 1, {"keepdims", "noop_with_empty_axes"}},
-      {"ReduceLogSumExp", 18, 1, 2, 1, 1, {"keepdims", "noop_with_empty_axes"}},
-      {"Split",
+      {"Pad", 18, 2, 4, 1, 1, {{"mode", kString}}},
+      {"ReduceMax",
        18,
        1,
        2,
        1,
-       std::numeric_limits<int>::max(),
-       {"axis", "num_outputs"}},
+       1,
+       {{"keepdims", kInt}, {"noop_with_empty_axes", kInt}}},
+      {"ReduceMean",
+       18,
+       1,
+       2,
+       1,
+       1,
+       {{"keepdims", kInt}, {"noop_with_empty_axes", kInt}}},
+      {"ReduceLogSumExp",
+       18,
+       1,
+       2,
+       1,
+       1,
+       {{"keepdims", kInt}, {"noop_with_empty_axes", kInt}}},
+      {"Split", 18, 1, 2, 1, kAny, {{"axis", kInt}, {"num_outputs", kInt}}},
   };
   return schemas;
 }
@@ -64,10 +81,14 @@ std::string verifyExtra(const ExtraSchema &s, const onnx::NodeProto &node) {
     if (node.input(i).empty())
       return "input " + std::to_string(i) + " is required but empty";
   for (const onnx::AttributeProto &a : node.attribute()) {
-    if (!llvm::is_contained(s.intAttributes, a.name()))
+    auto it = llvm::find_if(s.attributes, [&](const auto &known) {
+      return a.name() == known.first;
+    });
+    if (it == s.attributes.end())
       return "attribute '" + printableName(a.name()) + "' is not of the op";
-    if (a.type() != onnx::AttributeProto::INT)
-      return "attribute '" + a.name() + "' must be an int";
+    if (a.type() != it->second)
+      return "attribute '" + a.name() + "' must be " +
+             (it->second == onnx::AttributeProto::INT ? "an int" : "a string");
   }
   return "";
 }

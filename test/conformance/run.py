@@ -76,6 +76,7 @@ SHAPE_INPUTS = {
     "Dropout": [1, 2],
     "ConstantOfShape": [0],
     "Range": [0, 1, 2],
+    "Pad": [1, 2, 3],
 }
 
 
