@@ -360,6 +360,49 @@ def _concat(ins, attrs, n_out):
     return torch.cat(ins, dim=attrs["axis"])
 
 
+@op("Pad", ("mode",))
+def _pad(ins, attrs, n_out):
+    """ONNX Pad (opsets 13 and 18) with numpy's semantics: negative pads
+    crop; constant fills, edge repeats the border, reflect mirrors without
+    it (again and again past the axis)."""
+    x, pads = ins[0], int_list(ins[1])
+    value = optional_input(ins, 2)
+    axes = optional_input(ins, 3)
+    axes = ([normalize_axis(a, x.dim()) for a in int_list(axes)]
+            if axes is not None else list(range(x.dim())))
+    mode = attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    for k, axis in enumerate(axes):
+        before, after = pads[k], pads[k + len(axes)]
+        n = x.shape[axis]
+        x = x.narrow(axis, max(0, -before), n - max(0, -before) - max(0, -after))
+        before, after, n = max(0, before), max(0, after), x.shape[axis]
+        if mode == "constant":
+            fill = value.reshape(()).to(x.dtype) if value is not None else \
+                torch.zeros((), dtype=x.dtype)
+            shape = list(x.shape)
+            parts = []
+            for width in (before, None, after):
+                if width is None:
+                    parts.append(x)
+                elif width:
+                    shape[axis] = width
+                    parts.append(fill.expand(shape))
+            x = torch.cat(parts, dim=axis)
+        else:
+            index = []
+            for i in range(-before, n + after):
+                if mode == "edge" or n == 1:
+                    j = min(max(i, 0), n - 1)
+                else:
+                    period = 2 * (n - 1)
+                    j = i % period
+                    j = period - j if j >= n else j
+                index.append(j)
+            x = torch.index_select(x, axis, torch.tensor(index, dtype=torch.int64))
+    return x
+
+
 @op("Expand")
 def _expand(ins, attrs, n_out):
     x, shape = ins

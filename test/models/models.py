@@ -22,9 +22,11 @@ ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "mish", "leaky_relu",
                "hardsigmoid")
 
 
-# The GPT's loss: F.cross_entropy (exported as SoftmaxCrossEntropyLoss) or
-# written out as -log_softmax(logits).gather(targets).mean().
-LOSSES = ("cross_entropy", "log_softmax_gather")
+# The GPT's loss: F.cross_entropy (exported as SoftmaxCrossEntropyLoss),
+# written out as -log_softmax(logits).gather(targets).mean(), or as
+# transformers >= 4.48 writes a causal LM's (hf_padded): the labels padded
+# with -100 at the end (Pad), shifted by one and cross-entropy ignoring -100.
+LOSSES = ("cross_entropy", "log_softmax_gather", "hf_padded")
 
 
 def make_activation(name):
@@ -146,6 +148,11 @@ class GPT(nn.Module):
             # Written out (LogSoftmax, GatherElements, ReduceMean).
             logp = F.log_softmax(logits, dim=-1)
             return -logp.gather(1, targets.view(-1, 1)).mean()
+        if self.loss == "hf_padded":
+            # transformers' ForCausalLMLoss: pad, shift, ignore -100.
+            labels = F.pad(targets, (0, 1), value=-100)
+            shift = labels[..., 1:].contiguous()
+            return F.cross_entropy(logits, shift.view(-1), ignore_index=-100)
         return F.cross_entropy(logits, targets.view(-1))
 
 
