@@ -729,6 +729,154 @@ LogicalResult convertReshape(NodeContext &ctx) {
   return success();
 }
 
+/// Flatten: a reshape to [prod(dims before axis), prod(dims from axis)].
+LogicalResult convertFlatten(NodeContext &ctx) {
+  RankedTensorType in = ctx.inputType(0);
+  const int64_t rank = in.getRank();
+  int64_t axis = ctx.intAttr("axis", 1);
+  if (axis < -rank || axis > rank)
+    return ctx.fail("axis " + llvm::Twine(axis) + " is out of range for rank " +
+                    llvm::Twine(rank));
+  if (axis < 0)
+    axis += rank;
+  SmallVector<int64_t> shape = {numElements(in.getShape().take_front(axis)),
+                                numElements(in.getShape().drop_front(axis))};
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostReshape(*c, shape));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(
+      0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(), in.clone(shape), *x));
+  return success();
+}
+
+/// Tile: along each repeated axis d, the input seen as [1, n] expanded to
+/// [r, n] and read as r * n (reshape, expand, reshape: autodiff sums the
+/// copies' gradients).
+LogicalResult convertTile(NodeContext &ctx) {
+  FailureOr<const HostTensor *> repeatsT = ctx.requireConst(1, "repeats");
+  if (failed(repeatsT))
+    return failure();
+  RankedTensorType in = ctx.inputType(0);
+  SmallVector<int64_t> repeats = (*repeatsT)->toInts();
+  if (int64_t(repeats.size()) != in.getRank() ||
+      llvm::any_of(repeats, [](int64_t r) { return r < 0; }))
+    return ctx.fail("repeats " + shapeToString(repeats) +
+                    " is not one count >= 0 per dim of " +
+                    shapeToString(in.getShape()));
+  const HostTensor *c = ctx.constInput(0);
+  std::optional<HostTensor> host;
+  Value v;
+  if (c) {
+    host = *c;
+  } else {
+    FailureOr<Value> x = ctx.input(0);
+    if (failed(x))
+      return failure();
+    v = *x;
+  }
+  SmallVector<int64_t> shape(in.getShape());
+  OpBuilder &b = ctx.builder();
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (repeats[d] == 1)
+      continue;
+    SmallVector<int64_t> split(shape), wide(shape), out(shape);
+    split.insert(split.begin() + d, 1);
+    wide.insert(wide.begin() + d, repeats[d]);
+    out[d] *= repeats[d];
+    if (host) {
+      llvm::Expected<HostTensor> e =
+          hostExpand(hostReshape(*host, split), wide);
+      if (!e)
+        return failWith(ctx, e.takeError());
+      host = hostReshape(*e, out);
+    } else {
+      Type et = in.getElementType();
+      Value r = nn::ReshapeOp::create(b, ctx.loc(),
+                                      RankedTensorType::get(split, et), v);
+      r = nn::ExpandOp::create(b, ctx.loc(), RankedTensorType::get(wide, et),
+                               r);
+      v = nn::ReshapeOp::create(b, ctx.loc(), RankedTensorType::get(out, et),
+                                r);
+    }
+    shape = out;
+  }
+  if (host)
+    ctx.setOutput(0, std::move(*host));
+  else
+    ctx.setOutput(0, v);
+  return success();
+}
+
+/// Max and Min of any number of inputs (broadcast), pairwise: a select by
+/// a comparison; for floats, the mean of the selections with and without
+/// ties (a tie gives each side half of the gradient, as torch.maximum and
+/// torch.minimum do; the value is exact).
+ConvertFn extremum(bool isMax) {
+  return [=](NodeContext &ctx) -> LogicalResult {
+    const auto strict = isMax ? HostBinary::Greater : HostBinary::Less;
+    if (ctx.allInputsConstant()) {
+      HostTensor acc = *ctx.constInput(0);
+      for (unsigned i = 1; i < ctx.numInputs(); ++i) {
+        const HostTensor &next = *ctx.constInput(i);
+        llvm::Expected<HostTensor> pick = hostBinary(strict, acc, next);
+        if (!pick)
+          return failWith(ctx, pick.takeError());
+        llvm::Expected<HostTensor> w = hostWhere(*pick, acc, next);
+        if (!w)
+          return failWith(ctx, w.takeError());
+        acc = std::move(*w);
+      }
+      ctx.setOutput(0, std::move(acc));
+      return success();
+    }
+    Type et = ctx.inputType(0).getElementType();
+    SmallVector<int64_t> shape(ctx.inputType(0).getShape());
+    for (unsigned i = 1; i < ctx.numInputs(); ++i) {
+      if (ctx.inputType(i).getElementType() != et)
+        return ctx.fail("the inputs differ in element type");
+      auto s = nn::broadcastShapes(shape, ctx.inputType(i).getShape());
+      if (failed(s))
+        return ctx.fail("input shapes do not broadcast");
+      shape = *s;
+    }
+    if (et.isInteger(1))
+      return ctx.fail("bool inputs are not supported");
+    OpBuilder &b = ctx.builder();
+    Location loc = ctx.loc();
+    FailureOr<Value> first = ctx.input(0);
+    if (failed(first))
+      return failure();
+    Value acc = *first;
+    const auto pred =
+        isMax ? nn::ComparePredicate::gt : nn::ComparePredicate::lt;
+    const auto orEqual =
+        isMax ? nn::ComparePredicate::ge : nn::ComparePredicate::le;
+    for (unsigned i = 1; i < ctx.numInputs(); ++i) {
+      FailureOr<Value> next = ctx.input(i);
+      if (failed(next))
+        return failure();
+      Value strictPick = nn::WhereOp::create(
+          b, loc, nn::CompareOp::create(b, loc, pred, acc, *next), acc, *next);
+      if (!isa<FloatType>(et)) {
+        acc = strictPick;
+        continue;
+      }
+      Value tiePick = nn::WhereOp::create(
+          b, loc, nn::CompareOp::create(b, loc, orEqual, acc, *next), acc,
+          *next);
+      acc = nn::MulOp::create(b, loc,
+                              nn::AddOp::create(b, loc, strictPick, tiePick),
+                              scalarConstant(b, loc, et, 0.5));
+    }
+    ctx.setOutput(0, acc);
+    return success();
+  };
+}
+
 LogicalResult convertUnsqueeze(NodeContext &ctx) {
   FailureOr<const HostTensor *> axesT = ctx.requireConst(1, "axes");
   if (failed(axesT))
@@ -1864,6 +2012,25 @@ std::vector<OpConverter> buildTable() {
        convertSlice,
        "starts, ends, axes and steps must be constants"},
       {"Concat", {13}, {"axis"}, convertConcat, ""},
+      {"Flatten", {13}, {"axis"}, convertFlatten, "a reshape"},
+      {"Tile",
+       {13},
+       {},
+       convertTile,
+       "repeats known at import; per repeated axis a reshape, an expand and "
+       "a reshape"},
+      {"Max",
+       {13},
+       {},
+       extremum(true),
+       "pairwise selects; for floats a tie gives each side half the "
+       "gradient, as torch.maximum"},
+      {"Min",
+       {13},
+       {},
+       extremum(false),
+       "pairwise selects; for floats a tie gives each side half the "
+       "gradient, as torch.minimum"},
       {"Pad",
        {13, 18},
        {"mode"},

@@ -77,6 +77,7 @@ SHAPE_INPUTS = {
     "ConstantOfShape": [0],
     "Range": [0, 1, 2],
     "Pad": [1, 2, 3],
+    "Tile": [1],
 }
 
 

@@ -403,6 +403,37 @@ def _pad(ins, attrs, n_out):
     return x
 
 
+@op("Max")
+def _max(ins, attrs, n_out):
+    out = ins[0]
+    for x in ins[1:]:
+        out = torch.maximum(out, x)
+    return out
+
+
+@op("Min")
+def _min(ins, attrs, n_out):
+    out = ins[0]
+    for x in ins[1:]:
+        out = torch.minimum(out, x)
+    return out
+
+
+@op("Tile")
+def _tile(ins, attrs, n_out):
+    return ins[0].repeat(*int_list(ins[1]))
+
+
+@op("Flatten", ("axis",))
+def _flatten(ins, attrs, n_out):
+    x = ins[0]
+    axis = normalize_axis(attrs.get("axis", 1), x.dim() + 1)
+    lead = 1
+    for d in x.shape[:axis]:
+        lead *= d
+    return x.reshape(lead, -1) if x.numel() else x.reshape(lead, 0)
+
+
 @op("Expand")
 def _expand(ins, attrs, n_out):
     x, shape = ins

@@ -19,7 +19,22 @@ import torch.nn.functional as F
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "mish", "leaky_relu",
                "prelu", "elu", "selu", "celu", "softplus", "hardswish",
-               "hardsigmoid")
+               "hardsigmoid", "maximum", "capped")
+
+
+class Maximum(nn.Module):
+    """max(x, 0.1 x) with torch.maximum (exports as Max)."""
+
+    def forward(self, x):
+        return torch.maximum(x, 0.1 * x)
+
+
+class Capped(nn.Module):
+    """min(max(x, 0.1 x), 0.5) with torch.maximum and torch.minimum
+    (exports as Max and Min; the cap broadcasts)."""
+
+    def forward(self, x):
+        return torch.minimum(torch.maximum(x, 0.1 * x), torch.tensor(0.5))
 
 
 # The GPT's loss: F.cross_entropy (exported as SoftmaxCrossEntropyLoss),
@@ -38,7 +53,8 @@ def make_activation(name):
               "leaky_relu": lambda: nn.LeakyReLU(0.1), "prelu": nn.PReLU,
               "elu": lambda: nn.ELU(0.8), "selu": nn.SELU,
               "celu": lambda: nn.CELU(1.5), "softplus": nn.Softplus,
-              "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid}
+              "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
+              "maximum": Maximum, "capped": Capped}
     names = name.split(",")
     for n in names:
         if n not in simple:
