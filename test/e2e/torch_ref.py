@@ -403,20 +403,17 @@ def _pad(ins, attrs, n_out):
     return x
 
 
-@op("Max")
-def _max(ins, attrs, n_out):
-    out = ins[0]
-    for x in ins[1:]:
-        out = torch.maximum(out, x)
-    return out
+def _extremum(pick):
+    def fn(ins, attrs, n_out):
+        out = ins[0]
+        for x in ins[1:]:
+            out = pick(out, x)
+        return out
+    return fn
 
 
-@op("Min")
-def _min(ins, attrs, n_out):
-    out = ins[0]
-    for x in ins[1:]:
-        out = torch.minimum(out, x)
-    return out
+op("Max")(_extremum(torch.maximum))
+op("Min")(_extremum(torch.minimum))
 
 
 @op("Tile")

@@ -259,12 +259,17 @@ def fuzz_plan(args, rng, report):
 
 # --------------------------------------------------------------- tokens --
 
-def fuzz_tokens(args, rng, report):
-    valid = os.path.join(args.workdir, "valid.bin")
+def make_tokens(path):
+    """A valid token file of 400 tokens below 64 at `path`."""
     subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "e2e",
                                                  "make_tokens.py"),
-                    "-o", valid, "--count", "400", "--vocab", "64", "--seed", "3"],
+                    "-o", path, "--count", "400", "--vocab", "64", "--seed", "3"],
                    check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def fuzz_tokens(args, rng, report):
+    valid = make_tokens(os.path.join(args.workdir, "valid.bin"))
     data = open(valid, "rb").read()
     path = os.path.join(args.workdir, "tokens.bin")
     for i in range(args.count):
@@ -313,11 +318,7 @@ def first_losses(log):
 
 
 def fuzz_checkpoint(args, rng, report):
-    tokens = os.path.join(args.workdir, "tokens.bin")
-    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "e2e",
-                                                 "make_tokens.py"),
-                    "-o", tokens, "--count", "400", "--vocab", "64", "--seed", "3"],
-                   check=True, stdout=subprocess.DEVNULL)
+    tokens = make_tokens(os.path.join(args.workdir, "tokens.bin"))
     base = os.path.join(args.workdir, "base")
     shutil.rmtree(base, ignore_errors=True)
     subprocess.run([args.train, "--data", tokens, "--steps", "2", "--save", base],
