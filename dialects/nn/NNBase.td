@@ -35,6 +35,10 @@ def NN_Dialect : Dialect {
       is 1 (true) for j <= i and 0 (false) above (torch's
       `tril(ones(N, M))` causal-mask buffer). Set by the importer from the
       initializer's bytes; `autopar-fuse-attention` reads it.
+    - `nn.triu`: as `nn.tril`, for the strictly upper-triangular mask:
+      element (i, j) is 1 (true) for j > i and 0 (false) on and below the
+      diagonal (`triu(ones(N, M), 1)`: torch.onnx.export's constant folding
+      of `~tril(...)`), the positions a causal attention masks.
     - `nn.logical_type = tensor<...>`: on a parameter, its logical tensor:
       the full (unsharded) tensor in its master precision, which
       weights.bin, checkpoints and the ONNX export hold, however mixed
@@ -74,6 +78,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kFrozenAttr = "nn.frozen";
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
+    static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
     /// On an op the backward pass recomputes (autopar-recompute): keeps
     /// CSE from merging it with the forward op it repeats.

@@ -740,7 +740,9 @@ static bool onlyDecides(Value v) {
 
 /// Marks `nn.tril` the parameters that are never trained and hold torch's
 /// causal-mask buffer (1 on and below the diagonal of their last two dims,
-/// 0 above; leading dims 1), from the initializers' bytes:
+/// 0 above; leading dims 1), and `nn.triu` those holding its negation (the
+/// bool triu(1) that constant folding makes of `~tril`), from the
+/// initializers' bytes:
 /// autopar-fuse-attention then knows masks made from them are causal. Only
 /// rank-2+ float32 or bool tensors with leading dims of 1 are read; one
 /// whose bytes cannot be read (a shape-only model) is left unmarked.
@@ -767,19 +769,23 @@ void Importer::markCausalMasks() {
     int64_t elementBytes = element.isF32() ? 4 : 1;
     if (static_cast<int64_t>(bytes->size()) != n * m * elementBytes)
       continue;
-    bool tril = true;
-    for (int64_t r = 0; tril && r < n; ++r)
-      for (int64_t c = 0; tril && c < m; ++c) {
+    // tril(ones): 1 on and below the diagonal; triu(ones, 1): its negation.
+    bool tril = true, triu = true;
+    for (int64_t r = 0; (tril || triu) && r < n; ++r)
+      for (int64_t c = 0; (tril || triu) && c < m; ++c) {
         int64_t k = r * m + c;
         float x = 0;
         if (element.isF32())
           std::memcpy(&x, bytes->data() + 4 * k, 4);
         else
           x = (*bytes)[k] != 0 ? 1.0f : 0.0f;
-        tril = x == (c <= r ? 1.0f : 0.0f);
+        tril = tril && x == (c <= r ? 1.0f : 0.0f);
+        triu = triu && x == (c > r ? 1.0f : 0.0f);
       }
     if (tril)
       func.setArgAttr(i, nn::NNDialect::kTrilAttr, builder.getUnitAttr());
+    else if (triu)
+      func.setArgAttr(i, nn::NNDialect::kTriuAttr, builder.getUnitAttr());
   }
 }
 

@@ -70,7 +70,8 @@ bool leadingOnes(RankedTensorType type) {
 }
 
 /// The triangle `v` is, where that is known at compile time: a constant
-/// with that pattern, a parameter marked `nn.tril` (j <= i is 1), and slices
+/// with that pattern, a parameter marked `nn.tril` (j <= i is 1) or
+/// `nn.triu` (j > i is 1), and slices
 /// (unit strides), casts to bool, comparisons with 0 or 1, and logical nots
 /// (where(c, false, true)) of those.
 std::optional<Triangle> triangleOf(Value v) {
@@ -82,6 +83,8 @@ std::optional<Triangle> triangleOf(Value v) {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     if (func && func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kTrilAttr))
       return Triangle{0, false};
+    if (func && func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kTriuAttr))
+      return Triangle{0, true};
     return std::nullopt;
   }
   Operation *def = v.getDefiningOp();

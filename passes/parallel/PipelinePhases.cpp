@@ -91,7 +91,8 @@ struct PipelinePhasesPass
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         unsigned i = arg.getArgNumber();
         if (func.getArgAttr(i, nn::NNDialect::kBufferAttr) ||
-            func.getArgAttr(i, nn::NNDialect::kTrilAttr))
+            func.getArgAttr(i, nn::NNDialect::kTrilAttr) ||
+            func.getArgAttr(i, nn::NNDialect::kTriuAttr))
           continue;
         sources |= func.getArgAttr(i, nn::NNDialect::kInputAttr) ? Inputs
                    : func.getArgAttr(i, nn::NNDialect::kParamAttr)

@@ -73,7 +73,8 @@ struct PipelineSplitPass
       unsigned i = arg.getArgNumber();
       return func.getArgAttr(i, nn::NNDialect::kParamAttr) &&
              !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
-             !func.getArgAttr(i, nn::NNDialect::kTrilAttr);
+             !func.getArgAttr(i, nn::NNDialect::kTrilAttr) &&
+             !func.getArgAttr(i, nn::NNDialect::kTriuAttr);
     };
     DenseSet<Value> activation;
     for (Operation *op : ops)
