@@ -7,7 +7,8 @@
 // is proven: the softmax runs over the key dim, the scale is a scalar
 // constant, the mask selects -inf, and a mask is recognized as causal only
 // when its value is known at compile time to be exactly the causal pattern
-// (a constant, or a slice / comparison / negation of an `nn.tril` buffer).
+// (a constant, or a slice / comparison / negation of an `nn.tril` or
+// `nn.triu` buffer).
 //
 //===----------------------------------------------------------------------===//
 
