@@ -708,6 +708,20 @@ LogicalResult convertGatherElements(NodeContext &ctx) {
   return success();
 }
 
+/// Output 0 is input 0 reshaped to `shape` (folded when it is constant).
+LogicalResult setReshaped(NodeContext &ctx, ArrayRef<int64_t> shape) {
+  if (const HostTensor *c = ctx.constInput(0)) {
+    ctx.setOutput(0, hostReshape(*c, shape));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(),
+                                         ctx.inputType(0).clone(shape), *x));
+  return success();
+}
+
 LogicalResult convertReshape(NodeContext &ctx) {
   FailureOr<const HostTensor *> target = ctx.requireConst(1, "shape");
   if (failed(target))
@@ -717,16 +731,7 @@ LogicalResult convertReshape(NodeContext &ctx) {
       in.getShape(), (*target)->toInts(), ctx.intAttr("allowzero", 0) != 0);
   if (!shape)
     return failWith(ctx, shape.takeError());
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostReshape(*c, *shape));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(),
-                                         in.clone(*shape), *x));
-  return success();
+  return setReshaped(ctx, *shape);
 }
 
 /// Flatten: a reshape to [prod(dims before axis), prod(dims from axis)].
@@ -741,16 +746,7 @@ LogicalResult convertFlatten(NodeContext &ctx) {
     axis += rank;
   SmallVector<int64_t> shape = {numElements(in.getShape().take_front(axis)),
                                 numElements(in.getShape().drop_front(axis))};
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostReshape(*c, shape));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(
-      0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(), in.clone(shape), *x));
-  return success();
+  return setReshaped(ctx, shape);
 }
 
 /// Tile: along each repeated axis d, the input seen as [1, n] expanded to
@@ -1166,7 +1162,6 @@ LogicalResult convertPad(NodeContext &ctx) {
       }
     for (int64_t d = 0; !gathers && d < rank; ++d) {
       SmallVector<int64_t> blockShape(t.shape);
-      SmallVector<HostTensor> blocks;
       SmallVector<const HostTensor *> parts;
       HostTensor before, after;
       if (begin[d] > 0) {

@@ -85,7 +85,7 @@ std::string verifyExtra(const ExtraSchema &s, const onnx::NodeProto &node) {
       return a.name() == known.first;
     });
     if (it == s.attributes.end())
-      return "attribute '" + printableName(a.name()) + "' is not of the op";
+      return "attribute '" + oneLine(a.name()) + "' is not of the op";
     if (a.type() != it->second)
       return "attribute '" + a.name() + "' must be " +
              (it->second == onnx::AttributeProto::INT ? "an int" : "a string");
@@ -94,25 +94,6 @@ std::string verifyExtra(const ExtraSchema &s, const onnx::NodeProto &node) {
 }
 
 } // namespace
-
-std::string autopar::onnx_import::printableName(llvm::StringRef name) {
-  if (isUtf8(name) && llvm::none_of(name, [](char c) {
-        return static_cast<unsigned char>(c) < 0x20;
-      }))
-    return name.str();
-  std::string out;
-  for (char c : name) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", u);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 std::string autopar::onnx_import::oneLine(llvm::StringRef text) {
   std::string out;
@@ -138,8 +119,7 @@ std::string autopar::onnx_import::oneLine(llvm::StringRef text) {
 
 std::string autopar::onnx_import::validateGraph(const onnx::GraphProto &graph) {
   auto badName = [](llvm::StringRef what, llvm::StringRef name) {
-    return what.str() + " name '" + printableName(name) +
-           "' is not valid UTF-8";
+    return what.str() + " name '" + oneLine(name) + "' is not valid UTF-8";
   };
   // Every value is defined once: by an initializer, a graph input (one
   // that is also an initializer: keep_initializers_as_inputs) or a node.
@@ -184,9 +164,9 @@ std::string autopar::onnx_import::validateGraph(const onnx::GraphProto &graph) {
   for (const onnx::NodeProto &node : graph.node()) {
     const std::string where =
         (node.name().empty() && node.output_size()
-             ? "node producing '" + printableName(node.output(0)) + "'"
-             : "node '" + printableName(node.name()) + "'") +
-        " (" + printableName(node.op_type()) + ")";
+             ? "node producing '" + oneLine(node.output(0)) + "'"
+             : "node '" + oneLine(node.name()) + "'") +
+        " (" + oneLine(node.op_type()) + ")";
     if (!isUtf8(node.name()))
       return badName("node", node.name());
     if (node.op_type().empty())
@@ -237,7 +217,7 @@ std::string autopar::onnx_import::validateNode(const onnx::NodeProto &node,
       why.resize(end);
     if (why.empty())
       why = "does not conform to the op's schema";
-    return printableName(why);
+    return oneLine(why);
   }
   return "";
 }

@@ -25,14 +25,10 @@ class TensorProto;
 
 namespace autopar::onnx_import {
 
-/// `name` for a message: its bytes as they are when they are printable
-/// UTF-8, other bytes as \xNN.
-std::string printableName(llvm::StringRef name);
-
 /// `text` as one printable line: control characters and bytes that are not
 /// part of valid UTF-8 as \xNN, valid UTF-8 as it is. Every error line of
-/// the tools goes through it (a name in a model or a plan may hold a
-/// newline).
+/// the tools goes through it, and every name of a model in a message (a
+/// name may hold a newline or bytes that are not UTF-8).
 std::string oneLine(llvm::StringRef text);
 
 /// The graph's structure, or "" when it is sound: every name valid UTF-8;
