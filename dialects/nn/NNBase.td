@@ -79,6 +79,12 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
+    /// On the module: the float initializers the importer did not make
+    /// parameters (frontends/onnx/Buffers.h), each with why.
+    static constexpr llvm::StringLiteral kFloatBuffersAttr = "nn.float_buffers";
+    /// On an nn.gather of an embedding table (plan `padding_idx`): the
+    /// row whose lookups give the table no gradient.
+    static constexpr llvm::StringLiteral kPaddingIdxAttr = "nn.padding_idx";
     static constexpr llvm::StringLiteral kGradAttr = "nn.grad";
     /// On an op the backward pass recomputes (autopar-recompute): keeps
     /// CSE from merging it with the forward op it repeats.

@@ -568,6 +568,8 @@ LogicalResult convertMatMul(NodeContext &ctx) {
   if (failed(nn::matmulShape(a.getShape(), b.getShape())))
     return ctx.fail("operand shapes " + shapeToString(a.getShape()) + " and " +
                     shapeToString(b.getShape()) + " do not multiply");
+  if (ctx.allInputsConstant())
+    return setHost(ctx, hostMatMul(*ctx.constInput(0), *ctx.constInput(1)));
   FailureOr<Value> x = ctx.input(0), y = ctx.input(1);
   if (failed(x) || failed(y))
     return failure();
@@ -1217,6 +1219,165 @@ LogicalResult convertPad(NodeContext &ctx) {
       v = nn::ConcatOp::create(b, ctx.loc(), parts, d);
   }
   ctx.setOutput(0, v);
+  return success();
+}
+
+/// CumSum: on constants, folded; at run time, log2(n) steps of
+/// y += y shifted by 1, 2, 4, ... along the axis (a slice concatenated with
+/// zeros): exact for integers, differentiable for floats, no n x n matrix.
+LogicalResult convertCumSum(NodeContext &ctx) {
+  RankedTensorType in = ctx.inputType(0);
+  if (in.getElementType().isInteger(1))
+    return ctx.fail("bool input is not supported");
+  FailureOr<const HostTensor *> axisT = ctx.requireConst(1, "axis");
+  if (failed(axisT))
+    return failure();
+  if ((*axisT)->size() != 1)
+    return ctx.fail("axis must be a scalar");
+  llvm::Expected<int64_t> axis =
+      normalizeAxis((*axisT)->intAt(0), in.getRank());
+  if (!axis)
+    return failWith(ctx, axis.takeError());
+  const bool exclusive = ctx.intAttr("exclusive", 0) != 0;
+  const bool reverse = ctx.intAttr("reverse", 0) != 0;
+  const int64_t n = in.getDimSize(*axis);
+  if (const HostTensor *c = ctx.constInput(0)) {
+    HostTensor out = *c;
+    int64_t inner = 1;
+    for (int64_t d = *axis + 1; d < in.getRank(); ++d)
+      inner *= in.getDimSize(d);
+    const int64_t outer = n == 0 ? 0 : c->size() / (n * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t e = 0; e < inner; ++e) {
+        double fsum = 0;
+        int64_t isum = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t j = reverse ? n - 1 - k : k;
+          int64_t at = (o * n + j) * inner + e;
+          if (exclusive)
+            c->isFloat() ? out.set(at, fsum) : out.setInt(at, isum);
+          fsum += c->floatAt(at);
+          isum += c->intAt(at);
+          if (!exclusive)
+            c->isFloat() ? out.set(at, fsum) : out.setInt(at, isum);
+        }
+      }
+    ctx.setOutput(0, std::move(out));
+    return success();
+  }
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  DType dtype = mlirToDType(in.getElementType());
+  // y shifted by `s` along the axis toward the summing direction, zeros
+  // coming in.
+  auto shifted = [&](Value y, int64_t s) -> Value {
+    SmallVector<int64_t> offsets(in.getRank(), 0), strides(in.getRank(), 1);
+    SmallVector<int64_t> kept(in.getShape()), zeros(in.getShape());
+    kept[*axis] = n - s;
+    zeros[*axis] = s;
+    if (reverse)
+      offsets[*axis] = s;
+    Value part = nn::SliceOp::create(b, ctx.loc(), in.clone(kept), y,
+                                     b.getDenseI64ArrayAttr(offsets),
+                                     b.getDenseI64ArrayAttr(strides));
+    Value pad = nn::ConstantOp::create(
+        b, ctx.loc(), HostTensor::zeros(dtype, zeros).toAttr(b.getContext()));
+    SmallVector<Value> parts =
+        reverse ? SmallVector<Value>{part, pad} : SmallVector<Value>{pad, part};
+    return nn::ConcatOp::create(b, ctx.loc(), parts, *axis);
+  };
+  Value y = *x;
+  for (int64_t s = 1; s < n; s *= 2)
+    y = nn::AddOp::create(b, ctx.loc(), y, shifted(y, s));
+  if (exclusive && n > 0)
+    y = shifted(y, 1);
+  ctx.setOutput(0, y);
+  return success();
+}
+
+/// ScatterND (reduction "none") with constant indices: each element of the
+/// result comes from `updates` where an index tuple covers it (the last
+/// tuple that does), from `data` elsewhere: where(covered, gather(updates
+/// flattened, source), data), so both get their gradients.
+LogicalResult convertScatterND(NodeContext &ctx) {
+  if (ctx.stringAttr("reduction", "none") != "none")
+    return ctx.fail("reduction '" + ctx.stringAttr("reduction", "none") +
+                    "' is not supported (only \"none\")");
+  RankedTensorType dataType = ctx.inputType(0), updType = ctx.inputType(2);
+  FailureOr<const HostTensor *> idxT = ctx.requireConst(1, "indices");
+  if (failed(idxT))
+    return failure();
+  const HostTensor &idx = **idxT;
+  const int64_t rank = dataType.getRank();
+  if (idx.shape.empty() || idx.shape.back() < 1 || idx.shape.back() > rank)
+    return ctx.fail("indices " + shapeToString(idx.shape) +
+                    " must end in a dim of 1 to the data's rank " +
+                    llvm::Twine(rank));
+  const int64_t k = idx.shape.back();
+  SmallVector<int64_t> expected(idx.shape.begin(), idx.shape.end() - 1);
+  expected.append(dataType.getShape().begin() + k, dataType.getShape().end());
+  if (ArrayRef(expected) != updType.getShape() ||
+      dataType.getElementType() != updType.getElementType())
+    return ctx.fail("updates " + shapeToString(updType.getShape()) +
+                    " do not match indices " + shapeToString(idx.shape) +
+                    " and data " + shapeToString(dataType.getShape()) +
+                    " (expected " + shapeToString(expected) + ")");
+  int64_t inner = 1;
+  for (int64_t d = k; d < rank; ++d)
+    inner *= dataType.getDimSize(d);
+  const int64_t tuples = k == 0 ? 0 : idx.size() / k;
+  // source[p]: the element of the flattened updates that lands at data
+  // position p, or -1.
+  std::vector<int64_t> source(numElements(dataType.getShape()), -1);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t dim = dataType.getDimSize(d), i = idx.intAt(t * k + d);
+      if (i < -dim || i >= dim)
+        return ctx.fail("index " + llvm::Twine(i) +
+                        " is out of range for dim " + llvm::Twine(d) +
+                        " of size " + llvm::Twine(dim));
+      offset = offset * dim + (i < 0 ? i + dim : i);
+    }
+    for (int64_t e = 0; e < inner; ++e)
+      source[offset * inner + e] = t * inner + e;
+  }
+  if (ctx.allInputsConstant()) {
+    HostTensor out = *ctx.constInput(0);
+    const HostTensor &upd = *ctx.constInput(2);
+    for (size_t p = 0; p < source.size(); ++p)
+      if (source[p] >= 0)
+        upd.isFloat() ? out.set(p, upd.floatAt(source[p]))
+                      : out.setInt(p, upd.intAt(source[p]));
+    ctx.setOutput(0, std::move(out));
+    return success();
+  }
+  FailureOr<Value> data = ctx.input(0), updates = ctx.input(2);
+  if (failed(data) || failed(updates))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  SmallVector<int64_t> dataShape(dataType.getShape());
+  HostTensor covered = HostTensor::zeros(DType::Bool, dataShape);
+  HostTensor from = HostTensor::zeros(DType::Int64, dataShape);
+  for (size_t p = 0; p < source.size(); ++p) {
+    covered.setInt(p, source[p] >= 0);
+    from.setInt(p, std::max<int64_t>(source[p], 0));
+  }
+  Value flat =
+      nn::ReshapeOp::create(b, ctx.loc(),
+                            RankedTensorType::get({updType.getNumElements()},
+                                                  updType.getElementType()),
+                            *updates);
+  Value gathered = nn::GatherOp::create(
+      b, ctx.loc(), flat,
+      nn::ConstantOp::create(b, ctx.loc(), from.toAttr(b.getContext())), 0);
+  ctx.setOutput(
+      0, nn::WhereOp::create(b, ctx.loc(),
+                             nn::ConstantOp::create(
+                                 b, ctx.loc(), covered.toAttr(b.getContext())),
+                             gathered, *data));
   return success();
 }
 
@@ -2033,6 +2194,17 @@ std::vector<OpConverter> buildTable() {
        "modes constant, edge and reflect; pads, constant_value and axes "
        "known at import; a slice, then concats with constant blocks "
        "(constant) or gathers by constant indices (edge, reflect)"},
+      {"CumSum",
+       {11, 14},
+       {"exclusive", "reverse"},
+       convertCumSum,
+       "axis must be a constant; log2(n) shifted adds"},
+      {"ScatterND",
+       {11, 13, 16, 18},
+       {"reduction"},
+       convertScatterND,
+       "indices must be a constant; reduction \"none\" only; a gather and a "
+       "where"},
       {"Split",
        {13, 18},
        {"axis", "num_outputs"},

@@ -822,6 +822,56 @@ autopar::onnx_import::hostExpand(const HostTensor &a,
   return t;
 }
 
+Expected<HostTensor> autopar::onnx_import::hostMatMul(const HostTensor &a,
+                                                      const HostTensor &b) {
+  if (a.shape.empty() || b.shape.empty())
+    return llvm::createStringError("matmul of a scalar");
+  llvm::SmallVector<int64_t> l(a.shape), r(b.shape);
+  if (l.size() == 1)
+    l.insert(l.begin(), 1);
+  if (r.size() == 1)
+    r.push_back(1);
+  int64_t m = l[l.size() - 2], k = l.back(), n = r.back();
+  if (k != r[r.size() - 2])
+    return llvm::createStringError("operand shapes " + shapeToString(a.shape) +
+                                   " and " + shapeToString(b.shape) +
+                                   " do not multiply");
+  Expected<llvm::SmallVector<int64_t>> batch =
+      broadcast(llvm::ArrayRef(l).drop_back(2), llvm::ArrayRef(r).drop_back(2));
+  if (!batch)
+    return batch.takeError();
+  auto expanded = [&](const HostTensor &t, llvm::ArrayRef<int64_t> shape,
+                      int64_t rows, int64_t cols) {
+    llvm::SmallVector<int64_t> to(*batch);
+    to.append({rows, cols});
+    return hostExpand(hostReshape(t, shape), to);
+  };
+  Expected<HostTensor> x = expanded(a, l, m, k), y = expanded(b, r, k, n);
+  if (!x || !y)
+    return x ? y.takeError() : x.takeError();
+  int64_t count = numElements(*batch);
+  std::vector<double> out(count * m * n, 0.0);
+  for (int64_t p = 0; p < count; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t q = 0; q < k; ++q)
+          sum +=
+              x->floatAt((p * m + i) * k + q) * y->floatAt((p * k + q) * n + j);
+        out[(p * m + i) * n + j] = sum;
+      }
+  llvm::SmallVector<int64_t> shape(*batch);
+  if (a.shape.size() > 1)
+    shape.push_back(m);
+  if (b.shape.size() > 1)
+    shape.push_back(n);
+  if (!a.isFloat()) {
+    std::vector<int64_t> ints(out.begin(), out.end());
+    return HostTensor::ofInts(a.dtype, shape, std::move(ints));
+  }
+  return HostTensor::ofFloats(a.dtype, shape, std::move(out));
+}
+
 /// Copies element `j` of `src` to element `i` of `dst` (same dtype).
 static void copyElement(HostTensor &dst, int64_t i, const HostTensor &src,
                         int64_t j) {

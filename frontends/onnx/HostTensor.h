@@ -162,6 +162,9 @@ llvm::Expected<HostTensor> hostExpand(const HostTensor &a,
 HostTensor hostSlice(const HostTensor &a, const SliceSpec &spec);
 HostTensor hostTranspose(const HostTensor &a, llvm::ArrayRef<int64_t> perm);
 HostTensor hostConcat(llvm::ArrayRef<const HostTensor *> parts, int64_t axis);
+/// numpy's matmul (ONNX MatMul): rank-1 operands promoted, batch dims
+/// broadcast; sums in double, rounded once to the element type.
+llvm::Expected<HostTensor> hostMatMul(const HostTensor &a, const HostTensor &b);
 /// Gather along `axis` (normalized); indices may be negative.
 llvm::Expected<HostTensor> hostGather(const HostTensor &data,
                                       const HostTensor &indices, int64_t axis);

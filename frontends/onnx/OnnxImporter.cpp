@@ -1,6 +1,7 @@
 //===- OnnxImporter.cpp - ONNX model -> nn dialect ------------------------===//
 
 #include "frontends/onnx/OnnxImporter.h"
+#include "frontends/onnx/Buffers.h"
 #include "frontends/onnx/Converters.h"
 #include "frontends/onnx/Validate.h"
 
@@ -132,6 +133,9 @@ private:
   LogicalResult checkOpset();
   LogicalResult addInitializers();
   LogicalResult addInputs();
+  /// Float initializers that are buffers (Buffers.h) become constants known
+  /// at import; the module lists them.
+  void markFloatBuffers();
   LogicalResult importNode(const onnx::NodeProto &node);
   LogicalResult verifyNewOps(const onnx::NodeProto &node,
                              Block::iterator firstNew);
@@ -714,6 +718,24 @@ LogicalResult Importer::addOutputs() {
   return success();
 }
 
+void Importer::markFloatBuffers() {
+  llvm::StringSet<> fixed;
+  for (const auto &entry : options.inputValues)
+    fixed.insert(entry.getKey());
+  std::vector<FloatBuffer> buffers =
+      findFloatBuffers(model->graph(), fixed, modelDir, options.shapesOnly);
+  if (buffers.empty())
+    return;
+  SmallVector<NamedAttribute> listed;
+  for (const FloatBuffer &b : buffers) {
+    values[b.name].isParam = false;
+    listed.push_back(
+        builder.getNamedAttr(b.name, builder.getStringAttr(b.reason)));
+  }
+  module->getOperation()->setAttr(nn::NNDialect::kFloatBuffersAttr,
+                                  builder.getDictionaryAttr(listed));
+}
+
 /// Whether every use of `v`, through views and slices, only decides
 /// something (a comparison, a cast to bool, a where's condition): such a
 /// value never gets a gradient, so a parameter like it is never trained.
@@ -815,6 +837,7 @@ ImportResult Importer::run() {
 
   if (failed(addInitializers()) || failed(addInputs()))
     return {};
+  markFloatBuffers();
   for (const onnx::NodeProto &node : graph.node())
     if (failed(importNode(node)))
       return {};

@@ -38,6 +38,7 @@ const std::vector<ExtraSchema> &extraSchemas() {
   static const std::vector<ExtraSchema> schemas = {
       {"Mish", 18, 1, 1, 1, 1, {}},
       {"Pad", 18, 2, 4, 1, 1, {{"mode", kString}}},
+      {"ScatterND", 18, 3, 3, 1, 1, {{"reduction", kString}}},
       {"ReduceMax",
        18,
        1,

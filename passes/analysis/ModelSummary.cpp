@@ -62,6 +62,12 @@ void autopar::printModelSummary(ModuleOp module, raw_ostream &os) {
     os << "  parameters: " << tensors << " tensors, " << elements
        << " elements, " << bytes << " bytes (" << floats
        << " floating-point)\n";
+    if (auto buffers = module->getAttrOfType<DictionaryAttr>(
+            nn::NNDialect::kFloatBuffersAttr))
+      for (NamedAttribute b : buffers)
+        if (auto why = dyn_cast<StringAttr>(b.getValue()))
+          os << "  not trained: float initializer " << b.getName().getValue()
+             << ": " << why.getValue() << "\n";
 
     std::map<std::string, int64_t> histogram;
     int64_t numOps = 0, flops = 0;

@@ -78,6 +78,8 @@ SHAPE_INPUTS = {
     "Range": [0, 1, 2],
     "Pad": [1, 2, 3],
     "Tile": [1],
+    "CumSum": [1],
+    "ScatterND": [1],
 }
 
 

@@ -26,8 +26,8 @@ tokens[base+g*T : base+g*T+T] and its targets the same window shifted by one.
 
 Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
 weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
-frozen, lr_schedule {warmup_steps, decay constant|cosine|linear, min_lr,
-decay_steps}, batch {micro_batches}, data {inputs, targets}. The keys that
+frozen, padding_idx {glob: row}, lr_schedule {warmup_steps, decay
+constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {inputs, targets}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
 comm, precision, recompute, pipeline, tensor_parallel) are ignored; unknown
 keys are warned about (the compiler rejects them).
@@ -448,6 +448,45 @@ def _gather(ins, attrs, n_out):
     return out.reshape(data.shape[:axis] + indices.shape + data.shape[axis + 1:])
 
 
+@op("CumSum", ("exclusive", "reverse"))
+def _cumsum(ins, attrs, n_out):
+    x, axis = ins
+    axis = normalize_axis(int(axis.reshape(-1)[0]), x.dim())
+    if attrs.get("reverse", 0):
+        x = torch.flip(x, (axis,))
+    y = torch.cumsum(x, axis).to(x.dtype)
+    if attrs.get("exclusive", 0):
+        y = y - x
+    if attrs.get("reverse", 0):
+        y = torch.flip(y, (axis,))
+    return y
+
+
+@op("ScatterND", ("reduction",))
+def _scatter_nd(ins, attrs, n_out):
+    data, indices, updates = ins
+    if attrs.get("reduction", "none") != "none":
+        raise ValueError("only reduction none is supported")
+    k = indices.shape[-1]
+    idx = indices.to(torch.int64).reshape(-1, k)
+    idx = torch.where(idx < 0, idx + torch.tensor(data.shape[:k]), idx)
+    upd = updates.reshape((-1,) + tuple(data.shape[k:]))
+    return data.index_put(tuple(idx[:, d] for d in range(k)), upd)
+
+
+def _padded_gather(row):
+    """Gather along axis 0 of a table whose row `row` gets no gradient from
+    its lookups (torch's embedding with padding_idx)."""
+    def fn(ins, attrs, n_out):
+        data, indices = ins
+        indices = indices.to(torch.int64)
+        indices = torch.where(indices < 0, indices + data.shape[0], indices)
+        flat = data.reshape(data.shape[0], -1)
+        out = torch.nn.functional.embedding(indices, flat, padding_idx=row)
+        return out.reshape(indices.shape + data.shape[1:])
+    return fn
+
+
 @op("Gemm", ("alpha", "beta", "transA", "transB"))
 def _gemm(ins, attrs, n_out):
     a, b = ins[0], ins[1]
@@ -678,8 +717,11 @@ class OnnxModel:
     that are not initializers.
     """
 
-    def __init__(self, path, frozen=()):
-        """path: an ONNX file or a ModelProto; frozen: globs of initializers not trained."""
+    def __init__(self, path, frozen=(), padding_idx=()):
+        """path: an ONNX file or a ModelProto; frozen: globs of initializers not trained;
+        padding_idx: (glob, row) pairs: the lookups of that row of a matching
+        table (a Gather along axis 0) give it no gradient, as
+        nn.Embedding(padding_idx=row)."""
         if isinstance(path, onnx.ModelProto):
             model, path = path, "<model>"
         else:
@@ -708,7 +750,13 @@ class OnnxModel:
                 else:  # a constant: the alias shares it
                     self.tensors[node.output[0]] = self.tensors[source.name]
                 continue
-            self.nodes.append((node, self._resolve(node)))
+            fn, attrs = self._resolve(node)
+            rows = [row for glob, row in padding_idx
+                    if node.op_type == "Gather" and node.input[0] in self.params
+                    and attrs.get("axis", 0) == 0 and matches_any(node.input[0], (glob,))]
+            if rows:
+                fn = _padded_gather(rows[0])
+            self.nodes.append((node, (fn, attrs)))
         self.inputs = [vi for vi in graph.input if vi.name not in initializers]
         self.outputs = [vi.name for vi in graph.output]
 
@@ -877,6 +925,7 @@ class Plan:
     max_grad_norm: float = 0.0
     no_decay: tuple = ()
     frozen: tuple = ()
+    padding_idx: tuple = ()  # (glob, row) pairs
     warmup_steps: int = 0
     decay: str = "constant"
     min_lr: float = 0.0
@@ -946,6 +995,13 @@ def parse_plan(obj, where="plan"):
             if not _is_globs(value):
                 raise RefError(f"{where}: frozen must be a list of well-formed globs")
             plan.frozen = tuple(value)
+            continue
+        if section == "padding_idx":
+            if not (isinstance(value, dict) and _is_globs(list(value)) and
+                    all(_is_int(v) and v >= 0 for v in value.values())):
+                raise RefError(f"{where}: padding_idx must map well-formed globs to "
+                               f"rows (integers >= 0)")
+            plan.padding_idx = tuple(value.items())
             continue
         if section not in PLAN_SCHEMA:
             print(f"torch_ref.py: warning: {where}: ignoring unknown key {section!r}",
@@ -1088,7 +1144,7 @@ def run(args):
     """Train as the command line says and write the log (only when every step ran);
     returns the last step's record."""
     plan = load_plan(args.plan)
-    model = OnnxModel(args.model, frozen=plan.frozen)
+    model = OnnxModel(args.model, frozen=plan.frozen, padding_idx=plan.padding_idx)
     loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch)
     data = TokenData(args.data)
     batch, seq = loss_fn.batch, loss_fn.seq

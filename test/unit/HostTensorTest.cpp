@@ -105,6 +105,35 @@ TEST(HostTensor, BroadcastBinaryAndCompare) {
   llvm::consumeError(bad.takeError());
 }
 
+TEST(HostTensor, MatMulBroadcastsAndPromotes) {
+  // [2, 1, 2, 3] x [3, 2]: batch dims broadcast, as numpy's matmul.
+  HostTensor a = HostTensor::ofFloats(DType::Float, {2, 1, 2, 3},
+                                      {1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 0, 1});
+  HostTensor b = HostTensor::ofFloats(DType::Float, {3, 2}, {1, 0, 0, 1, 1, 1});
+  auto c = hostMatMul(a, b);
+  ASSERT_TRUE(!!c);
+  EXPECT_EQ(c->shape, (llvm::SmallVector<int64_t>{2, 1, 2, 2}));
+  EXPECT_EQ(c->floats, (std::vector<double>{4, 5, 10, 11, 0, 1, 2, 1}));
+  // Rank-1 operands: [3] x [3, 2] -> [2]; [2, 3] x [3] -> [2]; the outer
+  // product of a column and a row (a rotary table's angles).
+  auto v = hostMatMul(ints({3}, {1, 2, 3}), ints({3, 2}, {1, 0, 0, 1, 1, 1}));
+  ASSERT_TRUE(!!v);
+  EXPECT_EQ(v->shape, (llvm::SmallVector<int64_t>{2}));
+  EXPECT_EQ(v->ints, (std::vector<int64_t>{4, 5}));
+  auto w = hostMatMul(ints({2, 3}, {1, 2, 3, 4, 5, 6}), ints({3}, {1, 1, 1}));
+  ASSERT_TRUE(!!w);
+  EXPECT_EQ(w->ints, (std::vector<int64_t>{6, 15}));
+  auto outer =
+      hostMatMul(HostTensor::ofFloats(DType::Float, {3, 1}, {0, 1, 2}),
+                 HostTensor::ofFloats(DType::Float, {1, 2}, {0.5, 0.1}));
+  ASSERT_TRUE(!!outer);
+  EXPECT_EQ(outer->shape, (llvm::SmallVector<int64_t>{3, 2}));
+  EXPECT_EQ(outer->floats[5], static_cast<double>(0.2f));
+  auto bad = hostMatMul(ints({2, 3}, {1, 2, 3, 4, 5, 6}), ints({2}, {1, 1}));
+  EXPECT_FALSE(!!bad);
+  llvm::consumeError(bad.takeError());
+}
+
 TEST(HostTensor, FloatRoundingFollowsDType) {
   HostTensor x = HostTensor::ofFloats(DType::Float, {}, {2.0});
   HostTensor r = hostUnary(HostUnary::Sqrt, x);
