@@ -21,6 +21,7 @@
 #include "compiler/ProgramWriter.h"
 #include "compiler/Report.h"
 #include "dialects/nn/NNDialect.h"
+#include "dialects/nn/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -75,7 +76,12 @@ public:
                                    : MLIRContext::Threading::ENABLED) {}
   int run();
   /// Checks the plan, imports the model and runs the pipeline.
-  bool lowerAll() { return checkPlan() && importModel() && lower(); }
+  bool lowerAll() {
+    if (!checkPlan() || !importModel())
+      return false;
+    warnZeroRows();
+    return lower();
+  }
   ModuleOp module() { return *imported.module; }
   /// What the program writer and the report take besides the IR.
   ProgramOptions programOptions() const;
@@ -97,6 +103,9 @@ private:
     return options;
   }
   bool importModel();
+  /// Warns about embedding tables with an all-zero row (what
+  /// nn.Embedding(padding_idx=p) initializes) that the plan trains.
+  void warnZeroRows();
   bool findDataInputs(func::FuncOp func, DataInputs &data);
   /// Puts the plan on the imported module and runs the pipeline on it.
   bool lower();
@@ -277,6 +286,49 @@ bool Compiler::importModel() {
   return !known ||
          findDataInputs(imported.module->lookupSymbol<func::FuncOp>("forward"),
                         data);
+}
+
+void Compiler::warnZeroRows() {
+  if (o.forwardOnly || o.reportOnly)
+    return;
+  auto func = imported.module->lookupSymbol<func::FuncOp>("forward");
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    if (!name || !type.getElementType().isF32() || type.getRank() != 2 ||
+        llvm::none_of(func.getArgument(i).getUsers(), [&](Operation *user) {
+          auto gather = dyn_cast<nn::GatherOp>(user);
+          return gather && gather.getData() == func.getArgument(i) &&
+                 gather.getAxis() == 0;
+        }))
+      continue;
+    std::string n = name.getValue().str();
+    if (globMatchAny(planFile.frozen, n) ||
+        llvm::any_of(planFile.paddingIdx,
+                     [&](const auto &p) { return globMatch(p.first, n); }))
+      continue;
+    llvm::Expected<std::vector<char>> bytes = imported.weights->readBytes(n);
+    if (!bytes) {
+      llvm::consumeError(bytes.takeError());
+      continue;
+    }
+    const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+    if (static_cast<int64_t>(bytes->size()) != rows * cols * 4)
+      continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      const char *row = bytes->data() + r * cols * 4;
+      if (!std::all_of(row, row + cols * 4, [](char c) { return c == 0; }))
+        continue;
+      llvm::errs() << "autopar: warning: " << o.model << ": embedding table '"
+                   << onnx_import::oneLine(n) << "' has an all-zero row " << r
+                   << " (nn.Embedding(padding_idx=" << r
+                   << ") starts it so, and PyTorch gives it no gradient from "
+                      "its lookups); autopar trains it unless the plan says "
+                      "\"padding_idx\": {\""
+                   << onnx_import::oneLine(n) << "\": " << r << "}\n";
+      break;
+    }
+  }
 }
 
 /// Reports the first pass that fails (nested passes before the adaptors

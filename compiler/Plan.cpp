@@ -375,9 +375,11 @@ private:
 
 bool PlanParser::parse(const json &root, Plan &plan) {
   static const std::vector<const char *> topKeys = {
-      "mesh",      "batch",     "zero",        "comm",
-      "precision", "loss_scale", "recompute",  "pipeline",
-      "tensor_parallel", "optimizer", "frozen", "lr_schedule", "data"};
+      "mesh",        "batch",     "zero",
+      "comm",        "precision", "loss_scale",
+      "recompute",   "pipeline",  "tensor_parallel",
+      "optimizer",   "frozen",    "padding_idx",
+      "lr_schedule", "data"};
   if (!root.is_object())
     return fail("", "expected a JSON object at the top level, got " +
                         describe(root));
@@ -552,6 +554,22 @@ bool PlanParser::parse(const json &root, Plan &plan) {
   if (const json *v = member(root, "frozen"))
     if (!readGlobs(*v, "frozen", plan.frozen))
       return false;
+
+  if (const json *v = member(root, "padding_idx")) {
+    if (!v->is_object())
+      return fail("padding_idx",
+                  "expected an object of glob: row, got " + describe(*v));
+    plan.paddingIdx.clear();
+    for (const auto &[glob, row] : v->items()) {
+      std::string path = "padding_idx." + glob;
+      if (std::string problem = checkGlob(glob); !problem.empty())
+        return fail(path, problem);
+      int64_t r = 0;
+      if (!readInt(row, path, 0, r))
+        return false;
+      plan.paddingIdx.emplace_back(glob, r);
+    }
+  }
 
   if (const json *v = member(root, "lr_schedule"))
     if (!parseLrSchedule(*v, plan.optimizer, plan.lrSchedule))
@@ -937,6 +955,10 @@ json toJson(const Plan &plan) {
                                {"sequence_parallel", plan.sequenceParallel}};
   result["optimizer"] = std::move(optimizer);
   result["frozen"] = plan.frozen;
+  json padding = json::object();
+  for (const auto &[glob, row] : plan.paddingIdx)
+    padding[glob] = row;
+  result["padding_idx"] = std::move(padding);
   result["lr_schedule"] = {{"warmup_steps", plan.lrSchedule.warmupSteps},
                            {"decay", plan.lrSchedule.decay},
                            {"min_lr", plan.lrSchedule.minLr},

@@ -83,6 +83,9 @@ struct Plan {
   bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;
   std::vector<std::string> frozen; // globs over initializer names
+  /// "padding_idx": {glob: row}: the lookups of that row of the matching
+  /// embedding tables give it no gradient (nn.Embedding(padding_idx=row)).
+  std::vector<std::pair<std::string, int64_t>> paddingIdx;
   LrSchedulePlan lrSchedule;
   std::string dataInputs, dataTargets; // "" = decided by the compiler
 };

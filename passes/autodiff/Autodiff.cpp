@@ -391,6 +391,26 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
       .Case([&](MatMulOp o) { return matmul(o, g, active); })
       .Case([&](GemmOp o) { return gemm(o, g, active); })
       .Case([&](GatherOp o) {
+        // nn.Embedding(padding_idx=p): lookups of row p add nothing.
+        if (auto pad =
+                o->getAttrOfType<IntegerAttr>(NNDialect::kPaddingIdxAttr)) {
+          Value ids = o.getIndices();
+          auto idsType = tensorType(ids);
+          auto rowType = RankedTensorType::get({}, idsType.getElementType());
+          Value row = ConstantOp::create(
+              b, loc, rowType,
+              DenseElementsAttr::get(
+                  rowType,
+                  b.getIntegerAttr(idsType.getElementType(), pad.getInt())));
+          Value keep =
+              CompareOp::create(b, loc, ComparePredicate::ne, ids, row);
+          SmallVector<int64_t> shape(idsType.getShape());
+          shape.append(tensorType(g).getRank() - shape.size(), 1);
+          keep = ReshapeOp::create(
+              b, loc, RankedTensorType::get(shape, b.getI1Type()), keep);
+          g = WhereOp::create(b, loc, keep, g,
+                              scalar(loc, tensorType(g).getElementType(), 0));
+        }
         accumulate(o.getData(),
                    GatherGradOp::create(b, loc, o.getData().getType(),
                                         o.getIndices(), g, o.getAxisAttr()));
@@ -399,9 +419,8 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
       .Case<ReshapeOp, SqueezeOp, UnsqueezeOp>([&](Operation *) {
         return unary(reshape(g, tensorType(op->getOperand(0))));
       })
-      .Case([&](ExpandOp o) {
-        return unary(sumTo(g, tensorType(o.getInput())));
-      })
+      .Case(
+          [&](ExpandOp o) { return unary(sumTo(g, tensorType(o.getInput()))); })
       .Case([&](TransposeOp o) {
         ArrayRef<int64_t> perm = o.getPerm();
         SmallVector<int64_t> inverse(perm.size());

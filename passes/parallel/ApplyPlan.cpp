@@ -2,13 +2,15 @@
 //
 // Reads `autopar.plan` (compiler/PlanAttr.h) and writes the plan's mesh as
 // a dist.mesh and its per-parameter decisions (frozen, no weight decay) as
-// argument attributes, with each parameter's logical type.
+// argument attributes, with each parameter's logical type, and marks the
+// gathers of embedding tables with a padding row (nn.padding_idx).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
 
 #include "compiler/PlanAttr.h"
+#include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -77,6 +79,48 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
     if (anyParam && !anyTrainable && !plan.frozen.empty())
       return fail("frozen: every parameter of the model is frozen: nothing "
                   "to train");
+    for (const auto &[glob, row] : plan.paddingIdx)
+      if (!markPaddingIdx(module, glob, row))
+        return;
+  }
+
+  /// Marks the gathers (along axis 0) of the parameters `glob` matches with
+  /// nn.padding_idx = row; fails if it matches no such table or the row is
+  /// outside one.
+  bool markPaddingIdx(ModuleOp module, const std::string &glob, int64_t row) {
+    std::string key = "padding_idx." + glob;
+    bool matched = false;
+    for (auto func : module.getOps<func::FuncOp>())
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        auto name =
+            func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+        if (!name || !globMatch(glob, name.getValue().str()))
+          continue;
+        BlockArgument table = func.getArgument(i);
+        auto type = cast<RankedTensorType>(table.getType());
+        bool gathered = false;
+        for (Operation *user : table.getUsers()) {
+          auto gather = dyn_cast<nn::GatherOp>(user);
+          if (!gather || gather.getData() != table || gather.getAxis() != 0)
+            continue;
+          gathered = true;
+          gather->setAttr(nn::NNDialect::kPaddingIdxAttr,
+                          OpBuilder(user).getI64IntegerAttr(row));
+        }
+        if (!gathered)
+          continue;
+        if (row >= type.getDimSize(0)) {
+          fail(key + ": row " + std::to_string(row) + " is outside '" +
+               name.getValue().str() + "' (" +
+               std::to_string(type.getDimSize(0)) + " rows)");
+          return false;
+        }
+        matched = true;
+      }
+    if (!matched)
+      fail(key + ": matches no embedding table (a parameter that a Gather "
+                 "reads rows of)");
+    return matched;
   }
 
   void fail(const std::string &message) {

@@ -202,6 +202,7 @@ TEST(PlanTest, DefaultsResolved) {
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
                   "no_decay": []},
     "frozen": [],
+    "padding_idx": {},
     "lr_schedule": {"warmup_steps": 0, "decay": "constant", "min_lr": 0.0,
                     "decay_steps": 0},
     "data": {"inputs": "", "targets": ""}
@@ -365,7 +366,7 @@ TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, loss_scale, recompute, pipeline, tensor_parallel, "
-            "optimizer, frozen, lr_schedule, data)");
+            "optimizer, frozen, padding_idx, lr_schedule, data)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
@@ -387,6 +388,29 @@ TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
             "offload)");
+}
+
+TEST(PlanTest, PaddingIdx) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(
+      nlohmann::json::parse(R"({"padding_idx": {"*embed*": 1, "wte": 0}})"),
+      plan, error))
+      << error;
+  ASSERT_EQ(plan.paddingIdx.size(), 2u);
+  EXPECT_EQ(plan.paddingIdx[0],
+            (std::pair<std::string, int64_t>("*embed*", 1)));
+  EXPECT_EQ(plan.paddingIdx[1], (std::pair<std::string, int64_t>("wte", 0)));
+  Plan back;
+  ASSERT_TRUE(parsePlan(toJson(plan), back, error)) << error;
+  EXPECT_EQ(back.paddingIdx, plan.paddingIdx);
+  EXPECT_EQ(errorOf(R"({"padding_idx": [0]})"),
+            "padding_idx: expected an object of glob: row, got an array");
+  EXPECT_EQ(errorOf(R"({"padding_idx": {"wte": -1}})"),
+            "padding_idx.wte: expected an integer >= 0, got -1");
+  EXPECT_EQ(
+      errorOf(R"({"padding_idx": {"w[": 0}})").rfind("padding_idx.w[: ", 0),
+      0u);
 }
 
 TEST(PlanTest, LossScale) {

@@ -67,6 +67,28 @@ func.func @forward(%e: tensor<10x4xf32> {nn.param = "emb"}, %w: tensor<4x5xf32> 
 
 // -----
 
+// A gather marked nn.padding_idx (plan padding_idx): the lookups of that row
+// add nothing to the table's gradient (the incoming gradient is zeroed where
+// the id is the row), as nn.Embedding(padding_idx=...).
+
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[ROW:.*]] = nn.constant dense<1> : tensor<i64>
+// CHECK: %[[KEEP:.*]] = nn.compare ne, %{{.*}}, %[[ROW]] : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi1>
+// CHECK: %[[KEEP3:.*]] = nn.reshape %[[KEEP]] : tensor<2x3xi1> -> tensor<2x3x1xi1>
+// CHECK: %[[G:.*]] = nn.where %[[KEEP3]], %{{.*}}, %{{.*}} : (tensor<2x3x1xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// CHECK: nn.gather_grad %{{.*}}, %[[G]] {axis = 0 : i64}
+func.func @forward(%e: tensor<10x4xf32> {nn.param = "emb"},
+                   %ids: tensor<2x3xi64> {nn.input = "ids"}, %t: tensor<2x3xi64> {nn.input = "t"})
+    -> (tensor<f32> {nn.output = "loss"}) {
+  %0 = nn.gather %e, %ids {axis = 0 : i64, nn.padding_idx = 1 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %1 = nn.reshape %0 : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %2 = nn.reshape %t : tensor<2x3xi64> -> tensor<6xi64>
+  %3 = nn.softmax_cross_entropy %1, %2 reduction(mean) : (tensor<6x4xf32>, tensor<6xi64>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+
+// -----
+
 // expected-error @+1 {{has no scalar floating-point result to use as the loss}}
 func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
   return %w : tensor<4xf32>

@@ -43,3 +43,22 @@ module attributes {autopar.plan = {frozen = ["*"]}} {
 module attributes {autopar.plan = {}} {
   dist.mesh @mesh axes = [dp = 2]
 }
+
+// -----
+
+// expected-error @+1 {{padding_idx.w: matches no embedding table (a parameter that a Gather reads rows of)}}
+module attributes {autopar.plan = {padding_idx = {w = 0 : i64}}} {
+  func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{padding_idx.wte: row 8 is outside 'wte' (8 rows)}}
+module attributes {autopar.plan = {padding_idx = {wte = 8 : i64}}} {
+  func.func @forward(%wte: tensor<8x4xf32> {nn.param = "wte"}, %idx: tensor<2x4xi64> {nn.input = "idx"}) -> tensor<2x4x4xf32> {
+    %0 = nn.gather %wte, %idx {axis = 0 : i64} : (tensor<8x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
+    return %0 : tensor<2x4x4xf32>
+  }
+}

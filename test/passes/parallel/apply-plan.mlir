@@ -43,3 +43,20 @@ module attributes {autopar.plan = {mesh = {dp = 2 : i64, pp = 3 : i64, tp = 4 : 
     return %w : tensor<4xf32>
   }
 }
+
+// -----
+
+// padding_idx marks the gathers (along axis 0) of the matching tables, not
+// other uses of them.
+// CHECK: nn.param = "model.embed_tokens.weight"
+// CHECK: nn.gather %arg0, %arg1 {axis = 0 : i64, nn.padding_idx = 1 : i64}
+// CHECK: nn.transpose %arg0
+// CHECK-NOT: nn.padding_idx
+module attributes {autopar.plan = {padding_idx = {"*embed*" = 1 : i64}}} {
+  func.func @forward(%wte: tensor<8x4xf32> {nn.param = "model.embed_tokens.weight"},
+                     %idx: tensor<2x4xi64> {nn.input = "idx"}) -> (tensor<2x4x4xf32>, tensor<4x8xf32>) {
+    %0 = nn.gather %wte, %idx {axis = 0 : i64} : (tensor<8x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
+    %1 = nn.transpose %wte {perm = array<i64: 1, 0>} : tensor<8x4xf32> -> tensor<4x8xf32>
+    return %0, %1 : tensor<2x4x4xf32>, tensor<4x8xf32>
+  }
+}
