@@ -344,6 +344,10 @@ def TensorParallelPass
     want them, heads split through reshapes and transposes, k and v follow
     q through the attention, biases follow their outputs.
 
+    First, every gemm with a bias (`alpha * a b + beta * c`) becomes the
+    gemm plus an add of `beta * c`: a row-parallel gemm's result is a
+    pending sum, and its bias must be added once, after the sum.
+
     Before the projections, Megatron's vocab-parallel embedding: a lookup
     (`nn.gather`) of a parameter table at indices computed from an input
     (token ids) gets its table split over its rows, when the axis divides

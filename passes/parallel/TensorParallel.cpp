@@ -114,6 +114,40 @@ bool isRowParallel(llvm::function_ref<Layout(Value)> layoutOf,
   });
 }
 
+/// Rewrites each gemm with a bias, alpha * a b + beta * c, as the gemm
+/// without it plus the bias: split over tp on its contraction (row-parallel,
+/// the projections of Hugging Face's GPT-2 Conv1D, exported as Gemm), the
+/// gemm's result is a pending sum, and the bias must be added once, after
+/// the sum, not on every rank.
+void separateGemmBiases(func::FuncOp func) {
+  SmallVector<nn::GemmOp> gemms;
+  func.walk([&](nn::GemmOp op) {
+    if (op.getC())
+      gemms.push_back(op);
+  });
+  for (nn::GemmOp op : gemms) {
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value product = nn::GemmOp::create(
+        b, loc, op.getType(), op.getA(), op.getB(), Value(), op.getAlphaAttr(),
+        b.getF64FloatAttr(1.0), op.getTransAAttr(), op.getTransBAttr());
+    Value bias = op.getC();
+    if (op.getBeta().convertToDouble() != 1.0) {
+      auto scalar = RankedTensorType::get(
+          {}, cast<RankedTensorType>(bias.getType()).getElementType());
+      bias = nn::MulOp::create(
+          b, loc, bias,
+          nn::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(
+                  scalar, b.getFloatAttr(scalar.getElementType(),
+                                         op.getBeta().convertToDouble()))));
+    }
+    op.replaceAllUsesWith(nn::AddOp::create(b, loc, product, bias).getResult());
+    op.erase();
+  }
+}
+
 struct TensorParallelPass
     : public dist::impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
@@ -132,6 +166,8 @@ struct TensorParallelPass
       return;
     MeshOp mesh = findMesh(module);
     MeshSizes sizes = meshSizes(mesh);
+    for (auto func : module.getOps<func::FuncOp>())
+      separateGemmBiases(func);
     // The training step chooses; the other functions (the forward of
     // evaluation) take its parameters' layouts (autopar-dist-propagate).
     bool pipelined =

@@ -284,3 +284,37 @@ module {
     return %3, %g : tensor<8x4xf32>, tensor<4x16xf32>
   }
 }
+
+// -----
+
+// A gemm with a bias (Hugging Face GPT-2's Conv1D, exported as Gemm) is a
+// gemm plus an add of beta * bias: the row-parallel one's pending sum is
+// reduced before its bias is added, once (was: added on every rank).
+
+// CHECK-LABEL: func.func @conv1d_mlp
+// CHECK: nn.gemm %arg0, %arg1 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+// CHECK: nn.add %{{.*}}, %arg2
+// CHECK: %[[P:.*]] = nn.gemm %{{.*}}, %arg3 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+// CHECK: %[[HALF:.*]] = nn.constant dense<5.000000e-01>
+// CHECK: %[[B:.*]] = nn.mul %arg4, %[[HALF]]
+// CHECK: nn.add %[[P]], %[[B]]
+
+// SPMD-LABEL: func.func @conv1d_mlp
+// SPMD: %[[P:.*]] = nn.gemm %{{.*}}, %arg3 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+// SPMD: %[[S:.*]] = dist.all_reduce sum %[[P]] on @mesh axes = [tp]
+// SPMD-NEXT: nn.add %[[S]], %{{.*}} : (tensor<8x4xf32>, tensor<4xf32>)
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 2]
+  func.func @conv1d_mlp(%x: tensor<8x4xf32>,
+                 %w1: tensor<4x16xf32> {nn.param = "w1"},
+                 %b1: tensor<16xf32> {nn.param = "b1"},
+                 %w2: tensor<16x4xf32> {nn.param = "w2"},
+                 %b2: tensor<4xf32> {nn.param = "b2"})
+      -> (tensor<8x4xf32>, tensor<4x16xf32> {nn.grad = "w1"}) {
+    %0 = nn.gemm %x, %w1, %b1 : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    %1 = nn.gelu %0 approximate(none) : tensor<8x16xf32>
+    %2 = nn.gemm %1, %w2, %b2 {beta = 0.5 : f64} : (tensor<8x16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %g = nn.exp %w1 : tensor<4x16xf32>
+    return %2, %g : tensor<8x4xf32>, tensor<4x16xf32>
+  }
+}
