@@ -6,6 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/install-deps.sh
+scripts/install-hf.sh
 export CCACHE_BASEDIR="$root"
 # The CUDA toolkit's nvcc, where it is installed but not on PATH: the CUDA
 # runtime and its tests are built when CMake finds it.

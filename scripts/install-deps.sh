@@ -17,6 +17,8 @@ PACKAGES=(
   libopenblas-dev libopenblas0 libopenmpi-dev openmpi-bin
   # reference numerics and test-model generation
   python3 python3-numpy python3-torch python3-onnx
+  # the venv of the Hugging Face suite (scripts/install-hf.sh)
+  python3-venv
 )
 
 missing=()

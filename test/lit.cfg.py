@@ -38,6 +38,13 @@ if config.python and os.system(config.python + " -c 'import torch, onnx' "
                                "> /dev/null 2>&1") == 0:
     config.available_features.add("torch")
 
+# The Hugging Face suite (test/hf) runs in the venv of scripts/install-hf.sh.
+hf_python = os.path.join(config.autopar_src_root, ".venv-hf", "bin", "python")
+if os.path.exists(hf_python) and os.system(
+        hf_python + " -c 'import transformers' > /dev/null 2>&1") == 0:
+    config.available_features.add("transformers")
+    config.substitutions.append(("%hfpython", hf_python))
+
 # Multi-rank tests need OpenMPI (scripts/install-deps.sh installs it); mpirun
 # refuses to run as root without these two variables.
 import shutil
