@@ -100,8 +100,19 @@ private:
   onnx_import::ImportOptions importOptions() const {
     onnx_import::ImportOptions options = o.import;
     options.shapesOnly = options.shapesOnly || o.reportOnly;
+    for (const auto &[name, value] : feedValues)
+      options.inputValues[name] = value;
     return options;
   }
+  /// The integer graph inputs that data.feeds (or their names) give a
+  /// generated value, into planFile.dataFeeds, with their declared shapes.
+  bool resolveFeeds();
+  /// The feeds' values at [batch, seqLen] (their dynamic dims: the first is
+  /// the batch, the others the sequence; a feed with a dynamic dim is left
+  /// out while batch or seqLen is unknown, -1).
+  void makeFeedValues(int64_t batch, int64_t seqLen);
+  std::map<std::string, onnx_import::GraphInput> feedShapes;
+  std::map<std::string, onnx_import::HostTensor> feedValues;
   bool importModel();
   /// Warns about embedding tables with an all-zero row (what
   /// nn.Embedding(padding_idx=p) initializes) that the plan trains.
@@ -156,6 +167,82 @@ bool Compiler::checkPlan() {
   return true;
 }
 
+bool Compiler::resolveFeeds() {
+  std::vector<onnx_import::GraphInput> inputs;
+  std::string why;
+  if (!onnx_import::readGraphInputs(o.model, inputs, why))
+    return fail(why);
+  auto isInteger = [](int32_t t) {
+    return t == 6 || t == 7; // INT32, INT64
+  };
+  for (const auto &[name, kind] : planFile.dataFeeds) {
+    auto it = llvm::find_if(inputs, [&](const onnx_import::GraphInput &in) {
+      return in.name == name;
+    });
+    if (it == inputs.end() || !isInteger(it->elementType))
+      return fail(planName() + ": data.feeds." + name +
+                  ": the model has no int32/int64 graph input '" + name + "'");
+    if (name == planFile.dataInputs || name == planFile.dataTargets)
+      return fail(planName() + ": data.feeds." + name +
+                  ": the input is also data.inputs or data.targets");
+  }
+  // What Hugging Face exports take beside the token ids and labels.
+  static const std::pair<const char *, const char *> defaults[] = {
+      {"attention_mask", "ones"},
+      {"position_ids", "arange"},
+      {"token_type_ids", "zeros"}};
+  for (const onnx_import::GraphInput &in : inputs) {
+    if (!isInteger(in.elementType) || in.name == planFile.dataInputs ||
+        in.name == planFile.dataTargets || o.import.inputValues.count(in.name))
+      continue;
+    if (!planFile.dataFeeds.count(in.name))
+      for (const auto &[name, kind] : defaults)
+        if (in.name == name)
+          planFile.dataFeeds[in.name] = kind;
+    if (planFile.dataFeeds.count(in.name))
+      feedShapes[in.name] = in;
+  }
+  // The first import takes the feeds too (a rotary table from position_ids
+  // folds only when they are known): at the [batch, sequence] of the token
+  // input as declared or given.
+  int64_t batch = -1, seqLen = -1;
+  for (const onnx_import::GraphInput &in : inputs) {
+    if (!isInteger(in.elementType) || feedShapes.count(in.name) ||
+        (!planFile.dataInputs.empty() && in.name != planFile.dataInputs))
+      continue;
+    std::vector<int64_t> shape = in.shape;
+    if (auto it = o.import.inputShapes.find(in.name);
+        it != o.import.inputShapes.end())
+      shape.assign(it->second.begin(), it->second.end());
+    if (shape.size() == 2) {
+      batch = shape[0];
+      seqLen = shape[1];
+    }
+    break;
+  }
+  makeFeedValues(batch, seqLen);
+  return true;
+}
+
+void Compiler::makeFeedValues(int64_t batch, int64_t seqLen) {
+  feedValues.clear();
+  for (const auto &[name, input] : feedShapes) {
+    SmallVector<int64_t> shape;
+    for (auto [i, d] : llvm::enumerate(input.shape))
+      shape.push_back(d >= 0 ? d : i == 0 ? batch : seqLen);
+    if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+      continue; // not known yet: an argument of the first import
+    std::string kind = planFile.dataFeeds[name];
+    std::vector<int64_t> values(onnx_import::numElements(shape));
+    const int64_t last = shape.empty() ? 1 : shape.back();
+    for (size_t k = 0; k < values.size(); ++k)
+      values[k] = kind == "ones" ? 1 : kind == "zeros" ? 0 : k % last;
+    feedValues[name] = onnx_import::HostTensor::ofInts(
+        static_cast<onnx_import::DType>(input.elementType), shape,
+        std::move(values));
+  }
+}
+
 bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
   std::vector<int> candidates;
   auto nameOf = [&](int i) {
@@ -163,7 +250,8 @@ bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
         .getValue();
   };
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    if (!func.getArgAttr(i, nn::NNDialect::kInputAttr))
+    if (!func.getArgAttr(i, nn::NNDialect::kInputAttr) ||
+        feedShapes.count(nameOf(i).str()))
       continue;
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
     if (!isa<IntegerType>(type.getElementType()) ||
@@ -227,6 +315,8 @@ bool Compiler::importModel() {
   const bool known = !o.forwardOnly && tokensShape && targetsShape &&
                      planFile.dataInputs != planFile.dataTargets &&
                      *tokensShape == *targetsShape;
+  if (!o.forwardOnly && !resolveFeeds())
+    return false;
   int64_t globalBatch = 0, seqLen = 0;
   if (known) {
     globalBatch = (*tokensShape)[0];
@@ -266,9 +356,10 @@ bool Compiler::importModel() {
                         "{4})",
                         planName(), planFile.meshDp, microBatch, globalBatch,
                         m));
-  if (m == 1 && !known)
+  if (m == 1 && !known && feedValues.size() == feedShapes.size())
     return true;
-  // (Re-)import at the micro-batch size.
+  // (Re-)import at the micro-batch size, the feeds fixed.
+  makeFeedValues(microBatch, seqLen);
   onnx_import::ImportOptions options = importOptions();
   for (const std::string &name : {planFile.dataInputs, planFile.dataTargets})
     options.inputShapes[name] = {microBatch, seqLen};

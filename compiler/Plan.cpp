@@ -576,8 +576,27 @@ bool PlanParser::parse(const json &root, Plan &plan) {
       return false;
 
   if (const json *data = member(root, "data")) {
-    if (!expectObject(*data, "data", {"inputs", "targets"}))
+    if (!expectObject(*data, "data",
+                      {"inputs", "targets", "feeds", "targets_from"}))
       return false;
+    if (const json *v = member(*data, "feeds")) {
+      if (!v->is_object())
+        return fail("data.feeds",
+                    "expected an object of graph input: value, got " +
+                        describe(*v));
+      plan.dataFeeds.clear();
+      for (const auto &[name, value] : v->items()) {
+        std::string feed;
+        if (!readEnum(value, "data.feeds." + name, {"ones", "zeros", "arange"},
+                      feed))
+          return false;
+        plan.dataFeeds[name] = feed;
+      }
+    }
+    if (const json *v = member(*data, "targets_from"))
+      if (!readEnum(*v, "data.targets_from", {"next_tokens", "tokens"},
+                    plan.targetsFrom))
+        return false;
     if (const json *v = member(*data, "inputs"))
       if (!readString(*v, "data.inputs", plan.dataInputs))
         return false;
@@ -963,7 +982,10 @@ json toJson(const Plan &plan) {
                            {"decay", plan.lrSchedule.decay},
                            {"min_lr", plan.lrSchedule.minLr},
                            {"decay_steps", plan.lrSchedule.decaySteps}};
-  result["data"] = {{"inputs", plan.dataInputs}, {"targets", plan.dataTargets}};
+  result["data"] = {{"inputs", plan.dataInputs},
+                    {"targets", plan.dataTargets},
+                    {"feeds", plan.dataFeeds},
+                    {"targets_from", plan.targetsFrom}};
   return result;
 }
 

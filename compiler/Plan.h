@@ -20,6 +20,7 @@
 #include "compiler/PipelineSchedule.h"
 #include <cstdint>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,15 @@ struct Plan {
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
   LrSchedulePlan lrSchedule;
   std::string dataInputs, dataTargets; // "" = decided by the compiler
+  /// data.feeds: graph inputs that take a generated value instead of data
+  /// ("ones", "zeros", or "arange": 0..T-1 along the last dim), fixed at
+  /// compile time. Integer inputs named attention_mask, position_ids and
+  /// token_type_ids default to ones, arange and zeros.
+  std::map<std::string, std::string> dataFeeds;
+  /// data.targets_from: what the targets input holds, "next_tokens" (the
+  /// inputs shifted by one token) or "tokens" (the inputs themselves, for
+  /// models that shift their labels inside, as Hugging Face's causal LMs).
+  std::string targetsFrom = "next_tokens";
 };
 
 /// Validates `json` against the schema of docs/plan.md and fills `plan` (every

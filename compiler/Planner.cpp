@@ -961,6 +961,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
   // The data inputs, as the first plan's compile found them (the later
   // ones import the model once, at their micro-batch size).
   std::string dataInputs, dataTargets;
+  std::map<std::string, std::string> dataFeeds;
   // Model states: mixed precision holds 2 bytes of weight and of gradient
   // per parameter of a rank's share, and 12 of fp32 master and Adam
   // moments sharded further over dp by ZeRO (all 16 at ZeRO-3); fp32 4 and
@@ -1031,6 +1032,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
     plan.recompute = mesh.recompute;
     plan.dataInputs = dataInputs;
     plan.dataTargets = dataTargets;
+    plan.dataFeeds = dataFeeds;
     if (mesh.pp > 1) {
       plan.pipelineSchedule = mesh.schedule;
       plan.pipelineChunks = mesh.chunks;
@@ -1199,6 +1201,7 @@ bool autopar::searchPlans(const PlannerOptions &o,
       trainable = std::max(trainable, p.trainableParameters);
       dataInputs = p.plan.dataInputs;
       dataTargets = p.plan.dataTargets;
+      dataFeeds = p.plan.dataFeeds;
     }
   }
   for (size_t i = tried; i < meshes.size(); ++i) {

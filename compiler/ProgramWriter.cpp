@@ -520,6 +520,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("seqLen", shape.seqLen)
       .set("inputVocab", bound(shape.tokens))
       .set("targetVocab", bound(shape.targets))
+      .flag("targetsFromTokens", plan.targetsFrom == "tokens")
       .set("meshAxisNames", "kMeshAxisNames")
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))

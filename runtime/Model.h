@@ -237,6 +237,9 @@ struct ModelInfo {
   /// Token ids must be below inputVocab; targets below targetVocab.
   int64_t inputVocab;
   int64_t targetVocab;
+  /// The targets input holds the input tokens themselves (plan
+  /// data.targets_from "tokens"), not the next tokens.
+  bool targetsFromTokens;
   /// The device mesh (plan key `mesh`): axis names and sizes; ranks are
   /// row-major over the axes. A one-device program has the mesh [dp = 1].
   const char *const *meshAxisNames;

@@ -1090,6 +1090,8 @@ void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
   autopar::rt::fillSamples(file, step, globalBatch, info.seqLen, first,
                            info.microBatch, sampleIds.data(),
                            sampleTargets.data());
+  if (info.targetsFromTokens)
+    sampleTargets = sampleIds;
   for (int i : {tokensInput, targetsInput}) {
     storeIds(i == tokensInput ? sampleIds : sampleTargets, info.inputs[i],
              hostInputs[i].get());

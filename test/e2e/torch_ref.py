@@ -27,7 +27,8 @@ tokens[base+g*T : base+g*T+T] and its targets the same window shifted by one.
 Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
 weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
 frozen, padding_idx {glob: row}, lr_schedule {warmup_steps, decay
-constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {inputs, targets}. The keys that
+constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {inputs,
+targets, feeds {input: ones|zeros|arange}, targets_from next_tokens|tokens}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
 comm, precision, recompute, pipeline, tensor_parallel) are ignored; unknown
 keys are warned about (the compiler rejects them).
@@ -822,11 +823,23 @@ class LossFunction:
     the [B, T] of the inputs (a dynamic batch comes from the batch argument).
     """
 
-    def __init__(self, model, inputs_name=None, targets_name=None, batch=None):
+    def __init__(self, model, inputs_name=None, targets_name=None, batch=None, feeds=()):
         self.model = model
         by_name = {vi.name: vi for vi in model.inputs}
+        feeds = dict(feeds)
+        for name in feeds:
+            if name not in by_name or by_name[name].type.tensor_type.elem_type not in INT_TYPES:
+                raise RefError(f"plan data.feeds names {name!r}, which is not an integer "
+                               f"graph input")
+        for name, kind in DEFAULT_FEEDS.items():
+            if (name in by_name and name not in (inputs_name, targets_name) and
+                    by_name[name].type.tensor_type.elem_type in INT_TYPES):
+                feeds.setdefault(name, kind)
+        self.feeds = {name: (kind, input_dims(by_name[name]),
+                             torch_dtype(by_name[name].type.tensor_type.elem_type))
+                      for name, kind in feeds.items()}
         int_inputs = [vi.name for vi in model.inputs
-                      if vi.type.tensor_type.elem_type in INT_TYPES]
+                      if vi.type.tensor_type.elem_type in INT_TYPES and vi.name not in feeds]
         names = []
         for given, position in ((inputs_name, 0), (targets_name, 1)):
             if given is not None:
@@ -839,7 +852,7 @@ class LossFunction:
                 raise RefError("the model needs two integer graph inputs (tokens and targets)")
         if names[0] == names[1]:
             raise RefError(f"the inputs and the targets both name graph input {names[0]!r}")
-        others = sorted(set(by_name) - set(names))
+        others = sorted(set(by_name) - set(names) - set(feeds))
         if others:
             raise RefError(f"graph inputs {others} are neither the inputs nor the targets")
         self.names = names
@@ -859,8 +872,17 @@ class LossFunction:
         self.batch, self.seq = batch or b, t
 
     def __call__(self, inputs, targets):
-        outs = self.model.run({self.names[0]: inputs.to(self.dtypes[0]),
-                               self.names[1]: targets.to(self.dtypes[1])})
+        feeds = {self.names[0]: inputs.to(self.dtypes[0]),
+                 self.names[1]: targets.to(self.dtypes[1])}
+        b, t = inputs.shape
+        for name, (kind, dims, dtype) in self.feeds.items():
+            shape = [d if d is not None else (b if i == 0 else t) for i, d in enumerate(dims)]
+            if kind == "arange":
+                value = torch.arange(shape[-1]).expand(shape) if shape else torch.tensor(0)
+            else:
+                value = torch.full(shape, 1 if kind == "ones" else 0)
+            feeds[name] = value.to(dtype)
+        outs = self.model.run(feeds)
         loss = outs[0]
         if loss.numel() != 1 or not loss.is_floating_point():
             raise RefError(f"the first graph output is not a float scalar loss "
@@ -901,11 +923,15 @@ class TokenData:
                            f"batch of {batch} x {seq} (+1)")
         return steps
 
-    def batch(self, step, batch, seq):
-        """The (inputs, targets) int64 tensors [batch, seq] of a step."""
+    def batch(self, step, batch, seq, targets_from="next_tokens"):
+        """The (inputs, targets) int64 tensors [batch, seq] of a step; targets_from
+        "tokens" gives the inputs as the targets (plan data.targets_from)."""
         base = (step % self.steps_per_pass(batch, seq)) * batch * seq
         rows = base + np.arange(batch)[:, None] * seq + np.arange(seq)[None, :]
-        return torch.from_numpy(self.tokens[rows]), torch.from_numpy(self.tokens[rows + 1])
+        inputs = torch.from_numpy(self.tokens[rows])
+        if targets_from == "tokens":
+            return inputs, inputs.clone()
+        return inputs, torch.from_numpy(self.tokens[rows + 1])
 
 
 # --------------------------------------------------------------------------
@@ -933,6 +959,8 @@ class Plan:
     micro_batches: int = 1
     inputs: str = None
     targets: str = None
+    feeds: tuple = ()  # (graph input, "ones" | "zeros" | "arange") pairs
+    targets_from: str = "next_tokens"
 
 
 def _is_number(v):
@@ -952,6 +980,13 @@ def _is_globs(v):
     except RefError:
         return False
     return True
+
+
+# data.feeds: generated values of integer graph inputs, and the defaults by name
+# (what Hugging Face exports take beside the token ids and labels).
+FEED_KINDS = ("ones", "zeros", "arange")
+DEFAULT_FEEDS = {"attention_mask": "ones", "position_ids": "arange",
+                 "token_type_ids": "zeros"}
 
 
 # section -> key -> (check, what it must be)
@@ -978,7 +1013,12 @@ PLAN_SCHEMA = {
     },
     "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1")},
     "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
-             "targets": (lambda v: isinstance(v, str), 'a graph input name or ""')},
+             "targets": (lambda v: isinstance(v, str), 'a graph input name or ""'),
+             "feeds": (lambda v: isinstance(v, dict) and all(
+                 isinstance(k, str) and x in FEED_KINDS for k, x in v.items()),
+                 'an object of graph input: "ones", "zeros" or "arange"'),
+             "targets_from": (lambda v: v in ("next_tokens", "tokens"),
+                              '"next_tokens" or "tokens"')},
 }
 PLAN_FIELDS = {("optimizer", "type"): "optimizer"}  # key -> Plan field, where they differ
 
@@ -1019,6 +1059,8 @@ def parse_plan(obj, where="plan"):
                 raise RefError(f"{where}: {section}.{key} must be {what}, got {v!r}")
             if isinstance(v, list):
                 v = tuple(v)
+            if isinstance(v, dict):
+                v = tuple(v.items())
             if section == "data" and v == "":  # "": the default inputs
                 v = None
             setattr(plan, PLAN_FIELDS.get((section, key), key), v)
@@ -1145,14 +1187,15 @@ def run(args):
     returns the last step's record."""
     plan = load_plan(args.plan)
     model = OnnxModel(args.model, frozen=plan.frozen, padding_idx=plan.padding_idx)
-    loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch)
+    loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch, plan.feeds)
     data = TokenData(args.data)
     batch, seq = loss_fn.batch, loss_fn.seq
     data.steps_per_pass(batch, seq)  # fail early on a file too short
     records = []
     try:
         for record in train(list(model.params.items()), loss_fn,
-                            lambda step: data.batch(step, batch, seq), args.steps, plan,
+                            lambda step: data.batch(step, batch, seq, plan.targets_from),
+                            args.steps, plan,
                             args.dump_grads):
             records.append(record)
     except RefError as e:

@@ -15,11 +15,13 @@ and `train` see the same weights.
 The exported graph is what a user gets from
   torch.onnx.export(model, ...)  with  model(input_ids, labels=labels).loss
 as its one output "loss" (graph inputs input_ids and labels, int64 [B, T],
-and for encoder-decoder families decoder_input_ids), in eval mode, without
+with --inputs also attention_mask and position_ids), in eval mode, without
 constant folding (docs/importer.md). `train` feeds each step's batch as
-docs/data.md says (labels: the targets, the inputs shifted by one token) and
-trains with the plan's optimizer (test/e2e/torch_ref.py's), writing one JSON
-line per step {"step", "loss", "lr", "grad_norm"}.
+docs/data.md says (labels: the targets, the inputs shifted by one token, or
+with the plan's data.targets_from "tokens" the inputs themselves; an
+attention mask of ones, positions 0..T-1) and trains with the plan's
+optimizer (test/e2e/torch_ref.py's), writing one JSON line per step
+{"step", "loss", "lr", "grad_norm"}.
 """
 import argparse
 import json
@@ -105,32 +107,49 @@ def build_model(args):
     return model.eval()
 
 
-def loss(model, input_ids, labels):
-    """model(input_ids, labels=labels).loss, without a key/value cache."""
+# --inputs: the graph inputs of the export beside input_ids and labels.
+EXTRA_INPUTS = {"labels": (), "mask": ("attention_mask",),
+                "mask-positions": ("attention_mask", "position_ids")}
+
+
+def extra_values(names, input_ids):
+    """attention_mask all ones, position_ids 0..T-1 (autopar's default feeds)."""
+    b, t = input_ids.shape
+    values = {"attention_mask": torch.ones(b, t, dtype=torch.int64),
+              "position_ids": torch.arange(t).expand(b, t)}
+    return {n: values[n] for n in names}
+
+
+def loss(model, input_ids, labels, **extra):
+    """model(input_ids, labels=labels, ...).loss, without a key/value cache."""
     import inspect
-    extra = {}
     if "use_cache" in inspect.signature(model.forward).parameters:
         extra["use_cache"] = False
     return model(input_ids=input_ids, labels=labels, **extra).loss
 
 
 class LossOnly(torch.nn.Module):
-    """model(input_ids, labels=labels).loss, the graph a user exports."""
+    """model(input_ids, labels=labels, ...).loss, the graph a user exports."""
 
-    def __init__(self, model):
+    def __init__(self, model, extra):
         super().__init__()
         self.model = model
+        self.extra = extra
 
-    def forward(self, input_ids, labels):
-        return loss(self.model, input_ids, labels)
+    def forward(self, input_ids, *rest):
+        *values, labels = rest
+        return loss(self.model, input_ids, labels, **dict(zip(self.extra, values)))
 
 
 def export(args):
-    model = LossOnly(build_model(args))
+    extra = EXTRA_INPUTS[args.inputs]
+    model = LossOnly(build_model(args), extra)
     ids = torch.randint(0, args.vocab, (args.batch, args.seq))
+    values = tuple(extra_values(extra, ids).values())
     tmp = args.output + ".tmp"
     with torch.no_grad():
-        torch.onnx.export(model, (ids, ids), tmp, input_names=["input_ids", "labels"],
+        torch.onnx.export(model, (ids,) + values + (ids,), tmp,
+                          input_names=["input_ids", *extra, "labels"],
                           output_names=["loss"], opset_version=args.opset,
                           do_constant_folding=False)
     os.replace(tmp, args.output)
@@ -143,12 +162,14 @@ def train(args):
     data.steps_per_pass(args.batch, args.seq)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
 
-    def loss_fn(inputs, targets):
-        return loss(model, inputs, targets)
+    extra = EXTRA_INPUTS[args.inputs]
 
-    records = list(torch_ref.train(named, loss_fn,
-                                   lambda s: data.batch(s, args.batch, args.seq),
-                                   args.steps, plan))
+    def loss_fn(inputs, targets):
+        return loss(model, inputs, targets, **extra_values(extra, inputs))
+
+    records = list(torch_ref.train(
+        named, loss_fn, lambda s: data.batch(s, args.batch, args.seq, plan.targets_from),
+        args.steps, plan))
     tmp = args.output + ".tmp"
     with open(tmp, "w") as out:
         out.writelines(json.dumps(r) + "\n" for r in records)
@@ -165,6 +186,9 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--inputs", choices=sorted(EXTRA_INPUTS), default="labels",
+                   help="graph inputs beside input_ids and labels: none (labels), "
+                   "attention_mask (mask), or both it and position_ids (mask-positions)")
     p.add_argument("--data")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--plan")

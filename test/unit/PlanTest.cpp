@@ -205,7 +205,8 @@ TEST(PlanTest, DefaultsResolved) {
     "padding_idx": {},
     "lr_schedule": {"warmup_steps": 0, "decay": "constant", "min_lr": 0.0,
                     "decay_steps": 0},
-    "data": {"inputs": "", "targets": ""}
+    "data": {"inputs": "", "targets": "", "feeds": {},
+             "targets_from": "next_tokens"}
   })");
   EXPECT_EQ(toJson(Plan()), expected);
   // Integers stay integers.
@@ -381,7 +382,7 @@ TEST(PlanTest, ErrorUnknownKey) {
   // Keys that are not identifiers are quoted.
   EXPECT_EQ(errorOf(R"({"data": {"in puts": "x"}})"),
             "data[\"in puts\"]: unknown key (expected one of: inputs, "
-            "targets)");
+            "targets, feeds, targets_from)");
   EXPECT_EQ(errorOf(R"({"": 1})").substr(0, 17), "[\"\"]: unknown key");
   EXPECT_EQ(errorOf(R"({"batch": {"micro_batches": 2, "size": 8}})"),
             "batch.size: unknown key (expected one of: micro_batches)");
@@ -411,6 +412,28 @@ TEST(PlanTest, PaddingIdx) {
   EXPECT_EQ(
       errorOf(R"({"padding_idx": {"w[": 0}})").rfind("padding_idx.w[: ", 0),
       0u);
+}
+
+TEST(PlanTest, DataFeeds) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(nlohmann::json::parse(R"({"data": {"feeds":
+      {"attention_mask": "ones", "pos": "arange"}, "targets_from": "tokens"}})"),
+                        plan, error))
+      << error;
+  EXPECT_EQ(plan.dataFeeds.at("attention_mask"), "ones");
+  EXPECT_EQ(plan.dataFeeds.at("pos"), "arange");
+  EXPECT_EQ(plan.targetsFrom, "tokens");
+  Plan back;
+  ASSERT_TRUE(parsePlan(toJson(plan), back, error)) << error;
+  EXPECT_EQ(back.dataFeeds, plan.dataFeeds);
+  EXPECT_EQ(back.targetsFrom, "tokens");
+  EXPECT_EQ(errorOf(R"({"data": {"feeds": {"m": "twos"}}})"),
+            "data.feeds.m: expected one of \"ones\", \"zeros\", \"arange\", "
+            "got \"twos\"");
+  EXPECT_EQ(errorOf(R"({"data": {"targets_from": "next"}})"),
+            "data.targets_from: expected one of \"next_tokens\", \"tokens\", "
+            "got \"next\"");
 }
 
 TEST(PlanTest, LossScale) {
