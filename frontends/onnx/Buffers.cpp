@@ -21,11 +21,19 @@ bool isRandom(llvm::StringRef op) {
   return op.starts_with("Random") || op == "Bernoulli" || op == "Multinomial";
 }
 
-/// Ops that combine their operands arithmetically: an initializer's values
-/// taken through one of them with positions are no longer its own.
-bool combines(llvm::StringRef op) {
+/// Products: an initializer's values multiplied with positions (a rotary
+/// table's angles, ALiBi's slopes times distances) are no longer its own.
+/// A sum is not (T5's learned relative bias plus a causal mask).
+bool multiplies(llvm::StringRef op) {
   return op == "MatMul" || op == "Gemm" || op == "Einsum" || op == "Mul" ||
-         op == "Div" || op == "Add" || op == "Sub" || op == "Pow";
+         op == "Div";
+}
+
+/// Ops whose result only compares positions (a mask), not positions.
+bool compares(llvm::StringRef op) {
+  return op == "Equal" || op == "Less" || op == "Greater" ||
+         op == "LessOrEqual" || op == "GreaterOrEqual" || op == "Not" ||
+         op == "And" || op == "Or" || op == "Xor";
 }
 
 /// Ops an additive table (a mask) goes through on its way to a sum.
@@ -113,7 +121,7 @@ std::vector<FloatBuffer> autopar::onnx_import::findFloatBuffers(
       continue;
     for (const std::string &out : node.output()) {
       known.insert(out);
-      if (positional && op != "Shape" && op != "Size")
+      if (positional && op != "Shape" && op != "Size" && !compares(op))
         positions.insert(out);
     }
   }
@@ -158,7 +166,7 @@ std::vector<FloatBuffer> autopar::onnx_import::findFloatBuffers(
           continue;
         }
         bool staysClean =
-            fromClean && !(combines(node.op_type()) && withPositions);
+            fromClean && !(multiplies(node.op_type()) && withPositions);
         for (const std::string &out : node.output()) {
           derived.insert(out);
           if (staysClean)

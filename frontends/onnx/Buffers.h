@@ -31,11 +31,12 @@ struct FloatBuffer {
 
 /// The float initializers of `graph` that are buffers:
 ///  - computed with positions: every way the initializer's values reach the
-///    values computed at run time passes through a product or sum with
-///    positions (a value derived from a Range, or a constant holding 0, 1,
-///    ..., n-1: torch.arange as the exporter folds it), all of it known at
-///    import (a rotary table's `inv_freq`, whose cos/sin tables are then
-///    folded at import);
+///    values computed at run time passes through a product (MatMul, Gemm,
+///    Einsum, Mul, Div) with positions (a value computed from a Range, or
+///    from a constant holding 0, 1, ..., n-1: torch.arange as the exporter
+///    folds it; comparisons of positions are masks, not positions), all of
+///    it known at import (a rotary table's `inv_freq`, whose cos/sin tables
+///    are then folded at import; ALiBi slopes);
 ///  - non-finite: an initializer holding an infinity or NaN (an additive
 ///    mask table), which no optimizer can train.
 /// A value is known at import when it derives only from initializers,

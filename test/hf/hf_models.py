@@ -92,6 +92,13 @@ FAMILIES = {
                    num_attention_heads=4, ffn_dim=64, word_embed_proj_dim=32,
                    max_position_embeddings=64),
     "bloom": _config("BloomConfig", "BloomForCausalLM", hidden_size=32, n_layer=2, n_head=4),
+    "t5": _config("T5Config", "T5ForConditionalGeneration", d_model=32, d_kv=8, d_ff=64,
+                  num_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0,
+                  dropout_rate=0.0),
+    "bart": _config("BartConfig", "BartForConditionalGeneration", d_model=32,
+                    encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                    max_position_embeddings=64),
     "bert": _decoder("BertConfig", "BertForMaskedLM"),
     "roberta": _decoder("RobertaConfig", "RobertaForMaskedLM"),
 }

@@ -16,6 +16,9 @@ writes OUTDIR/rotary.onnx, a forward graph (input ids int64 [2, 8], output
   scaled [8, 8]    scaled * 0.5, transposed, then multiplied: a parameter
   mask [8, 8]      a causal table of 0 and -inf added to scores: a buffer
   bias [8]         a finite table added to scores: a parameter
+  rel [15]         T5's relative attention bias: gathered by relative
+                   positions, plus a causal mask made by comparing positions
+                   (known at import), added to scores: a parameter
 """
 import os
 import sys
@@ -42,6 +45,9 @@ def main(out_dir):
         init("scaled", rng.standard_normal((D, D)).astype(np.float32)),
         init("mask", np.triu(np.full((T, T), -np.inf, np.float32), 1)),
         init("bias", rng.standard_normal(T).astype(np.float32)),
+        init("rel", rng.standard_normal(2 * T - 1).astype(np.float32)),
+        init("offset", np.array(T - 1, np.int64)),
+
         init("zero", np.array(0, np.int64)), init("t", np.array(T, np.int64)),
         init("one", np.array(1, np.int64)), init("ax1", np.array([1], np.int64)),
         init("ax0", np.array([0], np.int64)),
@@ -83,7 +89,18 @@ def main(out_dir):
         helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["h", "ht"], ["s"]),
         helper.make_node("Add", ["s", "mask"], ["sm"]),
-        helper.make_node("Add", ["sm", "bias"], ["y"]),
+        helper.make_node("Add", ["sm", "bias"], ["sb"]),
+        # T5: rel[j - i + T - 1] plus where(j > i, -1e9, 0).
+        helper.make_node("Unsqueeze", ["pos", "ax1"], ["pi"]),
+        helper.make_node("Sub", ["pos", "pi"], ["dist"]),
+        helper.make_node("Add", ["dist", "offset"], ["bucket"]),
+        helper.make_node("Gather", ["rel", "bucket"], ["relb"]),
+        helper.make_node("Greater", ["pos", "pi"], ["future"]),
+        helper.make_node("Constant", [], ["neg"], value_float=-1e9),
+        helper.make_node("Constant", [], ["zf"], value_float=0.0),
+        helper.make_node("Where", ["future", "neg", "zf"], ["causal"]),
+        helper.make_node("Add", ["relb", "causal"], ["relm"]),
+        helper.make_node("Add", ["sb", "relm"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes, "buffers",
