@@ -74,8 +74,13 @@ bool autopar::writeFileAtomically(const std::string &path,
 int autopar::runImportCommand(const ImportCommandOptions &options) {
   mlir::MLIRContext context;
   std::string error;
-  onnx_import::ImportResult result = onnx_import::importOnnxFile(
-      context, options.model, options.import, error);
+  // A summary alone reads shapes, not weights: the external data files of
+  // a large model need not be there.
+  onnx_import::ImportOptions importOptions = options.import;
+  importOptions.shapesOnly =
+      importOptions.shapesOnly || (options.summary && options.output == "-");
+  onnx_import::ImportResult result =
+      onnx_import::importOnnxFile(context, options.model, importOptions, error);
   if (!result.module) {
     llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;

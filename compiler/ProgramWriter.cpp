@@ -956,20 +956,23 @@ bool Writer::run(const std::string &dir) {
       return fail(err);
   }
   // Initial weights: the full tensors, laid out like the parameter blob of
-  // the unsharded program (TensorInfo::fileOffset).
+  // the unsharded program (TensorInfo::fileOffset), streamed into
+  // weights.bin one tensor at a time in file order (a model of many GB,
+  // from external data files, is never whole in memory).
   int64_t fileBytes = 0;
   std::vector<Type> globalArgTypes = logicalTypes(step);
   std::vector<ArgSlot> fileSlots =
       layoutArguments(step, globalArgTypes, fileBytes);
-  std::string weights(fileBytes, '\0');
   // weights.json: where each tensor lies in weights.bin, for tools that
   // write or read the blob without the ONNX file.
   nlohmann::json manifest = {{"bytes", fileBytes},
                              {"tensors", nlohmann::json::array()}};
+  std::vector<unsigned> inFileOrder;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
+    inFileOrder.push_back(i);
     auto from =
         step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInitFromAttr);
     auto type = cast<RankedTensorType>(globalArgTypes[i]);
@@ -981,6 +984,25 @@ bool Writer::run(const std::string &dir) {
          {"shape", type.getShape().vec()},
          {"offset", fileSlots[i].offset},
          {"bytes", tensorBytes(type)}});
+  }
+  llvm::stable_sort(inFileOrder, [&](unsigned a, unsigned b) {
+    return fileSlots[a].offset < fileSlots[b].offset;
+  });
+  llvm::SmallString<256> weightsPath(dir);
+  llvm::sys::path::append(weightsPath, "weights.bin");
+  std::error_code ec;
+  llvm::raw_fd_ostream weights(weightsPath, ec);
+  if (ec)
+    return fail("cannot write " + std::string(weightsPath) + ": " +
+                ec.message());
+  int64_t written = 0;
+  auto zeros = [&](int64_t n) {
+    static const char block[4096] = {};
+    for (; n > 0; n -= std::min<int64_t>(n, sizeof(block)))
+      weights.write(block, std::min<int64_t>(n, sizeof(block)));
+  };
+  for (unsigned i : inFileOrder) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     llvm::Expected<std::vector<char>> bytes =
         o.weights->readBytes(name.getValue());
     if (!bytes)
@@ -989,11 +1011,21 @@ bool Writer::run(const std::string &dir) {
     if (static_cast<int64_t>(bytes->size()) != expected)
       return fail(formatv("{0}: initializer '{1}' has {2} bytes, expected {3}",
                           o.model, name.getValue(), bytes->size(), expected));
-    std::copy(bytes->begin(), bytes->end(),
-              weights.begin() + fileSlots[i].offset);
+    if (fileSlots[i].offset < written)
+      return fail(formatv("weights.bin: tensor '{0}' overlaps the one before",
+                          name.getValue()));
+    zeros(fileSlots[i].offset - written);
+    weights.write(bytes->data(), bytes->size());
+    written = fileSlots[i].offset + expected;
   }
-  if (!write("weights.bin", weights) ||
-      !write("weights.json",
+  zeros(fileBytes - written);
+  weights.close();
+  if (weights.has_error()) {
+    std::string why = weights.error().message();
+    weights.clear_error();
+    return fail("cannot write " + std::string(weightsPath) + ": " + why);
+  }
+  if (!write("weights.json",
              manifest.dump(1, ' ', false,
                            nlohmann::json::error_handler_t::replace) +
                  "\n"))
