@@ -96,11 +96,28 @@ LogicalResult checkBroadcast(NodeContext &ctx) {
 /// of another type is converted on the host (ONNX Pow's exponent).
 LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
                              bool castRhs) {
+  Type le = ctx.inputType(0).getElementType();
+  Type re = ctx.inputType(1).getElementType();
+  // A float64 constant beside a float32 value at run time (float64 compute
+  // runs in float32, see convertCast): the constant rounded to float32.
+  for (unsigned i : {0u, 1u}) {
+    const HostTensor *c = ctx.constInput(i);
+    Type other = i == 0 ? re : le;
+    if (!c || !ctx.inputType(i).getElementType().isF64() || !other.isF32())
+      continue;
+    Value v = nn::ConstantOp::create(
+        ctx.builder(), ctx.loc(),
+        hostCast(*c, DType::Float).toAttr(ctx.builder().getContext()));
+    FailureOr<Value> o = ctx.input(1 - i);
+    if (failed(o))
+      return failure();
+    lhs = i == 0 ? v : *o;
+    rhs = i == 0 ? *o : v;
+    return checkBroadcast(ctx);
+  }
   FailureOr<Value> l = ctx.input(0);
   if (failed(l))
     return failure();
-  Type le = ctx.inputType(0).getElementType();
-  Type re = ctx.inputType(1).getElementType();
   if (le != re && castRhs) {
     if (const HostTensor *c = ctx.constInput(1)) {
       HostTensor cast = hostCast(*c, mlirToDType(le));
@@ -213,6 +230,11 @@ LogicalResult convertCast(NodeContext &ctx) {
   FailureOr<Value> x = ctx.input(0);
   if (failed(x))
     return failure();
+  // float32 upcast to float64 at run time (a softmax PyTorch exports in
+  // double around float32 values): computed in float32, its result cast
+  // back to float32 differs by float32 rounding at most (docs/importer.md).
+  if (to == DType::Double && ctx.inputType(0).getElementType().isF32())
+    toType = ctx.inputType(0).getElementType();
   if (ctx.inputType(0).getElementType() == toType) {
     ctx.setOutput(0, *x);
     return success();

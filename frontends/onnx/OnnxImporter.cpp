@@ -670,6 +670,12 @@ LogicalResult Importer::addOutputs() {
     // The model's declared type must agree with what the import computed.
     auto type = cast<RankedTensorType>(v->getType());
     const auto &tt = out.type().tensor_type();
+    // float64 computed in float32 (convertCast): the output in float64.
+    if (static_cast<DType>(tt.elem_type()) == DType::Double &&
+        type.getElementType().isF32()) {
+      type = type.clone(builder.getF64Type());
+      v = nn::CastOp::create(builder, v->getLoc(), type, *v).getResult();
+    }
     if (tt.elem_type() &&
         dtypeToMlir(static_cast<DType>(tt.elem_type()), &ctx) !=
             type.getElementType())

@@ -78,6 +78,8 @@ FAMILIES = {
                       use_sliding_window=False, sliding_window=None),
     "phi3": _decoder("Phi3Config", "Phi3ForCausalLM", num_key_value_heads=2, pad_token_id=0),
     "gemma": _decoder("GemmaConfig", "GemmaForCausalLM", num_key_value_heads=2, head_dim=8),
+    "gemma2": _decoder("Gemma2Config", "Gemma2ForCausalLM", num_key_value_heads=2,
+                       head_dim=8, sliding_window=16),
     "gpt-neox": _decoder("GPTNeoXConfig", "GPTNeoXForCausalLM"),
     "falcon": _decoder("FalconConfig", "FalconForCausalLM"),
     "phi": _decoder("PhiConfig", "PhiForCausalLM"),
