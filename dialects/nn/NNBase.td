@@ -79,6 +79,10 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
+    /// A float32 buffer holding 0 on and below the diagonal and -inf or a
+    /// value below -1e30 above it, in each of its [T, T] matrices: an
+    /// additive causal mask.
+    static constexpr llvm::StringLiteral kCausalBiasAttr = "nn.causal_bias";
     /// On the module: the float initializers the importer did not make
     /// parameters (frontends/onnx/Buffers.h), each with why.
     static constexpr llvm::StringLiteral kFloatBuffersAttr = "nn.float_buffers";

@@ -48,10 +48,11 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr,
       NNDialect::kSavedAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
-      NNDialect::kBufferAttr,     NNDialect::kFrozenAttr,
-      NNDialect::kNoDecayAttr,    NNDialect::kTrilAttr,
-      NNDialect::kTriuAttr,       NNDialect::kLossScaleAttr,
-      NNDialect::kStageInputAttr, NNDialect::kOutputGradAttr};
+      NNDialect::kBufferAttr,    NNDialect::kFrozenAttr,
+      NNDialect::kNoDecayAttr,   NNDialect::kTrilAttr,
+      NNDialect::kTriuAttr,      NNDialect::kCausalBiasAttr,
+      NNDialect::kLossScaleAttr, NNDialect::kStageInputAttr,
+      NNDialect::kOutputGradAttr};
   bool unit = isResult ? name == NNDialect::kInputGradAttr
                        : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;

@@ -136,6 +136,10 @@ private:
   /// Float initializers that are buffers (Buffers.h) become constants known
   /// at import; the module lists them.
   void markFloatBuffers();
+  /// Whether the float32 parameter `name` holds an additive causal mask: 0
+  /// on and below the diagonal and -inf or below -1e30 above, in each of
+  /// its square [T, T] matrices.
+  bool isCausalBias(StringRef name, RankedTensorType type);
   LogicalResult importNode(const onnx::NodeProto &node);
   LogicalResult verifyNewOps(const onnx::NodeProto &node,
                              Block::iterator firstNew);
@@ -773,13 +777,21 @@ static bool onlyDecides(Value v) {
 /// initializers' bytes:
 /// autopar-fuse-attention then knows masks made from them are causal. Only
 /// rank-2+ float32 or bool tensors with leading dims of 1 are read; one
-/// whose bytes cannot be read (a shape-only model) is left unmarked.
+/// whose bytes cannot be read (a shape-only model) is left unmarked. A
+/// float32 buffer (never trained) that is an additive causal mask in every
+/// matrix (Hugging Face's 4-D mask, folded at import) is `nn.causal_bias`.
 void Importer::markCausalMasks() {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
     Type element = type.getElementType();
     int64_t rank = type.getRank();
+    if (name && rank >= 2 && element.isF32() &&
+        func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
+        isCausalBias(name.getValue(), type)) {
+      func.setArgAttr(i, nn::NNDialect::kCausalBiasAttr, builder.getUnitAttr());
+      continue;
+    }
     if (!name || rank < 2 ||
         llvm::any_of(type.getShape().drop_back(2),
                      [](int64_t d) { return d != 1; }) ||
@@ -815,6 +827,27 @@ void Importer::markCausalMasks() {
     else if (triu)
       func.setArgAttr(i, nn::NNDialect::kTriuAttr, builder.getUnitAttr());
   }
+}
+
+bool Importer::isCausalBias(StringRef name, RankedTensorType type) {
+  llvm::Expected<std::vector<char>> bytes = weights->readBytes(name);
+  if (!bytes) {
+    llvm::consumeError(bytes.takeError());
+    return false;
+  }
+  const int64_t rank = type.getRank(), n = type.getDimSize(rank - 2),
+                m = type.getDimSize(rank - 1);
+  const int64_t count = type.getNumElements();
+  if (n != m || n < 2 || static_cast<int64_t>(bytes->size()) != count * 4)
+    return false;
+  for (int64_t k = 0; k < count; ++k) {
+    float x;
+    std::memcpy(&x, bytes->data() + 4 * k, 4);
+    const int64_t r = (k / m) % n, c = k % m;
+    if (c <= r ? x != 0.0f : !(x <= -1e30f))
+      return false;
+  }
+  return true;
 }
 
 ImportResult Importer::run() {

@@ -5,10 +5,12 @@
 // (FlashAttention's rewrite: the T x S scores are never stored). A chain is
 // rewritten only when every intermediate has no other use and every piece
 // is proven: the softmax runs over the key dim, the scale is a scalar
-// constant, the mask selects -inf, and a mask is recognized as causal only
-// when its value is known at compile time to be exactly the causal pattern
-// (a constant, or a slice / comparison / negation of an `nn.tril` or
-// `nn.triu` buffer).
+// constant, the mask selects -inf (or a fill below -1e30, such as
+// torch.finfo(float32).min, when the mask is causal), and a mask is
+// recognized as causal only when its value is known at compile time to be
+// exactly the causal pattern (a constant, or a slice / comparison /
+// negation of an `nn.tril` or `nn.triu` buffer), or is added: an
+// `nn.causal_bias` buffer (Hugging Face's folded 4-D mask).
 //
 //===----------------------------------------------------------------------===//
 
@@ -179,7 +181,43 @@ struct Chain {
   /// The mask condition and whether true means masked.
   Value condition;
   bool maskedWhenTrue = true;
+  /// The masked scores get a finite fill (torch.finfo(float32).min, as
+  /// Hugging Face writes): the same as -inf only for a causal mask, whose
+  /// rows all keep the diagonal.
+  bool finiteFill = false;
+  /// The mask is added: an `nn.causal_bias` buffer.
+  bool causalBias = false;
 };
+
+/// Whether `v` is an additive causal mask, 0 on and below the diagonal and
+/// -inf or below -1e30 above in every square matrix: an argument marked
+/// `nn.causal_bias` or a constant holding that.
+bool isCausalBias(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    return func &&
+           func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kCausalBiasAttr);
+  }
+  auto constant = v.getDefiningOp<nn::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  RankedTensorType type = tensorType(v);
+  if (!elements || !isa<FloatType>(elements.getElementType()) ||
+      type.getRank() < 2)
+    return false;
+  int64_t n = type.getDimSize(type.getRank() - 2), m = type.getShape().back();
+  if (n != m || n < 2)
+    return false;
+  int64_t k = 0;
+  for (const APFloat &x : elements.getValues<APFloat>()) {
+    int64_t r = (k / m) % n, c = k % m;
+    double value = x.convertToDouble();
+    if (c <= r ? value != 0.0 : !(value <= -1e30))
+      return false;
+    ++k;
+  }
+  return true;
+}
 
 /// Matches the chain whose softmax is `softmax`.
 std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
@@ -198,20 +236,37 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
   if (auto where = x.getDefiningOp<nn::WhereOp>(); where && hasOneUse(x)) {
     std::optional<double> lhs = scalarConstant(where.getLhs());
     std::optional<double> rhs = scalarConstant(where.getRhs());
-    auto negInf = [](std::optional<double> v) {
-      return v && std::isinf(*v) && *v < 0;
-    };
-    if (negInf(lhs) && tensorType(where.getRhs()) == tensorType(x)) {
+    auto masks = [](std::optional<double> v) { return v && *v <= -1e30; };
+    if (masks(lhs) && tensorType(where.getRhs()) == tensorType(x)) {
       c.maskedWhenTrue = true;
+      c.finiteFill = !std::isinf(*lhs);
       x = where.getRhs();
-    } else if (negInf(rhs) && tensorType(where.getLhs()) == tensorType(x)) {
+    } else if (masks(rhs) && tensorType(where.getLhs()) == tensorType(x)) {
       c.maskedWhenTrue = false;
+      c.finiteFill = !std::isinf(*rhs);
       x = where.getLhs();
     } else {
       return std::nullopt;
     }
     c.maskOp = where;
     c.condition = where.getCondition();
+  } else if (auto add = x.getDefiningOp<nn::AddOp>(); add && hasOneUse(x)) {
+    // Additive: s + bias, the bias an nn.causal_bias buffer whose [T, S]
+    // matrices broadcast over the scores'.
+    for (int i : {0, 1}) {
+      Value bias = add->getOperand(i), other = add->getOperand(1 - i);
+      ArrayRef<int64_t> bs = tensorType(bias).getShape();
+      ArrayRef<int64_t> xs = tensorType(x).getShape();
+      if (isCausalBias(bias) && tensorType(other) == tensorType(x) &&
+          bs.size() == xs.size() && bs.take_back(2) == xs.take_back(2)) {
+        c.causalBias = true;
+        c.maskOp = add;
+        x = other;
+        break;
+      }
+    }
+    if (!c.causalBias)
+      return std::nullopt;
   }
   // Scale: s * constant or s / constant.
   if (Operation *def = x.getDefiningOp();
@@ -250,6 +305,9 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
   if (!(c.scale > 0) || !std::isfinite(c.scale) ||
       (maxHeadDim > 0 && qs[rank - 1] > maxHeadDim))
     return std::nullopt;
+  if (c.finiteFill &&
+      !isCausalMask(c.condition, c.maskedWhenTrue, qs[rank - 2], ks[rank - 1]))
+    return std::nullopt;
   return c;
 }
 
@@ -264,7 +322,7 @@ void rewrite(Chain &c) {
   Value k = nn::TransposeOp::create(b, loc, kt, perm);
   int64_t t = tensorType(q).getDimSize(rank - 2);
   int64_t s = tensorType(k).getDimSize(rank - 2);
-  bool causal = false;
+  bool causal = c.causalBias;
   Value mask;
   if (c.condition) {
     causal = isCausalMask(c.condition, c.maskedWhenTrue, t, s);

@@ -176,6 +176,81 @@ func.func @not_attention(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tens
 
 // -----
 
+// Hugging Face's forms: the masked scores filled with torch.finfo(float32).min
+// (not -inf) where the mask is causal; and an additive causal mask (0 on and
+// below the diagonal, finfo.min above), as a constant or an `nn.causal_bias`
+// buffer, broadcast over the heads.
+
+// CHECK-LABEL: func.func @finite_fill_causal
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 1.000000e+00 : f64}
+// CHECK-NOT: nn.softmax
+func.func @finite_fill_causal(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
+  %m = nn.constant dense<[[[true, false, false], [true, true, false], [true, true, true]]]> : tensor<1x3x3xi1>
+  %min = nn.constant dense<-3.40282347E+38> : tensor<f32>
+  %z = nn.where %m, %s, %min : (tensor<1x3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// A finite fill with a mask that is not causal (row 0 masked whole: -inf
+// would give NaN, finfo.min a uniform row): left alone.
+
+// CHECK-LABEL: func.func @finite_fill_not_causal
+// CHECK-NOT: nn.attention
+// CHECK: nn.softmax
+func.func @finite_fill_not_causal(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
+  %m = nn.constant dense<[[[false, false, false], [true, true, false], [true, true, true]]]> : tensor<1x3x3xi1>
+  %min = nn.constant dense<-3.40282347E+38> : tensor<f32>
+  %z = nn.where %m, %s, %min : (tensor<1x3x3xi1>, tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @additive_causal_constant
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f64}
+// CHECK-NOT: nn.add
+func.func @additive_causal_constant(%q: tensor<2x2x3x8xf32>, %kt: tensor<2x2x8x3xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %c = nn.constant dense<0.5> : tensor<f32>
+  %y = nn.mul %s, %c : (tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %m = nn.constant dense<[[[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]], [[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>
+  %z = nn.add %y, %m : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = nn.softmax %z {axis = 3 : i64} : tensor<2x2x3x3xf32> -> tensor<2x2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// An added table that is not a causal mask (a bias of -1 above the
+// diagonal): left alone.
+
+// CHECK-LABEL: func.func @additive_not_causal
+// CHECK-NOT: nn.attention
+// CHECK: nn.softmax
+func.func @additive_not_causal(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
+  %m = nn.constant dense<[[[0.0, -1.0, -1.0], [0.0, 0.0, -1.0], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32>
+  %z = nn.add %s, %m : (tensor<2x3x3xf32>, tensor<1x3x3xf32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @additive_causal_buffer
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+func.func @additive_causal_buffer(%m: tensor<2x1x3x3xf32> {nn.param = "mask", nn.buffer, nn.causal_bias}, %q: tensor<2x2x3x8xf32>, %kt: tensor<2x2x8x3xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %z = nn.add %m, %s : (tensor<2x1x3x3xf32>, tensor<2x2x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = nn.softmax %z {axis = 3 : i64} : tensor<2x2x3x3xf32> -> tensor<2x2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-fuse-attention{max-head-dim=8}))' --split-input-file | FileCheck %s --check-prefix=LIMIT
 // With max-head-dim=8, 16 features per head stay unfused; 8 fuse.
 
