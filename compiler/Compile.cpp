@@ -109,8 +109,8 @@ private:
   bool resolveFeeds();
   /// The feeds' values at [batch, seqLen] (their dynamic dims: the first is
   /// the batch, the others the sequence; a feed with a dynamic dim is left
-  /// out while batch or seqLen is unknown, -1).
-  void makeFeedValues(int64_t batch, int64_t seqLen);
+  /// out while batch or seqLen is unknown, -1). False for a feed too large.
+  bool makeFeedValues(int64_t batch, int64_t seqLen);
   std::map<std::string, onnx_import::GraphInput> feedShapes;
   std::map<std::string, onnx_import::HostTensor> feedValues;
   bool importModel();
@@ -220,11 +220,10 @@ bool Compiler::resolveFeeds() {
     }
     break;
   }
-  makeFeedValues(batch, seqLen);
-  return true;
+  return makeFeedValues(batch, seqLen);
 }
 
-void Compiler::makeFeedValues(int64_t batch, int64_t seqLen) {
+bool Compiler::makeFeedValues(int64_t batch, int64_t seqLen) {
   feedValues.clear();
   for (const auto &[name, input] : feedShapes) {
     SmallVector<int64_t> shape;
@@ -233,6 +232,10 @@ void Compiler::makeFeedValues(int64_t batch, int64_t seqLen) {
     if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
       continue; // not known yet: an argument of the first import
     std::string kind = planFile.dataFeeds[name];
+    if (onnx_import::numElements(shape) > (int64_t(1) << 28))
+      return fail(planName() + ": data.feeds." + name + ": input '" + name +
+                  "' " + onnx_import::shapeToString(shape) +
+                  " is too large to feed a generated value");
     std::vector<int64_t> values(onnx_import::numElements(shape));
     const int64_t last = shape.empty() ? 1 : shape.back();
     for (size_t k = 0; k < values.size(); ++k)
@@ -241,6 +244,7 @@ void Compiler::makeFeedValues(int64_t batch, int64_t seqLen) {
         static_cast<onnx_import::DType>(input.elementType), shape,
         std::move(values));
   }
+  return true;
 }
 
 bool Compiler::findDataInputs(func::FuncOp func, DataInputs &d) {
@@ -359,7 +363,8 @@ bool Compiler::importModel() {
   if (m == 1 && !known && feedValues.size() == feedShapes.size())
     return true;
   // (Re-)import at the micro-batch size, the feeds fixed.
-  makeFeedValues(microBatch, seqLen);
+  if (!makeFeedValues(microBatch, seqLen))
+    return false;
   onnx_import::ImportOptions options = importOptions();
   for (const std::string &name : {planFile.dataInputs, planFile.dataTargets})
     options.inputShapes[name] = {microBatch, seqLen};
