@@ -80,7 +80,7 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
     /// A float32 buffer holding 0 on and below the diagonal and -inf or a
-    /// value below -1e30 above it, in each of its [T, T] matrices: an
+    /// value at most -1e9 above it, in each of its [T, T] matrices: an
     /// additive causal mask.
     static constexpr llvm::StringLiteral kCausalBiasAttr = "nn.causal_bias";
     /// On the module: the float initializers the importer did not make

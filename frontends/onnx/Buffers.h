@@ -37,8 +37,10 @@ struct FloatBuffer {
 ///    folds it; comparisons of positions are masks, not positions), all of
 ///    it known at import (a rotary table's `inv_freq`, whose cos/sin tables
 ///    are then folded at import; ALiBi slopes);
-///  - non-finite: an initializer holding an infinity or NaN (an additive
-///    mask table), which no optimizer can train.
+///  - a mask: an initializer holding an infinity or NaN (an additive mask
+///    table, which no optimizer can train), or an additive causal mask (0
+///    on and below the diagonal, -1e9 or below above, in every square
+///    matrix: masked_fill's -1e9 table).
 /// A value is known at import when it derives only from initializers,
 /// Constant nodes, the shapes of values (Shape, Size) and the graph inputs in
 /// `fixedInputs`. Only initializers that take part in such an import-time

@@ -137,7 +137,7 @@ private:
   /// at import; the module lists them.
   void markFloatBuffers();
   /// Whether the float32 parameter `name` holds an additive causal mask: 0
-  /// on and below the diagonal and -inf or below -1e30 above, in each of
+  /// on and below the diagonal and -inf or at most -1e9 above, in each of
   /// its square [T, T] matrices.
   bool isCausalBias(StringRef name, RankedTensorType type);
   LogicalResult importNode(const onnx::NodeProto &node);
@@ -844,7 +844,7 @@ bool Importer::isCausalBias(StringRef name, RankedTensorType type) {
     float x;
     std::memcpy(&x, bytes->data() + 4 * k, 4);
     const int64_t r = (k / m) % n, c = k % m;
-    if (c <= r ? x != 0.0f : !(x <= -1e30f))
+    if (c <= r ? x != 0.0f : !(x <= -1e9f))
       return false;
   }
   return true;

@@ -5,7 +5,7 @@
 // (FlashAttention's rewrite: the T x S scores are never stored). A chain is
 // rewritten only when every intermediate has no other use and every piece
 // is proven: the softmax runs over the key dim, the scale is a scalar
-// constant, the mask selects -inf (or a fill below -1e30, such as
+// constant, the mask selects -inf (or a fill at most -1e9, such as
 // torch.finfo(float32).min, when the mask is causal), and a mask is
 // recognized as causal only when its value is known at compile time to be
 // exactly the causal pattern (a constant, or a slice / comparison /
@@ -181,16 +181,17 @@ struct Chain {
   /// The mask condition and whether true means masked.
   Value condition;
   bool maskedWhenTrue = true;
-  /// The masked scores get a finite fill (torch.finfo(float32).min, as
-  /// Hugging Face writes): the same as -inf only for a causal mask, whose
-  /// rows all keep the diagonal.
+  /// The masked scores get a finite fill of -1e9 or below (masked_fill's
+  /// -1e9, Hugging Face's torch.finfo(float32).min): exp underflows to 0
+  /// as for -inf, but only a mask that keeps a score in every row (causal:
+  /// the diagonal) gives the same softmax.
   bool finiteFill = false;
   /// The mask is added: an `nn.causal_bias` buffer.
   bool causalBias = false;
 };
 
 /// Whether `v` is an additive causal mask, 0 on and below the diagonal and
-/// -inf or below -1e30 above in every square matrix: an argument marked
+/// -inf or at most -1e9 above in every square matrix: an argument marked
 /// `nn.causal_bias` or a constant holding that.
 bool isCausalBias(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
@@ -212,7 +213,7 @@ bool isCausalBias(Value v) {
   for (const APFloat &x : elements.getValues<APFloat>()) {
     int64_t r = (k / m) % n, c = k % m;
     double value = x.convertToDouble();
-    if (c <= r ? value != 0.0 : !(value <= -1e30))
+    if (c <= r ? value != 0.0 : !(value <= -1e9))
       return false;
     ++k;
   }
@@ -236,7 +237,7 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
   if (auto where = x.getDefiningOp<nn::WhereOp>(); where && hasOneUse(x)) {
     std::optional<double> lhs = scalarConstant(where.getLhs());
     std::optional<double> rhs = scalarConstant(where.getRhs());
-    auto masks = [](std::optional<double> v) { return v && *v <= -1e30; };
+    auto masks = [](std::optional<double> v) { return v && *v <= -1e9; };
     if (masks(lhs) && tensorType(where.getRhs()) == tensorType(x)) {
       c.maskedWhenTrue = true;
       c.finiteFill = !std::isinf(*lhs);

@@ -224,6 +224,19 @@ func.func @additive_causal_constant(%q: tensor<2x2x3x8xf32>, %kt: tensor<2x2x8x3
   return %o : tensor<2x2x3x8xf32>
 }
 
+// masked_fill's -1e9 as the additive table's masked value.
+
+// CHECK-LABEL: func.func @additive_causal_1e9
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 1.000000e+00 : f64}
+func.func @additive_causal_1e9(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
+  %m = nn.constant dense<[[[0.0, -1.0e+09, -1.0e+09], [0.0, 0.0, -1.0e+09], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32>
+  %z = nn.add %s, %m : (tensor<2x3x3xf32>, tensor<1x3x3xf32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
 // An added table that is not a causal mask (a bias of -1 above the
 // diagonal): left alone.
 

@@ -15,6 +15,7 @@ writes OUTDIR/rotary.onnx, a forward graph (input ids int64 [2, 8], output
   norm_w [8]       1 + norm_w (Gemma's RMSNorm weight): a parameter
   scaled [8, 8]    scaled * 0.5, transposed, then multiplied: a parameter
   mask [8, 8]      a causal table of 0 and -inf added to scores: a buffer
+  mask9 [8, 8]     a causal table of 0 and -1e9 added to scores: a buffer
   bias [8]         a finite table added to scores: a parameter
   rel [15]         T5's relative attention bias: gathered by relative
                    positions, plus a causal mask made by comparing positions
@@ -44,6 +45,7 @@ def main(out_dir):
         init("norm_w", rng.standard_normal(D).astype(np.float32)),
         init("scaled", rng.standard_normal((D, D)).astype(np.float32)),
         init("mask", np.triu(np.full((T, T), -np.inf, np.float32), 1)),
+        init("mask9", np.triu(np.full((T, T), -1e9, np.float32), 1)),
         init("bias", rng.standard_normal(T).astype(np.float32)),
         init("rel", rng.standard_normal(2 * T - 1).astype(np.float32)),
         init("offset", np.array(T - 1, np.int64)),
@@ -89,7 +91,8 @@ def main(out_dir):
         helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
         helper.make_node("MatMul", ["h", "ht"], ["s"]),
         helper.make_node("Add", ["s", "mask"], ["sm"]),
-        helper.make_node("Add", ["sm", "bias"], ["sb"]),
+        helper.make_node("Add", ["sm", "mask9"], ["sm9"]),
+        helper.make_node("Add", ["sm9", "bias"], ["sb"]),
         # T5: rel[j - i + T - 1] plus where(j > i, -1e9, 0).
         helper.make_node("Unsqueeze", ["pos", "ax1"], ["pi"]),
         helper.make_node("Sub", ["pos", "pi"], ["dist"]),
