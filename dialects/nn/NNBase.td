@@ -39,6 +39,12 @@ def NN_Dialect : Dialect {
       element (i, j) is 1 (true) for j > i and 0 (false) on and below the
       diagonal (`triu(ones(N, M), 1)`: torch.onnx.export's constant folding
       of `~tril(...)`), the positions a causal attention masks.
+    - `nn.causal_bias`: a float32 buffer (never trained) that is an additive
+      causal mask: in each of its square [T, T] matrices (any leading dims),
+      0 on and below the diagonal and -inf or a value at most -1e9 above
+      (Hugging Face's 4-D mask with `torch.finfo(float32).min`, folded at
+      import). `autopar-fuse-attention` fuses `softmax(s + mask)` with it as
+      a causal attention.
     - `nn.logical_type = tensor<...>`: on a parameter, its logical tensor:
       the full (unsharded) tensor in its master precision, which
       weights.bin, checkpoints and the ONNX export hold, however mixed
