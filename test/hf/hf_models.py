@@ -38,8 +38,8 @@ warnings.filterwarnings("ignore")
 
 
 def _common(a):
-    return dict(vocab_size=a.vocab, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=4, intermediate_size=64,
+    return dict(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                num_attention_heads=4, intermediate_size=2 * a.hidden,
                 max_position_embeddings=max(64, a.seq), attn_implementation="eager")
 
 
@@ -191,6 +191,11 @@ def parse_args(argv=None):
     p.add_argument("command", choices=("list", "export", "train"))
     p.add_argument("family", nargs="?", choices=sorted(FAMILIES))
     p.add_argument("--vocab", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=32,
+                   help="hidden size of the families built from the common config "
+                   "(llama, mistral, qwen2, phi3, gemma, gemma2, gpt-neox, falcon, phi, "
+                   "bert, roberta); the others keep their tiny sizes")
+    p.add_argument("--layers", type=int, default=2, help="as --hidden, the layer count")
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
