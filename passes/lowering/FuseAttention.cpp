@@ -10,7 +10,8 @@
 // recognized as causal only when its value is known at compile time to be
 // exactly the causal pattern (a constant, or a slice / comparison /
 // negation of an `nn.tril` or `nn.triu` buffer), or is added: an
-// `nn.causal_bias` buffer (Hugging Face's folded 4-D mask).
+// `nn.causal_bias` buffer (Hugging Face's folded 4-D mask); an added
+// constant of zeros is no mask.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,6 +191,16 @@ struct Chain {
   bool causalBias = false;
 };
 
+/// Whether `v` is a float constant of zeros (-0 included).
+bool isZeros(Value v) {
+  auto constant = v.getDefiningOp<nn::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  return elements && isa<FloatType>(elements.getElementType()) &&
+         llvm::all_of(elements.getValues<APFloat>(),
+                      [](const APFloat &x) { return x.isZero(); });
+}
+
 /// Whether `v` is an additive causal mask, 0 on and below the diagonal and
 /// -inf or at most -1e9 above in every square matrix: an argument marked
 /// `nn.causal_bias` or a constant holding that.
@@ -253,20 +264,28 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
     c.condition = where.getCondition();
   } else if (auto add = x.getDefiningOp<nn::AddOp>(); add && hasOneUse(x)) {
     // Additive: s + bias, the bias an nn.causal_bias buffer whose [T, S]
-    // matrices broadcast over the scores'.
+    // matrices broadcast over the scores', or a constant of zeros (the
+    // padding mask of a batch without padding: no mask).
     for (int i : {0, 1}) {
       Value bias = add->getOperand(i), other = add->getOperand(1 - i);
       ArrayRef<int64_t> bs = tensorType(bias).getShape();
       ArrayRef<int64_t> xs = tensorType(x).getShape();
-      if (isCausalBias(bias) && tensorType(other) == tensorType(x) &&
-          bs.size() == xs.size() && bs.take_back(2) == xs.take_back(2)) {
+      if (tensorType(other) != tensorType(x) || bs.size() > xs.size())
+        continue;
+      if (isZeros(bias)) {
+        c.maskOp = add;
+        x = other;
+        break;
+      }
+      if (isCausalBias(bias) && bs.size() == xs.size() &&
+          bs.take_back(2) == xs.take_back(2)) {
         c.causalBias = true;
         c.maskOp = add;
         x = other;
         break;
       }
     }
-    if (!c.causalBias)
+    if (!c.maskOp)
       return std::nullopt;
   }
   // Scale: s * constant or s / constant.

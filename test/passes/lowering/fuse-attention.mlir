@@ -237,6 +237,21 @@ func.func @additive_causal_1e9(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v
   return %o : tensor<2x3x8xf32>
 }
 
+// An added constant of zeros (BERT's padding mask, all ones, folded): no
+// mask.
+
+// CHECK-LABEL: func.func @additive_zeros
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = false, scale = 1.000000e+00 : f64}
+// CHECK-NOT: nn.add
+func.func @additive_zeros(%q: tensor<2x3x8xf32>, %kt: tensor<2x8x3xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x3xf32>) -> tensor<2x3x3xf32>
+  %m = nn.constant dense<-0.0> : tensor<2x1x3xf32>
+  %z = nn.add %s, %m : (tensor<2x3x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x3xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
 // An added table that is not a causal mask (a bias of -1 above the
 // diagonal): left alone.
 
