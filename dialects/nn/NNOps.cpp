@@ -151,6 +151,24 @@ autopar::nn::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return result;
 }
 
+bool autopar::nn::isAdditiveCausalMask(ArrayRef<int64_t> shape,
+                                       function_ref<double(int64_t)> at) {
+  const int64_t rank = shape.size();
+  if (rank < 2 || shape[rank - 1] != shape[rank - 2] || shape[rank - 1] < 2)
+    return false;
+  const int64_t n = shape[rank - 1];
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t row = (k / n) % n, col = k % n;
+    const double x = at(k);
+    if (col <= row ? x != 0.0 : !(x <= -1e9))
+      return false;
+  }
+  return true;
+}
+
 Type autopar::nn::inferBroadcastBinaryType(Type lhs, Type rhs) {
   auto l = cast<RankedTensorType>(lhs);
   auto r = cast<RankedTensorType>(rhs);

@@ -21,6 +21,14 @@ namespace autopar::nn {
 mlir::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
+/// Whether a tensor of `shape` whose element k is `at(k)` is an additive
+/// causal mask: in each of its square matrices (last two dims, at least
+/// 2 x 2), 0 on and below the diagonal and -inf or at most -1e9 above
+/// (masked_fill's -1e9, torch.finfo(float32).min): softmax gives the masked
+/// entries exactly 0 where every row keeps its diagonal.
+bool isAdditiveCausalMask(llvm::ArrayRef<int64_t> shape,
+                          llvm::function_ref<double(int64_t)> at);
+
 /// The result type of a broadcasting binary op on `lhs` and `rhs` (ranked
 /// tensors whose shapes broadcast): the broadcast shape, lhs's element type.
 mlir::Type inferBroadcastBinaryType(mlir::Type lhs, mlir::Type rhs);

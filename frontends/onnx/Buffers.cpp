@@ -4,6 +4,8 @@
 
 #include "frontends/onnx/HostTensor.h"
 
+#include "dialects/nn/NNOps.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -74,22 +76,6 @@ bool holdsPositions(const onnx::TensorProto &proto, llvm::StringRef modelDir) {
 
 bool hasNonFinite(const HostTensor &t) {
   return llvm::any_of(t.floats, [](double x) { return !std::isfinite(x); });
-}
-
-/// Whether `t` is an additive causal mask: 0 on and below the diagonal and
-/// -1e9 or below above it, in each of its square matrices.
-bool isCausalTable(const HostTensor &t) {
-  int64_t rank = t.shape.size();
-  if (rank < 2 || t.shape[rank - 1] != t.shape[rank - 2] ||
-      t.shape[rank - 1] < 2)
-    return false;
-  int64_t n = t.shape[rank - 1];
-  for (int64_t k = 0, size = t.size(); k < size; ++k) {
-    int64_t r = (k / n) % n, c = k % n;
-    if (c <= r ? t.floats[k] != 0.0 : !(t.floats[k] <= -1e9))
-      return false;
-  }
-  return true;
 }
 
 } // namespace
@@ -216,7 +202,8 @@ std::vector<FloatBuffer> autopar::onnx_import::findFloatBuffers(
     if (hasNonFinite(*t))
       buffers.push_back(
           {init.name(), "holds infinities or NaN (a mask table)"});
-    else if (isCausalTable(*t))
+    else if (autopar::nn::isAdditiveCausalMask(
+                 t->shape, [&](int64_t k) { return t->floats[k]; }))
       buffers.push_back({init.name(), "an additive causal mask (0 on and "
                                       "below the diagonal, -1e9 or below "
                                       "above)"});

@@ -37,6 +37,18 @@ LogicalResult setHost(NodeContext &ctx, llvm::Expected<HostTensor> t) {
   return success();
 }
 
+/// Optional input i as a constant holding one value (a scalar or a
+/// one-element tensor); fails naming `what` if it is not.
+FailureOr<const HostTensor *> requireOneValue(NodeContext &ctx, unsigned i,
+                                              StringRef what) {
+  FailureOr<const HostTensor *> t = ctx.requireConst(i, what);
+  if (failed(t))
+    return failure();
+  if ((*t)->size() != 1)
+    return ctx.fail(what + " must hold one value");
+  return t;
+}
+
 std::string typeString(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -1118,11 +1130,9 @@ LogicalResult convertPad(NodeContext &ctx) {
                     " values, expected 2 x " + llvm::Twine(axes.size()));
   double value = 0;
   if (ctx.hasInput(2)) {
-    FailureOr<const HostTensor *> v = ctx.requireConst(2, "constant_value");
+    FailureOr<const HostTensor *> v = requireOneValue(ctx, 2, "constant_value");
     if (failed(v))
       return failure();
-    if ((*v)->size() != 1)
-      return ctx.fail("constant_value must hold one value");
     value = (*v)->floatAt(0);
   }
   SmallVector<int64_t> begin(rank, 0), end(rank, 0), shape(in.getShape());
@@ -1251,11 +1261,9 @@ LogicalResult convertCumSum(NodeContext &ctx) {
   RankedTensorType in = ctx.inputType(0);
   if (in.getElementType().isInteger(1))
     return ctx.fail("bool input is not supported");
-  FailureOr<const HostTensor *> axisT = ctx.requireConst(1, "axis");
+  FailureOr<const HostTensor *> axisT = requireOneValue(ctx, 1, "axis");
   if (failed(axisT))
     return failure();
-  if ((*axisT)->size() != 1)
-    return ctx.fail("axis must be a scalar");
   llvm::Expected<int64_t> axis =
       normalizeAxis((*axisT)->intAt(0), in.getRank());
   if (!axis)
@@ -1776,11 +1784,9 @@ LogicalResult convertTrilu(NodeContext &ctx) {
                     shapeToString(type.getShape()));
   int64_t k = 0;
   if (ctx.hasInput(1)) {
-    FailureOr<const HostTensor *> t = ctx.requireConst(1, "k");
+    FailureOr<const HostTensor *> t = requireOneValue(ctx, 1, "k");
     if (failed(t))
       return failure();
-    if ((*t)->size() != 1)
-      return ctx.fail("k must be a scalar");
     k = (*t)->intAt(0);
   }
   bool upper = ctx.intAttr("upper", 1) != 0;

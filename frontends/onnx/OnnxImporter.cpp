@@ -835,19 +835,13 @@ bool Importer::isCausalBias(StringRef name, RankedTensorType type) {
     llvm::consumeError(bytes.takeError());
     return false;
   }
-  const int64_t rank = type.getRank(), n = type.getDimSize(rank - 2),
-                m = type.getDimSize(rank - 1);
-  const int64_t count = type.getNumElements();
-  if (n != m || n < 2 || static_cast<int64_t>(bytes->size()) != count * 4)
+  if (static_cast<int64_t>(bytes->size()) != type.getNumElements() * 4)
     return false;
-  for (int64_t k = 0; k < count; ++k) {
+  return nn::isAdditiveCausalMask(type.getShape(), [&](int64_t k) {
     float x;
     std::memcpy(&x, bytes->data() + 4 * k, 4);
-    const int64_t r = (k / m) % n, c = k % m;
-    if (c <= r ? x != 0.0f : !(x <= -1e9f))
-      return false;
-  }
-  return true;
+    return static_cast<double>(x);
+  });
 }
 
 ImportResult Importer::run() {

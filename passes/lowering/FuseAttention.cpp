@@ -213,22 +213,12 @@ bool isCausalBias(Value v) {
   auto constant = v.getDefiningOp<nn::ConstantOp>();
   auto elements =
       constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
-  RankedTensorType type = tensorType(v);
-  if (!elements || !isa<FloatType>(elements.getElementType()) ||
-      type.getRank() < 2)
+  if (!elements || !isa<FloatType>(elements.getElementType()))
     return false;
-  int64_t n = type.getDimSize(type.getRank() - 2), m = type.getShape().back();
-  if (n != m || n < 2)
-    return false;
-  int64_t k = 0;
-  for (const APFloat &x : elements.getValues<APFloat>()) {
-    int64_t r = (k / m) % n, c = k % m;
-    double value = x.convertToDouble();
-    if (c <= r ? value != 0.0 : !(value <= -1e9))
-      return false;
-    ++k;
-  }
-  return true;
+  auto values = elements.getValues<APFloat>().begin();
+  return nn::isAdditiveCausalMask(tensorType(v).getShape(), [&](int64_t k) {
+    return (*(values + k)).convertToDouble();
+  });
 }
 
 /// Matches the chain whose softmax is `softmax`.
