@@ -99,6 +99,10 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   pm.addPass(createLossOnlyForwardPass());
   if (mixed)
     pm.addPass(createRestoreUntrainedPrecisionPass());
+  // grad_dtype fp32: 16-bit gradients returned, so reduced and
+  // accumulated, in f32.
+  if (plan.fp32Grads())
+    pm.addPass(createGradPrecisionPass());
   if (plan.recompute != "none") {
     RecomputePassOptions recompute;
     recompute.mode = plan.recompute;

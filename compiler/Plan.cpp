@@ -375,11 +375,10 @@ private:
 
 bool PlanParser::parse(const json &root, Plan &plan) {
   static const std::vector<const char *> topKeys = {
-      "mesh",        "batch",     "zero",
-      "comm",        "precision", "loss_scale",
-      "recompute",   "pipeline",  "tensor_parallel",
-      "optimizer",   "frozen",    "padding_idx",
-      "lr_schedule", "data"};
+      "mesh",        "batch",           "zero",       "comm",
+      "precision",   "grad_dtype",      "loss_scale", "recompute",
+      "pipeline",    "tensor_parallel", "optimizer",  "frozen",
+      "padding_idx", "lr_schedule",     "data"};
   if (!root.is_object())
     return fail("", "expected a JSON object at the top level, got " +
                         describe(root));
@@ -443,6 +442,18 @@ bool PlanParser::parse(const json &root, Plan &plan) {
     if (!readEnum(*v, "precision", {"fp32", "bf16-mixed", "fp16-mixed"},
                   plan.precision))
       return false;
+  if (const json *v = member(root, "grad_dtype")) {
+    std::string dtype;
+    if (!readEnum(*v, "grad_dtype", {"fp32", "bf16", "fp16"}, dtype))
+      return false;
+    if (dtype != "fp32" && dtype != plan.paramDtype())
+      return fail("grad_dtype", "\"" + dtype + "\" needs the parameters in " +
+                                    dtype + ", got precision \"" +
+                                    plan.precision +
+                                    "\" (gradients are fp32 or the "
+                                    "parameters' type)");
+    plan.gradDtype = dtype;
+  }
 
   if (const json *scale = member(root, "loss_scale")) {
     LossScalePlan &l = plan.lossScale;
@@ -960,6 +971,7 @@ json toJson(const Plan &plan) {
   result["comm"] = {{"bucket_mb", plan.bucketMb},
                     {"timeout_s", plan.commTimeoutS}};
   result["precision"] = plan.precision;
+  result["grad_dtype"] = plan.effectiveGradDtype();
   result["loss_scale"] = {{"init_scale", plan.lossScale.initScale},
                           {"growth_factor", plan.lossScale.growthFactor},
                           {"backoff_factor", plan.lossScale.backoffFactor},

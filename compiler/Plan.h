@@ -72,6 +72,10 @@ struct Plan {
   /// the job (the runtime's watchdog).
   double commTimeoutS = 600;
   std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
+  /// The type gradients are accumulated over micro-batches and reduced
+  /// over dp in: "fp32", or the precision's parameter type ("bf16",
+  /// "fp16"); "" = the parameters' (lowGradDtype()).
+  std::string gradDtype;
   LossScalePlan lossScale;               // used by fp16-mixed
   std::string recompute = "none";        // "none" | "selective" | "full"
   // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
@@ -80,6 +84,21 @@ struct Plan {
   std::vector<int64_t> pipelineSplit;    // layer boundaries; empty = "auto"
   /// Pipeline stages: mesh.pp ranks x pipeline.chunks.
   int64_t pipelineStages() const { return meshPp * pipelineChunks; }
+  /// The parameters' type under `precision`: "fp32", "bf16" or "fp16".
+  std::string paramDtype() const {
+    return precision == "bf16-mixed"   ? "bf16"
+           : precision == "fp16-mixed" ? "fp16"
+                                       : "fp32";
+  }
+  /// grad_dtype as it applies: the parameters' type unless set.
+  std::string effectiveGradDtype() const {
+    return gradDtype.empty() ? paramDtype() : gradDtype;
+  }
+  /// Mixed precision with gradients in fp32 (Megatron-LM's
+  /// accumulate_allreduce_grads_in_fp32).
+  bool fp32Grads() const {
+    return precision != "fp32" && effectiveGradDtype() == "fp32";
+  }
   std::string tpRules = "auto";          // only "auto"
   bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;

@@ -739,6 +739,8 @@ std::string autopar::describePlan(const Plan &plan) {
   if (plan.zeroOffload != "none")
     text += " offload";
   text += " " + plan.precision;
+  if (plan.fp32Grads())
+    text += " fp32-grads";
   if (plan.recompute != "none")
     text += " recompute=" + plan.recompute;
   if (plan.meshTp > 1 && !plan.sequenceParallel)

@@ -34,6 +34,18 @@ llvm::StringMap<int> autopar::gradResults(func::FuncOp step) {
   return results;
 }
 
+llvm::StringMap<Type> autopar::gradElementTypes(ModuleOp module) {
+  llvm::StringMap<Type> types;
+  for (auto f : module.getOps<func::FuncOp>())
+    for (unsigned r = 0; r < f.getNumResults(); ++r)
+      if (auto p =
+              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+        types.try_emplace(
+            p.getValue(),
+            cast<RankedTensorType>(f.getResultTypes()[r]).getElementType());
+  return types;
+}
+
 std::vector<llvm::StringMap<int64_t>>
 autopar::rankParamLayouts(func::FuncOp forward,
                           const llvm::StringMap<PipelineTensor> &staged,

@@ -32,6 +32,11 @@ std::vector<mlir::Type> logicalTypes(mlir::func::FuncOp func);
 /// The train step's result index of each parameter's gradient, by name.
 llvm::StringMap<int> gradResults(mlir::func::FuncOp step);
 
+/// The element type of each parameter's gradient, by name, as the
+/// module's functions return it (the train step, or a pipeline's phases):
+/// the stored parameter's type, or f32 under grad_dtype fp32.
+llvm::StringMap<mlir::Type> gradElementTypes(mlir::ModuleOp module);
+
 /// What the runtime tables and the report read from the final IR beyond
 /// the types: the mesh, ZeRO, the data inputs and micro-batching.
 struct ProgramShape {

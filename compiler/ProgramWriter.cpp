@@ -263,6 +263,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   std::vector<ArgSlot> fileSlots =
       layoutArguments(step, globalArgTypes, fileBytes);
   llvm::StringMap<int> gradResult = gradResults(step);
+  llvm::StringMap<Type> gradElement = gradElementTypes(module);
   // Pipeline parallelism: `step` is the forward (its arguments lay the
   // blob out); the phases return the gradients, and a parameter the stages
   // of two ranks read (a tied embedding) has its gradient summed over pp.
@@ -344,6 +345,17 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                   name.getValue().str() +
                   "' is neither a view of its logical tensor nor that "
                   "tensor padded");
+    // Gradients have the stored parameter's type, or f32 (grad_dtype).
+    Type gradElementType = storedType.getElementType();
+    if (trainable) {
+      Type returned = gradElement.lookup(name.getValue());
+      if (returned != gradElementType &&
+          !(returned && returned.isF32() && master))
+        return fail(o.model + ": internal error: the gradient of '" +
+                    name.getValue().str() +
+                    "' is neither of its parameter's type nor f32");
+      gradElementType = returned;
+    }
     // The runtime sizes the gradient from the parameter's block: the step
     // must return exactly that (a mismatch would be memory corruption).
     if (trainable && !pipelined) {
@@ -383,6 +395,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .flag("buffer", buffer)
         .set("gradResult",
              trainable && !pipelined ? gradResult.lookup(name.getValue()) : -1)
+        .set("gradOnnxType", onnxTypeOf(gradElementType))
+        .set("gradElementBytes",
+             onnx_import::dtypeBytes(onnx_import::mlirToDType(gradElementType)))
         .set("storedElements", storedType.getNumElements())
         .set("fileOffset", fileSlots[i].offset)
         .flag("master", master)
@@ -539,6 +554,8 @@ bool Writer::pipelineTables(
     func::FuncOp forward, const Plan &plan, const ProgramShape &shape,
     const std::vector<std::pair<func::FuncOp, std::string>> &phases,
     llvm::raw_ostream &os, llvm::raw_ostream &fill) {
+  llvm::StringMap<Type> gradElement =
+      gradElementTypes(forward->getParentOfType<ModuleOp>());
   // Tensors and graph inputs by name, in the tables' order.
   llvm::StringMap<int> tensorOf, inputOf;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
@@ -625,10 +642,17 @@ bool Writer::pipelineTables(
       }
       int firstResult = numSlots;
       for (unsigned r = 0; r < f.getNumResults(); ++r) {
-        if (auto p =
-                f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
+        if (auto p = f.getResultAttrOfType<StringAttr>(
+                r, nn::NNDialect::kGradAttr)) {
+          // Every phase returns a gradient in the type of its buffer.
+          if (cast<RankedTensorType>(f.getResultTypes()[r]).getElementType() !=
+              gradElement.lookup(p.getValue()))
+            return fail(o.model + ": internal error: pipeline phase '" +
+                        f.getSymName().str() + "' returns the gradient of '" +
+                        p.getValue().str() + "' in another type than " +
+                        "the other phases");
           slot(1, tensorOf.lookup(p.getValue()));
-        else if (f.getResultAttr(r, nn::NNDialect::kInputGradAttr))
+        } else if (f.getResultAttr(r, nn::NNDialect::kInputGradAttr))
           slot(2, 0);
         else if (auto key = f.getResultAttrOfType<StringAttr>(
                      r, nn::NNDialect::kSavedAttr))

@@ -192,6 +192,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   // (optimizer state, masters) it holds: those of the tensors its stages
   // read, and of those summed over pp (a tied embedding) on every rank.
   std::vector<int64_t> gradBytes(pp, 0), stateElements(pp, 0);
+  llvm::StringMap<Type> gradElement = gradElementTypes(module);
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto name =
         forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -207,11 +208,14 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     // ZeRO-1: the update and its state are sharded over dp.
     TensorSync sync = readTensorSync(forward, i, -1);
     const int64_t n = type.getNumElements();
+    // Gradients have the stored parameter's type, or f32 (grad_dtype).
+    const int64_t eb = onnx_import::dtypeBytes(
+        onnx_import::mlirToDType(gradElement.lookup(name.getValue())));
     const int64_t updateGroup = mesh.getGroupSize(sync.updateAxes);
     const bool shared = llvm::is_contained(t.reduceAxes, dist::kPipelineAxis);
     for (int64_t rank = 0; rank < pp; ++rank)
       if (shared || t.ranks.count(rank)) {
-        gradBytes[rank] += tensorBytes(type);
+        gradBytes[rank] += n * eb;
         stateElements[rank] +=
             rt::zeroLayout(n, updateGroup, false, !t.reduceAxes.empty())
                 .stateElements;
@@ -226,7 +230,6 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     for (StringRef axis : t.reduceAxes)
       if (!llvm::is_contained(sync.updateAxes, axis))
         beyond.push_back(axis);
-    const int64_t eb = tensorBytes(type) / n;
     for (int64_t rank = 0; rank < pp; ++rank) {
       if (!shared && !t.ranks.count(rank))
         continue;
@@ -240,8 +243,9 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                      rt::allReduceBytes(n, mesh.getGroupSize(beyond), eb));
       comm[rank].add(sync.updateAxes, 1,
                      rt::reduceScatterFlatBytes(n, updateGroup, eb));
-      comm[rank].add(sync.updateAxes, 2,
-                     rt::allGatherFlatBytes(n, updateGroup, eb));
+      comm[rank].add(
+          sync.updateAxes, 2,
+          rt::allGatherFlatBytes(n, updateGroup, tensorBytes(type) / n));
     }
   }
   auto schedule =
@@ -343,6 +347,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // optimizer, as the IR tells it to (readTensorSync).
   CommCount comm(shape);
   llvm::StringMap<int> gradOf = gradResults(step);
+  llvm::StringMap<Type> gradElement = gradElementTypes(module);
   nlohmann::json padded = paddedJson(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
@@ -368,9 +373,12 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       const int64_t reduceGroup = meshOp.getGroupSize(sync.gradReduceAxes);
       rt::ZeroLayout zero = rt::zeroLayout(n, updateGroup, sync.gradSharded,
                                            !sync.gradReduceAxes.empty());
-      // Gradients have the stored parameter's type.
+      // Gradients have the stored parameter's type, or f32 (grad_dtype).
+      StringRef name =
+          step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
+              .getValue();
       int64_t elementBytes = onnx_import::dtypeBytes(
-          onnx_import::mlirToDType(type.getElementType()));
+          onnx_import::mlirToDType(gradElement.lookup(name)));
       trainableBytes += tensorBytes(type);
       gradBytes += elementBytes * zero.gradElements;
       stateElements += zero.stateElements;
@@ -396,8 +404,10 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
         comm.add(sync.gradReduceAxes, 0,
                  rt::allReduceBytes(n, reduceGroup, elementBytes));
       if (!sync.updateAxes.empty() && !sync.paramSharded)
-        comm.add(sync.updateAxes, 2,
-                 rt::allGatherFlatBytes(n, updateGroup, elementBytes));
+        comm.add(
+            sync.updateAxes, 2,
+            rt::allGatherFlatBytes(n, updateGroup,
+                                   tensorBytes(type) / type.getNumElements()));
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += n;
     }

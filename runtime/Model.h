@@ -87,6 +87,11 @@ struct TensorInfo {
   /// updates (sharded as its state). weights.bin, checkpoints and the ONNX
   /// export hold the float32 master.
   bool master;
+  /// The gradient's type (TensorProto data type) and element size: the
+  /// stored tensor's, or float32 for a master's under grad_dtype fp32
+  /// (accumulated, reduced and read by the optimizer in float32).
+  int32_t gradOnnxType;
+  int32_t gradElementBytes;
   /// What the runtime does with a trainable tensor once per step; the
   /// compiler reads it off the final IR (compiler/ProgramIR.h), the runtime
   /// only executes it. Masks are over the mesh axes (runtime/comm/Comm.h).

@@ -292,10 +292,18 @@ autopar::rt::TensorInfo masterInfo(const autopar::rt::TensorInfo &ti) {
 
 /// The element type of a stored tensor for the communicator (TensorProto
 /// types: 16 bfloat16, 10 float16).
+autopar::rt::CommType commTypeOf(int32_t onnxType) {
+  return onnxType == 16   ? autopar::rt::CommType::BF16
+         : onnxType == 10 ? autopar::rt::CommType::F16
+                          : autopar::rt::CommType::F32;
+}
+
+/// How a tensor travels in collectives: as stored, and its gradient.
 autopar::rt::CommType commType(const autopar::rt::TensorInfo &ti) {
-  return ti.onnxType == 16   ? autopar::rt::CommType::BF16
-         : ti.onnxType == 10 ? autopar::rt::CommType::F16
-                             : autopar::rt::CommType::F32;
+  return commTypeOf(ti.onnxType);
+}
+autopar::rt::CommType gradCommType(const autopar::rt::TensorInfo &ti) {
+  return commTypeOf(ti.gradOnnxType);
 }
 
 /// The 16-bit format of a mixed-precision tensor.
@@ -756,7 +764,7 @@ void Trainer::hostUpdate(size_t k, int64_t stepCount, double lr,
     device.download(stagingGrad.get(), d.gradLow, n * eb);
     h.gradLow = reinterpret_cast<uint16_t *>(stagingGrad.get());
   } else {
-    device.download(stagingGrad.get(), d.grad, n * eb);
+    device.download(stagingGrad.get(), d.grad, n * ti.gradElementBytes);
     h.grad = reinterpret_cast<float *>(stagingGrad.get());
   }
   // Mixed precision updates the host master and rounds it into staging;
@@ -815,14 +823,15 @@ Status Trainer::setUp() {
       sh.begin = comm.groupIndex(ti.updateAxes) * sh.chunk;
       sh.count = std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
     }
-    // Gradients have the stored parameter's type. Pipeline parallelism: a
+    // Gradients have the stored parameter's type, or float32 for a master's
+    // under grad_dtype fp32. Pipeline parallelism: a
     // tensor only another pipeline rank's stages read has no gradient,
     // state or master here (haveOthersState brings the state in for a
     // save, an export or a load).
     const bool others = othersTensor(t);
-    grads.push_back(others
-                        ? DeviceBuffer()
-                        : device.allocate(zero.gradElements * ti.elementBytes));
+    grads.push_back(
+        others ? DeviceBuffer()
+               : device.allocate(zero.gradElements * ti.gradElementBytes));
     state0.push_back(states > 0 && !others ? stateStorage(sh.chunk * 4)
                                            : Storage());
     state1.push_back(states > 1 && !others ? stateStorage(sh.chunk * 4)
@@ -840,7 +849,7 @@ Status Trainer::setUp() {
     const int64_t gradBegin = ti.updateAxes && !ti.gradSharded ? sh.begin : 0;
     const int64_t paramBegin = ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
     char *grad =
-        others ? nullptr : grads.back().get() + gradBegin * ti.elementBytes;
+        others ? nullptr : grads.back().get() + gradBegin * ti.gradElementBytes;
     char *param = others ? nullptr : paramAt(t) + paramBegin * ti.elementBytes;
     autopar::rt::ParamSlice slice{
         reinterpret_cast<float *>(param), reinterpret_cast<float *>(grad),
@@ -850,8 +859,10 @@ Status Trainer::setUp() {
       // The optimizer updates the float32 master (this rank's shard, like
       // its state) and rounds it into the bfloat16 parameter.
       slice.param = reinterpret_cast<float *>(masters.back().get());
-      slice.grad = nullptr;
-      slice.gradLow = reinterpret_cast<uint16_t *>(grad);
+      if (ti.gradElementBytes != 4) {
+        slice.grad = nullptr;
+        slice.gradLow = reinterpret_cast<uint16_t *>(grad);
+      }
       slice.paramLow = reinterpret_cast<uint16_t *>(param);
       slice.lowKind = lowKind(ti);
     }
@@ -1133,7 +1144,7 @@ double Trainer::pipelineStep(int64_t step) {
   for (size_t k = 0; k < grads.size(); ++k)
     if (grads[k])
       device.zero(grads[k].get(), shards[k].tensor->numElements *
-                                      shards[k].tensor->elementBytes);
+                                      shards[k].tensor->gradElementBytes);
   // Buffers come from the pool and go back to it after their last use (on
   // a device, uses are ordered on the compute stream, and the transfers
   // after what the compute stream issued before them).
@@ -1602,13 +1613,14 @@ Status Trainer::run() {
       // embedding's sum over pp): summed over those first.
       const autopar::rt::AxisMask first = ti.gradReduceAxes & ~ti.updateAxes;
       if (ti.updateAxes && first)
-        comm.wait(comm.allReduceSum(full, ti.numElements, commType(ti), first));
+        comm.wait(
+            comm.allReduceSum(full, ti.numElements, gradCommType(ti), first));
       if (ti.updateAxes)
         comm.reduceScatterFlat(full, ti.numElements,
-                               full + shards[k].begin * ti.elementBytes,
-                               commType(ti), ti.updateAxes);
+                               full + shards[k].begin * ti.gradElementBytes,
+                               gradCommType(ti), ti.updateAxes);
       else
-        comm.allReduceSum(full, ti.numElements, commType(ti),
+        comm.allReduceSum(full, ti.numElements, gradCommType(ti),
                           ti.gradReduceAxes);
     }
     if (reducing)

@@ -173,6 +173,36 @@ def RestoreUntrainedPrecisionPass
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def GradPrecisionPass : Pass<"autopar-grad-precision", "mlir::ModuleOp"> {
+  let summary = "Return 16-bit parameter gradients as f32";
+  let description = [{
+    Run after autodiff under mixed precision when the plan's `grad_dtype`
+    is `fp32` (Megatron-LM's accumulate_allreduce_grads_in_fp32,
+    DeepSpeed's grad_accum_dtype): every function result that is a
+    parameter gradient (`nn.grad`) of a 16-bit float type is cast to f32
+    before it is returned. The data-parallel reduction later placed on the
+    returned value (a cast passes a pending sum through), the accumulation
+    over micro-batches and the optimizer's read then run in f32. Results
+    already f32, and other results, are left alone.
+
+    ```mlir
+    func.func @train_step(...) -> (tensor<f32>, tensor<4x4xbf16> {nn.grad = "w"}) {
+      return %loss, %dw : tensor<f32>, tensor<4x4xbf16>
+    ```
+    becomes
+    ```mlir
+    func.func @train_step(...) -> (tensor<f32>, tensor<4x4xf32> {nn.grad = "w"}) {
+      %0 = nn.cast %dw : tensor<4x4xbf16> to tensor<4x4xf32>
+      return %loss, %0 : tensor<f32>, tensor<4x4xf32>
+    ```
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"f32\"",
+           "The gradients' type: f32">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def LegalizePrecisionPass : Pass<"autopar-legalize-precision", "mlir::func::FuncOp"> {
   let summary = "Compute ops whose kernels take f32 in f32 around 16-bit tensors";
   let options = [

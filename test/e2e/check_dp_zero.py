@@ -31,14 +31,17 @@ DIR`), runs `mpirun --oversubscribe -np dp DIR/train --data ... --steps K
         stage 3: params 4psi/Nd, grads 4psi/Nd, optimizer_state o*psi/Nd
      total their sum (with "precision": "bf16-mixed" or "fp16-mixed":
      params and grads 2psi, and o + 4 for the f32 master: 2 + 2 + 12 =
-     16 bytes per parameter under AdamW, as in the ZeRO paper); host_bytes =
+     16 bytes per parameter under AdamW, as in the ZeRO paper; with
+     "grad_dtype": "fp32" too, grads 4psi: 18 bytes); host_bytes =
      optimizer_state with offload "cpu", else
      0 (shards are ceil(numel/Nd) elements per tensor, so the forms hold
      exactly when Nd divides every trained tensor, as for the fixtures);
  (c) every step's logged comm_bytes equal report.json's
      comm_bytes_per_step (relative 1e-9; both keyed by the group, here
      "dp" only, then the kind), and what moves is what the stage
-     implies: stage 0 only all_reduce (the gradients: at least the ring
+     implies (4psi below: the gradients' bytes, 2psi for 16-bit
+     gradients; the parameters' for all_gather): stage 0 only all_reduce
+     (the gradients: at least the ring
      volume 2(Nd-1)/Nd * 4psi, and less than twice that: once per step,
      also with micro-batches); stages 1 and 2 reduce_scatter (the
      gradients, at least (Nd-1)/Nd * 4psi), all_gather (the updated
@@ -226,7 +229,7 @@ def opt_bytes_per_param(plan):
     raise Failure(f"unknown optimizer type {kind!r} in the base plan")
 
 
-def check_report(report, dp, stage, offload, obytes, wbytes):
+def check_report(report, dp, stage, offload, obytes, wbytes, gbytes):
     par = report.get("parallel")
     if not isinstance(par, dict):
         raise Failure("report.json has no \"parallel\" object")
@@ -250,7 +253,7 @@ def check_report(report, dp, stage, offload, obytes, wbytes):
         return nbytes // dp
 
     want = {"params": shard(wbytes * psi, stage >= 3),
-            "grads": shard(wbytes * psi, stage >= 2),
+            "grads": shard(gbytes * psi, stage >= 2),
             "optimizer_state": shard(obytes * psi, stage >= 1)}
     want["total"] = want["params"] + want["grads"] + want["optimizer_state"]
     got = par.get("model_state_bytes", {})
@@ -280,7 +283,7 @@ def dp_bytes(report):
     return per_step["dp"]
 
 
-def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
+def check_comm(report, records, dp, stage, psi, wbytes, gbytes, stage2_all_gather):
     per_step = dp_bytes(report)
     for r in records:
         logged = r.get("comm_bytes")
@@ -292,7 +295,8 @@ def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
                 raise Failure(f"step {r['step']}: logged comm_bytes.dp.{k} {got!r} != "
                               f"report.json's comm_bytes_per_step.dp.{k} {per_step[k]!r}")
     ar, rs, ag = (per_step[k] for k in KINDS)
-    ring = (dp - 1) / dp * wbytes * psi  # one pass of a ring over the parameters
+    ring = (dp - 1) / dp * gbytes * psi  # one pass of a ring over the gradients
+    ring_params = (dp - 1) / dp * wbytes * psi  # and over the parameters
     desc = f"all_reduce {ar:g}, reduce_scatter {rs:g}, all_gather {ag:g}"
     if not (ar > 0 or rs > 0 or ag > 0):
         raise Failure(f"comm_bytes_per_step all zero with dp={dp}")
@@ -313,13 +317,13 @@ def check_comm(report, records, dp, stage, psi, wbytes, stage2_all_gather):
         raise Failure(f"stage {stage} reduce_scatter {rs:g} < the gradients' ring volume "
                       f"{ring:g} ({desc})")
     if stage in (1, 2):
-        if ag < ring:
+        if ag < ring_params:
             raise Failure(f"stage {stage} all_gather {ag:g} < the parameters' ring volume "
-                          f"{ring:g} ({desc})")
+                          f"{ring_params:g} ({desc})")
         return
-    if not ag > ring:
+    if not ag > ring_params:
         raise Failure(f"stage 3 all_gather {ag:g} is not more than the parameters' ring "
-                      f"volume {ring:g} (gathered for the forward, then again for the "
+                      f"volume {ring_params:g} (gathered for the forward, then again for the "
                       f"backward) ({desc})")
     if stage2_all_gather is not None and not ag > stage2_all_gather:
         raise Failure(f"stage 3 all_gather {ag:g} is not more than stage 2's "
@@ -343,6 +347,8 @@ def main(argv=None):
     precision = base.get("precision", "fp32")
     mixed = precision != "fp32"
     wbytes = 2 if mixed else 4
+    # grad_dtype fp32: gradients accumulated and reduced in f32.
+    gbytes = 4 if base.get("grad_dtype") == "fp32" else wbytes
     if mixed:
         obytes += 4
     tol = TOLERANCES[precision]
@@ -355,7 +361,7 @@ def main(argv=None):
     try:
         cfg_dir = os.path.join(args.workdir, "dp1")
         out_dir, report = compile_plan(args, base, cfg_dir)
-        check_report(report, 1, 0, "none", obytes, wbytes)
+        check_report(report, 1, 0, "none", obytes, wbytes, gbytes)
         base_log, base_records = train(args, out_dir, cfg_dir, 1)
         ref_log = os.path.join(args.workdir, "torch.jsonl")
         cmd = [args.python, os.path.join(HERE, "torch_ref.py"), args.model, "--plan", args.plan,
@@ -395,7 +401,8 @@ def main(argv=None):
                 cfg_dir = os.path.join(args.workdir, f"dp{dp}-z{stage}-{offload}")
                 try:
                     out_dir, report = compile_plan(args, plan, cfg_dir)
-                    psi = check_report(report, dp, stage, offload, obytes, wbytes)
+                    psi = check_report(report, dp, stage, offload, obytes, wbytes,
+                                       gbytes)
                     log, records = train(args, out_dir, cfg_dir, dp)
                     rel = compare(log, base_log, "loss", tol["loss_rank1"],
                                   "the one-rank run's", args.steps)
@@ -406,7 +413,7 @@ def main(argv=None):
                             args.steps)
                     compare(log, base_log, "lr", LR_RTOL, "the one-rank run's", args.steps)
                     ag2 = stage2_all_gather.get(offload, stage2_all_gather.get("none"))
-                    check_comm(report, records, dp, stage, psi, wbytes, ag2)
+                    check_comm(report, records, dp, stage, psi, wbytes, gbytes, ag2)
                 except Failure as e:
                     print(f"FAIL {name}: {e}", flush=True)
                     return 1

@@ -80,8 +80,8 @@ INT_TYPES = frozenset((TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
                        TensorProto.UINT32, TensorProto.UINT64))
 
 # Plan sections that do not change the math of a training step.
-IGNORED_PLAN_KEYS = frozenset(("mesh", "zero", "comm", "precision", "recompute", "pipeline",
-                               "tensor_parallel"))
+IGNORED_PLAN_KEYS = frozenset(("mesh", "zero", "comm", "precision", "grad_dtype", "recompute",
+                               "pipeline", "tensor_parallel"))
 
 
 class RefError(Exception):

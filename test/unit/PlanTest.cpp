@@ -70,6 +70,7 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.zeroOffload, b.zeroOffload);
   EXPECT_EQ(a.bucketMb, b.bucketMb);
   EXPECT_EQ(a.precision, b.precision);
+  EXPECT_EQ(a.effectiveGradDtype(), b.effectiveGradDtype());
   EXPECT_EQ(a.lossScale.initScale, b.lossScale.initScale);
   EXPECT_EQ(a.lossScale.growthFactor, b.lossScale.growthFactor);
   EXPECT_EQ(a.lossScale.backoffFactor, b.lossScale.backoffFactor);
@@ -193,6 +194,7 @@ TEST(PlanTest, DefaultsResolved) {
     "zero": {"stage": 0, "offload": "none"},
     "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
+    "grad_dtype": "fp32",
     "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
@@ -224,6 +226,8 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_EQ(plan.zeroOffload, "cpu");
   EXPECT_EQ(plan.bucketMb, 12.5);
   EXPECT_EQ(plan.precision, "bf16-mixed");
+  EXPECT_EQ(plan.effectiveGradDtype(), "bf16");
+  EXPECT_FALSE(plan.fp32Grads());
   EXPECT_EQ(plan.recompute, "selective");
   EXPECT_EQ(plan.pipelineSchedule, "gpipe");
   EXPECT_EQ(plan.pipelineChunks, 1);
@@ -366,7 +370,8 @@ TEST(PlanTest, ErrorTopLevelNotObject) {
 TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
-            "precision, loss_scale, recompute, pipeline, tensor_parallel, "
+            "precision, grad_dtype, loss_scale, recompute, pipeline, "
+            "tensor_parallel, "
             "optimizer, frozen, padding_idx, lr_schedule, data)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
@@ -458,6 +463,23 @@ TEST(PlanTest, LossScale) {
             "growth_factor, backoff_factor, growth_interval)");
 }
 
+TEST(PlanTest, GradDtype) {
+  // Gradients in the parameters' type by default; fp32 under mixed
+  // precision is Megatron-LM's accumulate_allreduce_grads_in_fp32.
+  EXPECT_EQ(planOf("{}").effectiveGradDtype(), "fp32");
+  EXPECT_FALSE(planOf("{}").fp32Grads());
+  EXPECT_FALSE(planOf(R"({"grad_dtype": "fp32"})").fp32Grads());
+  EXPECT_EQ(planOf(R"({"precision": "fp16-mixed"})").effectiveGradDtype(),
+            "fp16");
+  Plan plan = planOf(R"({"precision": "bf16-mixed", "grad_dtype": "fp32"})");
+  EXPECT_TRUE(plan.fp32Grads());
+  expectRoundTrip(plan);
+  EXPECT_FALSE(planOf(R"({"precision": "bf16-mixed", "grad_dtype": "bf16"})")
+                   .fp32Grads());
+  EXPECT_TRUE(planOf(R"({"precision": "fp16-mixed", "grad_dtype": "fp32"})")
+                  .fp32Grads());
+}
+
 TEST(PlanTest, ErrorOptionOfOtherOptimizer) {
   EXPECT_EQ(errorOf(R"({"optimizer": {"type": "sgd", "betas": [0.9, 0.9]}})"),
             "optimizer.betas: not an option of sgd (only of adamw)");
@@ -532,6 +554,15 @@ TEST(PlanTest, ErrorOutOfRange) {
   EXPECT_EQ(errorOf(R"({"precision": "bf16"})"),
             "precision: expected one of \"fp32\", \"bf16-mixed\", "
             "\"fp16-mixed\", got \"bf16\"");
+  EXPECT_EQ(errorOf(R"({"grad_dtype": "f32"})"),
+            "grad_dtype: expected one of \"fp32\", \"bf16\", \"fp16\", got "
+            "\"f32\"");
+  EXPECT_EQ(errorOf(R"({"precision": "fp16-mixed", "grad_dtype": "bf16"})"),
+            "grad_dtype: \"bf16\" needs the parameters in bf16, got precision "
+            "\"fp16-mixed\" (gradients are fp32 or the parameters' type)");
+  EXPECT_EQ(errorOf(R"({"grad_dtype": "bf16"})"),
+            "grad_dtype: \"bf16\" needs the parameters in bf16, got precision "
+            "\"fp32\" (gradients are fp32 or the parameters' type)");
   EXPECT_EQ(errorOf(R"({"recompute": "all"})"),
             "recompute: expected one of \"none\", \"selective\", \"full\", got "
             "\"all\"");
