@@ -2,7 +2,7 @@
 """The planner against Korthikanti et al. 2022, Table 5 (recompute variants).
 
 For each row (GPT 22B to 1T, s = 2048, V = 51200, micro-batch 1, A100-80GB
-nodes of 8; shared/NOTES-planner.md), builds the GPT from its shapes alone
+nodes of 8, bf16 with fp32 gradients as Megatron-LM; shared/NOTES-planner.md), builds the GPT from its shapes alone
 (bench/zero_memory/shape_only_gpt.py, the data file removed) and runs
 `autopar plan --evaluate` on the row's plan twice: full recompute without
 sequence parallelism, and selective recompute with it (the paper's two
@@ -53,6 +53,7 @@ def main():
                 plan = {"mesh": {"dp": d, "tp": t, "pp": p},
                         "batch": {"micro_batches": batch // d},
                         "zero": {"stage": 1}, "precision": "bf16-mixed",
+                        "grad_dtype": "fp32",
                         "recompute": recompute,
                         "tensor_parallel": {"sequence_parallel": sp}}
                 if p > 1:

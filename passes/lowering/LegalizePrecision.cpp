@@ -72,8 +72,13 @@ bool autopar::cudaComputesIn16Bits(Operation *op) {
     return isHalf(ce.getScores().getType()) && isF32(ce.getResult());
   if (auto grad = dyn_cast<nn::SoftmaxCrossEntropyGradOp>(op))
     return isHalf(grad.getScores().getType()) && isF32(grad.getGrad());
+  // A gemm's C operand is added in f32 after the product (the emitter's
+  // loop); without one, a gemm is a GEMM like a matmul (the backward's
+  // weight gradients, X^T dY, are gemms with trans_a).
+  if (auto gemm = dyn_cast<nn::GemmOp>(op); gemm && gemm.getC())
+    return false;
   // GEMMs, layernorms and reductions: one 16-bit type throughout.
-  if (!isa<nn::MatMulOp, nn::LayerNormOp, nn::LayerNormGradOp,
+  if (!isa<nn::MatMulOp, nn::GemmOp, nn::LayerNormOp, nn::LayerNormGradOp,
            nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op) ||
       !isHalf(op->getResult(0).getType()))
     return false;

@@ -262,6 +262,8 @@ void testGemms16(Tester &t) {
     testGemm16(t, kind, 64, 96, 32, false, false, 1);
     testGemm16(t, kind, 37, 53, 29, false, true, 1);
     testGemm16(t, kind, 16, 16, 64, true, false, 12);
+    // A weight gradient X^T dY: transposed A, deep contraction (tokens).
+    testGemm16(t, kind, 96, 64, 1024, true, false, 1);
     testGemm16(t, kind, 128, 768, 256, false, true, 2);
     testGemm16(t, kind, 5, 7, 0, false, false, 1);
   }

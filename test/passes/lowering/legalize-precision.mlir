@@ -56,23 +56,33 @@ func.func @attention(%q: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x
 
 // -----
 
-// The CUDA target's GEMMs take a bf16 matmul as it is (cuBLASLt, f32
-// accumulation), and its layernorm kernels a bf16 layernorm and its
-// gradient; a matmul whose operands have two types is computed in f32.
+// The CUDA target's GEMMs take a bf16 matmul, and a bf16 gemm without C
+// (a weight gradient X^T dY), as they are (cuBLASLt, f32 accumulation),
+// and its layernorm kernels a bf16 layernorm and its gradient; a matmul
+// whose operands have two types, and a gemm with C (added in f32 after
+// the product), are computed in f32.
 
 // CUDA-LABEL: func.func @cuda
 // CUDA: %[[Y:.*]] = nn.matmul %arg0, %arg1 : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
 // CUDA-NEXT: %[[N:.*]] = nn.layer_norm %[[Y]], %arg2 {{.*}} -> tensor<2x4xbf16>
 // CUDA-NEXT: nn.layer_norm_grad %[[Y]], %arg2, %[[N]] {{.*}} -> (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
-// CUDA-NEXT: nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA-NEXT: nn.gemm %arg0, %[[Y]] {trans_a = true} : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<4x4xbf16>
+// CUDA-NEXT: %[[XC:.*]] = nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA-NEXT: %[[YC:.*]] = nn.cast %[[Y]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// CUDA-NEXT: %[[GC:.*]] = nn.cast %arg2 : tensor<4xbf16> to tensor<4xf32>
+// CUDA-NEXT: %[[C:.*]] = nn.gemm %[[XC]], %[[YC]], %[[GC]] {trans_a = true} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<4x4xf32>
+// CUDA-NEXT: nn.cast %[[C]] : tensor<4x4xf32> to tensor<4x4xbf16>
+// CUDA: nn.cast %arg0 : tensor<2x4xbf16> to tensor<2x4xf32>
 // CUDA: nn.matmul {{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-func.func @cuda(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>, %g: tensor<4xbf16>, %w32: tensor<4x4xf32>) -> (tensor<2x4xbf16>, tensor<2x4xf32>) {
+func.func @cuda(%x: tensor<2x4xbf16>, %w: tensor<4x4xbf16>, %g: tensor<4xbf16>, %w32: tensor<4x4xf32>) -> (tensor<2x4xbf16>, tensor<2x4xf32>, tensor<4x4xbf16>, tensor<4x4xbf16>) {
   %y = nn.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
   %n = nn.layer_norm %y, %g {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
   %dx, %dg, %db = nn.layer_norm_grad %y, %g, %n {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
+  %dw = nn.gemm %x, %y {trans_a = true} : (tensor<2x4xbf16>, tensor<2x4xbf16>) -> tensor<4x4xbf16>
+  %dc = nn.gemm %x, %y, %g {trans_a = true} : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<4x4xbf16>
   %x32 = nn.cast %x : tensor<2x4xbf16> to tensor<2x4xf32>
   %z = nn.matmul %x32, %w32 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
-  return %n, %z : tensor<2x4xbf16>, tensor<2x4xf32>
+  return %n, %z, %dw, %dc : tensor<2x4xbf16>, tensor<2x4xf32>, tensor<4x4xbf16>, tensor<4x4xbf16>
 }
 
 // -----
