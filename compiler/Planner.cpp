@@ -1300,6 +1300,48 @@ bool autopar::searchPlans(const PlannerOptions &o,
     }
   }
   evaluateQueue(again);
+  // Interleaving over more chunks: the best interleaved plan among the
+  // three best, again with one more chunk per rank (a smaller bubble, more
+  // transfers) while that is predicted faster and the stages (pp x
+  // chunks) do not outnumber the layers.
+  for (;;) {
+    std::stable_sort(ranked.begin(), ranked.end(), better);
+    const Prediction *best = nullptr;
+    for (size_t i = 0; i < std::min<size_t>(3, ranked.size()); ++i)
+      if (ranked[i].fits && ranked[i].plan.pipelineSchedule == "interleaved") {
+        best = &ranked[i];
+        break;
+      }
+    if (!best)
+      break;
+    const Plan plan = best->plan;
+    const int64_t chunks = plan.pipelineChunks + 1;
+    if (modelLayers > 0 && plan.meshPp * chunks > modelLayers)
+      break;
+    if (llvm::any_of(ranked, [&](const Prediction &q) {
+          const Plan &o = q.plan;
+          return o.pipelineSchedule == "interleaved" &&
+                 o.pipelineChunks == chunks && o.meshDp == plan.meshDp &&
+                 o.meshTp == plan.meshTp && o.meshPp == plan.meshPp &&
+                 o.microBatches == plan.microBatches &&
+                 o.zeroStage == plan.zeroStage &&
+                 o.zeroOffload == plan.zeroOffload &&
+                 o.recompute == plan.recompute && o.precision == plan.precision;
+        }))
+      break;
+    Mesh more =
+        makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, plan.microBatches);
+    more.precision = plan.precision;
+    more.recompute = plan.recompute;
+    more.zero = plan.zeroStage;
+    more.offload = plan.zeroOffload == "cpu";
+    more.schedule = "interleaved";
+    more.chunks = chunks;
+    const size_t evaluated = ranked.size();
+    evaluateQueue({more});
+    if (ranked.size() == evaluated)
+      break; // not compiled (an error, or bounded out)
+  }
   if (ranked.empty()) {
     error = firstError.empty() ? "--global-batch " + std::to_string(batch) +
                                      ": no split of it over the cluster's " +
