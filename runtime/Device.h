@@ -58,6 +58,13 @@ public:
 
   /// What the log summary calls it ("cpu", "NVIDIA H100 80GB HBM3").
   const std::string &name() const;
+  /// What computes, in one line `train` prints at start: the CPU's BLAS
+  /// library, its kernels and the OpenMP threads; the GPU's name.
+  std::string describe() const;
+  /// One line when the environment makes the device slower than it can be
+  /// (the CPU target: an OPENBLAS_CORETYPE naming weaker kernels than the
+  /// CPU's), else "".
+  std::string performanceWarning() const;
   /// Whether device pointers are host pointers (the CPU target).
   bool hostMemory() const;
   DeviceContext *context();

@@ -1571,6 +1571,15 @@ Status Trainer::run() {
   sampleIds.resize(info.microBatch * info.seqLen);
   sampleTargets.resize(sampleIds.size());
 
+  // What computes, once the run is set up: the device and its kernels, and
+  // a warning where the environment makes them slower than they can be.
+  if (leader()) {
+    std::printf("train: %s, %d rank%s\n", device.describe().c_str(),
+                comm.worldSize(), comm.worldSize() == 1 ? "" : "s");
+    std::fflush(stdout);
+    if (std::string warning = device.performanceWarning(); !warning.empty())
+      std::fprintf(stderr, "train: warning: %s\n", warning.c_str());
+  }
   // From here SIGTERM and SIGINT end the run after the step in progress.
   struct sigaction action = {};
   action.sa_handler = onStopSignal;

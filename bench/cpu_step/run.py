@@ -14,6 +14,10 @@ with 1 and 2 threads, SGEMM; --rounds of them) and each peer keeps its best
 round: the lowest median step time, the highest SGEMM rate. Every round's
 figures are printed too.
 
+Prints first what the program multiplies with (`train`'s start line:
+OpenBLAS, its kernels, the threads) and its warning when OPENBLAS_CORETYPE
+forces weaker kernels than the CPU supports.
+
 Fairness: both peers use the system OpenBLAS with the same kernels. Where
 OpenBLAS misdetects the CPU (virtual machines report a generic model and get
 its SSE3 "Prescott" kernels), OPENBLAS_CORETYPE is set for every peer, as the
@@ -134,8 +138,13 @@ def main():
 
     rounds = []
     for _ in range(max(1, args.rounds)):
-        run([os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
-             "--log", log], env)
+        r = run([os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
+                 "--log", log], env)
+        if not rounds:
+            # The kernels and threads the program multiplies with, and a
+            # warning where the environment forces weaker kernels.
+            for line in r.stdout.splitlines()[:1] + r.stderr.splitlines():
+                print(line)
         ours = [json.loads(line)["ms"] for line in open(log)]
         measured = {"ours": statistics.median(ours[warm:])}
         for threads in (1, 2):

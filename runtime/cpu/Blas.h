@@ -66,6 +66,7 @@ inline void openblas_set_num_threads(int) {}
 inline const char *openblas_get_corename() {
   return "none (AUTOPAR_RT_NO_BLAS)";
 }
+inline const char *openblas_get_config() { return "reference loops"; }
 
 } // namespace autopar::rt::cpu
 

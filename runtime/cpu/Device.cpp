@@ -44,6 +44,12 @@ Status Device::create(int, int, std::unique_ptr<Device> &out) {
 }
 
 const std::string &Device::name() const { return impl->name; }
+std::string Device::describe() const {
+  return "cpu (" + cpu::blasDescription() + ")";
+}
+std::string Device::performanceWarning() const {
+  return cpu::blasKernelWarning();
+}
 bool Device::hostMemory() const { return true; }
 DeviceContext *Device::context() { return &impl->context; }
 void *Device::queue() { return nullptr; }

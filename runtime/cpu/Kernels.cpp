@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <sched.h>
+#include <strings.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -55,19 +56,73 @@ void initBlas() {
 
 const char *blasCoreName() { return openblas_get_corename(); }
 
+namespace {
+
+/// The best OpenBLAS kernels this CPU runs: SkylakeX (AVX-512), Haswell
+/// (AVX2 + FMA), or null.
+const char *supportedCore() {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+  return nullptr;
+}
+
+/// The vector level of an OpenBLAS x86 kernel family: 3 AVX-512, 2 AVX2 +
+/// FMA, 1 AVX, 0 older (SSE) or unknown.
+int coreLevel(const char *core) {
+  for (const char *name : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (strcasecmp(core, name) == 0)
+      return 3;
+  for (const char *name : {"Haswell", "Zen"})
+    if (strcasecmp(core, name) == 0)
+      return 2;
+  return strcasecmp(core, "Sandybridge") == 0 ? 1 : 0;
+}
+
+/// Set in the environment when fixBlasCoreType chose OPENBLAS_CORETYPE.
+constexpr const char *kCoreTypeChosen = "AUTOPAR_OPENBLAS_CORETYPE_CHOSEN";
+
+} // namespace
+
+std::string blasDescription() {
+  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": the
+  // library and version.
+  std::string config = openblas_get_config();
+  size_t end = config.find(' ');
+  if (end != std::string::npos)
+    end = config.find(' ', end + 1);
+  return config.substr(0, end) + ", " + blasCoreName() + " kernels, " +
+         std::to_string(omp_get_max_threads()) + " OpenMP threads";
+}
+
+std::string blasKernelWarning() {
+  const char *forced = std::getenv("OPENBLAS_CORETYPE");
+  const char *best = supportedCore();
+  if (!forced || !best || std::getenv(kCoreTypeChosen))
+    return "";
+  const char *used = blasCoreName();
+  if (coreLevel(used) >= coreLevel(best))
+    return "";
+  return std::string("OPENBLAS_CORETYPE=") + forced +
+         " makes OpenBLAS multiply with its " + std::string(used) +
+         " kernels, but this CPU runs its " + best + " kernels (" +
+         (coreLevel(best) == 3 ? "AVX-512" : "AVX2") +
+         "): matrix products run slower than they can (a GPT step "
+         "1.8x slower with Haswell kernels on an AVX-512 CPU, "
+         "docs/training.md); unset it and train picks the CPU's kernels";
+}
+
 void fixBlasCoreType(char **argv) {
   if (std::getenv("OPENBLAS_CORETYPE") ||
       std::strcmp(blasCoreName(), "Prescott") != 0)
     return;
-  const char *core = nullptr;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    core = "Haswell";
+  const char *core = supportedCore();
   if (!core)
     return;
   setenv("OPENBLAS_CORETYPE", core, 1);
+  setenv(kCoreTypeChosen, "1", 1);
   execv("/proc/self/exe", argv); // returns only on failure: run as is
 }
 

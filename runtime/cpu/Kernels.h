@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 namespace autopar::rt {
 struct bf16;
@@ -26,6 +27,14 @@ namespace autopar::rt::cpu {
 void initBlas();
 /// The kernel family OpenBLAS picked for this CPU (e.g. "SkylakeX").
 const char *blasCoreName();
+/// What multiplies: "OpenBLAS 0.3.21, Haswell kernels, 2 OpenMP threads".
+std::string blasDescription();
+/// One line when OPENBLAS_CORETYPE (set by the user, not by
+/// fixBlasCoreType) makes OpenBLAS use weaker kernels than the CPU
+/// supports (AVX2 kernels on an AVX-512 CPU, SSE kernels on an AVX2 one),
+/// naming the setting, the kernels the CPU supports and the cost; "" when
+/// nothing forces weaker kernels.
+std::string blasKernelWarning();
 /// OpenBLAS picks its kernels from the CPU model; where a virtual machine
 /// hides the model it falls back to its Prescott (SSE3) kernels, several
 /// times slower. Runs the program again (execv of /proc/self/exe with

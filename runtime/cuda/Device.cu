@@ -262,6 +262,8 @@ Status Device::create(int localRank, int rank, std::unique_ptr<Device> &out) {
 }
 
 const std::string &Device::name() const { return impl->name; }
+std::string Device::describe() const { return impl->name; }
+std::string Device::performanceWarning() const { return ""; }
 
 bool Device::hostMemory() const { return false; }
 
