@@ -80,6 +80,7 @@ public:
     if (!checkPlan() || !importModel())
       return false;
     warnZeroRows();
+    warnLogitBiases();
     return lower();
   }
   ModuleOp module() { return *imported.module; }
@@ -117,6 +118,9 @@ private:
   /// Warns about embedding tables with an all-zero row (what
   /// nn.Embedding(padding_idx=p) initializes) that the plan trains.
   void warnZeroRows();
+  /// Warns about trained all-zero tensors only added to the logits (what a
+  /// buffer such as BART's final_logits_bias looks like once exported).
+  void warnLogitBiases();
   bool findDataInputs(func::FuncOp func, DataInputs &data);
   /// Puts the plan on the imported module and runs the pipeline on it.
   bool lower();
@@ -424,6 +428,52 @@ void Compiler::warnZeroRows() {
                    << onnx_import::oneLine(n) << "\": " << r << "}\n";
       break;
     }
+  }
+}
+
+void Compiler::warnLogitBiases() {
+  if (o.forwardOnly || o.reportOnly)
+    return;
+  auto func = imported.module->lookupSymbol<func::FuncOp>("forward");
+  // Whether `v` reaches the loss's scores through views alone.
+  auto isLogits = [](Value v) {
+    for (int hops = 0; hops < 8 && v.hasOneUse(); ++hops) {
+      Operation *user = *v.getUsers().begin();
+      if (auto loss = dyn_cast<nn::SoftmaxCrossEntropyOp>(user))
+        return loss.getScores() == v;
+      if (!isa<nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp, nn::CastOp,
+               nn::IdentityOp>(user))
+        return false;
+      v = user->getResult(0);
+    }
+    return false;
+  };
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    BlockArgument arg = func.getArgument(i);
+    auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (!name || !type.getElementType().isF32() || arg.use_empty() ||
+        globMatchAny(planFile.frozen, name.getValue()) ||
+        !llvm::all_of(arg.getUsers(), [&](Operation *user) {
+          return isa<nn::AddOp>(user) && isLogits(user->getResult(0));
+        }))
+      continue;
+    llvm::Expected<std::vector<char>> bytes =
+        imported.weights->readBytes(name.getValue().str());
+    if (!bytes) {
+      llvm::consumeError(bytes.takeError());
+      continue;
+    }
+    if (!std::all_of(bytes->begin(), bytes->end(),
+                     [](char c) { return c == 0; }))
+      continue;
+    std::string n = onnx_import::oneLine(name.getValue().str());
+    llvm::errs() << "autopar: warning: " << o.model << ": '" << n
+                 << "' is zeros only added to the logits, and autopar trains "
+                    "it; if the model keeps it fixed (a buffer in PyTorch, "
+                    "as BART's final_logits_bias), freeze it: \"frozen\": "
+                    "[\""
+                 << n << "\"]\n";
   }
 }
 
