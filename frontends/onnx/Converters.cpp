@@ -1752,6 +1752,80 @@ ConvertFn floatOnly(ConvertFn convert) {
   };
 }
 
+/// TopK(x, K) along `axis`: the K largest (or smallest) values and their
+/// indices, sorted, equal values in index order (the lower index first).
+/// K rounds of: the extreme m of what is left, the first index i where it
+/// is (the least index among the extremes), the value read at i (so the
+/// gradient reaches that element only, as torch.topk's), and i struck out.
+/// K x the input's work: meant for the small K of routers and samplers.
+LogicalResult convertTopK(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  Type et = xt.getElementType();
+  FailureOr<int64_t> axis = axisAttr(ctx, -1, xt.getRank());
+  FailureOr<const HostTensor *> kT = ctx.requireConst(1, "K");
+  FailureOr<Value> in = ctx.input(0);
+  if (failed(axis) || failed(kT) || failed(in))
+    return failure();
+  if ((*kT)->size() != 1 || (*kT)->isFloat())
+    return ctx.fail("K must be one integer");
+  const int64_t k = (*kT)->intAt(0), n = xt.getDimSize(*axis);
+  if (k < 0 || k > n)
+    return ctx.fail("K " + llvm::Twine(k) + " is not in [0, " + llvm::Twine(n) +
+                    "] (the axis' size)");
+  if (k == 0)
+    return ctx.fail("K 0 (empty outputs) is not supported");
+  const bool largest = ctx.intAttr("largest", 1) != 0;
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  // The positions along the axis, as the input's type (exact below 2^24;
+  // a router's experts or a sampler's candidates).
+  if (n > (int64_t(1) << 24))
+    return ctx.fail("axis of " + llvm::Twine(n) + " elements is too long");
+  SmallVector<int64_t> iotaShape(xt.getRank(), 1);
+  iotaShape[*axis] = n;
+  HostTensor iotaT = HostTensor::zeros(DType::Float, iotaShape);
+  for (int64_t c = 0; c < n; ++c)
+    iotaT.set(c, -double(c));
+  Value negIota = nn::ConstantOp::create(b, loc, iotaT.toAttr(b.getContext()));
+  if (!et.isF32())
+    negIota = nn::CastOp::create(
+        b, loc, cast<RankedTensorType>(negIota.getType()).clone(et), negIota);
+  Value x = *in;
+  Value cur = largest ? x : nn::NegOp::create(b, loc, x);
+  SmallVector<Value> values, indices;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < k; ++r) {
+    Value m = nn::ReduceMaxOp::create(b, loc, cur, {*axis}, true);
+    Value at = nn::CompareOp::create(b, loc, nn::ComparePredicate::eq, cur, m);
+    // -(the least index among the extremes) = max over them of -index.
+    Value first = nn::ReduceMaxOp::create(
+        b, loc,
+        nn::WhereOp::create(b, loc, at, negIota,
+                            scalarConstant(b, loc, et, -double(n))),
+        {*axis}, true);
+    Value pick =
+        nn::CompareOp::create(b, loc, nn::ComparePredicate::eq, negIota, first);
+    values.push_back(nn::ReduceSumOp::create(
+        b, loc,
+        nn::WhereOp::create(b, loc, pick, x, scalarConstant(b, loc, et, 0)),
+        {*axis}, true));
+    Value index = nn::NegOp::create(b, loc, first);
+    indices.push_back(nn::CastOp::create(
+        b, loc, cast<RankedTensorType>(index.getType()).clone(b.getI64Type()),
+        index));
+    if (r + 1 < k)
+      cur = nn::WhereOp::create(b, loc, pick, scalarConstant(b, loc, et, -inf),
+                                cur);
+  }
+  auto join = [&](SmallVector<Value> &parts) -> Value {
+    return parts.size() == 1 ? parts[0]
+                             : nn::ConcatOp::create(b, loc, parts, *axis);
+  };
+  ctx.setOutput(0, join(values));
+  ctx.setOutput(1, join(indices));
+  return success();
+}
+
 /// Not(x) = x ? false : true.
 LogicalResult convertNot(NodeContext &ctx) {
   OpBuilder &b = ctx.builder();
@@ -2027,6 +2101,11 @@ std::vector<OpConverter> buildTable() {
        constantOnly(HostUnary::Cos, "Cos"),
        "constant input only (folded at import)"},
       {"OneHot", {11}, {"axis"}, convertOneHot, "depth must be a constant"},
+      {"TopK",
+       {10, 11},
+       {"axis", "largest", "sorted"},
+       floatOnly(convertTopK),
+       "K a constant; K rounds of max (small K); sorted, ties by index"},
       {"Clip",
        {13},
        {},

@@ -80,6 +80,7 @@ SHAPE_INPUTS = {
     "Tile": [1],
     "CumSum": [1],
     "ScatterND": [1],
+    "TopK": [1],
 }
 
 

@@ -463,6 +463,15 @@ def _cumsum(ins, attrs, n_out):
     return y
 
 
+@op("TopK", ("axis", "largest", "sorted"))
+def _topk(ins, attrs, n_out):
+    x, k = ins
+    axis = normalize_axis(attrs.get("axis", -1), x.dim())
+    values, indices = torch.topk(x, int(k.reshape(-1)[0]), dim=axis,
+                                 largest=bool(attrs.get("largest", 1)), sorted=True)
+    return values, indices
+
+
 @op("ScatterND", ("reduction",))
 def _scatter_nd(ins, attrs, n_out):
     data, indices, updates = ins
