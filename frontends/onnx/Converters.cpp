@@ -15,6 +15,7 @@
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cctype>
 
@@ -1411,6 +1412,347 @@ LogicalResult convertScatterND(NodeContext &ctx) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// NonZero and ScatterElements: mixture-of-experts dispatch
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Ops that move or combine indices without reading data by them.
+bool isIndexOp(llvm::StringRef op) {
+  return llvm::is_contained({"Transpose", "Split", "Squeeze", "Unsqueeze",
+                             "Reshape", "Slice", "Expand", "Cast", "Identity",
+                             "Mul", "Add", "Sub", "Concat", "Flatten"},
+                            op);
+}
+
+struct GraphUses {
+  /// Value name -> (consumer, input index).
+  llvm::StringMap<std::vector<std::pair<const onnx::NodeProto *, int>>>
+      consumers;
+  llvm::StringMap<const onnx::NodeProto *> producer;
+  llvm::StringSet<> outputs;
+  explicit GraphUses(const onnx::GraphProto &g) {
+    for (const onnx::NodeProto &n : g.node()) {
+      for (int i = 0; i < n.input_size(); ++i)
+        if (!n.input(i).empty())
+          consumers[n.input(i)].push_back({&n, i});
+      for (const std::string &o : n.output())
+        producer[o] = &n;
+    }
+    for (const auto &o : g.output())
+      outputs.insert(o.name());
+  }
+};
+
+/// Whether every use of `name` (through the ops that compute shapes) ends
+/// as the shape input of a Reshape, Expand or ConstantOfShape.
+bool onlyShapes(const GraphUses &uses, llvm::StringRef name, int depth = 0) {
+  if (depth > 16 || uses.outputs.contains(name))
+    return false;
+  auto it = uses.consumers.find(name);
+  if (it == uses.consumers.end())
+    return true;
+  for (auto [node, i] : it->second) {
+    llvm::StringRef op = node->op_type();
+    if ((op == "Reshape" || op == "Expand") && i == 1)
+      continue;
+    if (op == "ConstantOfShape")
+      continue;
+    if (!llvm::is_contained({"Gather", "Concat", "Unsqueeze", "Squeeze",
+                             "Slice", "Cast", "Mul", "Add", "Sub", "Div",
+                             "Identity"},
+                            op))
+      return false;
+    for (const std::string &o : node->output())
+      if (!onlyShapes(uses, o, depth + 1))
+        return false;
+  }
+  return true;
+}
+
+/// The NonZero whose indices `name` carries (through index ops), or null.
+const onnx::NodeProto *nonZeroOf(const GraphUses &uses, llvm::StringRef name) {
+  for (int hops = 0; hops < 32; ++hops) {
+    auto it = uses.producer.find(name);
+    if (it == uses.producer.end())
+      return nullptr;
+    const onnx::NodeProto *n = it->second;
+    if (n->op_type() == "NonZero")
+      return n;
+    if (!isIndexOp(n->op_type()) || n->input_size() == 0)
+      return nullptr;
+    name = n->input(0);
+  }
+  return nullptr;
+}
+
+/// Why NonZero `nz` (of a value known only at run time) cannot take its
+/// dense form, or "": its indices (through index ops) may only choose the
+/// rows Gathers read and the rows ScatterElements write, and what those
+/// Gathers read may only reach the graph's outputs through such a
+/// ScatterElements (as its updates), which masks the positions NonZero
+/// would not have given. Shapes of the indices may only shape tensors.
+std::string denseNonZeroProblem(const onnx::GraphProto &g,
+                                const onnx::NodeProto &nz) {
+  GraphUses uses(g);
+  std::vector<std::string> work = {nz.output(0)}, gathered;
+  llvm::StringSet<> seen;
+  while (!work.empty()) {
+    std::string v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    if (uses.outputs.contains(v))
+      return "its indices are a graph output";
+    auto it = uses.consumers.find(v);
+    if (it == uses.consumers.end())
+      continue;
+    for (auto [node, i] : it->second) {
+      llvm::StringRef op = node->op_type();
+      if (op == "Gather" && i == 1) {
+        gathered.push_back(node->output(0));
+      } else if (op == "ScatterElements" && i == 1) {
+        continue;
+      } else if (op == "Shape") {
+        if (!onlyShapes(uses, node->output(0)))
+          return "the count of its indices is used beyond shapes (node '" +
+                 node->name() + "')";
+      } else if (isIndexOp(op)) {
+        for (const std::string &o : node->output())
+          work.push_back(o);
+      } else {
+        return "its indices reach " + op.str() + " node '" + node->name() + "'";
+      }
+    }
+  }
+  seen.clear();
+  work = gathered;
+  while (!work.empty()) {
+    std::string v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    if (uses.outputs.contains(v))
+      return "what it selects reaches a graph output without a "
+             "ScatterElements";
+    auto it = uses.consumers.find(v);
+    if (it == uses.consumers.end())
+      continue;
+    for (auto [node, i] : it->second) {
+      if (node->op_type() == "ScatterElements" && i == 2) {
+        if (nonZeroOf(uses, node->input(1)) != &nz)
+          return "what it selects is scattered by other indices (node '" +
+                 node->name() + "')";
+        continue;
+      }
+      if (node->op_type() == "Shape")
+        continue;
+      for (const std::string &o : node->output())
+        work.push_back(o);
+    }
+  }
+  return "";
+}
+
+} // namespace
+
+/// NonZero(x): of a constant, folded. Of a value known only at run time
+/// (which positions a router chose: the count depends on the data), its
+/// dense form: every position of x, in row-major order, as NonZero lists
+/// them; the ScatterElements that its indices govern then multiply each
+/// update by x != 0 at its position, so the positions NonZero would have
+/// left out add nothing (denseNonZeroProblem says which graphs qualify:
+/// Hugging Face's per-expert dispatch, `torch.where(mask)` then gather,
+/// compute and index_add_). Every expert then computes on every token.
+LogicalResult convertNonZero(NodeContext &ctx) {
+  RankedTensorType xt = ctx.inputType(0);
+  const int64_t rank = std::max<int64_t>(xt.getRank(), 1);
+  if (const HostTensor *x = ctx.constInput(0)) {
+    std::vector<int64_t> positions;
+    for (int64_t p = 0; p < x->size(); ++p)
+      if (x->isFloat() ? x->floatAt(p) != 0 : x->intAt(p) != 0)
+        positions.push_back(p);
+    const int64_t count = positions.size();
+    std::vector<int64_t> out(rank * count);
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t p = positions[j];
+      for (int64_t d = xt.getRank() - 1; d >= 0; --d) {
+        out[d * count + j] = p % xt.getDimSize(d);
+        p /= xt.getDimSize(d);
+      }
+    }
+    ctx.setOutput(
+        0, HostTensor::ofInts(DType::Int64, {rank, count}, std::move(out)));
+    return success();
+  }
+  std::string problem = denseNonZeroProblem(ctx.graph(), ctx.node());
+  if (!problem.empty())
+    return ctx.fail("NonZero of a value known only at run time (its count "
+                    "depends on the data) is supported where its indices "
+                    "dispatch rows to a ScatterElements; here " +
+                    problem);
+  const int64_t n = xt.getNumElements();
+  std::vector<int64_t> out(rank * n, 0);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t p = j;
+    for (int64_t d = xt.getRank() - 1; d >= 0; --d) {
+      out[d * n + j] = p % xt.getDimSize(d);
+      p /= xt.getDimSize(d);
+    }
+  }
+  ctx.setOutput(0, HostTensor::ofInts(DType::Int64, {rank, n}, std::move(out)));
+  return success();
+}
+
+/// ScatterElements(data, indices, updates) along axis 0 with constant
+/// indices that pick whole rows (equal along the other dims, which match
+/// data's): out[r_j] = data[r_j] (+)= updates[j]. "add", or "none" into a
+/// constant of zeros (distinct rows then add as they replace). Indices
+/// governed by a dense NonZero (convertNonZero) first mask the updates.
+/// The rows' sum is a reshape and a sum where r_j = j mod rows (every row
+/// in turn: Mixtral's tokens for each of the top-k choices), else a
+/// product with the constant 0/1 matrix of the scatter.
+LogicalResult convertScatterElements(NodeContext &ctx) {
+  const std::string reduction = ctx.stringAttr("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return ctx.fail("reduction '" + reduction +
+                    "' is not supported (\"none\" or \"add\")");
+  RankedTensorType dataType = ctx.inputType(0), updType = ctx.inputType(2);
+  const int64_t rank = dataType.getRank();
+  FailureOr<int64_t> axis = axisAttr(ctx, 0, rank);
+  FailureOr<const HostTensor *> idxT = ctx.requireConst(1, "indices");
+  if (failed(axis) || failed(idxT))
+    return failure();
+  const HostTensor &idx = **idxT;
+  if (*axis != 0 || rank < 1)
+    return ctx.fail("only axis 0 is supported");
+  if (ArrayRef<int64_t>(idx.shape) != updType.getShape() ||
+      updType.getShape().drop_front() != dataType.getShape().drop_front() ||
+      dataType.getElementType() != updType.getElementType() ||
+      !isa<FloatType>(dataType.getElementType()))
+    return ctx.fail("float updates " + shapeToString(updType.getShape()) +
+                    " must match indices " + shapeToString(idx.shape) +
+                    " and data " + shapeToString(dataType.getShape()) +
+                    " beyond the first dim");
+  const int64_t n = updType.getDimSize(0), rows = dataType.getDimSize(0);
+  const int64_t inner = n == 0 ? 0 : idx.size() / n;
+  std::vector<int64_t> target(n);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t r = idx.intAt(j * inner);
+    for (int64_t e = 1; e < inner; ++e)
+      if (idx.intAt(j * inner + e) != r)
+        return ctx.fail("indices must pick whole rows (equal along the "
+                        "other dims)");
+    if (r < -rows || r >= rows)
+      return ctx.fail("index " + llvm::Twine(r) + " is out of range for " +
+                      llvm::Twine(rows) + " rows");
+    target[j] = r < 0 ? r + rows : r;
+  }
+  GraphUses uses(ctx.graph());
+  const onnx::NodeProto *nz = nonZeroOf(uses, ctx.node().input(1));
+  const HostTensor *dataConst = ctx.constInput(0);
+  const bool zeros =
+      dataConst &&
+      llvm::all_of(llvm::seq<int64_t>(0, dataConst->size()),
+                   [&](int64_t p) { return dataConst->floatAt(p) == 0; });
+  // The NonZero's dense form has a row per position of its input (a folded
+  // NonZero fewer, unless every position is nonzero: masking is then a
+  // no-op).
+  RankedTensorType maskType;
+  if (nz) {
+    FailureOr<Value> mask = ctx.valueNamed(nz->input(0));
+    if (failed(mask))
+      return failure();
+    maskType = cast<RankedTensorType>(mask->getType());
+    if (maskType.getNumElements() != n)
+      nz = nullptr;
+  }
+  if (reduction == "none" && !zeros)
+    return ctx.fail("reduction \"none\" is supported into a constant of "
+                    "zeros only");
+  if (reduction == "none" && !nz) {
+    std::vector<int64_t> sorted = target;
+    llvm::sort(sorted);
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return ctx.fail("reduction \"none\" with a row written twice");
+  }
+  FailureOr<Value> updates = ctx.input(2);
+  if (failed(updates))
+    return failure();
+  OpBuilder &b = ctx.builder();
+  Location loc = ctx.loc();
+  Type et = updType.getElementType();
+  Value upd = *updates;
+  if (nz) {
+    // Dense NonZero: mask the positions it would not have given.
+    FailureOr<Value> mask = ctx.valueNamed(nz->input(0));
+    if (failed(mask))
+      return failure();
+    RankedTensorType mt = maskType;
+    Value m = *mask;
+    Value on = m;
+    if (!mt.getElementType().isInteger(1)) {
+      Value zero = nn::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(
+              RankedTensorType::get({}, mt.getElementType()),
+              isa<FloatType>(mt.getElementType())
+                  ? Attribute(b.getFloatAttr(mt.getElementType(), 0.0))
+                  : Attribute(b.getIntegerAttr(mt.getElementType(), 0))));
+      on = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne, m, zero);
+    }
+    // As 0/1 in the updates' type while it changes shape (a sharded mask
+    // may be gathered: collectives move floats), then a select (no 0 * inf).
+    SmallVector<int64_t> maskShape(rank, 1);
+    maskShape[0] = n;
+    Value weight = nn::CastOp::create(
+        b, loc, cast<RankedTensorType>(on.getType()).clone(et), on);
+    weight = nn::ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, et),
+                                   weight);
+    on = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne, weight,
+                               scalarConstant(b, loc, et, 0));
+    upd = nn::WhereOp::create(b, loc, on, upd, scalarConstant(b, loc, et, 0));
+  }
+  SmallVector<int64_t> rest(dataType.getShape().drop_front());
+  const int64_t restSize = numElements(rest);
+  Value sum;
+  if (rows > 0 && n % rows == 0 &&
+      llvm::all_of(llvm::seq<int64_t>(0, n),
+                   [&](int64_t j) { return target[j] == j % rows; })) {
+    SmallVector<int64_t> blocks = {n / rows, rows};
+    blocks.append(rest.begin(), rest.end());
+    sum = nn::ReduceSumOp::create(
+        b, loc,
+        nn::ReshapeOp::create(b, loc, RankedTensorType::get(blocks, et), upd),
+        {0}, false);
+  } else {
+    if (rows * n > (int64_t(1) << 24))
+      return ctx.fail("a scatter of " + llvm::Twine(n) + " rows into " +
+                      llvm::Twine(rows) + " is too large for its matrix");
+    HostTensor s = HostTensor::zeros(DType::Float, {rows, n});
+    for (int64_t j = 0; j < n; ++j)
+      s.set(target[j] * n + j, 1.0);
+    Value sm = nn::ConstantOp::create(b, loc, s.toAttr(b.getContext()));
+    if (!et.isF32())
+      sm = nn::CastOp::create(b, loc, RankedTensorType::get({rows, n}, et), sm);
+    Value flat = nn::ReshapeOp::create(
+        b, loc, RankedTensorType::get({n, restSize}, et), upd);
+    sum = nn::ReshapeOp::create(
+        b, loc, dataType,
+        nn::MatMulOp::create(
+            b, loc, RankedTensorType::get({rows, restSize}, et), sm, flat));
+  }
+  if (!zeros) {
+    FailureOr<Value> data = ctx.input(0);
+    if (failed(data))
+      return failure();
+    sum = nn::AddOp::create(b, loc, *data, sum);
+  }
+  ctx.setOutput(0, sum);
+  return success();
+}
+
 LogicalResult convertSplit(NodeContext &ctx) {
   RankedTensorType in = ctx.inputType(0);
   FailureOr<int64_t> axis = axisAttr(ctx, 0, in.getRank());
@@ -2306,6 +2648,18 @@ std::vector<OpConverter> buildTable() {
        {"exclusive", "reverse"},
        convertCumSum,
        "axis must be a constant; log2(n) shifted adds"},
+      {"NonZero",
+       {9, 13},
+       {},
+       convertNonZero,
+       "folded; of a run-time value, dense where its indices dispatch rows "
+       "to a ScatterElements (mixture-of-experts routing)"},
+      {"ScatterElements",
+       {11, 13, 16, 18},
+       {"axis", "reduction"},
+       convertScatterElements,
+       "axis 0, constant indices picking whole rows; \"add\", or \"none\" "
+       "into zeros"},
       {"ScatterND",
        {11, 13, 16, 18},
        {"reduction"},

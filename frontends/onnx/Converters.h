@@ -24,6 +24,7 @@
 namespace onnx {
 class NodeProto;
 class AttributeProto;
+class GraphProto;
 } // namespace onnx
 
 namespace autopar::onnx_import {
@@ -68,6 +69,13 @@ public:
   std::string stringAttr(llvm::StringRef name, llvm::StringRef dflt) const;
   std::optional<llvm::SmallVector<int64_t>>
   intsAttr(llvm::StringRef name) const;
+
+  /// The graph being imported, for converters that look beyond their node
+  /// (NonZero's dense form checks where its indices go).
+  virtual const onnx::GraphProto &graph() const = 0;
+  /// The value named `name` (a graph input, an initializer or an earlier
+  /// node's output) as an IR value; fails if there is none.
+  virtual mlir::FailureOr<mlir::Value> valueNamed(llvm::StringRef name) = 0;
 
   /// Records a one-line error about this node; returns failure.
   virtual mlir::LogicalResult fail(const llvm::Twine &msg) = 0;

@@ -79,6 +79,8 @@ public:
     return nullptr;
   }
   LogicalResult fail(const llvm::Twine &msg) override;
+  const onnx::GraphProto &graph() const override;
+  FailureOr<Value> valueNamed(llvm::StringRef name) override;
 
 private:
   Importer &imp;
@@ -124,6 +126,7 @@ public:
   const HostTensor *getConstant(ValueEntry &e, const onnx::NodeProto *node);
   FailureOr<Value> materialize(ValueEntry &e, StringRef name,
                                const onnx::NodeProto *node);
+  const onnx::GraphProto &graph() const { return model->graph(); }
   OpBuilder builder;
   llvm::StringSet<> used; // names consumed by a node or a graph output
   llvm::StringMap<ValueEntry> values;
@@ -230,6 +233,17 @@ FailureOr<Value> NodeContextImpl::input(unsigned i) {
     return failure();
   }
   return imp.materialize(*imp.lookup(node_.input(i)), node_.input(i), &node_);
+}
+
+const onnx::GraphProto &NodeContextImpl::graph() const { return imp.graph(); }
+
+FailureOr<Value> NodeContextImpl::valueNamed(llvm::StringRef name) {
+  ValueEntry *e = imp.lookup(name);
+  if (!e) {
+    (void)fail("no value named '" + name + "'");
+    return failure();
+  }
+  return imp.materialize(*e, name, &node_);
 }
 
 RankedTensorType NodeContextImpl::inputType(unsigned i) {

@@ -81,6 +81,7 @@ SHAPE_INPUTS = {
     "CumSum": [1],
     "ScatterND": [1],
     "TopK": [1],
+    "ScatterElements": [1],
 }
 
 
