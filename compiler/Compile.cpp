@@ -103,11 +103,15 @@ private:
     options.shapesOnly = options.shapesOnly || o.reportOnly;
     for (const auto &[name, value] : feedValues)
       options.inputValues[name] = value;
+    for (const auto &[name, shift] : shiftedFeeds)
+      options.shiftedInputs[name] = shift;
     return options;
   }
   /// The integer graph inputs that data.feeds (or their names) give a
   /// generated value, into planFile.dataFeeds, with their declared shapes.
   bool resolveFeeds();
+  /// data.feeds "shift_right:ID": input -> (the targets input, ID).
+  std::map<std::string, std::pair<std::string, int64_t>> shiftedFeeds;
   /// The feeds' values at [batch, seqLen] (their dynamic dims: the first is
   /// the batch, the others the sequence; a feed with a dynamic dim is left
   /// out while batch or seqLen is unknown, -1). False for a feed too large.
@@ -189,6 +193,20 @@ bool Compiler::resolveFeeds() {
     if (name == planFile.dataInputs || name == planFile.dataTargets)
       return fail(planName() + ": data.feeds." + name +
                   ": the input is also data.inputs or data.targets");
+    if (llvm::StringRef(kind).starts_with("shift_right:")) {
+      // From the targets: data.targets, or Hugging Face's `labels`.
+      std::string source = planFile.dataTargets;
+      if (source.empty() &&
+          llvm::any_of(inputs, [&](const onnx_import::GraphInput &in) {
+            return in.name == "labels" && isInteger(in.elementType);
+          }))
+        source = "labels";
+      if (source.empty())
+        return fail(planName() + ": data.feeds." + name +
+                    ": \"shift_right\" shifts the targets: name them with "
+                    "data.targets");
+      shiftedFeeds[name] = {source, std::stoll(kind.substr(12))};
+    }
   }
   // What Hugging Face exports take beside the token ids and labels.
   static const std::pair<const char *, const char *> defaults[] = {
@@ -203,7 +221,7 @@ bool Compiler::resolveFeeds() {
       for (const auto &[name, kind] : defaults)
         if (in.name == name)
           planFile.dataFeeds[in.name] = kind;
-    if (planFile.dataFeeds.count(in.name))
+    if (planFile.dataFeeds.count(in.name) && !shiftedFeeds.count(in.name))
       feedShapes[in.name] = in;
   }
   // The first import takes the feeds too (a rotary table from position_ids

@@ -598,9 +598,29 @@ bool PlanParser::parse(const json &root, Plan &plan) {
       plan.dataFeeds.clear();
       for (const auto &[name, value] : v->items()) {
         std::string feed;
-        if (!readEnum(value, "data.feeds." + name, {"ones", "zeros", "arange"},
-                      feed))
+        // "shift_right:ID": the targets shifted right by one, ID first (a
+        // decoder's inputs, as Hugging Face's shift_tokens_right).
+        if (value.is_string() &&
+            value.get<std::string>().rfind("shift_right:", 0) == 0) {
+          const std::string id = value.get<std::string>().substr(12);
+          char *end = nullptr;
+          long long start =
+              id.empty() ? -1 : std::strtoll(id.c_str(), &end, 10);
+          if (id.empty() || *end != '\0' || start < 0 || start > INT32_MAX)
+            return fail("data.feeds." + name,
+                        "expected \"shift_right:ID\" with a token id >= 0, "
+                        "got " +
+                            describe(value));
+          plan.dataFeeds[name] = value.get<std::string>();
+          continue;
+        }
+        if (!readEnum(value, "data.feeds." + name,
+                      {"ones", "zeros", "arange", "shift_right:ID"}, feed))
           return false;
+        if (feed == "shift_right:ID")
+          return fail("data.feeds." + name,
+                      "expected \"shift_right:ID\" with a token id >= 0, "
+                      "got \"shift_right:ID\"");
         plan.dataFeeds[name] = feed;
       }
     }

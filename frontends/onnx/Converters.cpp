@@ -2655,7 +2655,7 @@ std::vector<OpConverter> buildTable() {
        "folded; of a run-time value, dense where its indices dispatch rows "
        "to a ScatterElements (mixture-of-experts routing)"},
       {"ScatterElements",
-       {11, 13, 16, 18},
+       {11, 13, 16},
        {"axis", "reduction"},
        convertScatterElements,
        "axis 0, constant indices picking whole rows; \"add\", or \"none\" "

@@ -449,9 +449,15 @@ LogicalResult Importer::addInputs() {
       return fail("--input-value names '" + entry.getKey() +
                   "', which is not a graph input");
 
+  std::vector<const onnx::ValueInfoProto *> shifted;
   for (const onnx::ValueInfoProto &in : graph.input()) {
     if (values.count(in.name()))
       continue; // an initializer listed as input (keep_initializers_as_inputs)
+    if (options.shiftedInputs.count(in.name())) {
+      graphInputs.push_back(in.name());
+      shifted.push_back(&in);
+      continue;
+    }
     if (!in.type().has_tensor_type())
       return fail("input '" + in.name() + "' is not a tensor");
     const auto &tt = in.type().tensor_type();
@@ -523,6 +529,55 @@ LogicalResult Importer::addInputs() {
     e.type = type;
     e.value = arg;
     values[in.name()] = std::move(e);
+  }
+  // Inputs computed from another: [start, source[:, :-1]].
+  for (const onnx::ValueInfoProto *in : shifted) {
+    const auto &[source, start] = options.shiftedInputs.lookup(in->name());
+    ValueEntry *src = lookup(source);
+    auto fail2 = [&](const llvm::Twine &why) {
+      return fail("input '" + in->name() + "' (the targets '" + source +
+                  "' shifted right): " + why);
+    };
+    if (!src || !src->value || src->type.getRank() != 2 ||
+        !isa<IntegerType>(src->type.getElementType()))
+      return fail2("'" + source +
+                   "' is not an integer [batch, sequence] graph input");
+    const auto &tt = in->type().tensor_type();
+    Type elementType = dtypeToMlir(static_cast<DType>(tt.elem_type()), &ctx);
+    if (!isa_and_nonnull<IntegerType>(elementType))
+      return fail2("it is not an integer input");
+    ArrayRef<int64_t> shape = src->type.getShape();
+    if (tt.has_shape()) {
+      bool fits = tt.shape().dim_size() == 2;
+      for (int d = 0; fits && d < 2; ++d)
+        fits = !tt.shape().dim(d).has_dim_value() ||
+               tt.shape().dim(d).dim_value() == shape[d];
+      if (!fits)
+        return fail2("it is declared " + declaredType(tt) + ", the targets " +
+                     shapeToString(shape));
+    }
+    OpBuilder b = OpBuilder::atBlockEnd(body);
+    Location loc = NameLoc::get(StringAttr::get(&ctx, in->name()));
+    Value from = src->value;
+    auto type = RankedTensorType::get(shape, elementType);
+    if (src->type.getElementType() != elementType)
+      from = nn::CastOp::create(b, loc, type, from);
+    HostTensor first =
+        HostTensor::zeros(static_cast<DType>(tt.elem_type()), {shape[0], 1});
+    for (int64_t i = 0; i < shape[0]; ++i)
+      first.setInt(i, start);
+    Value head = nn::ConstantOp::create(b, loc, first.toAttr(&ctx));
+    Value value = head;
+    if (shape[1] > 1) {
+      Value kept = nn::SliceOp::create(
+          b, loc, RankedTensorType::get({shape[0], shape[1] - 1}, elementType),
+          from, b.getDenseI64ArrayAttr({0, 0}), b.getDenseI64ArrayAttr({1, 1}));
+      value = nn::ConcatOp::create(b, loc, ValueRange{head, kept}, 1);
+    }
+    ValueEntry e;
+    e.type = type;
+    e.value = value;
+    values[in->name()] = std::move(e);
   }
   return success();
 }

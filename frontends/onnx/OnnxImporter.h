@@ -37,6 +37,10 @@ struct ImportOptions {
   /// such an input is a constant of the program, not a function argument,
   /// so shape-like inputs (Reshape's shape, Slice's starts, ...) fold.
   llvm::StringMap<HostTensor> inputValues;
+  /// Graph inputs computed from another: input -> (source input, start):
+  /// the source [batch, sequence] shifted right by one along the sequence,
+  /// `start` first (a decoder's inputs from the targets).
+  llvm::StringMap<std::pair<std::string, int64_t>> shiftedInputs;
   /// Name of the imported function.
   std::string funcName = "forward";
   /// Float initializers in external data need not have their bytes (the

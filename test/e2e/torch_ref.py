@@ -28,7 +28,8 @@ Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
 weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
 frozen, padding_idx {glob: row}, lr_schedule {warmup_steps, decay
 constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {inputs,
-targets, feeds {input: ones|zeros|arange}, targets_from next_tokens|tokens}. The keys that
+targets, feeds {input: ones|zeros|arange|shift_right:ID}, targets_from
+next_tokens|tokens}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
 comm, precision, recompute, pipeline, tensor_parallel) are ignored; unknown
 keys are warned about (the compiler rejects them).
@@ -886,7 +887,10 @@ class LossFunction:
         b, t = inputs.shape
         for name, (kind, dims, dtype) in self.feeds.items():
             shape = [d if d is not None else (b if i == 0 else t) for i, d in enumerate(dims)]
-            if kind == "arange":
+            if _is_shift(kind):
+                first = torch.full((b, 1), int(kind[12:]), dtype=targets.dtype)
+                value = torch.cat([first, targets[:, :-1]], dim=1)
+            elif kind == "arange":
                 value = torch.arange(shape[-1]).expand(shape) if shape else torch.tensor(0)
             else:
                 value = torch.full(shape, 1 if kind == "ones" else 0)
@@ -994,6 +998,12 @@ def _is_globs(v):
 # data.feeds: generated values of integer graph inputs, and the defaults by name
 # (what Hugging Face exports take beside the token ids and labels).
 FEED_KINDS = ("ones", "zeros", "arange")
+
+
+def _is_shift(kind):
+    """data.feeds "shift_right:ID": the targets shifted right, ID first."""
+    return (isinstance(kind, str) and kind.startswith("shift_right:")
+            and kind[12:].isdigit())
 DEFAULT_FEEDS = {"attention_mask": "ones", "position_ids": "arange",
                  "token_type_ids": "zeros"}
 
@@ -1024,8 +1034,10 @@ PLAN_SCHEMA = {
     "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "targets": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "feeds": (lambda v: isinstance(v, dict) and all(
-                 isinstance(k, str) and x in FEED_KINDS for k, x in v.items()),
-                 'an object of graph input: "ones", "zeros" or "arange"'),
+                 isinstance(k, str) and (x in FEED_KINDS or _is_shift(x))
+                 for k, x in v.items()),
+                 'an object of graph input: "ones", "zeros", "arange" or '
+                 '"shift_right:ID"'),
              "targets_from": (lambda v: v in ("next_tokens", "tokens"),
                               '"next_tokens" or "tokens"')},
 }

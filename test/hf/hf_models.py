@@ -121,14 +121,19 @@ def build_model(args):
 
 # --inputs: the graph inputs of the export beside input_ids and labels.
 EXTRA_INPUTS = {"labels": (), "mask": ("attention_mask",),
-                "mask-positions": ("attention_mask", "position_ids")}
+                "mask-positions": ("attention_mask", "position_ids"),
+                "decoder": ("decoder_input_ids",)}
 
 
 def extra_values(names, input_ids):
-    """attention_mask all ones, position_ids 0..T-1 (autopar's default feeds)."""
+    """attention_mask all ones, position_ids 0..T-1 (autopar's default feeds);
+    decoder_input_ids: any ids (export traces with them; training leaves
+    them out, and the model shifts its labels right, as the plan's
+    "shift_right:ID" feed does)."""
     b, t = input_ids.shape
     values = {"attention_mask": torch.ones(b, t, dtype=torch.int64),
-              "position_ids": torch.arange(t).expand(b, t)}
+              "position_ids": torch.arange(t).expand(b, t),
+              "decoder_input_ids": input_ids}
     return {n: values[n] for n in names}
 
 
@@ -176,8 +181,10 @@ def train(args):
 
     extra = EXTRA_INPUTS[args.inputs]
 
+    given = [n for n in extra if n != "decoder_input_ids"]
+
     def loss_fn(inputs, targets):
-        return loss(model, inputs, targets, **extra_values(extra, inputs))
+        return loss(model, inputs, targets, **extra_values(given, inputs))
 
     records = list(torch_ref.train(
         named, loss_fn, lambda s: data.batch(s, args.batch, args.seq, plan.targets_from),

@@ -435,7 +435,7 @@ TEST(PlanTest, DataFeeds) {
   EXPECT_EQ(back.targetsFrom, "tokens");
   EXPECT_EQ(errorOf(R"({"data": {"feeds": {"m": "twos"}}})"),
             "data.feeds.m: expected one of \"ones\", \"zeros\", \"arange\", "
-            "got \"twos\"");
+            "\"shift_right:ID\", got \"twos\"");
   EXPECT_EQ(errorOf(R"({"data": {"targets_from": "next"}})"),
             "data.targets_from: expected one of \"next_tokens\", \"tokens\", "
             "got \"next\"");
@@ -461,6 +461,21 @@ TEST(PlanTest, LossScale) {
   EXPECT_EQ(errorOf(R"({"loss_scale": {"window": 5}})"),
             "loss_scale.window: unknown key (expected one of: init_scale, "
             "growth_factor, backoff_factor, growth_interval)");
+}
+
+TEST(PlanTest, ShiftRightFeed) {
+  Plan plan =
+      planOf(R"({"data": {"feeds": {"decoder_input_ids": "shift_right:2"}}})");
+  EXPECT_EQ(plan.dataFeeds.at("decoder_input_ids"), "shift_right:2");
+  expectRoundTrip(plan);
+  for (const char *bad : {"shift_right:", "shift_right:-1", "shift_right:x",
+                          "shift_right:2x", "shift_right:ID"})
+    EXPECT_EQ(
+        errorOf(std::string(R"({"data": {"feeds": {"d": ")") + bad + "\"}}}"),
+        std::string("data.feeds.d: expected \"shift_right:ID\" with a "
+                    "token id >= 0, got \"") +
+            bad + "\"")
+        << bad;
 }
 
 TEST(PlanTest, GradDtype) {
