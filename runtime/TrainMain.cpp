@@ -50,6 +50,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -1589,6 +1590,12 @@ Status Trainer::run() {
   int64_t stepsDone = std::max(o.steps, startStep);
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    // The NCCL build's collectives block the host only at the step's waits
+    // for its GPU work: the watchdog (comm.timeout_s) spans the step.
+    const std::string stepWork =
+        "step " + std::to_string(step) + "'s GPU work and NCCL collectives";
+    std::optional<autopar::rt::Communicator::DeviceWork> watched;
+    watched.emplace(comm, stepWork.c_str());
     comm.resetBytes();
     const double stepScale = lossScale;
     if (lossScaleInput >= 0) {
@@ -1699,6 +1706,7 @@ Status Trainer::run() {
         comm.waitAll();
     }
     device.synchronize();
+    watched.reset();
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();

@@ -106,20 +106,34 @@ struct Communicator::Impl {
     return text.empty() ? "the world" : text;
   }
   /// Marks the calling thread blocked in `what` for the watchdog while
-  /// alive.
+  /// alive; nested in another (an MPI call inside a step's NCCL work), the
+  /// outer one counts again when it ends.
   class Blocked {
   public:
     Blocked(Impl &impl, const std::string &what) : impl(impl) {
       if (!impl.watching())
         return;
+      outerSince = impl.blockedSince.load(std::memory_order_acquire);
+      if (outerSince != 0) {
+        std::memcpy(outerCall, impl.blockedCall, sizeof(outerCall));
+        impl.blockedSince.store(0, std::memory_order_release);
+      }
       std::snprintf(impl.blockedCall, sizeof(impl.blockedCall), "%s",
                     what.c_str());
       impl.blockedSince.store(nowNs(), std::memory_order_release);
     }
-    ~Blocked() { impl.blockedSince.store(0, std::memory_order_release); }
+    ~Blocked() {
+      impl.blockedSince.store(0, std::memory_order_release);
+      if (outerSince == 0)
+        return;
+      std::memcpy(impl.blockedCall, outerCall, sizeof(outerCall));
+      impl.blockedSince.store(outerSince, std::memory_order_release);
+    }
 
   private:
     Impl &impl;
+    int64_t outerSince = 0;
+    char outerCall[256] = {0};
   };
   void stopWatchdog() {
     if (!watchdog.joinable())
@@ -136,9 +150,6 @@ struct Communicator::Impl {
 void Communicator::setTimeout(double seconds, const char *program) {
   impl->stopWatchdog();
   impl->timeoutSeconds = numRanks > 1 ? seconds : 0;
-#ifdef AUTOPAR_COMM_NCCL
-  impl->timeoutSeconds = 0;
-#endif
   if (!impl->watching())
     return;
   impl->program = program;
@@ -171,6 +182,21 @@ void Communicator::setTimeout(double seconds, const char *program) {
     }
   });
 }
+
+struct Communicator::DeviceWork::Guard : Communicator::Impl::Blocked {
+  using Blocked::Blocked;
+};
+
+Communicator::DeviceWork::DeviceWork(Communicator &comm, const char *what) {
+#ifdef AUTOPAR_COMM_NCCL
+  blocked = std::make_unique<Guard>(*comm.impl, what);
+#else
+  (void)comm;
+  (void)what;
+#endif
+}
+
+Communicator::DeviceWork::~DeviceWork() = default;
 
 Communicator::Communicator() : impl(std::make_unique<Impl>()) {}
 

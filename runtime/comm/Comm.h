@@ -316,9 +316,28 @@ public:
   /// one line, "PROGRAM: rank R: <the call> did not complete in S s
   /// (comm.timeout_s): another rank stopped or the network is down; ending
   /// the job", and ends this process (mpirun then ends the others).
-  /// `seconds` <= 0 turns it off. MPI builds of more than one rank (the
-  /// NCCL build's waits do not block the host: not covered yet).
+  /// `seconds` <= 0 turns it off; one rank has none. In the NCCL build the
+  /// collectives run on the GPU's streams and the host blocks later, on the
+  /// device work that waits for them: a DeviceWork spans that (the step).
   void setTimeout(double seconds, const char *program);
+
+  /// In the NCCL build, marks the calling thread as waiting on device work
+  /// that includes this rank's NCCL collectives (a training step, from its
+  /// first collective to the step's last host wait) for the watchdog,
+  /// described as `what`; the MPI calls inside it are watched on their
+  /// own. A no-op in MPI builds (their collectives block the host where
+  /// they are called).
+  class DeviceWork {
+  public:
+    DeviceWork(Communicator &comm, const char *what);
+    ~DeviceWork();
+    DeviceWork(const DeviceWork &) = delete;
+    DeviceWork &operator=(const DeviceWork &) = delete;
+
+  private:
+    struct Guard;
+    std::unique_ptr<Guard> blocked;
+  };
 
   /// For tests: split every MPI message into pieces of at most `elements`
   /// elements (bytes for broadcastBytes; default and maximum INT_MAX, MPI's
