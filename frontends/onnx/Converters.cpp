@@ -1659,19 +1659,18 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
   // The NonZero's dense form has a row per position of its input (a folded
   // NonZero fewer, unless every position is nonzero: masking is then a
   // no-op).
-  RankedTensorType maskType;
+  Value mask;
   if (nz) {
-    FailureOr<Value> mask = ctx.valueNamed(nz->input(0));
-    if (failed(mask))
+    FailureOr<Value> named = ctx.valueNamed(nz->input(0));
+    if (failed(named))
       return failure();
-    maskType = cast<RankedTensorType>(mask->getType());
-    if (maskType.getNumElements() != n)
-      nz = nullptr;
+    if (cast<RankedTensorType>(named->getType()).getNumElements() == n)
+      mask = *named;
   }
   if (reduction == "none" && !zeros)
     return ctx.fail("reduction \"none\" is supported into a constant of "
                     "zeros only");
-  if (reduction == "none" && !nz) {
+  if (reduction == "none" && !mask) {
     std::vector<int64_t> sorted = target;
     llvm::sort(sorted);
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
@@ -1684,24 +1683,13 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
   Location loc = ctx.loc();
   Type et = updType.getElementType();
   Value upd = *updates;
-  if (nz) {
+  if (mask) {
     // Dense NonZero: mask the positions it would not have given.
-    FailureOr<Value> mask = ctx.valueNamed(nz->input(0));
-    if (failed(mask))
-      return failure();
-    RankedTensorType mt = maskType;
-    Value m = *mask;
-    Value on = m;
-    if (!mt.getElementType().isInteger(1)) {
-      Value zero = nn::ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(
-              RankedTensorType::get({}, mt.getElementType()),
-              isa<FloatType>(mt.getElementType())
-                  ? Attribute(b.getFloatAttr(mt.getElementType(), 0.0))
-                  : Attribute(b.getIntegerAttr(mt.getElementType(), 0))));
-      on = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne, m, zero);
-    }
+    Type maskElement = cast<RankedTensorType>(mask.getType()).getElementType();
+    Value on = mask;
+    if (!maskElement.isInteger(1))
+      on = nn::CompareOp::create(b, loc, nn::ComparePredicate::ne, mask,
+                                 scalarConstant(b, loc, maskElement, 0));
     // As 0/1 in the updates' type while it changes shape (a sharded mask
     // may be gathered: collectives move floats), then a select (no 0 * inf).
     SmallVector<int64_t> maskShape(rank, 1);
