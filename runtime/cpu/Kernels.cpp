@@ -93,8 +93,12 @@ std::string blasDescription() {
   size_t end = config.find(' ');
   if (end != std::string::npos)
     end = config.find(' ', end + 1);
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
   return config.substr(0, end) + ", " + blasCoreName() + " kernels, " +
-         std::to_string(omp_get_max_threads()) + " OpenMP threads";
+         std::to_string(threads) + " OpenMP threads";
 }
 
 std::string blasKernelWarning() {
