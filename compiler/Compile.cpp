@@ -193,7 +193,7 @@ bool Compiler::resolveFeeds() {
     if (name == planFile.dataInputs || name == planFile.dataTargets)
       return fail(planName() + ": data.feeds." + name +
                   ": the input is also data.inputs or data.targets");
-    if (llvm::StringRef(kind).starts_with("shift_right:")) {
+    if (std::optional<int64_t> start = shiftRightStart(kind)) {
       // From the targets: data.targets, or Hugging Face's `labels`.
       std::string source = planFile.dataTargets;
       if (source.empty() &&
@@ -205,7 +205,7 @@ bool Compiler::resolveFeeds() {
         return fail(planName() + ": data.feeds." + name +
                     ": \"shift_right\" shifts the targets: name them with "
                     "data.targets");
-      shiftedFeeds[name] = {source, std::stoll(kind.substr(12))};
+      shiftedFeeds[name] = {source, *start};
     }
   }
   // What Hugging Face exports take beside the token ids and labels.

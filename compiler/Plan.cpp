@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -602,11 +603,7 @@ bool PlanParser::parse(const json &root, Plan &plan) {
         // decoder's inputs, as Hugging Face's shift_tokens_right).
         if (value.is_string() &&
             value.get<std::string>().rfind("shift_right:", 0) == 0) {
-          const std::string id = value.get<std::string>().substr(12);
-          char *end = nullptr;
-          long long start =
-              id.empty() ? -1 : std::strtoll(id.c_str(), &end, 10);
-          if (id.empty() || *end != '\0' || start < 0 || start > INT32_MAX)
+          if (!shiftRightStart(value.get<std::string>()))
             return fail("data.feeds." + name,
                         "expected \"shift_right:ID\" with a token id >= 0, "
                         "got " +
@@ -617,10 +614,6 @@ bool PlanParser::parse(const json &root, Plan &plan) {
         if (!readEnum(value, "data.feeds." + name,
                       {"ones", "zeros", "arange", "shift_right:ID"}, feed))
           return false;
-        if (feed == "shift_right:ID")
-          return fail("data.feeds." + name,
-                      "expected \"shift_right:ID\" with a token id >= 0, "
-                      "got \"shift_right:ID\"");
         plan.dataFeeds[name] = feed;
       }
     }
@@ -1019,6 +1012,19 @@ json toJson(const Plan &plan) {
                     {"feeds", plan.dataFeeds},
                     {"targets_from", plan.targetsFrom}};
   return result;
+}
+
+std::optional<int64_t> shiftRightStart(const std::string &feed) {
+  static const std::string prefix = "shift_right:";
+  if (feed.compare(0, prefix.size(), prefix) != 0 ||
+      feed.size() == prefix.size() || feed.size() > prefix.size() + 10 ||
+      !std::all_of(feed.begin() + prefix.size(), feed.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const int64_t start = std::stoll(feed.substr(prefix.size()));
+  if (start > INT32_MAX)
+    return std::nullopt;
+  return start;
 }
 
 bool globMatch(std::string_view pattern, std::string_view name) {

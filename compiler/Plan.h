@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +119,10 @@ struct Plan {
   /// models that shift their labels inside, as Hugging Face's causal LMs).
   std::string targetsFrom = "next_tokens";
 };
+
+/// The token id of a data.feeds value "shift_right:ID" (ID an integer in
+/// [0, 2^31)), or nothing for any other value.
+std::optional<int64_t> shiftRightStart(const std::string &feed);
 
 /// Validates `json` against the schema of docs/plan.md and fills `plan` (every
 /// key is optional; missing keys take their defaults). On failure returns

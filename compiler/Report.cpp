@@ -351,20 +351,16 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   nlohmann::json padded = paddedJson(step);
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
-    if (!step.getArgAttr(i, nn::NNDialect::kParamAttr))
+    auto param = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    if (!param)
       continue;
+    StringRef name = param.getValue();
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
-    if (gradOf.count(
-            step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
-                .getValue())) {
+    if (gradOf.count(name)) {
       paramCount += n;
       trainableCount += n;
-      TensorSync sync =
-          readTensorSync(step, i,
-                         gradOf.lookup(step.getArgAttrOfType<StringAttr>(
-                                               i, nn::NNDialect::kParamAttr)
-                                           .getValue()));
+      TensorSync sync = readTensorSync(step, i, gradOf.lookup(name));
       // The runtime syncs this rank's block of the logical tensor.
       n = 1;
       for (int64_t size : sync.block)
@@ -374,9 +370,6 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       rt::ZeroLayout zero = rt::zeroLayout(n, updateGroup, sync.gradSharded,
                                            !sync.gradReduceAxes.empty());
       // Gradients have the stored parameter's type, or f32 (grad_dtype).
-      StringRef name =
-          step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr)
-              .getValue();
       int64_t elementBytes = onnx_import::dtypeBytes(
           onnx_import::mlirToDType(gradElement.lookup(name)));
       trainableBytes += tensorBytes(type);

@@ -15,9 +15,9 @@
 #include "onnx/onnx_pb.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <cctype>
+#include <numeric>
 
 using namespace mlir;
 using namespace autopar;
@@ -1426,28 +1426,9 @@ bool isIndexOp(llvm::StringRef op) {
                             op);
 }
 
-struct GraphUses {
-  /// Value name -> (consumer, input index).
-  llvm::StringMap<std::vector<std::pair<const onnx::NodeProto *, int>>>
-      consumers;
-  llvm::StringMap<const onnx::NodeProto *> producer;
-  llvm::StringSet<> outputs;
-  explicit GraphUses(const onnx::GraphProto &g) {
-    for (const onnx::NodeProto &n : g.node()) {
-      for (int i = 0; i < n.input_size(); ++i)
-        if (!n.input(i).empty())
-          consumers[n.input(i)].push_back({&n, i});
-      for (const std::string &o : n.output())
-        producer[o] = &n;
-    }
-    for (const auto &o : g.output())
-      outputs.insert(o.name());
-  }
-};
-
 /// Whether every use of `name` (through the ops that compute shapes) ends
 /// as the shape input of a Reshape, Expand or ConstantOfShape.
-bool onlyShapes(const GraphUses &uses, llvm::StringRef name, int depth = 0) {
+bool onlyShapes(const GraphIndex &uses, llvm::StringRef name, int depth = 0) {
   if (depth > 16 || uses.outputs.contains(name))
     return false;
   auto it = uses.consumers.find(name);
@@ -1472,7 +1453,7 @@ bool onlyShapes(const GraphUses &uses, llvm::StringRef name, int depth = 0) {
 }
 
 /// The NonZero whose indices `name` carries (through index ops), or null.
-const onnx::NodeProto *nonZeroOf(const GraphUses &uses, llvm::StringRef name) {
+const onnx::NodeProto *nonZeroOf(const GraphIndex &uses, llvm::StringRef name) {
   for (int hops = 0; hops < 32; ++hops) {
     auto it = uses.producer.find(name);
     if (it == uses.producer.end())
@@ -1493,9 +1474,8 @@ const onnx::NodeProto *nonZeroOf(const GraphUses &uses, llvm::StringRef name) {
 /// Gathers read may only reach the graph's outputs through such a
 /// ScatterElements (as its updates), which masks the positions NonZero
 /// would not have given. Shapes of the indices may only shape tensors.
-std::string denseNonZeroProblem(const onnx::GraphProto &g,
+std::string denseNonZeroProblem(const GraphIndex &uses,
                                 const onnx::NodeProto &nz) {
-  GraphUses uses(g);
   std::vector<std::string> work = {nz.output(0)}, gathered;
   llvm::StringSet<> seen;
   while (!work.empty()) {
@@ -1567,14 +1547,11 @@ std::string denseNonZeroProblem(const onnx::GraphProto &g,
 /// compute and index_add_). Every expert then computes on every token.
 LogicalResult convertNonZero(NodeContext &ctx) {
   RankedTensorType xt = ctx.inputType(0);
-  const int64_t rank = std::max<int64_t>(xt.getRank(), 1);
-  if (const HostTensor *x = ctx.constInput(0)) {
-    std::vector<int64_t> positions;
-    for (int64_t p = 0; p < x->size(); ++p)
-      if (x->isFloat() ? x->floatAt(p) != 0 : x->intAt(p) != 0)
-        positions.push_back(p);
+  // The listed positions (flat, row-major) as NonZero's [rank, count].
+  auto setPositions = [&](const std::vector<int64_t> &positions) {
+    const int64_t rank = std::max<int64_t>(xt.getRank(), 1);
     const int64_t count = positions.size();
-    std::vector<int64_t> out(rank * count);
+    std::vector<int64_t> out(rank * count, 0);
     for (int64_t j = 0; j < count; ++j) {
       int64_t p = positions[j];
       for (int64_t d = xt.getRank() - 1; d >= 0; --d) {
@@ -1585,24 +1562,23 @@ LogicalResult convertNonZero(NodeContext &ctx) {
     ctx.setOutput(
         0, HostTensor::ofInts(DType::Int64, {rank, count}, std::move(out)));
     return success();
+  };
+  std::vector<int64_t> positions;
+  if (const HostTensor *x = ctx.constInput(0)) {
+    for (int64_t p = 0; p < x->size(); ++p)
+      if (x->isFloat() ? x->floatAt(p) != 0 : x->intAt(p) != 0)
+        positions.push_back(p);
+    return setPositions(positions);
   }
-  std::string problem = denseNonZeroProblem(ctx.graph(), ctx.node());
+  std::string problem = denseNonZeroProblem(ctx.graphIndex(), ctx.node());
   if (!problem.empty())
     return ctx.fail("NonZero of a value known only at run time (its count "
                     "depends on the data) is supported where its indices "
                     "dispatch rows to a ScatterElements; here " +
                     problem);
-  const int64_t n = xt.getNumElements();
-  std::vector<int64_t> out(rank * n, 0);
-  for (int64_t j = 0; j < n; ++j) {
-    int64_t p = j;
-    for (int64_t d = xt.getRank() - 1; d >= 0; --d) {
-      out[d * n + j] = p % xt.getDimSize(d);
-      p /= xt.getDimSize(d);
-    }
-  }
-  ctx.setOutput(0, HostTensor::ofInts(DType::Int64, {rank, n}, std::move(out)));
-  return success();
+  positions.resize(xt.getNumElements());
+  std::iota(positions.begin(), positions.end(), 0);
+  return setPositions(positions);
 }
 
 /// ScatterElements(data, indices, updates) along axis 0 with constant
@@ -1649,8 +1625,7 @@ LogicalResult convertScatterElements(NodeContext &ctx) {
                       llvm::Twine(rows) + " rows");
     target[j] = r < 0 ? r + rows : r;
   }
-  GraphUses uses(ctx.graph());
-  const onnx::NodeProto *nz = nonZeroOf(uses, ctx.node().input(1));
+  const onnx::NodeProto *nz = nonZeroOf(ctx.graphIndex(), ctx.node().input(1));
   const HostTensor *dataConst = ctx.constInput(0);
   const bool zeros =
       dataConst &&
@@ -2107,8 +2082,8 @@ LogicalResult convertTopK(NodeContext &ctx) {
   const bool largest = ctx.intAttr("largest", 1) != 0;
   OpBuilder &b = ctx.builder();
   Location loc = ctx.loc();
-  // The positions along the axis, as the input's type (exact below 2^24;
-  // a router's experts or a sampler's candidates).
+  // The positions along the axis, in f32 whatever the input's type (exact
+  // below 2^24; bf16 would be exact only to 256).
   if (n > (int64_t(1) << 24))
     return ctx.fail("axis of " + llvm::Twine(n) + " elements is too long");
   SmallVector<int64_t> iotaShape(xt.getRank(), 1);
@@ -2117,9 +2092,7 @@ LogicalResult convertTopK(NodeContext &ctx) {
   for (int64_t c = 0; c < n; ++c)
     iotaT.set(c, -double(c));
   Value negIota = nn::ConstantOp::create(b, loc, iotaT.toAttr(b.getContext()));
-  if (!et.isF32())
-    negIota = nn::CastOp::create(
-        b, loc, cast<RankedTensorType>(negIota.getType()).clone(et), negIota);
+  Type f32 = b.getF32Type();
   Value x = *in;
   Value cur = largest ? x : nn::NegOp::create(b, loc, x);
   SmallVector<Value> values, indices;
@@ -2131,7 +2104,7 @@ LogicalResult convertTopK(NodeContext &ctx) {
     Value first = nn::ReduceMaxOp::create(
         b, loc,
         nn::WhereOp::create(b, loc, at, negIota,
-                            scalarConstant(b, loc, et, -double(n))),
+                            scalarConstant(b, loc, f32, -double(n))),
         {*axis}, true);
     Value pick =
         nn::CompareOp::create(b, loc, nn::ComparePredicate::eq, negIota, first);

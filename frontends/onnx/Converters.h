@@ -14,7 +14,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 #include <optional>
@@ -28,6 +30,17 @@ class GraphProto;
 } // namespace onnx
 
 namespace autopar::onnx_import {
+
+/// Who makes and who reads each value of a graph, for converters that look
+/// beyond their node (NonZero's dense form checks where its indices go).
+struct GraphIndex {
+  explicit GraphIndex(const onnx::GraphProto &graph);
+  /// Value name -> (consumer, input index).
+  llvm::StringMap<std::vector<std::pair<const onnx::NodeProto *, int>>>
+      consumers;
+  llvm::StringMap<const onnx::NodeProto *> producer;
+  llvm::StringSet<> outputs;
+};
 
 /// What a converter sees of the node being imported.
 class NodeContext {
@@ -70,9 +83,9 @@ public:
   std::optional<llvm::SmallVector<int64_t>>
   intsAttr(llvm::StringRef name) const;
 
-  /// The graph being imported, for converters that look beyond their node
-  /// (NonZero's dense form checks where its indices go).
-  virtual const onnx::GraphProto &graph() const = 0;
+  /// The index of the graph being imported (made on first use, once per
+  /// import).
+  virtual const GraphIndex &graphIndex() = 0;
   /// The value named `name` (a graph input, an initializer or an earlier
   /// node's output) as an IR value; fails if there is none.
   virtual mlir::FailureOr<mlir::Value> valueNamed(llvm::StringRef name) = 0;

@@ -79,7 +79,7 @@ public:
     return nullptr;
   }
   LogicalResult fail(const llvm::Twine &msg) override;
-  const onnx::GraphProto &graph() const override;
+  const GraphIndex &graphIndex() override;
   FailureOr<Value> valueNamed(llvm::StringRef name) override;
 
 private:
@@ -126,7 +126,11 @@ public:
   const HostTensor *getConstant(ValueEntry &e, const onnx::NodeProto *node);
   FailureOr<Value> materialize(ValueEntry &e, StringRef name,
                                const onnx::NodeProto *node);
-  const onnx::GraphProto &graph() const { return model->graph(); }
+  const GraphIndex &graphIndex() {
+    if (!index)
+      index = std::make_unique<GraphIndex>(model->graph());
+    return *index;
+  }
   OpBuilder builder;
   llvm::StringSet<> used; // names consumed by a node or a graph output
   llvm::StringMap<ValueEntry> values;
@@ -168,6 +172,7 @@ private:
   /// of a non-float initializer) share their source's parameter.
   llvm::StringMap<Value> paramValues;
   std::vector<std::string> graphInputs;
+  std::unique_ptr<GraphIndex> index;
 };
 
 } // namespace
@@ -235,7 +240,19 @@ FailureOr<Value> NodeContextImpl::input(unsigned i) {
   return imp.materialize(*imp.lookup(node_.input(i)), node_.input(i), &node_);
 }
 
-const onnx::GraphProto &NodeContextImpl::graph() const { return imp.graph(); }
+const GraphIndex &NodeContextImpl::graphIndex() { return imp.graphIndex(); }
+
+autopar::onnx_import::GraphIndex::GraphIndex(const onnx::GraphProto &graph) {
+  for (const onnx::NodeProto &n : graph.node()) {
+    for (int i = 0; i < n.input_size(); ++i)
+      if (!n.input(i).empty())
+        consumers[n.input(i)].push_back({&n, i});
+    for (const std::string &o : n.output())
+      producer[o] = &n;
+  }
+  for (const auto &o : graph.output())
+    outputs.insert(o.name());
+}
 
 FailureOr<Value> NodeContextImpl::valueNamed(llvm::StringRef name) {
   ValueEntry *e = imp.lookup(name);

@@ -81,9 +81,6 @@ int coreLevel(const char *core) {
   return strcasecmp(core, "Sandybridge") == 0 ? 1 : 0;
 }
 
-/// Set in the environment when fixBlasCoreType chose OPENBLAS_CORETYPE.
-constexpr const char *kCoreTypeChosen = "AUTOPAR_OPENBLAS_CORETYPE_CHOSEN";
-
 } // namespace
 
 std::string blasDescription() {
@@ -104,7 +101,8 @@ std::string blasDescription() {
 std::string blasKernelWarning() {
   const char *forced = std::getenv("OPENBLAS_CORETYPE");
   const char *best = supportedCore();
-  if (!forced || !best || std::getenv(kCoreTypeChosen))
+  // (fixBlasCoreType's own choice is the CPU's best: no warning.)
+  if (!forced || !best)
     return "";
   const char *used = blasCoreName();
   if (coreLevel(used) >= coreLevel(best))
@@ -126,7 +124,6 @@ void fixBlasCoreType(char **argv) {
   if (!core)
     return;
   setenv("OPENBLAS_CORETYPE", core, 1);
-  setenv(kCoreTypeChosen, "1", 1);
   execv("/proc/self/exe", argv); // returns only on failure: run as is
 }
 

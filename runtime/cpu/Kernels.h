@@ -29,9 +29,8 @@ void initBlas();
 const char *blasCoreName();
 /// What multiplies: "OpenBLAS 0.3.21, Haswell kernels, 2 OpenMP threads".
 std::string blasDescription();
-/// One line when OPENBLAS_CORETYPE (set by the user, not by
-/// fixBlasCoreType) makes OpenBLAS use weaker kernels than the CPU
-/// supports (AVX2 kernels on an AVX-512 CPU, SSE kernels on an AVX2 one),
+/// One line when OPENBLAS_CORETYPE makes OpenBLAS use weaker kernels than
+/// the CPU supports (AVX2 kernels on an AVX-512 CPU, SSE kernels on an AVX2 one),
 /// naming the setting, the kernels the CPU supports and the cost; "" when
 /// nothing forces weaker kernels.
 std::string blasKernelWarning();
