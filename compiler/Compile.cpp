@@ -433,9 +433,20 @@ void Compiler::warnZeroRows() {
     const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
     if (static_cast<int64_t>(bytes->size()) != rows * cols * 4)
       continue;
+    // Rows a `frozen` entry names ("wte.weight[0]") stay as they are.
+    auto frozenRow = [&](int64_t r) {
+      return llvm::any_of(planFile.frozen, [&](const std::string &pattern) {
+        std::optional<FrozenRows> f = parseFrozenRows(pattern);
+        return f && globMatch(f->glob, n) &&
+               llvm::any_of(f->ranges, [&](auto range) {
+                 return range.first <= r && r < range.second;
+               });
+      });
+    };
     for (int64_t r = 0; r < rows; ++r) {
       const char *row = bytes->data() + r * cols * 4;
-      if (!std::all_of(row, row + cols * 4, [](char c) { return c == 0; }))
+      if (!std::all_of(row, row + cols * 4, [](char c) { return c == 0; }) ||
+          frozenRow(r))
         continue;
       llvm::errs() << "autopar: warning: " << o.model << ": embedding table '"
                    << onnx_import::oneLine(n) << "' has an all-zero row " << r

@@ -1014,6 +1014,53 @@ json toJson(const Plan &plan) {
   return result;
 }
 
+std::optional<FrozenRows> parseFrozenRows(std::string_view pattern) {
+  if (pattern.size() < 3 || pattern.back() != ']')
+    return std::nullopt;
+  const size_t open = pattern.rfind('[');
+  if (open == std::string_view::npos || open == 0)
+    return std::nullopt;
+  FrozenRows rows{std::string(pattern.substr(0, open)), {}};
+  std::string_view list = pattern.substr(open + 1, pattern.size() - open - 2);
+  // One number of at most 15 digits (rows below 10^15).
+  auto number = [&](std::string_view &text, int64_t &value) {
+    size_t n = 0;
+    while (n < text.size() && n < 16 && text[n] >= '0' && text[n] <= '9')
+      ++n;
+    if (n == 0 || n > 15)
+      return false;
+    value = std::stoll(std::string(text.substr(0, n)));
+    text.remove_prefix(n);
+    return true;
+  };
+  while (true) {
+    int64_t begin, end;
+    if (!number(list, begin))
+      return std::nullopt;
+    end = begin + 1;
+    if (!list.empty() && list.front() == ':') {
+      list.remove_prefix(1);
+      if (!number(list, end) || end <= begin)
+        return std::nullopt;
+    }
+    rows.ranges.emplace_back(begin, end);
+    if (list.empty())
+      break;
+    if (list.front() != ',')
+      return std::nullopt;
+    list.remove_prefix(1);
+  }
+  std::sort(rows.ranges.begin(), rows.ranges.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto &range : rows.ranges)
+    if (!merged.empty() && range.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, range.second);
+    else
+      merged.push_back(range);
+  rows.ranges = std::move(merged);
+  return rows;
+}
+
 std::optional<int64_t> shiftRightStart(const std::string &feed) {
   static const std::string prefix = "shift_right:";
   if (feed.compare(0, prefix.size(), prefix) != 0 ||

@@ -155,6 +155,19 @@ bool globMatch(std::string_view pattern, std::string_view name);
 bool globMatchAny(const std::vector<std::string> &patterns,
                   std::string_view name);
 
+/// A `frozen` entry that names rows: "GLOB[ROWS]", ROWS a comma-separated
+/// list of rows (of dim 0) "r" and half-open ranges "a:b" (a < b). Such an
+/// entry is also a glob (its "[...]" a class); it freezes rows only where,
+/// as a glob, it matches no initializer (docs/plan.md#frozen).
+struct FrozenRows {
+  std::string glob;
+  /// Sorted, disjoint, non-adjacent [begin, end) ranges.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+};
+
+/// The rows `pattern` names, or nothing when it does not end in a row list.
+std::optional<FrozenRows> parseFrozenRows(std::string_view pattern);
+
 /// The pipeline schedule `plan` asks for: pipeline.schedule over mesh.pp
 /// ranks, pipeline.chunks and batch.micro_batches.
 pipeline::ScheduleOptions pipelineScheduleOptions(const Plan &plan);

@@ -374,7 +374,22 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                     " elements per rank, its parameter's block " +
                     std::to_string(want));
     }
-    Fields(fs, "kTensors[" + std::to_string(numTensors++) + "]")
+    // Frozen rows (plan `frozen` "GLOB[ROWS]"): rows of the model's dim 0
+    // (the runtime finds their elements in the rank's block).
+    auto frozenRows = trainable ? step.getArgAttrOfType<DenseI64ArrayAttr>(
+                                      i, nn::NNDialect::kFrozenRowsAttr)
+                                : DenseI64ArrayAttr();
+    const std::string var = "kTensors[" + std::to_string(numTensors) + "]";
+    const std::string rowsVar = "kFrozenRows" + std::to_string(numTensors++);
+    if (frozenRows) {
+      os << "static const int64_t " << rowsVar << "[] = {";
+      llvm::interleaveComma(frozenRows.asArrayRef(), os);
+      os << "};\n";
+    }
+    Fields(fs, var)
+        .set("frozenRows", frozenRows ? rowsVar : "nullptr")
+        .set("numFrozenRanges",
+             frozenRows ? static_cast<int64_t>(frozenRows.size() / 2) : 0)
         .string("name", name.getValue())
         .string("initFrom", from ? from.getValue() : name.getValue())
         .set("onnxType", onnxTypeOf(storedType.getElementType()))

@@ -112,6 +112,11 @@ struct TensorInfo {
   /// update's flat shards, the tensor-parallel blocks): the runtime sums
   /// this rank's share over them (0: this rank holds all of it).
   uint32_t normAxes;
+  /// Rows of dim 0 of the logical tensor that the optimizer leaves
+  /// unchanged and the gradient norm leaves out (plan `frozen`
+  /// "GLOB[ROWS]"): numFrozenRanges sorted [begin, end) pairs; null: none.
+  const int64_t *frozenRows;
+  int32_t numFrozenRanges;
 };
 
 /// One non-parameter argument or one result of a pipeline phase function.

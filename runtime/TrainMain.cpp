@@ -393,6 +393,61 @@ void takeBlock(const autopar::rt::TensorInfo &ti, int64_t eb,
   }
 }
 
+/// The ranges (from `begin`, as [from, to) pairs) of this rank's elements
+/// [begin, begin + count) of `ti` (its block) outside frozen rows: the
+/// whole range when none are frozen, nothing when count is 0. Frozen rows
+/// are rows of the file tensor's dim 0: runs of the logical tensor's
+/// elements, or, when it is the file's padded, rows of its dim 0.
+std::vector<std::pair<int64_t, int64_t>>
+trainedRanges(const autopar::rt::TensorInfo &ti, int64_t begin, int64_t count,
+              const autopar::rt::Communicator &comm) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  auto add = [&](int64_t from, int64_t to) {
+    if (!ranges.empty() && ranges.back().second == from)
+      ranges.back().second = to;
+    else
+      ranges.emplace_back(from, to);
+  };
+  if (count <= 0)
+    return ranges;
+  if (!ti.numFrozenRanges || ti.fileElements == 0) {
+    add(0, count);
+    return ranges;
+  }
+  const int r = ti.rank;
+  int64_t offset[8], stride[8];
+  for (int d = r - 1; d >= 0; --d) {
+    offset[d] =
+        ti.splitAxes[d] ? comm.groupIndex(ti.splitAxes[d]) * ti.shape[d] : 0;
+    stride[d] = d == r - 1 ? 1 : stride[d + 1] * ti.logicalShape[d + 1];
+  }
+  const int64_t rowElements = isPadded(ti)
+                                  ? ti.logicalElements / ti.logicalShape[0]
+                                  : ti.fileElements / ti.fileShape[0];
+  const int64_t *frozen = ti.frozenRows,
+                *frozenEnd = ti.frozenRows + 2 * ti.numFrozenRanges;
+  // Runs of the innermost dim are contiguous in the block and the logical
+  // tensor; each is cut where a row of the file tensor ends.
+  const int64_t run = r ? ti.shape[r - 1] : 1;
+  for (int64_t at = begin, end = begin + count; at < end;) {
+    const int64_t q = at / run, inRun = at % run;
+    int64_t rest = q, logical = offset[r - 1] + inRun;
+    for (int d = r - 2; d >= 0; --d) {
+      logical += (rest % ti.shape[d] + offset[d]) * stride[d];
+      rest /= ti.shape[d];
+    }
+    const int64_t next = std::min(
+        {end, (q + 1) * run, at + rowElements - logical % rowElements});
+    // Frozen when the first bound above the row is a range's end.
+    if ((std::upper_bound(frozen, frozenEnd, logical / rowElements) - frozen) %
+            2 ==
+        0)
+      add(at - begin, next - begin);
+    at = next;
+  }
+  return ranges;
+}
+
 /// How this rank stores one trainable tensor and its optimizer state.
 struct Shard {
   const autopar::rt::TensorInfo *tensor;
@@ -501,8 +556,8 @@ private:
                  bool fill, bool onHost = false);
   /// Device or, under ZeRO-Offload, host memory for optimizer state.
   Storage stateStorage(int64_t bytes);
-  /// ZeRO-Offload: the update of trainable tensor k on the host (its
-  /// gradient shard comes down, its parameter shard goes back up).
+  /// ZeRO-Offload: the update of slices[k] on the host (its gradient comes
+  /// down, its parameter goes back up).
   void hostUpdate(size_t k, int64_t stepCount, double lr, float gradScale);
   /// Pipeline parallelism: runs this rank's actions of the schedule for
   /// `step` (every micro-batch) and returns the sum of the micro-batches'
@@ -565,7 +620,11 @@ private:
   /// Graph inputs: device buffers and their host staging.
   std::vector<DeviceBuffer> inputs;
   std::vector<Buffer> hostInputs;
+  /// What the optimizer updates: each trainable tensor's shard, or the
+  /// pieces of it outside frozen rows, and the trainable tensor (index of
+  /// shards) each is of.
   std::vector<autopar::rt::ParamSlice> slices;
+  std::vector<size_t> sliceShard;
   /// The slices by the axes their gradients' squares are spread over.
   std::map<autopar::rt::AxisMask, std::vector<autopar::rt::ParamSlice>>
       normGroups;
@@ -752,15 +811,13 @@ Storage Trainer::stateStorage(int64_t bytes) {
 
 void Trainer::hostUpdate(size_t k, int64_t stepCount, double lr,
                          float gradScale) {
-  const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+  const autopar::rt::TensorInfo &ti = *shards[sliceShard[k]].tensor;
   const autopar::rt::ParamSlice &d = slices[k];
   const int64_t n = d.numElements, eb = ti.elementBytes;
   if (n <= 0)
     return;
   // The reduced gradient shard comes down; the state is host memory.
   autopar::rt::ParamSlice h = d;
-  h.state0 = reinterpret_cast<float *>(state0[k].get());
-  h.state1 = reinterpret_cast<float *>(state1[k].get());
   if (d.gradLow) {
     device.download(stagingGrad.get(), d.gradLow, n * eb);
     h.gradLow = reinterpret_cast<uint16_t *>(stagingGrad.get());
@@ -869,9 +926,18 @@ Status Trainer::setUp() {
     }
     if (others)
       slice = autopar::rt::ParamSlice{};
+    for (auto [begin, end] :
+         trainedRanges(ti, sh.begin, others ? 0 : sh.count, comm)) {
+      autopar::rt::ParamSlice piece = slice;
+      auto shift = [&](auto *&p) { p = p ? p + begin : nullptr; };
+      shift(piece.param), shift(piece.grad), shift(piece.state0);
+      shift(piece.state1), shift(piece.gradLow), shift(piece.paramLow);
+      piece.numElements = end - begin;
+      slices.push_back(piece);
+      sliceShard.push_back(shards.size());
+      normGroups[ti.normAxes].push_back(piece);
+    }
     shards.push_back(sh);
-    slices.push_back(slice);
-    normGroups[ti.normAxes].push_back(slice);
   }
   if (info.offload) {
     stagingGrad = allocate(largestShard * 4);

@@ -83,6 +83,11 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kOutputAttr = "nn.output";
     static constexpr llvm::StringLiteral kFrozenAttr = "nn.frozen";
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
+    /// On a trained parameter (plan `frozen` "GLOB[ROWS]"): sorted,
+    /// disjoint [begin, end) ranges of rows of dim 0, as an i64 array
+    /// begin0, end0, begin1, ...; the optimizer leaves them unchanged and
+    /// the gradient norm leaves them out.
+    static constexpr llvm::StringLiteral kFrozenRowsAttr = "nn.frozen_rows";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
     /// A float32 buffer holding 0 on and below the diagonal and -inf or a

@@ -56,11 +56,12 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   bool unit = isResult ? name == NNDialect::kInputGradAttr
                        : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
-  bool known =
-      isResult
-          ? (name == NNDialect::kOutputAttr || name == NNDialect::kGradAttr ||
-             name == NNDialect::kSavedAttr || unit)
-          : (llvm::is_contained(argStringAttrs, name) || unit || logicalType);
+  bool frozenRows = !isResult && name == NNDialect::kFrozenRowsAttr;
+  bool known = isResult ? (name == NNDialect::kOutputAttr ||
+                           name == NNDialect::kGradAttr ||
+                           name == NNDialect::kSavedAttr || unit)
+                        : (llvm::is_contained(argStringAttrs, name) || unit ||
+                           logicalType || frozenRows);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
@@ -71,6 +72,17 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
     if (!logical || !logical.hasStaticShape())
       return op->emitError() << "argument attribute '" << name
                              << "' must be a statically shaped tensor type";
+  } else if (frozenRows) {
+    auto rows = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    ArrayRef<int64_t> r = rows ? rows.asArrayRef() : ArrayRef<int64_t>();
+    bool ordered = rows && !r.empty() && r.size() % 2 == 0 && r[0] >= 0;
+    for (size_t k = 1; ordered && k < r.size(); ++k)
+      ordered = r[k] > r[k - 1];
+    if (!ordered)
+      return op->emitError()
+             << "argument attribute '" << name
+             << "' must be a non-empty array of sorted, disjoint [begin, end) "
+                "row ranges";
   } else if (unit) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError()
@@ -112,7 +124,22 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
                              << "' cannot be a parameter or a graph input";
     return success();
   }
-  if (!param && (name == NNDialect::kInitFromAttr || unit || logicalType))
+  if (frozenRows) {
+    // Rows of the logical tensor (the model's), whatever block or flat
+    // shard of it the argument is.
+    auto logical = attrs.getAs<TypeAttr>(NNDialect::kLogicalTypeAttr);
+    auto whole =
+        logical ? dyn_cast<RankedTensorType>(logical.getValue()) : tensor;
+    if (!whole)
+      whole = tensor;
+    if (whole.getRank() == 0 ||
+        cast<DenseI64ArrayAttr>(attr.getValue()).asArrayRef().back() >
+            whole.getDimSize(0))
+      return op->emitError() << "argument #" << index << " with '" << name
+                             << "' names rows outside dim 0 of " << whole;
+  }
+  if (!param &&
+      (name == NNDialect::kInitFromAttr || unit || logicalType || frozenRows))
     return op->emitError() << "argument #" << index << " has '" << name
                            << "' but no 'nn.param'";
   if (param && name == NNDialect::kInputAttr)

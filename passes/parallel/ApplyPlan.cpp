@@ -1,9 +1,9 @@
 //===- ApplyPlan.cpp - the module's plan -> mesh and parameter marks ------===//
 //
 // Reads `autopar.plan` (compiler/PlanAttr.h) and writes the plan's mesh as
-// a dist.mesh and its per-parameter decisions (frozen, no weight decay) as
-// argument attributes, with each parameter's logical type, and marks the
-// gathers of embedding tables with a padding row (nn.padding_idx).
+// a dist.mesh and its per-parameter decisions (frozen, frozen rows, no weight
+// decay) as argument attributes, with each parameter's logical type, and
+// marks the gathers of embedding tables with a padding row (nn.padding_idx).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,7 +46,20 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
                    b.getDenseI64ArrayAttr(
                        meshAxisSizes(plan.meshDp, plan.meshTp, plan.meshPp)));
 
+    // An entry of `frozen` that matches no initializer as a glob but ends
+    // in a row list ("wte.weight[0]") freezes those rows.
     std::vector<bool> frozenUsed(plan.frozen.size());
+    std::vector<std::optional<FrozenRows>> rowEntries(plan.frozen.size());
+    for (auto [k, pattern] : llvm::enumerate(plan.frozen)) {
+      bool matches = false;
+      for (auto func : module.getOps<func::FuncOp>())
+        for (unsigned i = 0; i < func.getNumArguments() && !matches; ++i)
+          if (auto name = func.getArgAttrOfType<StringAttr>(
+                  i, nn::NNDialect::kParamAttr))
+            matches = globMatch(pattern, name.getValue());
+      if (!matches)
+        rowEntries[k] = parseFrozenRows(pattern);
+    }
     bool anyParam = false, anyTrainable = false;
     for (auto func : module.getOps<func::FuncOp>()) {
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -56,20 +69,54 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
           continue;
         anyParam = true;
         std::string n = name.getValue().str();
+        auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+        bool trained = !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
+                       isa<FloatType>(type.getElementType());
         bool frozen = false;
-        for (auto [k, pattern] : llvm::enumerate(plan.frozen))
-          if (globMatch(pattern, n))
-            frozenUsed[k] = frozen = true;
+        std::vector<std::pair<int64_t, int64_t>> rows;
+        for (auto [k, pattern] : llvm::enumerate(plan.frozen)) {
+          if (!rowEntries[k]) {
+            if (globMatch(pattern, n))
+              frozenUsed[k] = frozen = true;
+            continue;
+          }
+          if (!globMatch(rowEntries[k]->glob, n))
+            continue;
+          frozenUsed[k] = true;
+          if (!trained)
+            continue;
+          const int64_t dim0 = type.getRank() ? type.getDimSize(0) : 0;
+          if (rowEntries[k]->ranges.back().second > dim0)
+            return fail("frozen[" + std::to_string(k) + "]: \"" + pattern +
+                        "\": row " +
+                        std::to_string(std::max(
+                            rowEntries[k]->ranges.back().first, dim0)) +
+                        " is outside '" + n + "' (" + std::to_string(dim0) +
+                        (type.getRank() ? " rows)" : " rows: a scalar)"));
+          rows.insert(rows.end(), rowEntries[k]->ranges.begin(),
+                      rowEntries[k]->ranges.end());
+        }
+        // Sorted, disjoint, non-adjacent; every row frozen is the tensor.
+        llvm::sort(rows);
+        SmallVector<int64_t> merged;
+        for (auto [begin, end] : rows)
+          if (!merged.empty() && begin <= merged.back())
+            merged.back() = std::max(merged.back(), end);
+          else
+            merged.append({begin, end});
+        if (merged.size() == 2 && merged[0] == 0 &&
+            merged[1] == type.getDimSize(0))
+          frozen = true;
         if (frozen)
           func.setArgAttr(i, nn::NNDialect::kFrozenAttr, b.getUnitAttr());
+        else if (!merged.empty())
+          func.setArgAttr(i, nn::NNDialect::kFrozenRowsAttr,
+                          b.getDenseI64ArrayAttr(merged));
         if (globMatchAny(plan.optimizer.noDecay, n))
           func.setArgAttr(i, nn::NNDialect::kNoDecayAttr, b.getUnitAttr());
-        Type type = func.getArgument(i).getType();
         func.setArgAttr(i, nn::NNDialect::kLogicalTypeAttr,
                         TypeAttr::get(type));
-        anyTrainable |= !frozen &&
-                        !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
-                        isa<FloatType>(cast<ShapedType>(type).getElementType());
+        anyTrainable |= !frozen && trained;
       }
     }
     for (auto [k, used] : llvm::enumerate(frozenUsed))

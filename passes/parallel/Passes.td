@@ -25,6 +25,9 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
     - `nn.frozen` on every parameter a `frozen` glob matches and
       `nn.no_decay` on every parameter an `optimizer.no_decay` glob
       matches (globs over the `nn.param` names);
+    - `nn.frozen_rows` on every trained parameter a `frozen` entry
+      "GLOB[ROWS]" names rows of (an entry that matches nothing as a glob),
+      the ranges of every such entry merged;
     - `nn.logical_type` on every parameter: its type as imported, the full
       tensor in its master precision that weights.bin and checkpoints hold,
       whatever mixed precision and ZeRO later make of the argument.

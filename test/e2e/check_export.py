@@ -3,6 +3,7 @@
 
   check_export.py SOURCE.onnx EXPORTED.onnx [--checkpoint DIR] [--weights W.npz]
                   [--rtol 1e-4] [--atol 1e-6] [--unchanged GLOB]...
+                  [--unchanged-rows NAME[ROWS]]...
 
 SOURCE.onnx is the model that was compiled, EXPORTED.onnx what
 `train --export-onnx` wrote. Checks:
@@ -34,7 +35,10 @@ trained tensor must not silently follow the trained value):
   element whose gradient is rounding noise (e.g. an attention key bias) is
   noise of the size of lr, so compare weights after SGD training;
 - with --unchanged GLOB (repeatable; Python's fnmatchcase, e.g. the plan's
-  frozen globs), each tensor whose name matches has SOURCE's value.
+  frozen globs), each tensor whose name matches has SOURCE's value;
+- with --unchanged-rows NAME[ROWS] (repeatable; ROWS as the plan's frozen
+  rows: "0", "3:5", "0,3:5"), those rows of dim 0 of tensor NAME have
+  SOURCE's value and some other row does not.
 
 Prints a summary line ("OK: ...") and exits 0, or prints each failure and
 exits 1.
@@ -43,6 +47,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -153,6 +158,24 @@ def check(args):
             failures.append(f"{name}: matches --unchanged but was changed by training{why}")
         summary.append(f"{len(frozen)} unchanged as expected")
 
+    for arg in args.unchanged_rows:
+        m = re.fullmatch(r"(.+)\[(\d+(?::\d+)?(?:,\d+(?::\d+)?)*)\]", arg)
+        if not m or m.group(1) not in effective:
+            raise ValueError(f"--unchanged-rows {arg!r}: expected NAME[ROWS] naming a tensor")
+        name, kept = m.group(1), np.zeros(effective[m.group(1)].shape[0], dtype=bool)
+        for part in m.group(2).split(","):
+            a, _, b = part.partition(":")
+            kept[int(a):int(b) if b else int(a) + 1] = True
+        same = [np.array_equal(effective[name][r], originals[name][r])
+                for r in range(kept.size)]
+        for r in np.flatnonzero(kept):
+            if not same[r]:
+                failures.append(f"{name}: row {r} was changed by training")
+        if all(same[r] for r in np.flatnonzero(~kept)):
+            failures.append(f"{name}: no row outside {m.group(2)} was changed")
+        summary.append(f"{name}: {int(kept.sum())} rows unchanged, "
+                       f"{sum(not x for x in same)} changed")
+
     if args.checkpoint:
         _, ckpt = read_checkpoint(args.checkpoint)
         compared = 0
@@ -210,6 +233,8 @@ def main(argv=None):
     p.add_argument("--atol", type=float, default=1e-6)
     p.add_argument("--unchanged", action="append", default=[], metavar="GLOB",
                    help="initializers that training must leave as they are")
+    p.add_argument("--unchanged-rows", action="append", default=[], metavar="NAME[ROWS]",
+                   help="rows of a tensor that training must leave as they are")
     args = p.parse_args(argv)
     try:
         failures, summary = check(args)

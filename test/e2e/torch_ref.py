@@ -13,7 +13,9 @@ Usage:
 
 Parameters: every floating-point initializer is a float32 parameter unless a
 `frozen` glob of the plan matches its name (globs follow fnmatch(3) as
-docs/plan.md says: Python's fnmatchcase plus [^...] and backslash escapes);
+docs/plan.md says: Python's fnmatchcase plus [^...] and backslash escapes; an
+entry "GLOB[ROWS]" that matches nothing as a glob freezes those rows of dim 0:
+their gradients are zeroed and the rows restored after each update);
 each `Identity` of an initializer (torch's exporter de-duplicates equal
 tensors that way) is a parameter of its own, named by the Identity's output
 and initialized from a copy of its source. Non-float initializers are
@@ -720,6 +722,25 @@ def matches_any(name, globs):
     return any(glob_regex(g).match(name) for g in globs)
 
 
+FROZEN_ROWS = re.compile(r"^(.+)\[(\d{1,15}(?::\d{1,15})?(?:,\d{1,15}(?::\d{1,15})?)*)\]$")
+
+
+def frozen_rows_entry(pattern):
+    """(glob, [(begin, end)]) of a `frozen` entry "GLOB[ROWS]" (rows "r" or
+    "a:b", comma-separated), or None."""
+    m = FROZEN_ROWS.match(pattern)
+    if not m:
+        return None
+    ranges = []
+    for part in m.group(2).split(","):
+        a, _, b = part.partition(":")
+        begin, end = int(a), int(b) if b else int(a) + 1
+        if end <= begin:
+            return None
+        ranges.append((begin, end))
+    return m.group(1), ranges
+
+
 class OnnxModel:
     """An ONNX model as a torch function of its parameters and graph inputs.
 
@@ -748,6 +769,13 @@ class OnnxModel:
         self.params = {}
         self.tensors = {}  # every initializer and alias, parameters included
         initializers = {t.name: t for t in graph.initializer}
+        # A `frozen` entry that matches no initializer as a glob but names
+        # rows ("wte.weight[0]") freezes those rows (docs/plan.md#frozen).
+        names = list(initializers) + [n.output[0] for n in graph.node
+                                      if n.op_type == "Identity" and n.input[0] in initializers]
+        row_entries = [frozen_rows_entry(g) for g in frozen
+                       if not any(glob_regex(g).match(n) for n in names)]
+        frozen = [g for g in frozen if any(glob_regex(g).match(n) for n in names)]
         for proto in graph.initializer:
             self._add_initializer(proto.name, tensor_from_proto(proto),
                                   proto.data_type in FLOAT_TYPES, frozen)
@@ -770,6 +798,14 @@ class OnnxModel:
             self.nodes.append((node, (fn, attrs)))
         self.inputs = [vi for vi in graph.input if vi.name not in initializers]
         self.outputs = [vi.name for vi in graph.output]
+        # {parameter: [(begin, end)]}: rows of dim 0 the optimizer leaves as they are.
+        self.frozen_rows = {}
+        for entry in row_entries:
+            if entry is None:
+                continue
+            for name in self.params:
+                if glob_regex(entry[0]).match(name):
+                    self.frozen_rows.setdefault(name, []).extend(entry[1])
 
     def _add_initializer(self, name, value, is_float, frozen):
         if not is_float:
@@ -1142,15 +1178,20 @@ def dump_gradients(directory, named_params):
         np.save(os.path.join(directory, safe_name(name) + ".npy"), grad.detach().numpy())
 
 
-def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None):
+def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None, frozen_rows=None):
     """Train for `steps` steps; yields each step's log record.
 
     named_params: [(name, Parameter)]; loss_fn(inputs, targets) -> scalar loss;
     batch_fn(step) -> (inputs, targets) of the whole batch, which is split into
     plan.micro_batches consecutive chunks whose gradients are averaged.
     dump_grads: a directory for step 0's gradients (before clipping).
+    frozen_rows: {name: [(begin, end)]}: rows of dim 0 that get no gradient
+    (a hook, as a PyTorch user freezes rows) and that the update leaves as
+    they were (restored after it: no weight decay either).
     """
     params = [p for _, p in named_params]
+    kept = [(p, [(b, e, p.detach()[b:e].clone()) for b, e in (frozen_rows or {})[n]])
+            for n, p in named_params if n in (frozen_rows or {})]
     optimizer = make_optimizer(plan, named_params)
     micro = plan.micro_batches
     max_norm = plan.max_grad_norm if plan.max_grad_norm > 0 else math.inf
@@ -1169,10 +1210,18 @@ def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None):
             loss = loss_fn(inputs[rows], targets[rows])
             (loss / micro).backward()
             losses.append(loss.item())
+        for p, rows in kept:
+            for b, e, _ in rows:
+                if p.grad is not None:
+                    p.grad[b:e] = 0
         if step == 0 and dump_grads:
             dump_gradients(dump_grads, named_params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         optimizer.step()
+        with torch.no_grad():
+            for p, rows in kept:
+                for b, e, values in rows:
+                    p[b:e] = values
         yield {"step": step, "loss": sum(losses) / micro, "lr": lr,
                "grad_norm": float(grad_norm)}
 
@@ -1217,7 +1266,7 @@ def run(args):
         for record in train(list(model.params.items()), loss_fn,
                             lambda step: data.batch(step, batch, seq, plan.targets_from),
                             args.steps, plan,
-                            args.dump_grads):
+                            args.dump_grads, model.frozen_rows):
             records.append(record)
     except RefError as e:
         if plan.micro_batches > 1 and loss_fn.static_batch:

@@ -478,6 +478,28 @@ TEST(PlanTest, ShiftRightFeed) {
         << bad;
 }
 
+TEST(PlanTest, FrozenRows) {
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  std::optional<FrozenRows> rows = parseFrozenRows("wte.weight[0]");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->glob, "wte.weight");
+  EXPECT_EQ(rows->ranges, (Ranges{{0, 1}}));
+  // Sorted and merged: overlapping and adjacent ranges become one.
+  rows = parseFrozenRows("h.*.w[7,3:5,0,4:6,1]");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->glob, "h.*.w");
+  EXPECT_EQ(rows->ranges, (Ranges{{0, 2}, {3, 6}, {7, 8}}));
+  rows = parseFrozenRows("x[999999999999999]");
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->ranges, (Ranges{{999999999999999, 1000000000000000}}));
+  // Not a row list: a class of letters, an empty or reversed range, a
+  // missing glob, a sign, 16 digits, a trailing comma.
+  for (const char *other :
+       {"h.[ab]", "w[]", "w[3:3]", "w[5:2]", "[0]", "w[-1]",
+        "w[1234567890123456]", "w[1,]", "w[1:]", "w0]", "w[0]x"})
+    EXPECT_FALSE(parseFrozenRows(other)) << other;
+}
+
 TEST(PlanTest, GradDtype) {
   // Gradients in the parameters' type by default; fp32 under mixed
   // precision is Megatron-LM's accumulate_allreduce_grads_in_fp32.

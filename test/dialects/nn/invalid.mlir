@@ -969,6 +969,35 @@ func.func @init_from_without_param(%a: tensor<4xf32> {nn.init_from = "w"}) {
 
 // -----
 
+// expected-error @+1 {{argument attribute 'nn.frozen_rows' must be a non-empty array of sorted, disjoint [begin, end) row ranges}}
+func.func @frozen_rows_unsorted(%a: tensor<8x2xf32> {nn.param = "w", nn.frozen_rows = array<i64: 4, 6, 0, 2>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument attribute 'nn.frozen_rows' must be a non-empty array of sorted, disjoint [begin, end) row ranges}}
+func.func @frozen_rows_odd(%a: tensor<8x2xf32> {nn.param = "w", nn.frozen_rows = array<i64: 1>}) {
+  return
+}
+
+// -----
+
+// Rows of the logical tensor: its block [4, 2] may name rows up to 8.
+// expected-error @+1 {{argument #0 with 'nn.frozen_rows' names rows outside dim 0 of 'tensor<8x2xf32>'}}
+func.func @frozen_rows_outside(%a: tensor<4x2xf32> {nn.param = "w", nn.logical_type = tensor<8x2xf32>, nn.frozen_rows = array<i64: 6, 9>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 has 'nn.frozen_rows' but no 'nn.param'}}
+func.func @frozen_rows_without_param(%a: tensor<8x2xf32> {nn.frozen_rows = array<i64: 0, 1>}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{argument #0 has 'nn.buffer' but no 'nn.param'}}
 func.func @buffer_without_param(%a: tensor<4xi1> {nn.buffer}) {
   return

@@ -9,13 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 // CHECK-LABEL: func.func @attributes(
-// CHECK-SAME: %{{[a-z0-9_]+}}: tensor<4x4xf32> {nn.param = "h.0.attn.w"},
+// CHECK-SAME: %{{[a-z0-9_]+}}: tensor<4x4xf32> {nn.frozen_rows = array<i64: 0, 1, 2, 4>, nn.param = "h.0.attn.w"},
 // CHECK-SAME: %{{[a-z0-9_]+}}: tensor<4x4xf32> {nn.init_from = "h.0.attn.w", nn.param = "lm_head.w"},
 // CHECK-SAME: %{{[a-z0-9_]+}}: tensor<1x1x8x8xi1> {nn.buffer, nn.param = "mask"},
 // CHECK-SAME: %{{[a-z0-9_]+}}: tensor<2x8xi64> {nn.input = "input_ids"},
 // CHECK-SAME: %{{[a-z0-9_]+}}: tensor<2x8xi64>)
 // CHECK-SAME: -> (tensor<2x8xi64> {nn.output = "ids"}, tensor<4x4xf32> {nn.output = "w"}, tensor<4x4xf32>)
-func.func @attributes(%w: tensor<4x4xf32> {nn.param = "h.0.attn.w"},
+func.func @attributes(%w: tensor<4x4xf32> {nn.param = "h.0.attn.w", nn.frozen_rows = array<i64: 0, 1, 2, 4>},
                       %tied: tensor<4x4xf32> {nn.param = "lm_head.w", nn.init_from = "h.0.attn.w"},
                       %mask: tensor<1x1x8x8xi1> {nn.param = "mask", nn.buffer},
                       %ids: tensor<2x8xi64> {nn.input = "input_ids"},

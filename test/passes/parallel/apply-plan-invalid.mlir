@@ -30,6 +30,35 @@ module attributes {autopar.plan = {frozen = ["w", "decoder.*"]}} {
 
 // -----
 
+// A row list outside dim 0, and rows of a scalar.
+// expected-error @+1 {{frozen[1]: "w[2,4:9]": row 8 is outside 'w' (8 rows)}}
+module attributes {autopar.plan = {frozen = ["v", "w[2,4:9]"]}} {
+  func.func @forward(%w: tensor<8x2xf32> {nn.param = "w"}, %v: tensor<4xf32> {nn.param = "v"}) -> tensor<8x2xf32> {
+    return %w : tensor<8x2xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{frozen[0]: "s[0]": row 0 is outside 's' (0 rows: a scalar)}}
+module attributes {autopar.plan = {frozen = ["s[0]"]}} {
+  func.func @forward(%w: tensor<8x2xf32> {nn.param = "w"}, %s: tensor<f32> {nn.param = "s"}) -> tensor<8x2xf32> {
+    return %w : tensor<8x2xf32>
+  }
+}
+
+// -----
+
+// Rows of no initializer: the glob before the row list matches nothing.
+// expected-error @+1 {{frozen[0]: "x[0]" matches no initializer of the model}}
+module attributes {autopar.plan = {frozen = ["x[0]"]}} {
+  func.func @forward(%w: tensor<8x2xf32> {nn.param = "w"}) -> tensor<8x2xf32> {
+    return %w : tensor<8x2xf32>
+  }
+}
+
+// -----
+
 // expected-error @+1 {{frozen: every parameter of the model is frozen: nothing to train}}
 module attributes {autopar.plan = {frozen = ["*"]}} {
   func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {

@@ -60,3 +60,25 @@ module attributes {autopar.plan = {padding_idx = {"*embed*" = 1 : i64}}} {
     return %0, %1 : tensor<2x4x4xf32>, tensor<4x8xf32>
   }
 }
+
+// -----
+
+// A frozen entry that matches no initializer as a glob but ends in a row
+// list freezes those rows: merged over entries (2 and 3:5 -> [2, 5)) into
+// nn.frozen_rows. "h.[01]" matches "h.1" as a glob: that tensor is frozen
+// whole. Rows of a buffer change nothing; rows covering a whole tensor
+// freeze it.
+// CHECK: func.func @forward(%arg0: tensor<8x4xf32> {nn.frozen_rows = array<i64: 0, 1, 2, 5, 7, 8>, nn.logical_type = tensor<8x4xf32>, nn.param = "wte.weight"}
+// CHECK-SAME: {nn.frozen, nn.logical_type = tensor<4xf32>, nn.param = "h.1"}
+// CHECK-SAME: {nn.buffer, nn.logical_type = tensor<4x4xf32>, nn.param = "mask"}
+// CHECK-SAME: {nn.frozen, nn.logical_type = tensor<2x4xf32>, nn.param = "wpe.weight"}
+// CHECK-SAME: {nn.logical_type = tensor<4xf32>, nn.param = "h.2"}
+module attributes {autopar.plan = {frozen = ["wte.weight[0,3:5]", "wte.*[2,7]", "h.[01]", "mask[1]", "wpe.weight[1,0]"]}} {
+  func.func @forward(%wte: tensor<8x4xf32> {nn.param = "wte.weight"},
+                     %h1: tensor<4xf32> {nn.param = "h.1"},
+                     %m: tensor<4x4xf32> {nn.param = "mask", nn.buffer},
+                     %wpe: tensor<2x4xf32> {nn.param = "wpe.weight"},
+                     %h2: tensor<4xf32> {nn.param = "h.2"}) -> tensor<8x4xf32> {
+    return %wte : tensor<8x4xf32>
+  }
+}
