@@ -4,15 +4,26 @@
 # test/fuzz/fuzz.py against it (ONNX models, plans), compiles a GPT with it
 # and builds that program with the same sanitizers, then trains, saves,
 # resumes and runs the token-file and checkpoint corpus on the program.
-# Any sanitizer report fails the run. Not part of CI (about 10 minutes on
-# two cores from scratch; ccache makes later runs fast):
+# Any sanitizer report fails the run. About 10 minutes on two cores from
+# scratch; ccache makes later runs fast:
 #
 #   scripts/sanitize.sh [COUNT]     # COUNT mutants per corpus (default 200)
+#   scripts/sanitize.sh --ci        # what CI runs (scripts/test.sh): the
+#                                   # tools only, 40 mutants per corpus, and
+#                                   # the smoke test (compile and train a
+#                                   # GPT); test/fuzz/sanitized-program.test
+#                                   # covers the program
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-count="${1:-200}"
-scripts/install-deps.sh
+ci=0
+if [ "${1:-}" = "--ci" ]; then
+  ci=1
+  count=40
+else
+  count="${1:-200}"
+  scripts/install-deps.sh
+fi
 export CCACHE_BASEDIR="$root"
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 if [ ! -f build-asan/build.ninja ]; then
@@ -41,6 +52,15 @@ $py test/fuzz/fuzz.py onnx --seed 12 --count "$count" --workdir "$work/bert" \
 $py test/fuzz/fuzz.py plan --seed 11 --count "$count" --workdir "$work/plan" \
   --autopar "$autopar" --model $fixtures/gpt_opset17_dynamic.onnx \
   --input-shape idx=4,16 --input-shape targets=4,16
+if [ "$ci" = 1 ]; then
+  # The smoke test with the sanitized compiler: compile a GPT (the program
+  # built as usual) and train it.
+  "$autopar" compile $fixtures/gpt_opset17_static.onnx -o "$work/gpt" > /dev/null
+  $py test/e2e/make_tokens.py -o "$work/tokens.bin" --count 3000 --vocab 64 --seed 5 > /dev/null
+  "$work/gpt/train" --data "$work/tokens.bin" --steps 4 > /dev/null
+  echo "sanitize.sh: autopar clean (ASan + UBSan)"
+  exit 0
+fi
 # The emitted program, built with the same sanitizers.
 "$autopar" compile $fixtures/gpt_opset17_static.onnx --no-build -o "$work/gpt"
 cmake -S "$work/gpt" -B "$work/gpt/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
