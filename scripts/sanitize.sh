@@ -25,6 +25,9 @@ else
   scripts/install-deps.sh
 fi
 export CCACHE_BASEDIR="$root"
+# Debug info names the build folder: without this, ccache would not share
+# objects between clones.
+export CCACHE_NOHASHDIR=1
 flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 if [ ! -f build-asan/build.ninja ]; then
   cmake -G Ninja -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
