@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""CPU training-step benchmark: the compiled program against PyTorch eager.
+"""CPU training-step benchmark: the compiled program against its peers.
 
 Model: GPT, 4 layers, d_model 256, 4 heads, vocab 512, T 128, B 8, AdamW
 (lr 1e-3, PyTorch defaults otherwise). Prints, from one run on this machine:
-the median step time of the program `autopar compile` builds and of PyTorch
-eager on the same model (best of its thread settings), their ratio, the
+the median step time of the program `autopar compile` builds, of PyTorch
+eager on the same model (best of its thread settings) and, when
+bench/cpu_step/setup-peers.sh has installed it, of onnxruntime-training 1.19.2
+(its training API on the same ONNX model, its own MLAS kernels); the ratio
+to the best peer; whether each peer's losses equal the program's (relative
+difference <= 1e-4 at every step: the same weights, batches and AdamW); the
 program's matmul GFLOP/s (FLOPs from report.json) and that rate as a fraction
 of the large-SGEMM rate OpenBLAS reaches in the same run.
 
@@ -23,8 +27,9 @@ OpenBLAS misdetects the CPU (virtual machines report a generic model and get
 its SSE3 "Prescott" kernels), OPENBLAS_CORETYPE is set for every peer, as the
 compiled program does for itself.
 
-Targets (issue 3): program at least as fast as PyTorch per step, and at 80%
-or more of the SGEMM rate.
+Targets (issue 23): the program >= 1.2x faster than the best peer with the
+kernels the CPU supports (>= 1.0x with the environment's), at 80% or more of
+the SGEMM rate.
 
 Usage: /usr/bin/python3 bench/cpu_step/run.py [--steps N] [--rounds R] [--keep]
 """
@@ -55,7 +60,7 @@ model = models.GPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cf
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 data = np.fromfile(tokens_path, dtype=np.uint16, offset=1024).astype(np.int64)
 B, T = cfg["batch"], cfg["seq"]
-times = []
+times, losses = [], []
 for s in range(steps):
     base = s * B * T
     x = torch.from_numpy(data[base:base + B * T].reshape(B, T))
@@ -66,7 +71,8 @@ for s in range(steps):
     loss.backward()
     opt.step()
     times.append((time.perf_counter() - t0) * 1000)
-print(json.dumps(times))
+    losses.append(loss.item())
+print(json.dumps({"ms": times, "loss": losses}))
 """
 
 SGEMM = r"""
@@ -84,6 +90,14 @@ for _ in range(3):
     best = max(best, 3 * 2 * n ** 3 / (time.perf_counter() - t0) / 1e9)
 print(best)
 """
+
+
+PEERS_PY = os.path.join(ROOT, "bench/cpu_step/.venv-peers/bin/python")
+
+
+def loss_difference(ours, theirs):
+    """The largest relative difference of two runs' per-step losses."""
+    return max(abs(a - b) / abs(b) for a, b in zip(ours, theirs, strict=True))
 
 
 def run(cmd, env, **kw):
@@ -136,7 +150,11 @@ def main():
     report = json.load(open(os.path.join(prog, "report.json")))
     flops = report["flops_per_step"]
 
-    rounds = []
+    ort = os.path.exists(PEERS_PY)
+    if not ort:
+        print("onnxruntime-training: not installed (bench/cpu_step/setup-peers.sh); "
+              "measuring PyTorch only")
+    rounds, losses = [], {}
     for _ in range(max(1, args.rounds)):
         r = run([os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
                  "--log", log], env)
@@ -145,36 +163,53 @@ def main():
             # warning where the environment forces weaker kernels.
             for line in r.stdout.splitlines()[:1] + r.stderr.splitlines():
                 print(line)
-        ours = [json.loads(line)["ms"] for line in open(log)]
-        measured = {"ours": statistics.median(ours[warm:])}
+            weaker = "makes OpenBLAS multiply with its" in r.stderr
+        records = [json.loads(line) for line in open(log)]
+        ours_losses = [r["loss"] for r in records]
+        measured = {"ours": statistics.median([r["ms"] for r in records][warm:])}
         for threads in (1, 2):
-            out = run([PY, "-c", TORCH_STEP, ROOT, str(threads), str(args.steps), tokens,
-                       json.dumps(c)], env)
-            measured[threads] = statistics.median(json.loads(out.stdout)[warm:])
+            out = json.loads(run([PY, "-c", TORCH_STEP, ROOT, str(threads), str(args.steps),
+                                  tokens, json.dumps(c)], env).stdout)
+            measured[threads] = statistics.median(out["ms"][warm:])
+            losses[f"PyTorch eager, {threads} thread(s)"] = loss_difference(ours_losses,
+                                                                            out["loss"])
+        if ort:
+            out = json.loads(run([PEERS_PY, os.path.join(ROOT, "bench/cpu_step/ort_step.py"),
+                                  model, work, str(args.steps), tokens, str(c["batch"]),
+                                  str(c["seq"]), "1e-3"], env).stdout.splitlines()[-1])
+            measured["ort"] = statistics.median(out["ms"][warm:])
+            losses["onnxruntime-training 1.19.2"] = loss_difference(ours_losses, out["loss"])
         measured["sgemm"] = float(run([PY, "-c", SGEMM], env).stdout)
         rounds.append(measured)
     ours_ms = min(r["ours"] for r in rounds)
     torch_ms = {threads: min(r[threads] for r in rounds) for threads in (1, 2)}
-    best_threads = min(torch_ms, key=torch_ms.get)
+    peers = {f"PyTorch eager, {t} thread(s)": ms for t, ms in torch_ms.items()}
+    if ort:
+        peers["onnxruntime-training 1.19.2"] = min(r["ort"] for r in rounds)
+    best_peer = min(peers, key=peers.get)
     sgemm = max(r["sgemm"] for r in rounds)
 
     rate = flops / (ours_ms / 1000) / 1e9
     print(f"machine: {os.cpu_count()} cores, OpenBLAS kernels {core or 'auto-detected'}")
     print(f"model: GPT {c['layers']} layers, d {c['d_model']}, {c['heads']} heads, vocab {c['vocab']}, "
           f"T {c['seq']}, B {c['batch']}, AdamW; {flops / 1e9:.2f} GFLOP (matmul) per step")
-    print(f"{'peer':<34}{'ms/step':>10}")
+    print(f"{'peer':<34}{'ms/step':>10}  losses vs autopar (max rel diff)")
     print(f"{'autopar (compiled, CPU target)':<34}{ours_ms:>10.1f}")
-    for threads, ms in sorted(torch_ms.items()):
-        print(f"{'PyTorch eager, ' + str(threads) + ' thread(s)':<34}{ms:>10.1f}")
+    for name, ms in peers.items():
+        print(f"{name:<34}{ms:>10.1f}  {losses[name]:.1e} "
+              f"{'OK' if losses[name] <= 1e-4 else 'DIFFERENT LOSSES'}")
     print(f"OpenBLAS SGEMM 2048^3: {sgemm:.1f} GFLOP/s")
     for i, r in enumerate(rounds):
         print(f"  round {i + 1}: autopar {r['ours']:.1f} ms, PyTorch {r[1]:.1f} / {r[2]:.1f} ms "
-              f"(1 / 2 threads), SGEMM {r['sgemm']:.1f} GFLOP/s")
+              f"(1 / 2 threads)" + (f", onnxruntime {r['ort']:.1f} ms" if ort else "") +
+              f", SGEMM {r['sgemm']:.1f} GFLOP/s")
     print(f"(each peer: its best of {len(rounds)} interleaved rounds)")
-    speedup = torch_ms[best_threads] / ours_ms
+    speedup = peers[best_peer] / ours_ms
     fraction = rate / sgemm
-    print(f"speedup vs PyTorch eager (best, {best_threads} thread(s)): {speedup:.2f}x "
-          f"(target >= 1.00) {'OK' if speedup >= 1 else 'BELOW TARGET'}")
+    target = 1.0 if weaker else 1.2
+    print(f"speedup vs the best peer ({best_peer}): {speedup:.2f}x (target >= {target:.2f} "
+          f"with {'the weaker kernels the environment forces' if weaker else 'the CPU' + chr(39) + 's kernels'}) "
+          f"{'OK' if speedup >= target else 'BELOW TARGET'}")
     print(f"compiled program: {rate:.1f} GFLOP/s = {fraction:.2f} of SGEMM "
           f"(target >= 0.80) {'OK' if fraction >= 0.8 else 'BELOW TARGET'}")
     if not args.keep:
