@@ -5,8 +5,10 @@ Model: GPT, 4 layers, d_model 256, 4 heads, vocab 512, T 128, B 8, AdamW
 (lr 1e-3, PyTorch defaults otherwise). Prints, from one run on this machine:
 the median step time of the program `autopar compile` builds, of PyTorch
 eager on the same model (best of its thread settings) and, when
-bench/cpu_step/setup-peers.sh has installed it, of onnxruntime-training 1.19.2
-(its training API on the same ONNX model, its own MLAS kernels); the ratio
+bench/cpu_step/setup-peers.sh has installed them, of onnxruntime-training
+1.19.2 (its training API on the same ONNX model, its own MLAS kernels) and of
+JAX 0.4.35 (the same GPT written in JAX, one jax.jit step on XLA's CPU
+backend); the ratio
 to the best peer; whether each peer's losses equal the program's (relative
 difference <= 1e-4 at every step: the same weights, batches and AdamW); the
 program's matmul GFLOP/s (FLOPs from report.json) and that rate as a fraction
@@ -152,7 +154,7 @@ def main():
 
     ort = os.path.exists(PEERS_PY)
     if not ort:
-        print("onnxruntime-training: not installed (bench/cpu_step/setup-peers.sh); "
+        print("onnxruntime-training and JAX: not installed (bench/cpu_step/setup-peers.sh); "
               "measuring PyTorch only")
     rounds, losses = [], {}
     for _ in range(max(1, args.rounds)):
@@ -179,6 +181,11 @@ def main():
                                   str(c["seq"]), "1e-3"], env).stdout.splitlines()[-1])
             measured["ort"] = statistics.median(out["ms"][warm:])
             losses["onnxruntime-training 1.19.2"] = loss_difference(ours_losses, out["loss"])
+            out = json.loads(run([PEERS_PY, os.path.join(ROOT, "bench/cpu_step/jax_step.py"),
+                                  ROOT, str(args.steps), tokens, json.dumps(c), "1e-3"],
+                                 env).stdout.splitlines()[-1])
+            measured["jax"] = statistics.median(out["ms"][warm:])
+            losses["JAX 0.4.35 (jax.jit)"] = loss_difference(ours_losses, out["loss"])
         measured["sgemm"] = float(run([PY, "-c", SGEMM], env).stdout)
         rounds.append(measured)
     ours_ms = min(r["ours"] for r in rounds)
@@ -186,6 +193,7 @@ def main():
     peers = {f"PyTorch eager, {t} thread(s)": ms for t, ms in torch_ms.items()}
     if ort:
         peers["onnxruntime-training 1.19.2"] = min(r["ort"] for r in rounds)
+        peers["JAX 0.4.35 (jax.jit)"] = min(r["jax"] for r in rounds)
     best_peer = min(peers, key=peers.get)
     sgemm = max(r["sgemm"] for r in rounds)
 
@@ -201,7 +209,7 @@ def main():
     print(f"OpenBLAS SGEMM 2048^3: {sgemm:.1f} GFLOP/s")
     for i, r in enumerate(rounds):
         print(f"  round {i + 1}: autopar {r['ours']:.1f} ms, PyTorch {r[1]:.1f} / {r[2]:.1f} ms "
-              f"(1 / 2 threads)" + (f", onnxruntime {r['ort']:.1f} ms" if ort else "") +
+              f"(1 / 2 threads)" + (f", onnxruntime {r['ort']:.1f} ms, JAX {r['jax']:.1f} ms" if ort else "") +
               f", SGEMM {r['sgemm']:.1f} GFLOP/s")
     print(f"(each peer: its best of {len(rounds)} interleaved rounds)")
     speedup = peers[best_peer] / ours_ms
