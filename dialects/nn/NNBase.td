@@ -30,6 +30,10 @@ def NN_Dialect : Dialect {
       is large (a mask, position ids); never trained.
     - `nn.frozen`: a parameter that is not trained (the plan's `frozen`).
     - `nn.no_decay`: a parameter exempt from weight decay.
+    - `nn.frozen_rows = array<i64: b0, e0, b1, e1, ...>`: sorted, disjoint
+      [begin, end) ranges of rows of dim 0 of the logical tensor that the
+      optimizer leaves unchanged and the gradient norm leaves out (the plan's
+      `frozen` "GLOB[ROWS]"); the runtime finds them in each rank's block.
     - `nn.tril`: a parameter that is never trained and whose value is a
       lower-triangular mask: with shape [1, ..., 1, N, M], element (i, j)
       is 1 (true) for j <= i and 0 (false) above (torch's
