@@ -367,30 +367,51 @@ void copyPadded(const autopar::rt::TensorInfo &ti, int64_t eb, const char *from,
   }
 }
 
-/// This rank's block (ti.shape, `eb`-byte elements) of the logical tensor
-/// `logical` (host memory) into `local`: dim d starts at the rank's
-/// position in the group of splitAxes[d] times the block's size.
+/// Where this rank's block of `ti` (ti.shape) lies in the logical tensor
+/// (ti.logicalShape): dim d starts at the rank's position in the group of
+/// splitAxes[d] times the block's size. Runs of the innermost dim are
+/// contiguous on both sides.
+class BlockRuns {
+public:
+  BlockRuns(const autopar::rt::TensorInfo &ti,
+            const autopar::rt::Communicator &comm)
+      : ti(ti), run(ti.rank ? ti.shape[ti.rank - 1] : 1) {
+    for (int d = ti.rank - 1; d >= 0; --d) {
+      offset[d] =
+          ti.splitAxes[d] ? comm.groupIndex(ti.splitAxes[d]) * ti.shape[d] : 0;
+      stride[d] = d == ti.rank - 1 ? 1 : stride[d + 1] * ti.logicalShape[d + 1];
+    }
+  }
+  /// Elements per run.
+  int64_t runLength() const { return run; }
+  /// The logical index of the first element of run `q` of the block.
+  int64_t logicalStart(int64_t q) const {
+    const int r = ti.rank;
+    int64_t at = r ? offset[r - 1] : 0;
+    for (int d = r - 2; d >= 0; --d) {
+      at += (q % ti.shape[d] + offset[d]) * stride[d];
+      q /= ti.shape[d];
+    }
+    return at;
+  }
+
+private:
+  const autopar::rt::TensorInfo &ti;
+  int64_t run;
+  int64_t offset[8] = {}, stride[8] = {};
+};
+
+/// This rank's block (`eb`-byte elements) of the logical tensor `logical`
+/// (host memory) into `local` (BlockRuns).
 void takeBlock(const autopar::rt::TensorInfo &ti, int64_t eb,
                const char *logical, char *local,
                const autopar::rt::Communicator &comm) {
-  const int r = ti.rank;
-  int64_t offset[8], stride[8];
-  for (int d = r - 1; d >= 0; --d) {
-    offset[d] =
-        ti.splitAxes[d] ? comm.groupIndex(ti.splitAxes[d]) * ti.shape[d] : 0;
-    stride[d] = d == r - 1 ? 1 : stride[d + 1] * ti.logicalShape[d + 1];
-  }
-  // Rows of the innermost dim are contiguous on both sides.
-  const int64_t run = ti.shape[r - 1];
+  const BlockRuns runs(ti, comm);
+  const int64_t run = runs.runLength();
   const int64_t rows = run ? ti.numElements / run : 0;
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t rest = row, at = offset[r - 1];
-    for (int d = r - 2; d >= 0; --d) {
-      at += (rest % ti.shape[d] + offset[d]) * stride[d];
-      rest /= ti.shape[d];
-    }
-    std::memcpy(local + row * run * eb, logical + at * eb, run * eb);
-  }
+  for (int64_t row = 0; row < rows; ++row)
+    std::memcpy(local + row * run * eb, logical + runs.logicalStart(row) * eb,
+                run * eb);
 }
 
 /// The ranges (from `begin`, as [from, to) pairs) of this rank's elements
@@ -414,28 +435,17 @@ trainedRanges(const autopar::rt::TensorInfo &ti, int64_t begin, int64_t count,
     add(0, count);
     return ranges;
   }
-  const int r = ti.rank;
-  int64_t offset[8], stride[8];
-  for (int d = r - 1; d >= 0; --d) {
-    offset[d] =
-        ti.splitAxes[d] ? comm.groupIndex(ti.splitAxes[d]) * ti.shape[d] : 0;
-    stride[d] = d == r - 1 ? 1 : stride[d + 1] * ti.logicalShape[d + 1];
-  }
+  const BlockRuns runs(ti, comm);
   const int64_t rowElements = isPadded(ti)
                                   ? ti.logicalElements / ti.logicalShape[0]
                                   : ti.fileElements / ti.fileShape[0];
   const int64_t *frozen = ti.frozenRows,
                 *frozenEnd = ti.frozenRows + 2 * ti.numFrozenRanges;
-  // Runs of the innermost dim are contiguous in the block and the logical
-  // tensor; each is cut where a row of the file tensor ends.
-  const int64_t run = r ? ti.shape[r - 1] : 1;
+  // Each run of the block is cut where a row of the file tensor ends.
+  const int64_t run = runs.runLength();
   for (int64_t at = begin, end = begin + count; at < end;) {
-    const int64_t q = at / run, inRun = at % run;
-    int64_t rest = q, logical = offset[r - 1] + inRun;
-    for (int d = r - 2; d >= 0; --d) {
-      logical += (rest % ti.shape[d] + offset[d]) * stride[d];
-      rest /= ti.shape[d];
-    }
+    const int64_t q = at / run;
+    const int64_t logical = runs.logicalStart(q) + at % run;
     const int64_t next = std::min(
         {end, (q + 1) * run, at + rowElements - logical % rowElements});
     // Frozen when the first bound above the row is a range's end.
