@@ -1468,6 +1468,36 @@ const onnx::NodeProto *nonZeroOf(const GraphIndex &uses, llvm::StringRef name) {
   return nullptr;
 }
 
+/// Walks the values reachable from `start` through the nodes `visit` passes
+/// on: visit(node, input index, work) returns a problem, or "" after
+/// pushing onto `work` the outputs to follow. Returns the first problem,
+/// `atOutput` when a reached value is a graph output, or "".
+std::string
+walkUses(const GraphIndex &uses, std::vector<std::string> work,
+         const std::string &atOutput,
+         llvm::function_ref<std::string(const onnx::NodeProto *, int,
+                                        std::vector<std::string> &)>
+             visit) {
+  llvm::StringSet<> seen;
+  while (!work.empty()) {
+    std::string v = work.back();
+    work.pop_back();
+    if (!seen.insert(v).second)
+      continue;
+    if (uses.outputs.contains(v))
+      return atOutput;
+    auto it = uses.consumers.find(v);
+    if (it == uses.consumers.end())
+      continue;
+    for (auto [node, i] : it->second) {
+      std::string problem = visit(node, i, work);
+      if (!problem.empty())
+        return problem;
+    }
+  }
+  return "";
+}
+
 /// Why NonZero `nz` (of a value known only at run time) cannot take its
 /// dense form, or "": its indices (through index ops) may only choose the
 /// rows Gathers read and the rows ScatterElements write, and what those
@@ -1476,63 +1506,45 @@ const onnx::NodeProto *nonZeroOf(const GraphIndex &uses, llvm::StringRef name) {
 /// would not have given. Shapes of the indices may only shape tensors.
 std::string denseNonZeroProblem(const GraphIndex &uses,
                                 const onnx::NodeProto &nz) {
-  std::vector<std::string> work = {nz.output(0)}, gathered;
-  llvm::StringSet<> seen;
-  while (!work.empty()) {
-    std::string v = work.back();
-    work.pop_back();
-    if (!seen.insert(v).second)
-      continue;
-    if (uses.outputs.contains(v))
-      return "its indices are a graph output";
-    auto it = uses.consumers.find(v);
-    if (it == uses.consumers.end())
-      continue;
-    for (auto [node, i] : it->second) {
-      llvm::StringRef op = node->op_type();
-      if (op == "Gather" && i == 1) {
-        gathered.push_back(node->output(0));
-      } else if (op == "ScatterElements" && i == 1) {
-        continue;
-      } else if (op == "Shape") {
-        if (!onlyShapes(uses, node->output(0)))
-          return "the count of its indices is used beyond shapes (node '" +
-                 node->name() + "')";
-      } else if (isIndexOp(op)) {
-        for (const std::string &o : node->output())
-          work.push_back(o);
-      } else {
-        return "its indices reach " + op.str() + " node '" + node->name() + "'";
-      }
-    }
-  }
-  seen.clear();
-  work = gathered;
-  while (!work.empty()) {
-    std::string v = work.back();
-    work.pop_back();
-    if (!seen.insert(v).second)
-      continue;
-    if (uses.outputs.contains(v))
-      return "what it selects reaches a graph output without a "
-             "ScatterElements";
-    auto it = uses.consumers.find(v);
-    if (it == uses.consumers.end())
-      continue;
-    for (auto [node, i] : it->second) {
-      if (node->op_type() == "ScatterElements" && i == 2) {
-        if (nonZeroOf(uses, node->input(1)) != &nz)
-          return "what it selects is scattered by other indices (node '" +
-                 node->name() + "')";
-        continue;
-      }
-      if (node->op_type() == "Shape")
-        continue;
-      for (const std::string &o : node->output())
-        work.push_back(o);
-    }
-  }
-  return "";
+  std::vector<std::string> gathered;
+  std::string problem = walkUses(
+      uses, {nz.output(0)}, "its indices are a graph output",
+      [&](const onnx::NodeProto *node, int i,
+          std::vector<std::string> &work) -> std::string {
+        llvm::StringRef op = node->op_type();
+        if (op == "Gather" && i == 1) {
+          gathered.push_back(node->output(0));
+        } else if (op == "ScatterElements" && i == 1) {
+        } else if (op == "Shape") {
+          if (!onlyShapes(uses, node->output(0)))
+            return "the count of its indices is used beyond shapes (node '" +
+                   node->name() + "')";
+        } else if (isIndexOp(op)) {
+          for (const std::string &o : node->output())
+            work.push_back(o);
+        } else {
+          return "its indices reach " + op.str() + " node '" + node->name() +
+                 "'";
+        }
+        return "";
+      });
+  if (!problem.empty())
+    return problem;
+  return walkUses(
+      uses, gathered,
+      "what it selects reaches a graph output without a ScatterElements",
+      [&](const onnx::NodeProto *node, int i,
+          std::vector<std::string> &work) -> std::string {
+        if (node->op_type() == "ScatterElements" && i == 2)
+          return nonZeroOf(uses, node->input(1)) == &nz
+                     ? ""
+                     : "what it selects is scattered by other indices (node '" +
+                           node->name() + "')";
+        if (node->op_type() != "Shape")
+          for (const std::string &o : node->output())
+            work.push_back(o);
+        return "";
+      });
 }
 
 } // namespace

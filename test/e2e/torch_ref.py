@@ -1190,8 +1190,9 @@ def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None, frozen_
     they were (restored after it: no weight decay either).
     """
     params = [p for _, p in named_params]
-    kept = [(p, [(b, e, p.detach()[b:e].clone()) for b, e in (frozen_rows or {})[n]])
-            for n, p in named_params if n in (frozen_rows or {})]
+    frozen_rows = frozen_rows or {}
+    kept = [(p, [(b, e, p.detach()[b:e].clone()) for b, e in frozen_rows[n]])
+            for n, p in named_params if n in frozen_rows]
     optimizer = make_optimizer(plan, named_params)
     micro = plan.micro_batches
     max_norm = plan.max_grad_norm if plan.max_grad_norm > 0 else math.inf
