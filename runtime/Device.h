@@ -49,8 +49,9 @@ public:
   /// the world rank, for messages.
   static Status create(int localRank, int rank, std::unique_ptr<Device> &out);
   /// What the target needs first thing in main(), before anything else
-  /// (the CPU target: OpenBLAS's kernel choice, which may re-execute the
-  /// program with `argv`; see runtime/cpu/Kernels.h fixBlasCoreType).
+  /// (the CPU target: the threads of a rank sharing its node's cores, which
+  /// may re-execute the program with `argv`; see runtime/cpu/Kernels.h
+  /// setRankThreads).
   static void prepareProcess(char **argv);
   ~Device();
   Device(const Device &) = delete;
@@ -58,12 +59,12 @@ public:
 
   /// What the log summary calls it ("cpu", "NVIDIA H100 80GB HBM3").
   const std::string &name() const;
-  /// What computes, in one line `train` prints at start: the CPU's BLAS
-  /// library, its kernels and the OpenMP threads; the GPU's name.
+  /// What computes, in one line `train` prints at start: the CPU's GEMM
+  /// library (oneDNN), its kernels and the OpenMP threads; the GPU's name.
   std::string describe() const;
   /// One line when the environment makes the device slower than it can be
-  /// (the CPU target: an OPENBLAS_CORETYPE naming weaker kernels than the
-  /// CPU's), else "".
+  /// (the CPU target: an ONEDNN_MAX_CPU_ISA capping oneDNN's kernels below
+  /// what the CPU runs), else "".
   std::string performanceWarning() const;
   /// Whether device pointers are host pointers (the CPU target).
   bool hostMemory() const;

@@ -101,16 +101,16 @@ run() {
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   local only=" ${GPU_CHECK_ONLY:-kernels programs conformance bench} "
   # 1. The runtime's CUDA kernels against their CPU references.
-  local kt="$dir/kernel-tests" blas=(-lopenblas) define=()
+  local kt="$dir/kernel-tests" blas=(-ldnnl) define=()
   [[ "$only" == *" kernels "* ]] || kernel_tests=()
   mkdir -p "$kt"
-  if ! echo 'int main(){}' | g++ -x c++ - -lopenblas -o "$kt/probe" 2> /dev/null ||
-     ! echo '#include <cblas.h>' | g++ -x c++ -fsyntax-only -I/usr/include/x86_64-linux-gnu/openblas-pthread - 2> /dev/null; then
+  if ! echo 'int main(){}' | g++ -x c++ - -ldnnl -o "$kt/probe" 2> /dev/null ||
+     ! echo '#include <oneapi/dnnl/dnnl.h>' | g++ -x c++ -fsyntax-only - 2> /dev/null; then
     blas=() define=(-DAUTOPAR_RT_NO_BLAS)
   fi
   for test in "${kernel_tests[@]}"; do
     local status="FAIL" line="build failed ($kt/$test.build.log)"
-    if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread \
+    if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. \
           "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/Attention.cu \
           runtime/cuda/Kernels.cu runtime/cuda/Device.cu runtime/optim/Optimizer.cpp \
           runtime/cpu/Kernels.cpp runtime/cpu/Attention.cpp -lcublasLt "${blas[@]}" \

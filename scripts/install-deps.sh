@@ -14,7 +14,9 @@ PACKAGES=(
   # plan files, unit tests
   nlohmann-json3-dev libgtest-dev
   # CPU runtime and parallel tests
-  libopenblas-dev libopenblas0 libopenmpi-dev openmpi-bin
+  libdnnl-dev libopenmpi-dev openmpi-bin
+  # the BLAS of Debian's numpy and torch (the reference numerics, the peers)
+  libopenblas0
   # reference numerics and test-model generation
   python3 python3-numpy python3-torch python3-onnx
   # the venv of the Hugging Face suite (scripts/install-hf.sh)

@@ -115,7 +115,6 @@ std::vector<double> sizes(const int64_t *begin, const int64_t *end) {
 }
 
 int compute() {
-  cpu::initBlas();
   const int threads = omp_get_max_threads();
   // Warm up: the first parallel regions of a process (thread creation, the
   // cores' clocks) run up to 100x slower than the rest.
@@ -414,7 +413,6 @@ int comm() {
 int main(int argc, char **argv) {
   std::string mode = argc == 2 ? argv[1] : "";
   if (mode == "compute") {
-    cpu::fixBlasCoreType(argv);
     // Under mpirun: every rank measures at once (a rank of a plan shares
     // the machine's caches and memory with the others), rank 0 prints.
     if (std::getenv("OMPI_COMM_WORLD_SIZE")) {

@@ -1,39 +1,43 @@
-//===- Blas.h - the BLAS calls of the CPU kernels ---------------*- C++ -*-===//
+//===- Blas.h - the SGEMM of the CPU kernels --------------------*- C++ -*-===//
 //
-// OpenBLAS's cblas.h; or, built with AUTOPAR_RT_NO_BLAS (where the CPU
-// kernels serve only as the references of the CUDA kernels' tests: a GPU
-// machine may have no OpenBLAS), the few calls the kernels make, as plain
-// inline functions in namespace autopar::rt::cpu (where the kernels call
-// them unqualified): a row-major SGEMM with float accumulation over k in
-// increasing order, and no-op thread control.
+// The one matrix product the CPU kernels call, sgemm(), on oneDNN's
+// dnnl_sgemm: its kernels are generated at run time for the instruction
+// set the CPU reports (AVX-512, AVX2, ...), whatever the CPU's model or
+// an OPENBLAS_CORETYPE say (docs/training.md "Performance"). Built with
+// AUTOPAR_RT_NO_BLAS (where the CPU kernels serve only as the references
+// of the CUDA kernels' tests: a GPU machine may have no oneDNN), plain
+// loops instead: float accumulation over k in increasing order.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef AUTOPAR_RUNTIME_CPU_BLAS_H
 #define AUTOPAR_RUNTIME_CPU_BLAS_H
 
-#ifndef AUTOPAR_RT_NO_BLAS
-#include <cblas.h>
-#else
-
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#ifndef AUTOPAR_RT_NO_BLAS
+#include <oneapi/dnnl/dnnl.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace autopar::rt::cpu {
 
-enum CBLAS_ORDER { CblasRowMajor = 101 };
-enum CBLAS_TRANSPOSE { CblasNoTrans = 111, CblasTrans = 112 };
-
-/// C = alpha * op(A) op(B) + beta * C (C is not read when beta is 0).
-inline void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
-                        int64_t m, int64_t n, int64_t k, float alpha,
-                        const float *a, int64_t lda, const float *b,
-                        int64_t ldb, float beta, float *c, int64_t ldc) {
+/// The reference loops: C = alpha * op(A) op(B) + beta * C.
+inline void referenceSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                           float alpha, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float beta, float *c,
+                           int64_t ldc) {
   auto aAt = [&](int64_t i, int64_t p) {
-    return ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
+    return ta ? a[p * lda + i] : a[i * lda + p];
   };
   for (int64_t i = 0; i < m; ++i) {
     float *ci = c + i * ldc;
-    if (tb == CblasTrans) {
+    if (tb) {
       // Rows of B are contiguous along k: one dot product per element.
       for (int64_t j = 0; j < n; ++j) {
         float sum = 0;
@@ -62,13 +66,53 @@ inline void cblas_sgemm(CBLAS_ORDER, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
   }
 }
 
-inline void openblas_set_num_threads(int) {}
-inline const char *openblas_get_corename() {
-  return "none (AUTOPAR_RT_NO_BLAS)";
+/// C = alpha * op(A) op(B) + beta * C for row-major C [m, n] and inner
+/// extent k (C is not read when beta is 0), on the calling thread: the
+/// kernels spread products over the OpenMP threads themselves, so that
+/// how a product is cut depends on the shapes they choose (outside a
+/// parallel region oneDNN would use every OpenMP thread).
+inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k <= 0) {
+    // An empty product: c = beta * c.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+#ifdef AUTOPAR_RT_NO_BLAS
+  referenceSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  int threads = 1;
+#ifdef _OPENMP
+  if (!omp_in_parallel()) {
+    threads = omp_get_max_threads();
+    if (threads > 1)
+      omp_set_num_threads(1);
+  }
+#endif
+  dnnl_status_t status = dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m,
+                                    n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#ifdef _OPENMP
+  if (threads > 1)
+    omp_set_num_threads(threads);
+#endif
+  if (status != dnnl_success) {
+    // Arguments the kernels should never pass (a leading dim too small).
+    std::fprintf(stderr,
+                 "internal error: dnnl_sgemm(%c, %c, m=%lld, n=%lld, k=%lld, "
+                 "lda=%lld, ldb=%lld, ldc=%lld) failed: status %d\n",
+                 transA ? 'T' : 'N', transB ? 'T' : 'N', (long long)m,
+                 (long long)n, (long long)k, (long long)lda, (long long)ldb,
+                 (long long)ldc, int(status));
+    std::abort();
+  }
+#endif
 }
-inline const char *openblas_get_config() { return "reference loops"; }
 
 } // namespace autopar::rt::cpu
 
-#endif // AUTOPAR_RT_NO_BLAS
 #endif // AUTOPAR_RUNTIME_CPU_BLAS_H

@@ -32,11 +32,7 @@ void DeviceFree::operator()(char *p) const { std::free(p); }
 Device::Device() : impl(std::make_unique<Impl>()) {}
 Device::~Device() = default;
 
-void Device::prepareProcess(char **argv) {
-  cpu::setRankThreads(argv);
-  cpu::fixBlasCoreType(argv);
-  cpu::initBlas();
-}
+void Device::prepareProcess(char **argv) { cpu::setRankThreads(argv); }
 
 Status Device::create(int, int, std::unique_ptr<Device> &out) {
   out.reset(new Device());

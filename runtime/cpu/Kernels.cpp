@@ -13,7 +13,6 @@
 #include <vector>
 
 #include <sched.h>
-#include <strings.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -48,83 +47,95 @@ int64_t indexAt(const void *indices, bool indices64, int64_t i,
 
 } // namespace
 
-void initBlas() {
-  // GEMMs are split across OpenMP threads here; OpenBLAS's own thread pool
-  // would compete with OpenMP's for the same cores.
-  openblas_set_num_threads(1);
-}
-
-const char *blasCoreName() { return openblas_get_corename(); }
-
 namespace {
 
-/// The best OpenBLAS kernels this CPU runs: SkylakeX (AVX-512), Haswell
-/// (AVX2 + FMA), or null.
-const char *supportedCore() {
+/// The x86 vector level of what this CPU runs: 3 AVX-512 (F, BW, VL, DQ:
+/// oneDNN's avx512_core), 2 AVX2 + FMA, 0 neither.
+int cpuVectorLevel() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return 3;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return "Haswell";
-  return nullptr;
+    return 2;
+  return 0;
 }
 
-/// The vector level of an OpenBLAS x86 kernel family: 3 AVX-512, 2 AVX2 +
-/// FMA, 1 AVX, 0 older (SSE) or unknown.
-int coreLevel(const char *core) {
-  for (const char *name : {"SkylakeX", "Cooperlake", "SapphireRapids"})
-    if (strcasecmp(core, name) == 0)
-      return 3;
-  for (const char *name : {"Haswell", "Zen"})
-    if (strcasecmp(core, name) == 0)
-      return 2;
-  return strcasecmp(core, "Sandybridge") == 0 ? 1 : 0;
+const char *levelName(int level) {
+  return level == 3 ? "AVX-512" : level == 2 ? "AVX2" : "SSE";
 }
+
+#ifndef AUTOPAR_RT_NO_BLAS
+/// The instruction set oneDNN generates its kernels for (the CPU's, unless
+/// ONEDNN_MAX_CPU_ISA caps it), by name, and its vector level as above.
+struct DnnlIsa {
+  const char *name;
+  int level;
+};
+
+DnnlIsa dnnlIsa() {
+  const unsigned isa = dnnl_get_effective_cpu_isa();
+  // Widest first: each set's bits include those of the sets it extends.
+  static const struct {
+    unsigned bits;
+    const char *name;
+  } sets[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+              {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+              {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+              {dnnl_cpu_isa_avx512_core, "avx512_core"},
+              {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+              {dnnl_cpu_isa_avx2, "avx2"},
+              {dnnl_cpu_isa_avx, "avx"},
+              {dnnl_cpu_isa_sse41, "sse41"}};
+  for (const auto &set : sets)
+    if ((isa & set.bits) == set.bits) {
+      const int level =
+          (set.bits & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 3
+          : (set.bits & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2             ? 2
+                                                                            : 0;
+      return {set.name, level};
+    }
+  return {"generic", 0};
+}
+#endif
 
 } // namespace
 
 std::string blasDescription() {
-  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": the
-  // library and version.
-  std::string config = openblas_get_config();
-  size_t end = config.find(' ');
-  if (end != std::string::npos)
-    end = config.find(' ', end + 1);
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  return config.substr(0, end) + ", " + blasCoreName() + " kernels, " +
-         std::to_string(threads) + " OpenMP threads";
+  const std::string tail = ", " + std::to_string(threads) + " OpenMP threads";
+#ifdef AUTOPAR_RT_NO_BLAS
+  return "reference loops" + tail;
+#else
+  const dnnl_version_t *v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         "." + std::to_string(v->patch) + ", " + dnnlIsa().name + " kernels" +
+         tail;
+#endif
 }
 
 std::string blasKernelWarning() {
-  const char *forced = std::getenv("OPENBLAS_CORETYPE");
-  const char *best = supportedCore();
-  // (fixBlasCoreType's own choice is the CPU's best: no warning.)
-  if (!forced || !best)
+#ifdef AUTOPAR_RT_NO_BLAS
+  return "";
+#else
+  const DnnlIsa used = dnnlIsa();
+  const int best = cpuVectorLevel();
+  if (used.level >= best)
     return "";
-  const char *used = blasCoreName();
-  if (coreLevel(used) >= coreLevel(best))
-    return "";
-  return std::string("OPENBLAS_CORETYPE=") + forced +
-         " makes OpenBLAS multiply with its " + std::string(used) +
-         " kernels, but this CPU runs its " + best + " kernels (" +
-         (coreLevel(best) == 3 ? "AVX-512" : "AVX2") +
-         "): matrix products run slower than they can (a GPT step "
-         "1.8x slower with Haswell kernels on an AVX-512 CPU, "
-         "docs/training.md); unset it and train picks the CPU's kernels";
-}
-
-void fixBlasCoreType(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") ||
-      std::strcmp(blasCoreName(), "Prescott") != 0)
-    return;
-  const char *core = supportedCore();
-  if (!core)
-    return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv); // returns only on failure: run as is
+  std::string setting = "the environment";
+  for (const char *name : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+    if (const char *v = std::getenv(name); v && *v) {
+      setting = std::string(name) + "=" + v;
+      break;
+    }
+  return setting + " makes oneDNN multiply with its " + used.name +
+         " kernels, but this CPU runs " + levelName(best) +
+         ": matrix products run slower than they can (a GPT step 1.9x "
+         "slower with avx2 kernels on an AVX-512 CPU, docs/training.md); "
+         "unset it and train picks the CPU's kernels";
+#endif
 }
 
 void setRankThreads(char **argv) {
@@ -171,8 +182,7 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
   int64_t batch = 1;
   for (int i = 0; i < d.batchRank; ++i)
     batch *= d.batchShape[i];
-  CBLAS_TRANSPOSE ta = d.transA ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = d.transB ? CblasTrans : CblasNoTrans;
+  const bool ta = d.transA, tb = d.transB;
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -180,19 +190,19 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
   double flops = 2.0 * batch * d.m * d.n * d.k;
   if (threads == 1 || flops < 2e5) {
     for (int64_t i = 0; i < batch; ++i)
-      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha,
-                  a + batchOffset(d, i, d.aBatchStrides), d.lda,
-                  b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
-                  c + i * d.m * d.n, d.n);
+      sgemm(ta, tb, d.m, d.n, d.k, d.alpha,
+            a + batchOffset(d, i, d.aBatchStrides), d.lda,
+            b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
+            c + i * d.m * d.n, d.n);
     return;
   }
   if (batch >= threads) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t i = 0; i < batch; ++i)
-      cblas_sgemm(CblasRowMajor, ta, tb, d.m, d.n, d.k, d.alpha,
-                  a + batchOffset(d, i, d.aBatchStrides), d.lda,
-                  b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
-                  c + i * d.m * d.n, d.n);
+      sgemm(ta, tb, d.m, d.n, d.k, d.alpha,
+            a + batchOffset(d, i, d.aBatchStrides), d.lda,
+            b + batchOffset(d, i, d.bBatchStrides), d.ldb, 0.0f,
+            c + i * d.m * d.n, d.n);
     return;
   }
   // Few large products: each thread computes a block of rows of C (or of
@@ -215,13 +225,12 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
       int64_t hi = std::min(extent, units * (t + 1) / threads * 16);
       if (hi > lo) {
         if (byRows)
-          cblas_sgemm(CblasRowMajor, ta, tb, hi - lo, d.n, d.k, d.alpha,
-                      ai + (d.transA ? lo : lo * d.lda), d.lda, bi, d.ldb,
-                      0.0f, ci + lo * d.n, d.n);
+          sgemm(ta, tb, hi - lo, d.n, d.k, d.alpha,
+                ai + (d.transA ? lo : lo * d.lda), d.lda, bi, d.ldb, 0.0f,
+                ci + lo * d.n, d.n);
         else
-          cblas_sgemm(CblasRowMajor, ta, tb, d.m, hi - lo, d.k, d.alpha, ai,
-                      d.lda, bi + (d.transB ? lo * d.ldb : lo), d.ldb, 0.0f,
-                      ci + lo, d.n);
+          sgemm(ta, tb, d.m, hi - lo, d.k, d.alpha, ai, d.lda,
+                bi + (d.transB ? lo * d.ldb : lo), d.ldb, 0.0f, ci + lo, d.n);
       }
     }
   }

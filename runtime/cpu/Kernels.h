@@ -1,10 +1,10 @@
 //===- Kernels.h - CPU kernels of the emitted programs ----------*- C++ -*-===//
 //
 // The ops the C++ emitter does not generate as loops: GEMMs through
-// OpenBLAS, normalizations, softmax, cross-entropy, embedding, data movement
-// and reductions, each with its backward. Shapes are passed collapsed to the
-// few extents each kernel needs; sizes are element counts. Parallel loops use
-// OpenMP. These are also the CPU references of the CUDA kernels.
+// oneDNN (Blas.h), normalizations, softmax, cross-entropy, embedding, data
+// movement and reductions, each with its backward. Shapes are passed collapsed
+// to the few extents each kernel needs; sizes are element counts. Parallel
+// loops use OpenMP. These are also the CPU references of the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,24 +22,13 @@ struct bf16;
 
 namespace autopar::rt::cpu {
 
-/// Sets up the BLAS library for gemm(): single-threaded calls, which gemm()
-/// spreads over the OpenMP threads.
-void initBlas();
-/// The kernel family OpenBLAS picked for this CPU (e.g. "SkylakeX").
-const char *blasCoreName();
-/// What multiplies: "OpenBLAS 0.3.21, Haswell kernels, 2 OpenMP threads".
+/// What multiplies: "oneDNN 2.6.3, avx512_core_bf16 kernels, 2 OpenMP
+/// threads".
 std::string blasDescription();
-/// One line when OPENBLAS_CORETYPE makes OpenBLAS use weaker kernels than
-/// the CPU supports (AVX2 kernels on an AVX-512 CPU, SSE kernels on an AVX2 one),
-/// naming the setting, the kernels the CPU supports and the cost; "" when
-/// nothing forces weaker kernels.
+/// One line when the environment (ONEDNN_MAX_CPU_ISA) makes oneDNN use
+/// weaker kernels than the CPU runs (AVX2 kernels on an AVX-512 CPU),
+/// naming the setting, what the CPU runs and the cost; "" otherwise.
 std::string blasKernelWarning();
-/// OpenBLAS picks its kernels from the CPU model; where a virtual machine
-/// hides the model it falls back to its Prescott (SSE3) kernels, several
-/// times slower. Runs the program again (execv of /proc/self/exe with
-/// `argv`) with OPENBLAS_CORETYPE naming the kernels the CPU supports; an
-/// OPENBLAS_CORETYPE set by the user is kept. Call first thing in main().
-void fixBlasCoreType(char **argv);
 /// Several ranks of a node (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE or
 /// MPICH's MPI_LOCALNRANKS above 1) share its cores: without an
 /// OMP_NUM_THREADS of the user's, each gets max(1, cores / ranks) threads

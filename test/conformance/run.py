@@ -662,7 +662,7 @@ def main():
                     help="the prebuilt forward-only runtime (static library)")
     ap.add_argument("--cxx", default="c++")
     ap.add_argument("--cxx-flags", default="")
-    ap.add_argument("--link-flags", default="-lopenblas")
+    ap.add_argument("--link-flags", default="-ldnnl")
     ap.add_argument("--expected-rejections")
     ap.add_argument("--expected-rejections-cuda",
                     default=os.path.join(HERE, "expected-rejections-cuda.txt"),

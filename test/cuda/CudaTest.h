@@ -144,7 +144,6 @@ int runCudaTests(const char *what, void (*tests)(Tester &)) {
                                    : "cudaGetDeviceCount found 0 devices");
     return 0;
   }
-  cpu::initBlas();
   std::unique_ptr<Device> device;
   Status status = Device::create(0, 0, device);
   if (!status) {

@@ -176,7 +176,6 @@ constexpr double kTol = 5e-6;
 
 void checkAgainstReference(const Shape &shape) {
   SCOPED_TRACE(shape.name);
-  cpu::initBlas();
   Problem p(shape);
   p.forward();
   p.backward();
@@ -221,7 +220,6 @@ TEST(RuntimeAttentionTest, MatchesReference) {
 TEST(RuntimeAttentionTest, OverlappingInputRows) {
   // k and v rows 1 and 2 elements apart (sliding windows over their
   // buffers), which BLAS cannot read: read through dense copies.
-  cpu::initBlas();
   Problem p({"overlapping rows", 2, 2, 5, 6, 4, true});
   AttentionDesc &d = p.desc;
   const int64_t kStrides[3] = {2 * 16, 16, 1}, vStrides[3] = {2 * 16, 16, 2};
@@ -238,7 +236,6 @@ TEST(RuntimeAttentionTest, OverlappingInputRows) {
 }
 
 TEST(RuntimeAttentionTest, FullyMaskedRow) {
-  cpu::initBlas();
   Shape shape{"fully masked row", 1, 2, 11, 17, 8, false, MaskKind::Rows};
   Problem p(shape);
   p.forward();
@@ -260,7 +257,6 @@ TEST(RuntimeAttentionTest, FullyMaskedRow) {
 /// loss = sum(out * dout).
 void checkFiniteDifferences(const Shape &shape) {
   SCOPED_TRACE(shape.name);
-  cpu::initBlas();
   Problem p(shape, 7);
   p.forward();
   p.backward();
@@ -306,7 +302,6 @@ TEST(RuntimeAttentionTest, BackwardMatchesFiniteDifferences) {
 
 TEST(RuntimeAttentionTest, SameResultsUnderOneAndTwoThreads) {
 #ifdef _OPENMP
-  cpu::initBlas();
   const int saved = omp_get_max_threads();
   const Shape shapes[] = {
       {"head tasks", 2, 4, 130, 150, 32, true, MaskKind::KeyPadding, true},

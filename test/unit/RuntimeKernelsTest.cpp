@@ -195,7 +195,6 @@ void runGemmAllTrans(GemmCase gc, uint32_t seed) {
 }
 
 TEST(RuntimeKernelsTest, GemmTinyBelowThreshold) {
-  initBlas();
   forThreadCounts([](int) {
     runGemmAllTrans({{}, {}, {}, false, false, 3, 4, 5, 1.0f}, 10);
     runGemmAllTrans({{}, {}, {}, false, false, 17, 9, 13, -0.75f}, 11);
@@ -205,7 +204,6 @@ TEST(RuntimeKernelsTest, GemmTinyBelowThreshold) {
 }
 
 TEST(RuntimeKernelsTest, GemmBatchParallel) {
-  initBlas();
   forThreadCounts([](int) {
     // batch 6 >= threads, 2*6*20*30*40 = 288000 flops.
     runGemmAllTrans({{2, 3}, {}, {}, false, false, 20, 30, 40, 1.0f}, 20);
@@ -219,7 +217,6 @@ TEST(RuntimeKernelsTest, GemmBatchParallel) {
 }
 
 TEST(RuntimeKernelsTest, GemmBatchFoldedIntoRows) {
-  initBlas();
   forThreadCounts([](int) {
     // B broadcast over both batch dims and A's matrices back to back: one
     // product of 2 * 3 * 40 rows (with transA, a batch of products).
@@ -234,7 +231,6 @@ TEST(RuntimeKernelsTest, GemmBatchFoldedIntoRows) {
 }
 
 TEST(RuntimeKernelsTest, GemmRowSplit) {
-  initBlas();
   forThreadCounts([](int) {
     // Batch 1, m >= n, not multiples of 16.
     runGemmAllTrans({{}, {}, {}, false, false, 70, 33, 50, 1.0f}, 30);
@@ -247,7 +243,6 @@ TEST(RuntimeKernelsTest, GemmRowSplit) {
 }
 
 TEST(RuntimeKernelsTest, GemmColumnSplit) {
-  initBlas();
   forThreadCounts([](int) {
     // Batch 1, m < n.
     runGemmAllTrans({{}, {}, {}, false, false, 21, 90, 60, 1.0f}, 40);
@@ -734,9 +729,10 @@ TEST(RuntimeKernelsTest, CrossEntropyShards) {
       std::vector<double> lse(count);
       for (int64_t e = 0; e < count; ++e) {
         lse[e] = std::log(static_cast<double>(sumExp[e])) + max[e];
-        if (labels[e] != -100)
+        if (labels[e] != -100) {
           EXPECT_NEAR(lse[e] - target[e], whole[e], 1e-5 * (1 + whole[e]))
               << "element " << e;
+        }
       }
       // The gradient, each reduction.
       for (Reduction red : {Reduction::None, Reduction::Sum, Reduction::Mean}) {
