@@ -436,7 +436,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         return success();
       })
       .Case<nn::SoftmaxOp, nn::SoftmaxGradOp>([&](Operation *o) {
-        if (failed(requireF32(o)))
+        if (!nativeHalf(o) && failed(requireF32(o)))
           return failure();
         int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
         ArrayRef<int64_t> shape = dims(o->getResult(0));

@@ -13,7 +13,9 @@
 // gathers read and write 16-bit tensors directly, and so do the CUDA
 // target's GEMMs (cuBLASLt, f32 accumulation), attention kernels (tensor
 // cores, f32 accumulation and softmax statistics), layernorms (f32
-// statistics), cross-entropy (16-bit logits, f32 loss) and reductions
+// statistics), softmax and its gradient (f32 inside, as Megatron's fused
+// softmax: an unfused attention's T x S scores and probabilities stay
+// 16-bit), cross-entropy (16-bit logits, f32 loss) and reductions
 // (accumulated in double).
 //
 //===----------------------------------------------------------------------===//
@@ -77,9 +79,10 @@ bool autopar::cudaComputesIn16Bits(Operation *op) {
   // weight gradients, X^T dY, are gemms with trans_a).
   if (auto gemm = dyn_cast<nn::GemmOp>(op); gemm && gemm.getC())
     return false;
-  // GEMMs, layernorms and reductions: one 16-bit type throughout.
+  // GEMMs, layernorms, softmax and reductions: one 16-bit type throughout.
   if (!isa<nn::MatMulOp, nn::GemmOp, nn::LayerNormOp, nn::LayerNormGradOp,
-           nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(op) ||
+           nn::SoftmaxOp, nn::SoftmaxGradOp, nn::ReduceSumOp, nn::ReduceMeanOp,
+           nn::ReduceMaxOp>(op) ||
       !isHalf(op->getResult(0).getType()))
     return false;
   Type t = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();

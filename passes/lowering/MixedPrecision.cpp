@@ -22,6 +22,11 @@
 //   are not rounded to 8 bits of mantissa;
 // - any other op casts its high operands to the low type and has low
 //   results (attention's log-sum-exp stays f32).
+// Elementwise ops of those f32 results and splat constants continue in
+// f32; a softmax of such a chain (an unfused attention's scaled, masked
+// scores) reads it rounded to the low type and has a low result
+// (Megatron's fused softmax; PyTorch's autocast stores the scaled scores
+// in 16 bits too).
 // Explicit nn.cast ops keep their result type. Kernels that cannot read
 // 16-bit tensors get f32 computation around them later
 // (autopar-legalize-precision).
@@ -36,6 +41,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseSet.h"
 
 #define DEBUG_TYPE "autopar-mixed-precision"
 
@@ -101,14 +107,42 @@ struct MixedPrecisionPass
     }
     OpBuilder b(ctx);
     auto isFloat = [](Value v) { return isa<FloatType>(elementOf(v)); };
+    // f32 values elementwise ops computed from low ones (and splat
+    // constants) by the rule below.
+    llvm::DenseSet<Value> fromLow;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (isa<func::ReturnOp, nn::ConstantOp, nn::CastOp>(op))
         continue;
       bool anyLow = llvm::any_of(op.getOperands(), [&](Value v) {
         return elementOf(v) == low;
       });
-      if (!anyLow)
+      if (!anyLow) {
+        if (!llvm::any_of(op.getOperands(),
+                          [&](Value v) { return fromLow.contains(v); }))
+          continue;
+        // An elementwise op of such values and splat constants continues
+        // the chain in f32.
+        if (nn::isElementwise(&op) &&
+            llvm::all_of(op.getOperands(), [&](Value v) {
+              return !isFloat(v) || fromLow.contains(v) || isSplatConstant(v);
+            })) {
+          for (Value r : op.getResults())
+            fromLow.insert(r);
+          continue;
+        }
+        // A softmax of such a chain (an unfused attention's scaled, masked
+        // scores) reads it rounded to the low type and has a low result,
+        // as Megatron's fused softmax reads and writes 16-bit scores and
+        // PyTorch's autocast stores the scaled scores in 16 bits: the T x
+        // S values are never stored in f32.
+        if (auto softmax = dyn_cast<nn::SoftmaxOp>(op)) {
+          softmax.getInputMutable().assign(
+              castTo(b, &op, softmax.getInput(), low));
+          softmax.getResult().setType(
+              withElement(softmax.getResult().getType(), low));
+        }
         continue;
+      }
       if (isa<nn::SoftmaxCrossEntropyOp>(op))
         continue; // Low logits, f32 loss.
       bool high = nn::isElementwise(&op) &&
@@ -124,8 +158,11 @@ struct MixedPrecisionPass
       for (OpOperand &operand : op.getOpOperands())
         if (elementOf(operand.get()) == from)
           operand.set(castTo(b, &op, operand.get(), to));
-      if (high)
+      if (high) {
+        for (Value r : op.getResults())
+          fromLow.insert(r);
         continue; // Results keep their (f32) types.
+      }
       for (OpResult r : op.getResults()) {
         if (!elementOf(r).isF32())
           continue;

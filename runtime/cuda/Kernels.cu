@@ -725,88 +725,95 @@ void layerNormBackward(DeviceContext &ctx, const __half *x, const __half *scale,
 
 namespace {
 
-/// Softmax of contiguous rows of n: one block per row.
+/// Softmax of contiguous rows of n: one block per row. T: float, or a
+/// 16-bit type read as float and rounded once on the write (Megatron's
+/// fused softmax: 16-bit scores in and probabilities out, f32 inside).
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    softmaxRowsKernel(const float *x, float *y, int64_t rows, int64_t n) {
+    softmaxRowsKernel(const T *x, T *y, int64_t rows, int64_t n) {
   __shared__ float shared[kWarp];
   const float kNegInf = -INFINITY;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *xr = x + r * n;
-    float *yr = y + r * n;
+    const T *xr = x + r * n;
+    T *yr = y + r * n;
     float max = kNegInf;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      max = fmaxf(max, xr[j]);
+      max = fmaxf(max, toFloat(xr[j]));
     max = blockReduce(max, MaxOp(), kNegInf, shared);
     float sum = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      sum += expf(xr[j] - max);
+      sum += expf(toFloat(xr[j]) - max);
     sum = blockReduce(sum, SumOp(), 0.0f, shared);
     const float inv = 1.0f / sum;
     // Each thread reads xr[j] before writing yr[j]: y may alias x.
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      yr[j] = expf(xr[j] - max) * inv;
+      yr[j] = fromFloat<T>(expf(toFloat(xr[j]) - max) * inv);
   }
 }
 
 /// Softmax along an axis with `inner` > 1: one thread per (outer, inner)
 /// column, consecutive threads on consecutive addresses.
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    softmaxStridedKernel(const float *x, float *y, int64_t outer, int64_t n,
+    softmaxStridedKernel(const T *x, T *y, int64_t outer, int64_t n,
                          int64_t inner) {
   const float kNegInf = -INFINITY;
   const int64_t columns = outer * inner;
   for (int64_t t = threadIndex(); t < columns; t += threadCount()) {
     const int64_t o = t / inner, i = t % inner;
-    const float *xr = x + o * n * inner + i;
-    float *yr = y + o * n * inner + i;
+    const T *xr = x + o * n * inner + i;
+    T *yr = y + o * n * inner + i;
     float max = kNegInf;
     for (int64_t j = 0; j < n; ++j)
-      max = fmaxf(max, xr[j * inner]);
+      max = fmaxf(max, toFloat(xr[j * inner]));
     double sum = 0;
     for (int64_t j = 0; j < n; ++j)
-      sum += expf(xr[j * inner] - max);
+      sum += expf(toFloat(xr[j * inner]) - max);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < n; ++j)
-      yr[j * inner] = expf(xr[j * inner] - max) * inv;
+      yr[j * inner] = fromFloat<T>(expf(toFloat(xr[j * inner]) - max) * inv);
   }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    softmaxBackwardRowsKernel(const float *y, const float *dy, float *dx,
-                              int64_t rows, int64_t n) {
+    softmaxBackwardRowsKernel(const T *y, const T *dy, T *dx, int64_t rows,
+                              int64_t n) {
   __shared__ double shared[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float *yr = y + r * n, *gr = dy + r * n;
-    float *dxr = dx + r * n;
+    const T *yr = y + r * n, *gr = dy + r * n;
+    T *dxr = dx + r * n;
     double dot = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      dot += static_cast<double>(yr[j]) * gr[j];
+      dot += static_cast<double>(toFloat(yr[j])) * toFloat(gr[j]);
     const float d = static_cast<float>(blockReduce(dot, SumOp(), 0.0, shared));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      dxr[j] = yr[j] * (gr[j] - d);
+      dxr[j] = fromFloat<T>(toFloat(yr[j]) * (toFloat(gr[j]) - d));
   }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    softmaxBackwardStridedKernel(const float *y, const float *dy, float *dx,
-                                 int64_t outer, int64_t n, int64_t inner) {
+    softmaxBackwardStridedKernel(const T *y, const T *dy, T *dx, int64_t outer,
+                                 int64_t n, int64_t inner) {
   const int64_t columns = outer * inner;
   for (int64_t t = threadIndex(); t < columns; t += threadCount()) {
     const int64_t o = t / inner, i = t % inner;
     const int64_t base = o * n * inner + i;
     double dot = 0;
     for (int64_t j = 0; j < n; ++j)
-      dot += static_cast<double>(y[base + j * inner]) * dy[base + j * inner];
+      dot += static_cast<double>(toFloat(y[base + j * inner])) *
+             toFloat(dy[base + j * inner]);
     const float d = static_cast<float>(dot);
     for (int64_t j = 0; j < n; ++j)
-      dx[base + j * inner] = y[base + j * inner] * (dy[base + j * inner] - d);
+      dx[base + j * inner] = fromFloat<T>(toFloat(y[base + j * inner]) *
+                                          (toFloat(dy[base + j * inner]) - d));
   }
 }
 
-} // namespace
-
-void softmaxForward(DeviceContext &ctx, const float *x, float *y, int64_t outer,
-                    int64_t n, int64_t inner) {
+template <typename T>
+void softmaxForwardT(DeviceContext &ctx, const T *x, T *y, int64_t outer,
+                     int64_t n, int64_t inner) {
   if (outer <= 0 || n <= 0 || inner <= 0)
     return;
   if (inner == 1) {
@@ -819,8 +826,9 @@ void softmaxForward(DeviceContext &ctx, const float *x, float *y, int64_t outer,
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
-void softmaxBackward(DeviceContext &ctx, const float *y, const float *dy,
-                     float *dx, int64_t outer, int64_t n, int64_t inner) {
+template <typename T>
+void softmaxBackwardT(DeviceContext &ctx, const T *y, const T *dy, T *dx,
+                      int64_t outer, int64_t n, int64_t inner) {
   if (outer <= 0 || n <= 0 || inner <= 0)
     return;
   if (inner == 1) {
@@ -831,6 +839,35 @@ void softmaxBackward(DeviceContext &ctx, const float *y, const float *dy,
                                    ctx.stream>>>(y, dy, dx, outer, n, inner);
   }
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+}
+
+} // namespace
+
+void softmaxForward(DeviceContext &ctx, const float *x, float *y, int64_t outer,
+                    int64_t n, int64_t inner) {
+  softmaxForwardT(ctx, x, y, outer, n, inner);
+}
+void softmaxForward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                    __nv_bfloat16 *y, int64_t outer, int64_t n, int64_t inner) {
+  softmaxForwardT(ctx, x, y, outer, n, inner);
+}
+void softmaxForward(DeviceContext &ctx, const __half *x, __half *y,
+                    int64_t outer, int64_t n, int64_t inner) {
+  softmaxForwardT(ctx, x, y, outer, n, inner);
+}
+
+void softmaxBackward(DeviceContext &ctx, const float *y, const float *dy,
+                     float *dx, int64_t outer, int64_t n, int64_t inner) {
+  softmaxBackwardT(ctx, y, dy, dx, outer, n, inner);
+}
+void softmaxBackward(DeviceContext &ctx, const __nv_bfloat16 *y,
+                     const __nv_bfloat16 *dy, __nv_bfloat16 *dx, int64_t outer,
+                     int64_t n, int64_t inner) {
+  softmaxBackwardT(ctx, y, dy, dx, outer, n, inner);
+}
+void softmaxBackward(DeviceContext &ctx, const __half *y, const __half *dy,
+                     __half *dx, int64_t outer, int64_t n, int64_t inner) {
+  softmaxBackwardT(ctx, y, dy, dx, outer, n, inner);
 }
 
 //===----------------------------------------------------------------------===//

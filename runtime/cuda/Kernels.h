@@ -80,6 +80,18 @@ void softmaxForward(DeviceContext &ctx, const float *x, float *y,
                     int64_t outer, int64_t n, int64_t inner);
 void softmaxBackward(DeviceContext &ctx, const float *y, const float *dy,
                      float *dx, int64_t outer, int64_t n, int64_t inner);
+/// The same on bfloat16 or IEEE half tensors (every operand and result;
+/// Megatron's fused softmax): the same f32 (and double) arithmetic on the
+/// 16-bit values, each result rounded once.
+void softmaxForward(DeviceContext &ctx, const __nv_bfloat16 *x,
+                    __nv_bfloat16 *y, int64_t outer, int64_t n, int64_t inner);
+void softmaxForward(DeviceContext &ctx, const __half *x, __half *y,
+                    int64_t outer, int64_t n, int64_t inner);
+void softmaxBackward(DeviceContext &ctx, const __nv_bfloat16 *y,
+                     const __nv_bfloat16 *dy, __nv_bfloat16 *dx, int64_t outer,
+                     int64_t n, int64_t inner);
+void softmaxBackward(DeviceContext &ctx, const __half *y, const __half *dy,
+                     __half *dx, int64_t outer, int64_t n, int64_t inner);
 
 void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
                                 const void *labels, bool labels64, float *loss,

@@ -560,6 +560,51 @@ void testSoftmax(Tester &t, int64_t outer, int64_t n, int64_t inner) {
           compareFloats(t.download<float>(dxD.get(), count), dx, kTol));
 }
 
+/// The 16-bit softmax and its gradient (every tensor bf16 or IEEE half: an
+/// unfused attention's scores under mixed precision) against the CPU
+/// kernels on the same 16-bit values in float: each result within one
+/// rounding of the type (and the f32 tolerance) of the reference.
+template <typename T>
+void testSoftmax16(Tester &t, Float16Kind kind, int64_t outer, int64_t n,
+                   int64_t inner) {
+  const size_t count = static_cast<size_t>(outer * n * inner);
+  std::vector<uint16_t> xBits, yBits, dyBits;
+  std::vector<float> x = rounded16(t, kind, count, -5.0f, 5.0f, xBits);
+  std::vector<float> y(count), dx(count);
+  cpu::softmaxForward(x.data(), y.data(), outer, n, inner);
+  // The backward reads the probabilities as the forward rounded them.
+  std::vector<float> y16(count);
+  yBits.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    yBits[i] = float16Bits(kind, y[i]);
+    y16[i] = float16Value(kind, yBits[i]);
+  }
+  std::vector<float> dy = rounded16(t, kind, count, -1.0f, 1.0f, dyBits);
+  cpu::softmaxBackward(y16.data(), dy.data(), dx.data(), outer, n, inner);
+  DeviceBuffer xD = t.upload(xBits), y16D = t.upload(yBits),
+               dyD = t.upload(dyBits), yD = t.alloc(count * 2),
+               dxD = t.alloc(count * 2);
+  auto in = [](const DeviceBuffer &b) {
+    return reinterpret_cast<const T *>(b.get());
+  };
+  auto out = [](const DeviceBuffer &b) {
+    return reinterpret_cast<T *>(b.get());
+  };
+  gpu::softmaxForward(t.ctx, in(xD), out(yD), outer, n, inner);
+  gpu::softmaxBackward(t.ctx, in(y16D), in(dyD), out(dxD), outer, n, inner);
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  auto compare = [&](const DeviceBuffer &b, const std::vector<float> &want,
+                     const char *what) {
+    return test::compareFloats(download16(t, kind, b, want.size()), want,
+                               ulp + kTol, kTol, what);
+  };
+  t.check(format("softmax %s %lldx%lldx%lld",
+                 kind == Float16Kind::BF16 ? "bf16" : "f16",
+                 static_cast<long long>(outer), static_cast<long long>(n),
+                 static_cast<long long>(inner)),
+          firstError({compare(yD, y, "y"), compare(dxD, dx, "dx")}));
+}
+
 /// In place: y = softmax(y), dx = backward into dy's buffer.
 void testSoftmaxInPlace(Tester &t) {
   const int64_t outer = 9, n = 300;
@@ -759,8 +804,13 @@ void testNormalizations(Tester &t) {
   const int64_t smShapes[][3] = {{1, 1, 1},    {7, 50257, 1}, {64, 129, 1},
                                  {3, 1000, 1}, {4, 37, 5},    {3, 300, 17},
                                  {2, 1, 9},    {1, 2, 70000}};
-  for (const auto &s : smShapes)
+  for (const auto &s : smShapes) {
     testSoftmax(t, s[0], s[1], s[2]);
+    if (s[1] < 4096) {
+      testSoftmax16<__nv_bfloat16>(t, Float16Kind::BF16, s[0], s[1], s[2]);
+      testSoftmax16<__half>(t, Float16Kind::Half, s[0], s[1], s[2]);
+    }
+  }
   testSoftmaxInPlace(t);
 
   using R = cpu::Reduction;

@@ -142,3 +142,28 @@ func.func @reduce(%x: tensor<8x16xbf16>) -> tensor<16xbf16> {
   %r = nn.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : tensor<8x16xbf16> -> tensor<16xbf16>
   return %r : tensor<16xbf16>
 }
+
+// -----
+
+// Softmax and its gradient on 16-bit tensors (an unfused attention's
+// scores under bf16-mixed): the CUDA kernels read and write them directly
+// (f32 inside, as Megatron's fused softmax); the CPU target computes in
+// f32 between casts.
+
+// CHECK-LABEL: func.func @softmax
+// CHECK: %[[X:.*]] = nn.cast %arg0 : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// CHECK: %[[Y:.*]] = nn.softmax %[[X]] {axis = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK: nn.softmax_grad {{.*}} : tensor<2x4x8xf32>
+// CHECK: nn.cast {{.*}} : tensor<2x4x8xf32> to tensor<2x4x8xf16>
+// CUDA-LABEL: func.func @softmax
+// CUDA-NOT: nn.cast
+// CUDA: %[[Y:.*]] = nn.softmax %arg0 {axis = 2 : i64} : tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>
+// CUDA-NEXT: nn.softmax_grad %[[Y]], %arg1 {axis = 2 : i64} : tensor<2x4x8xbf16>
+// CUDA-NEXT: nn.softmax_grad %arg2, %arg2 {axis = 1 : i64} : tensor<2x4x8xf16>
+// CUDA-NOT: nn.cast
+func.func @softmax(%x: tensor<2x4x8xbf16>, %g: tensor<2x4x8xbf16>, %h: tensor<2x4x8xf16>) -> (tensor<2x4x8xbf16>, tensor<2x4x8xf16>) {
+  %y = nn.softmax %x {axis = 2 : i64} : tensor<2x4x8xbf16> -> tensor<2x4x8xbf16>
+  %dx = nn.softmax_grad %y, %g {axis = 2 : i64} : tensor<2x4x8xbf16>
+  %dh = nn.softmax_grad %h, %h {axis = 1 : i64} : tensor<2x4x8xf16>
+  return %dx, %dh : tensor<2x4x8xbf16>, tensor<2x4x8xf16>
+}

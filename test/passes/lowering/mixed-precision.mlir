@@ -50,6 +50,35 @@ func.func @lm(%ids: tensor<2x4xi64> {nn.input = "ids"}, %tgt: tensor<2x4xi64> {n
 
 // -----
 
+// Unfused attention: the scores' scale and mask compute in f32 (splat
+// constants), and the softmax of that chain reads it rounded to bf16 and
+// writes bf16 (Megatron's fused softmax); the same chain with a non-splat
+// f32 operand (a position-bias table) stays f32 into its softmax.
+
+// CHECK-LABEL: func.func @unfused_attention
+// CHECK: %[[S:.*]] = nn.matmul {{.*}} -> tensor<2x4x4xbf16>
+// CHECK: %[[C:.*]] = nn.cast %[[S]] : tensor<2x4x4xbf16> to tensor<2x4x4xf32>
+// CHECK: %[[X:.*]] = nn.mul %[[C]], {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[W:.*]] = nn.where {{.*}}, %[[X]] : {{.*}} -> tensor<2x4x4xf32>
+// CHECK: %[[L:.*]] = nn.cast %[[W]] : tensor<2x4x4xf32> to tensor<2x4x4xbf16>
+// CHECK: nn.softmax %[[L]] {axis = 2 : i64} : tensor<2x4x4xbf16> -> tensor<2x4x4xbf16>
+// CHECK: %[[A:.*]] = nn.add {{.*}} -> tensor<2x4x4xf32>
+// CHECK: nn.softmax %[[A]] {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+func.func @unfused_attention(%q: tensor<2x4x8xf32> {nn.param = "q"}, %kt: tensor<2x8x4xf32> {nn.param = "kt"}, %m: tensor<4x4xi1>, %bias: tensor<4x4xf32> {nn.param = "bias", nn.buffer})
+    -> (tensor<2x4x4xf32>, tensor<2x4x4xf32>) {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %c = nn.constant dense<0.35> : tensor<f32>
+  %inf = nn.constant dense<0xFF800000> : tensor<f32>
+  %x = nn.mul %s, %c : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %w = nn.where %m, %inf, %x : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %w {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %a = nn.add %x, %bias : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %p2 = nn.softmax %a {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  return %p, %p2 : tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
 // Values computed only from constants and frozen buffers (a mask) stay
 // f32; the where that meets bf16 scores is bf16, its -inf operand cast;
 // attention's output is bf16 and its log-sum-exp f32. Buffers stay f32.
