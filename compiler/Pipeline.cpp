@@ -79,7 +79,8 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     pm.addPass(dist::createPadVocabularyPass());
   }
   // Attention first: autodiff then derives nn.attention_grad from it.
-  addAttentionFusion(pm, target);
+  if (plan.attention == "fused")
+    addAttentionFusion(pm, target);
   bool fp16 = plan.precision == "fp16-mixed";
   bool mixed = plan.precision != "fp32";
   if (mixed) {

@@ -379,7 +379,7 @@ bool PlanParser::parse(const json &root, Plan &plan) {
       "mesh",        "batch",           "zero",       "comm",
       "precision",   "grad_dtype",      "loss_scale", "recompute",
       "pipeline",    "tensor_parallel", "optimizer",  "frozen",
-      "padding_idx", "lr_schedule",     "data"};
+      "padding_idx", "lr_schedule",     "data",       "attention"};
   if (!root.is_object())
     return fail("", "expected a JSON object at the top level, got " +
                         describe(root));
@@ -482,6 +482,10 @@ bool PlanParser::parse(const json &root, Plan &plan) {
   if (const json *v = member(root, "recompute"))
     if (!readEnum(*v, "recompute", {"none", "selective", "full"},
                   plan.recompute))
+      return false;
+
+  if (const json *v = member(root, "attention"))
+    if (!readEnum(*v, "attention", {"fused", "unfused"}, plan.attention))
       return false;
 
   if (const json *pipeline = member(root, "pipeline")) {
@@ -990,6 +994,7 @@ json toJson(const Plan &plan) {
                           {"backoff_factor", plan.lossScale.backoffFactor},
                           {"growth_interval", plan.lossScale.growthInterval}};
   result["recompute"] = plan.recompute;
+  result["attention"] = plan.attention;
   result["pipeline"] = {{"schedule", plan.pipelineSchedule},
                         {"chunks", plan.pipelineChunks},
                         {"split", plan.pipelineSplit.empty()

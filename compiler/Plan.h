@@ -79,6 +79,11 @@ struct Plan {
   std::string gradDtype;
   LossScalePlan lossScale;               // used by fp16-mixed
   std::string recompute = "none";        // "none" | "selective" | "full"
+  /// "fused": attention chains become nn.attention (flash-attention
+  /// kernels); "unfused": they stay matmul, softmax, matmul (the T x S
+  /// scores stored, as Hugging Face's "eager" attention and Megatron-LM
+  /// before FlashAttention run them).
+  std::string attention = "fused";
   // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
   std::string pipelineSchedule = "1f1b";
   int64_t pipelineChunks = 1; // model chunks per rank (interleaved: >= 2)

@@ -745,6 +745,8 @@ std::string autopar::describePlan(const Plan &plan) {
     text += " recompute=" + plan.recompute;
   if (plan.meshTp > 1 && !plan.sequenceParallel)
     text += " no-sp";
+  if (plan.attention != "fused")
+    text += " attention=" + plan.attention;
   if (plan.meshPp > 1) {
     text += " " + plan.pipelineSchedule;
     if (plan.pipelineChunks > 1)

@@ -76,6 +76,7 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.lossScale.backoffFactor, b.lossScale.backoffFactor);
   EXPECT_EQ(a.lossScale.growthInterval, b.lossScale.growthInterval);
   EXPECT_EQ(a.recompute, b.recompute);
+  EXPECT_EQ(a.attention, b.attention);
   EXPECT_EQ(a.pipelineSchedule, b.pipelineSchedule);
   EXPECT_EQ(a.pipelineChunks, b.pipelineChunks);
   EXPECT_EQ(a.pipelineSplit, b.pipelineSplit);
@@ -123,6 +124,7 @@ const char *fullAdamw = R"({
   "comm": {"bucket_mb": 12.5},
   "precision": "bf16-mixed",
   "recompute": "selective",
+  "attention": "unfused",
   "pipeline": {"schedule": "gpipe", "split": [2, 5]},
   "tensor_parallel": {"rules": "auto", "sequence_parallel": false},
   "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
@@ -159,6 +161,7 @@ TEST(PlanTest, EmptyObjectGivesDefaults) {
   EXPECT_EQ(plan.bucketMb, 25);
   EXPECT_EQ(plan.precision, "fp32");
   EXPECT_EQ(plan.recompute, "none");
+  EXPECT_EQ(plan.attention, "fused");
   EXPECT_EQ(plan.pipelineSchedule, "1f1b");
   EXPECT_EQ(plan.pipelineChunks, 1);
   EXPECT_TRUE(plan.pipelineSplit.empty());
@@ -198,6 +201,7 @@ TEST(PlanTest, DefaultsResolved) {
     "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
+    "attention": "fused",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
@@ -229,6 +233,7 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_EQ(plan.effectiveGradDtype(), "bf16");
   EXPECT_FALSE(plan.fp32Grads());
   EXPECT_EQ(plan.recompute, "selective");
+  EXPECT_EQ(plan.attention, "unfused");
   EXPECT_EQ(plan.pipelineSchedule, "gpipe");
   EXPECT_EQ(plan.pipelineChunks, 1);
   EXPECT_EQ(plan.pipelineSplit, (std::vector<int64_t>{2, 5}));
@@ -372,7 +377,7 @@ TEST(PlanTest, ErrorUnknownKey) {
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
-            "optimizer, frozen, padding_idx, lr_schedule, data)");
+            "optimizer, frozen, padding_idx, lr_schedule, data, attention)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
@@ -603,6 +608,9 @@ TEST(PlanTest, ErrorOutOfRange) {
   EXPECT_EQ(errorOf(R"({"recompute": "all"})"),
             "recompute: expected one of \"none\", \"selective\", \"full\", got "
             "\"all\"");
+  EXPECT_EQ(errorOf(R"({"attention": "flash"})"),
+            "attention: expected one of \"fused\", \"unfused\", got "
+            "\"flash\"");
   EXPECT_EQ(errorOf(R"({"pipeline": {"schedule": "dualpipe"}})"),
             "pipeline.schedule: expected one of \"gpipe\", \"1f1b\", "
             "\"interleaved\", \"zb-h1\", got \"dualpipe\"");
