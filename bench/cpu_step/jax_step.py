@@ -19,6 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 
+from batches import batches
+
 
 def layer_norm(x, w, b):
     mean = x.mean(-1, keepdims=True)
@@ -78,13 +80,10 @@ def main():
 
     m = {n: jnp.zeros_like(p) for n, p in params.items()}
     v = {n: jnp.zeros_like(p) for n, p in params.items()}
-    data = np.fromfile(tokens_path, dtype=np.uint16, offset=1024).astype(np.int32)
-    B, T = cfg["batch"], cfg["seq"]
     times, losses = [], []
-    for s in range(steps):
-        base = s * B * T
-        x = jnp.asarray(data[base:base + B * T].reshape(B, T))
-        y = jnp.asarray(data[base + 1:base + B * T + 1].reshape(B, T))
+    for s, (inputs, targets) in enumerate(
+            batches(tokens_path, cfg["batch"], cfg["seq"], steps, np.int32)):
+        x, y = jnp.asarray(inputs), jnp.asarray(targets)
         t0 = time.perf_counter()
         loss, params, m, v = step(params, m, v, jnp.float32(s + 1), x, y)
         loss = float(loss.block_until_ready())

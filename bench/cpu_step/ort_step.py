@@ -12,12 +12,13 @@ import os
 import sys
 import time
 
-import numpy as np
 import onnx
 from onnx import TensorProto
 from onnxruntime.training import artifacts
 from onnxruntime.training.api import CheckpointState, Module, Optimizer
 from onnxruntime.training.onnxblock.optim import AdamW
+
+from batches import batches
 
 
 def prepare(m):
@@ -67,12 +68,8 @@ def main():
     opt = Optimizer(os.path.join(art, "optimizer_model.onnx"), module)
     opt.set_learning_rate(lr)
     module.train()
-    data = np.fromfile(tokens_path, dtype=np.uint16, offset=1024).astype(np.int64)
     times, losses = [], []
-    for s in range(steps):
-        base = s * B * T
-        x = data[base:base + B * T].reshape(B, T)
-        y = data[base + 1:base + B * T + 1].reshape(B, T)
+    for x, y in batches(tokens_path, B, T, steps):
         t0 = time.perf_counter()
         loss = module(x, y)
         opt.step()

@@ -15,8 +15,9 @@ import os
 import sys
 import time
 
-import numpy as np
 import torch
+
+from batches import batches
 
 
 def main():
@@ -29,13 +30,9 @@ def main():
     model = models.GPT(cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["layers"], cfg["seq"])
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     step_model = torch.compile(model) if mode == "compile" else model
-    data = np.fromfile(tokens_path, dtype=np.uint16, offset=1024).astype(np.int64)
-    B, T = cfg["batch"], cfg["seq"]
     times, losses = [], []
-    for s in range(steps):
-        base = s * B * T
-        x = torch.from_numpy(data[base:base + B * T].reshape(B, T))
-        y = torch.from_numpy(data[base + 1:base + B * T + 1].reshape(B, T))
+    for inputs, targets in batches(tokens_path, cfg["batch"], cfg["seq"], steps):
+        x, y = torch.from_numpy(inputs), torch.from_numpy(targets)
         t0 = time.perf_counter()
         loss = step_model(x, y)
         opt.zero_grad(set_to_none=True)
