@@ -470,6 +470,23 @@ std::vector<float> download16(Tester &t, Float16Kind kind,
   return values;
 }
 
+/// A device buffer of 16-bit values as T (__nv_bfloat16 or __half).
+template <typename T> const T *in16(const DeviceBuffer &b) {
+  return reinterpret_cast<const T *>(b.get());
+}
+template <typename T> T *out16(const DeviceBuffer &b) {
+  return reinterpret_cast<T *>(b.get());
+}
+
+/// A 16-bit result against its f32 reference: within one rounding of the
+/// type (and the f32 tolerance).
+std::string compare16(Tester &t, Float16Kind kind, const DeviceBuffer &b,
+                      const std::vector<float> &want, const char *what) {
+  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  return test::compareFloats(download16(t, kind, b, want.size()), want,
+                             ulp + kTol, kTol, what);
+}
+
 /// The 16-bit layernorm (every tensor bf16 or IEEE half) against the CPU
 /// kernels on the same 16-bit values in float: the statistics and sums are
 /// computed alike, so each result is within one rounding of the type (and
@@ -488,12 +505,8 @@ void testLayerNorm16(Tester &t, Float16Kind kind, int64_t rows, int64_t cols) {
                biasD = t.upload(biasBits), dyD = t.upload(dyBits);
   DeviceBuffer yD = t.alloc(n * 2), dxD = t.alloc(n * 2), dsD = t.alloc(c * 2),
                dbD = t.alloc(c * 2);
-  auto in = [](const DeviceBuffer &b) {
-    return reinterpret_cast<const T *>(b.get());
-  };
-  auto out = [](const DeviceBuffer &b) {
-    return reinterpret_cast<T *>(b.get());
-  };
+  auto in = in16<T>;
+  auto out = out16<T>;
   std::vector<float> y(n), dx(n), ds(c), db(c);
   cpu::layerNormForward(x.data(), scale.data(), bias.data(), y.data(), rows,
                         cols, eps);
@@ -501,13 +514,11 @@ void testLayerNorm16(Tester &t, Float16Kind kind, int64_t rows, int64_t cols) {
                          ds.data(), db.data(), rows, cols, eps);
   gpu::layerNormForward(t.ctx, in(xD), in(scaleD), in(biasD), out(yD), rows,
                         cols, eps);
-  gpu::layerNormBackward(t.ctx, in(xD), in(scaleD), in(dyD), out(dxD),
-                         out(dsD), out(dbD), rows, cols, eps);
-  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  gpu::layerNormBackward(t.ctx, in(xD), in(scaleD), in(dyD), out(dxD), out(dsD),
+                         out(dbD), rows, cols, eps);
   auto compare = [&](const DeviceBuffer &b, const std::vector<float> &want,
                      const char *what) {
-    return test::compareFloats(download16(t, kind, b, want.size()), want,
-                               ulp + kTol, kTol, what);
+    return compare16(t, kind, b, want, what);
   };
   t.check(format("layerNorm %s %lldx%lld",
                  kind == Float16Kind::BF16 ? "bf16" : "f16",
@@ -584,19 +595,12 @@ void testSoftmax16(Tester &t, Float16Kind kind, int64_t outer, int64_t n,
   DeviceBuffer xD = t.upload(xBits), y16D = t.upload(yBits),
                dyD = t.upload(dyBits), yD = t.alloc(count * 2),
                dxD = t.alloc(count * 2);
-  auto in = [](const DeviceBuffer &b) {
-    return reinterpret_cast<const T *>(b.get());
-  };
-  auto out = [](const DeviceBuffer &b) {
-    return reinterpret_cast<T *>(b.get());
-  };
-  gpu::softmaxForward(t.ctx, in(xD), out(yD), outer, n, inner);
-  gpu::softmaxBackward(t.ctx, in(y16D), in(dyD), out(dxD), outer, n, inner);
-  const double ulp = kind == Float16Kind::BF16 ? 0x1p-8 : 0x1p-11;
+  gpu::softmaxForward(t.ctx, in16<T>(xD), out16<T>(yD), outer, n, inner);
+  gpu::softmaxBackward(t.ctx, in16<T>(y16D), in16<T>(dyD), out16<T>(dxD), outer,
+                       n, inner);
   auto compare = [&](const DeviceBuffer &b, const std::vector<float> &want,
                      const char *what) {
-    return test::compareFloats(download16(t, kind, b, want.size()), want,
-                               ulp + kTol, kTol, what);
+    return compare16(t, kind, b, want, what);
   };
   t.check(format("softmax %s %lldx%lldx%lld",
                  kind == Float16Kind::BF16 ? "bf16" : "f16",
