@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 
 #ifndef AUTOPAR_RT_NO_BLAS
 #include <oneapi/dnnl/dnnl.h>

@@ -47,6 +47,7 @@ int64_t indexAt(const void *indices, bool indices64, int64_t i,
 
 } // namespace
 
+#ifndef AUTOPAR_RT_NO_BLAS
 namespace {
 
 /// The x86 vector level of what this CPU runs: 3 AVX-512 (F, BW, VL, DQ:
@@ -64,7 +65,6 @@ const char *levelName(int level) {
   return level == 3 ? "AVX-512" : level == 2 ? "AVX2" : "SSE";
 }
 
-#ifndef AUTOPAR_RT_NO_BLAS
 /// The instruction set oneDNN generates its kernels for (the CPU's, unless
 /// ONEDNN_MAX_CPU_ISA caps it), by name, and its vector level as above.
 struct DnnlIsa {
@@ -96,9 +96,9 @@ DnnlIsa dnnlIsa() {
     }
   return {"generic", 0};
 }
-#endif
 
 } // namespace
+#endif
 
 std::string blasDescription() {
   int threads = 1;
