@@ -47,6 +47,7 @@ cases=(
   "gpt-micro|gpt_opset17_dynamic.onnx|--input-shape idx=4,16 --input-shape targets=4,16|{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}, \"batch\": {\"micro_batches\": 2}}"
   "bert-sgd|bert_opset17_static.onnx||{\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1, \"momentum\": 0.9}}"
   "gpt-bf16|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
+  "gpt-bf16-unfused|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"attention\": \"unfused\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
 )
 
 prepare() {
