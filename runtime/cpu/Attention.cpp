@@ -30,10 +30,11 @@
 // get nothing from it (where the exported graph's backward would spread
 // NaN through dv).
 //
-// SGEMMs run single-threaded inside the OpenMP regions. BLAS reads rows through
-// their stride, which must be at least D; an input whose rows overlap (a row
-// stride below D, such as 0 for rows broadcast by an Expand) is first copied
-// densely. Output row strides must be at least D (or the dim a single row).
+// SGEMMs (Blas.h) run single-threaded inside the OpenMP regions. They read
+// rows through their stride, which must be at least D; an input whose rows
+// overlap (a row stride below D, such as 0 for rows broadcast by an Expand)
+// is first copied densely. Output row strides must be at least D (or the
+// dim a single row).
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,21 +80,6 @@ template <typename T> struct Rows {
 template <typename T>
 Rows<T> rowsOf(T *base, const int64_t strides[3], int64_t b, int64_t h) {
   return {base + b * strides[0] + h * strides[1], strides[2]};
-}
-
-/// sgemm() (Blas.h) with the leading dimension of a single-row matrix set
-/// to what the library's argument checks want (it only matters between
-/// rows).
-void tileGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-              float alpha, const float *a, int64_t lda, const float *b,
-              int64_t ldb, float beta, float *c, int64_t ldc) {
-  auto fix = [](int64_t ld, int64_t rows, int64_t cols) {
-    return rows <= 1 ? std::max<int64_t>(cols, 1) : ld;
-  };
-  lda = transA ? fix(lda, k, m) : fix(lda, m, k);
-  ldb = transB ? fix(ldb, n, k) : fix(ldb, k, n);
-  ldc = fix(ldc, m, n);
-  sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /// Where an input's rows overlap (row stride below D, over more than one
@@ -213,8 +199,8 @@ void forwardRows(const AttentionDesc &d, int64_t b, int64_t h, int64_t i0,
   Rows<float> outh = rowsOf(out, d.outStrides, b, h);
   float *lseRows = lse + (b * d.heads + h) * d.t + i0;
 
-  tileGemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
-           kh.ld, 0.0f, s, cols);
+  sgemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
+        kh.ld, 0.0f, s, cols);
   applyMask(d, b, h, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
   for (int64_t r = 0; r < rows; ++r) {
     float *sr = s + r * cols;
@@ -241,8 +227,8 @@ void forwardRows(const AttentionDesc &d, int64_t b, int64_t h, int64_t i0,
       sr[c] *= inv;
     lseRows[r] = static_cast<float>(max + std::log(sum));
   }
-  tileGemm(false, false, rows, d.d, cols, 1.0f, s, cols, vh.data, vh.ld, 0.0f,
-           outh.row(i0), outh.ld);
+  sgemm(false, false, rows, d.d, cols, 1.0f, s, cols, vh.data, vh.ld, 0.0f,
+        outh.row(i0), outh.ld);
   for (int64_t r = 0; r < rows; ++r)
     if (lseRows[r] == -kInf)
       std::fill(outh.row(i0 + r), outh.row(i0 + r) + d.d,
@@ -316,25 +302,25 @@ void backwardRows(const AttentionDesc &d, const RowStats &stats, const Grads &g,
     return;
   }
   // p = exp(scale q k^T - lse), dP = dout v^T, dS = p (dP - Di).
-  tileGemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
-           kh.ld, 0.0f, s, cols);
+  sgemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
+        kh.ld, 0.0f, s, cols);
   applyMask(d, b, h, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
-  tileGemm(false, true, rows, cols, d.d, 1.0f, douth.row(i0), douth.ld, vh.data,
-           vh.ld, 0.0f, ds, cols);
+  sgemm(false, true, rows, cols, d.d, 1.0f, douth.row(i0), douth.ld, vh.data,
+        vh.ld, 0.0f, ds, cols);
   for (int64_t r = 0; r < rows; ++r)
     scoreGrads(s + r * cols, ds + r * cols, cols,
                causalSpan(d, i0, 0, r, cols, /*keyRows=*/false), lse + r,
                di + r, /*perColumn=*/false);
-  tileGemm(false, false, rows, d.d, cols, d.scale, ds, cols, kh.data, kh.ld,
-           0.0f, dqh.row(i0), dqh.ld);
+  sgemm(false, false, rows, d.d, cols, d.scale, ds, cols, kh.data, kh.ld, 0.0f,
+        dqh.row(i0), dqh.ld);
   if (!accumulateKV)
     return;
   Rows<float> dkh = rowsOf(g.dk, d.dkStrides, b, h);
   Rows<float> dvh = rowsOf(g.dv, d.dvStrides, b, h);
-  tileGemm(true, false, cols, d.d, rows, 1.0f, s, cols, douth.row(i0), douth.ld,
-           1.0f, dvh.data, dvh.ld);
-  tileGemm(true, false, cols, d.d, rows, d.scale, ds, cols, qh.row(i0), qh.ld,
-           1.0f, dkh.data, dkh.ld);
+  sgemm(true, false, cols, d.d, rows, 1.0f, s, cols, douth.row(i0), douth.ld,
+        1.0f, dvh.data, dvh.ld);
+  sgemm(true, false, cols, d.d, rows, d.scale, ds, cols, qh.row(i0), qh.ld,
+        1.0f, dkh.data, dkh.ld);
 }
 
 /// dk and dv of keys [j0, j0 + kKeyBlock) of head (b, h) from every query
@@ -361,19 +347,19 @@ void backwardKeys(const AttentionDesc &d, const RowStats &stats, const Grads &g,
     return;
   }
   // p^T = exp(scale k q^T - lse), dP^T = v dout^T, dS^T = p^T (dP^T - Di).
-  tileGemm(false, true, keys, queries, d.d, d.scale, kh.row(j0), kh.ld,
-           qh.row(qb), qh.ld, 0.0f, s, queries);
+  sgemm(false, true, keys, queries, d.d, d.scale, kh.row(j0), kh.ld, qh.row(qb),
+        qh.ld, 0.0f, s, queries);
   applyMask(d, b, h, qb, j0, keys, queries, s, queries, /*keyRows=*/true);
-  tileGemm(false, true, keys, queries, d.d, 1.0f, vh.row(j0), vh.ld,
-           douth.row(qb), douth.ld, 0.0f, ds, queries);
+  sgemm(false, true, keys, queries, d.d, 1.0f, vh.row(j0), vh.ld, douth.row(qb),
+        douth.ld, 0.0f, ds, queries);
   for (int64_t r = 0; r < keys; ++r)
     scoreGrads(s + r * queries, ds + r * queries, queries,
                causalSpan(d, qb, j0, r, queries, /*keyRows=*/true), lse, di,
                /*perColumn=*/true);
-  tileGemm(false, false, keys, d.d, queries, 1.0f, s, queries, douth.row(qb),
-           douth.ld, 0.0f, dvh.row(j0), dvh.ld);
-  tileGemm(false, false, keys, d.d, queries, d.scale, ds, queries, qh.row(qb),
-           qh.ld, 0.0f, dkh.row(j0), dkh.ld);
+  sgemm(false, false, keys, d.d, queries, 1.0f, s, queries, douth.row(qb),
+        douth.ld, 0.0f, dvh.row(j0), dvh.ld);
+  sgemm(false, false, keys, d.d, queries, d.scale, ds, queries, qh.row(qb),
+        qh.ld, 0.0f, dkh.row(j0), dkh.ld);
 }
 
 } // namespace

@@ -69,7 +69,9 @@ inline void referenceSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 /// extent k (C is not read when beta is 0), on the calling thread: the
 /// kernels spread products over the OpenMP threads themselves, so that
 /// how a product is cut depends on the shapes they choose (outside a
-/// parallel region oneDNN would use every OpenMP thread).
+/// parallel region oneDNN would use every OpenMP thread). A leading
+/// dimension only matters between rows: that of a single-row matrix is set
+/// to what the library's argument checks want.
 inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                   float alpha, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float beta, float *c, int64_t ldc) {
@@ -82,6 +84,12 @@ inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
         c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  auto fix = [](int64_t ld, int64_t rows, int64_t cols) {
+    return rows <= 1 ? (cols > 1 ? cols : 1) : ld;
+  };
+  lda = transA ? fix(lda, k, m) : fix(lda, m, k);
+  ldb = transB ? fix(ldb, n, k) : fix(ldb, k, n);
+  ldc = fix(ldc, m, n);
 #ifdef AUTOPAR_RT_NO_BLAS
   referenceSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else

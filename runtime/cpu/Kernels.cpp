@@ -77,23 +77,18 @@ DnnlIsa dnnlIsa() {
   // Widest first: each set's bits include those of the sets it extends.
   static const struct {
     unsigned bits;
-    const char *name;
-  } sets[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
-              {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
-              {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
-              {dnnl_cpu_isa_avx512_core, "avx512_core"},
-              {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
-              {dnnl_cpu_isa_avx2, "avx2"},
-              {dnnl_cpu_isa_avx, "avx"},
-              {dnnl_cpu_isa_sse41, "sse41"}};
+    DnnlIsa isa;
+  } sets[] = {{dnnl_cpu_isa_avx512_core_amx, {"avx512_core_amx", 3}},
+              {dnnl_cpu_isa_avx512_core_bf16, {"avx512_core_bf16", 3}},
+              {dnnl_cpu_isa_avx512_core_vnni, {"avx512_core_vnni", 3}},
+              {dnnl_cpu_isa_avx512_core, {"avx512_core", 3}},
+              {dnnl_cpu_isa_avx2_vnni, {"avx2_vnni", 2}},
+              {dnnl_cpu_isa_avx2, {"avx2", 2}},
+              {dnnl_cpu_isa_avx, {"avx", 0}},
+              {dnnl_cpu_isa_sse41, {"sse41", 0}}};
   for (const auto &set : sets)
-    if ((isa & set.bits) == set.bits) {
-      const int level =
-          (set.bits & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 3
-          : (set.bits & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2             ? 2
-                                                                            : 0;
-      return {set.name, level};
-    }
+    if ((isa & set.bits) == set.bits)
+      return set.isa;
   return {"generic", 0};
 }
 
