@@ -14,7 +14,7 @@ own MLAS kernels) and JAX 0.4.35 (the same GPT written in JAX, one jax.jit
 step on XLA's CPU backend); the ratio to the best peer; whether each peer's
 losses equal the program's (relative difference <= 1e-4 at every step; the
 run exits 1 otherwise); the program's matmul GFLOP/s (FLOPs from
-report.json) as a fraction of the large-SGEMM rate (2048^3, 2 threads) the
+report.json) as a fraction of the large-SGEMM rate (2048^3, every core) the
 faster of OpenBLAS and oneDNN reaches in the same run.
 
 Shared virtual machines drift between faster and slower phases within
@@ -148,7 +148,7 @@ def blas_core_type():
     return None
 
 
-def bench_shape(name, c, args, env, core):
+def bench_shape(name, c, args, env):
     """Measures one shape; prints its table. Returns the names of peers whose
     losses differ from the program's."""
     work = tempfile.mkdtemp(prefix="autopar-cpu-step-")
@@ -204,7 +204,7 @@ def bench_shape(name, c, args, env, core):
     for peer, ms in best.items():
         print(f"{peer:<40}{ms:>9.1f}{flops / ms / 1e6:>9.1f}  {losses[peer]:.1e} "
               f"{'OK' if losses[peer] <= 1e-4 else 'DIFFERENT LOSSES'}")
-    print(f"SGEMM 2048^3, 2 threads: OpenBLAS (numpy) {sgemm_by['openblas']:.1f}, oneDNN "
+    print(f"SGEMM 2048^3, {os.cpu_count()} threads: OpenBLAS (numpy) {sgemm_by['openblas']:.1f}, oneDNN "
           f"{sgemm_by['onednn']:.1f} GFLOP/s (each figure: its best of {len(rounds)} "
           f"interleaved rounds)")
     best_peer = min(best, key=best.get)
@@ -241,7 +241,7 @@ def main():
     for name in args.shapes.split(","):
         if name not in SHAPES:
             parser.error(f"--shapes: unknown shape '{name}' (expected {', '.join(SHAPES)})")
-        different += bench_shape(name, SHAPES[name], args, env, core)
+        different += bench_shape(name, SHAPES[name], args, env)
     # A peer that trains to other losses is not the same computation: the
     # comparison is void.
     if different:
