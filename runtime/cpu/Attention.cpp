@@ -4,11 +4,13 @@
 // tiles of whole score rows: a task takes kRowBlock query rows of one
 // (b, h), computes their scores against every key they may see (under a
 // causal mask, only keys up to the last row's diagonal) with one SGEMM into
-// a buffer of its thread, softmaxes each row exactly (maximum first, sums in
-// double; exp only over the keys the causal mask leaves visible) and
-// multiplies by V with a second SGEMM. Each thread has one such buffer
-// (kRowBlock x S scores) for the call; no T x S matrix exists. Problems
-// below kMinParallelWork run on the calling thread.
+// a buffer of its thread, sets the entries the masks hide to -inf, takes
+// e = exp(s - max) of each row (maximum first; expNonPositive, whose
+// vector body is as fast on -inf as on any score; the sum in float lanes)
+// and multiplies e by V with a second SGEMM, dividing each output row by
+// its sum afterwards (D divisions instead of S). Each thread has one such
+// buffer (kRowBlock x S scores) for the call; no T x S matrix exists.
+// Problems below kMinParallelWork run on the calling thread.
 //
 // The backward recomputes p = exp(s - lse) tile by tile, with
 // Di = dout[i] . out[i], dS = p * (dP - Di), dP = dout v^T:
@@ -155,19 +157,31 @@ void applyMask(const AttentionDesc &d, int64_t b, int64_t h, int64_t i0,
   }
 }
 
+/// Sets the entries of a tile of scores that the causal mask hides to
+/// -inf (entries as for causalSpan; leading dim ld), so that the loops
+/// after it run over whole rows: exp turns them into 0.
+void maskCausal(const AttentionDesc &d, int64_t i0, int64_t j0, int64_t rows,
+                int64_t cols, float *s, int64_t ld, bool keyRows) {
+  if (!d.causal)
+    return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const Span span = causalSpan(d, i0, j0, r, cols, keyRows);
+    float *sr = s + r * ld;
+    std::fill(sr, sr + span.begin, -kInf);
+    std::fill(sr + span.end, sr + cols, -kInf);
+  }
+}
+
 /// Turns row `sr` of scores into p = exp(s - lse[c]) and row `dsr` of dP
-/// into dS = p (dP - di[c]) over [span.begin, span.end), with 0 elsewhere
-/// (lse, di per column: `perColumn`; else lse[0], di[0] for the row).
-void scoreGrads(float *sr, float *dsr, int64_t cols, Span span,
-                const float *lse, const float *di, bool perColumn) {
-  std::fill(sr, sr + span.begin, 0.0f);
-  std::fill(dsr, dsr + span.begin, 0.0f);
-  std::fill(sr + span.end, sr + cols, 0.0f);
-  std::fill(dsr + span.end, dsr + cols, 0.0f);
+/// into dS = p (dP - di[c]) (lse, di per column: `perColumn`; else lse[0],
+/// di[0] for the row). Masked entries (-inf, or a fully masked row's
+/// lse = +inf) get p = 0, dS = 0.
+void scoreGrads(float *sr, float *dsr, int64_t cols, const float *lse,
+                const float *di, bool perColumn) {
   if (perColumn) {
 #pragma omp simd
-    for (int64_t c = span.begin; c < span.end; ++c) {
-      const float p = expf(sr[c] - lse[c]);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float p = expNonPositive(sr[c] - lse[c]);
       sr[c] = p;
       dsr[c] = p * (dsr[c] - di[c]);
     }
@@ -175,8 +189,8 @@ void scoreGrads(float *sr, float *dsr, int64_t cols, Span span,
   }
   const float l = lse[0], dr = di[0];
 #pragma omp simd
-  for (int64_t c = span.begin; c < span.end; ++c) {
-    const float p = expf(sr[c] - l);
+  for (int64_t c = 0; c < cols; ++c) {
+    const float p = expNonPositive(sr[c] - l);
     sr[c] = p;
     dsr[c] = p * (dsr[c] - dr);
   }
@@ -198,41 +212,49 @@ void forwardRows(const AttentionDesc &d, int64_t b, int64_t h, int64_t i0,
   Rows<const float> vh = rowsOf(v, d.vStrides, b, h);
   Rows<float> outh = rowsOf(out, d.outStrides, b, h);
   float *lseRows = lse + (b * d.heads + h) * d.t + i0;
+  float maxes[kRowBlock], sums[kRowBlock];
 
   sgemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
         kh.ld, 0.0f, s, cols);
   applyMask(d, b, h, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
+  maskCausal(d, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
   for (int64_t r = 0; r < rows; ++r) {
     float *sr = s + r * cols;
-    const Span span = causalSpan(d, i0, 0, r, cols, /*keyRows=*/false);
-    const float max = rowMax(sr + span.begin, span.end - span.begin);
+    const float max = cols > 0 ? rowMax(sr, cols) : -kInf;
     if (max == -kInf) {
-      // Every key masked: NaN below.
+      // Every key masked: exp(-inf - max) would be NaN; 0 here, NaN below.
       std::fill(sr, sr + cols, 0.0f);
-      lseRows[r] = -kInf;
+      maxes[r] = -kInf;
+      sums[r] = 0;
       continue;
     }
-    std::fill(sr, sr + span.begin, 0.0f);
-    std::fill(sr + span.end, sr + cols, 0.0f);
-    double sum = 0;
+    float sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t c = span.begin; c < span.end; ++c) {
-      const float e = expf(sr[c] - max);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float e = expNonPositive(sr[c] - max);
       sr[c] = e;
       sum += e;
     }
-    const float inv = static_cast<float>(1.0 / sum);
-#pragma omp simd
-    for (int64_t c = span.begin; c < span.end; ++c)
-      sr[c] *= inv;
-    lseRows[r] = static_cast<float>(max + std::log(sum));
+    maxes[r] = max;
+    sums[r] = sum;
   }
   sgemm(false, false, rows, d.d, cols, 1.0f, s, cols, vh.data, vh.ld, 0.0f,
         outh.row(i0), outh.ld);
+#pragma omp simd
   for (int64_t r = 0; r < rows; ++r)
-    if (lseRows[r] == -kInf)
-      std::fill(outh.row(i0 + r), outh.row(i0 + r) + d.d,
-                std::numeric_limits<float>::quiet_NaN());
+    lseRows[r] = maxes[r] + logf(sums[r]);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *o = outh.row(i0 + r);
+    if (sums[r] == 0) {
+      lseRows[r] = -kInf;
+      std::fill(o, o + d.d, std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const float inv = 1.0f / sums[r];
+#pragma omp simd
+    for (int64_t c = 0; c < d.d; ++c)
+      o[c] *= inv;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -264,12 +286,12 @@ RowStats rowStats(const AttentionDesc &d, const float *out, const float *lse,
     }
     const float *o = rowsOf(out, d.outStrides, b, h).row(i);
     const float *g = rowsOf(dout, d.doutStrides, b, h).row(i);
-    double sum = 0;
+    float sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < d.d; ++c)
-      sum += static_cast<double>(o[c]) * g[c];
+      sum += o[c] * g[c];
     stats.lse[row] = lse[row];
-    stats.di[row] = static_cast<float>(sum);
+    stats.di[row] = sum;
   }
   return stats;
 }
@@ -305,12 +327,12 @@ void backwardRows(const AttentionDesc &d, const RowStats &stats, const Grads &g,
   sgemm(false, true, rows, cols, d.d, d.scale, qh.row(i0), qh.ld, kh.data,
         kh.ld, 0.0f, s, cols);
   applyMask(d, b, h, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
+  maskCausal(d, i0, 0, rows, cols, s, cols, /*keyRows=*/false);
   sgemm(false, true, rows, cols, d.d, 1.0f, douth.row(i0), douth.ld, vh.data,
         vh.ld, 0.0f, ds, cols);
   for (int64_t r = 0; r < rows; ++r)
-    scoreGrads(s + r * cols, ds + r * cols, cols,
-               causalSpan(d, i0, 0, r, cols, /*keyRows=*/false), lse + r,
-               di + r, /*perColumn=*/false);
+    scoreGrads(s + r * cols, ds + r * cols, cols, lse + r, di + r,
+               /*perColumn=*/false);
   sgemm(false, false, rows, d.d, cols, d.scale, ds, cols, kh.data, kh.ld, 0.0f,
         dqh.row(i0), dqh.ld);
   if (!accumulateKV)
@@ -350,11 +372,11 @@ void backwardKeys(const AttentionDesc &d, const RowStats &stats, const Grads &g,
   sgemm(false, true, keys, queries, d.d, d.scale, kh.row(j0), kh.ld, qh.row(qb),
         qh.ld, 0.0f, s, queries);
   applyMask(d, b, h, qb, j0, keys, queries, s, queries, /*keyRows=*/true);
+  maskCausal(d, qb, j0, keys, queries, s, queries, /*keyRows=*/true);
   sgemm(false, true, keys, queries, d.d, 1.0f, vh.row(j0), vh.ld, douth.row(qb),
         douth.ld, 0.0f, ds, queries);
   for (int64_t r = 0; r < keys; ++r)
-    scoreGrads(s + r * queries, ds + r * queries, queries,
-               causalSpan(d, qb, j0, r, queries, /*keyRows=*/true), lse, di,
+    scoreGrads(s + r * queries, ds + r * queries, queries, lse, di,
                /*perColumn=*/true);
   sgemm(false, false, keys, d.d, queries, 1.0f, s, queries, douth.row(qb),
         douth.ld, 0.0f, dvh.row(j0), dvh.ld);

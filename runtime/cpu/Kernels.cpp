@@ -269,6 +269,10 @@ void layerNormForward(const float *x, const float *scale, const float *bias,
 void layerNormBackward(const float *x, const float *scale, const float *dy,
                        float *dx, float *dscale, float *dbias, int64_t rows,
                        int64_t cols, double epsilon) {
+  // Per row in float (as PyTorch's CPU kernel), from the statistics in
+  // double. dscale and dbias: float partial sums over blocks of kFold rows,
+  // added into per-thread double totals, then over the threads in order.
+  constexpr int64_t kFold = 32;
   int threads = 1;
 #ifdef _OPENMP
   threads = rows * cols > 16384 ? omp_get_max_threads() : 1;
@@ -280,32 +284,48 @@ void layerNormBackward(const float *x, const float *scale, const float *dy,
 #ifdef _OPENMP
     t = omp_get_thread_num();
 #endif
-    double *ps = partial.data() + static_cast<size_t>(t) * 2 * cols;
-    double *pb = ps + cols;
+    double *ts = partial.data() + static_cast<size_t>(t) * 2 * cols;
+    double *tb = ts + cols;
+    std::vector<float> block(2 * cols, 0.0f);
+    float *ps = block.data(), *pb = ps + cols;
+    int64_t pending = 0;
+    auto fold = [&] {
+      for (int64_t j = 0; j < cols; ++j) {
+        ts[j] += ps[j];
+        tb[j] += pb[j];
+        ps[j] = pb[j] = 0.0f;
+      }
+      pending = 0;
+    };
 #pragma omp for
     for (int64_t r = 0; r < rows; ++r) {
       const float *xr = x + r * cols, *gr = dy + r * cols;
       float *dxr = dx + r * cols;
-      double mean, rstd;
-      rowStatistics(xr, cols, epsilon, mean, rstd);
-      double sumGh = 0, sumGhXhat = 0;
+      double meanD, rstdD;
+      rowStatistics(xr, cols, epsilon, meanD, rstdD);
+      const float mean = static_cast<float>(meanD);
+      const float rstd = static_cast<float>(rstdD);
+      float sumGh = 0, sumGhXhat = 0;
 #pragma omp simd reduction(+ : sumGh, sumGhXhat)
       for (int64_t j = 0; j < cols; ++j) {
-        double xhat = (xr[j] - mean) * rstd;
-        double gh = static_cast<double>(gr[j]) * scale[j];
+        const float xhat = (xr[j] - mean) * rstd;
+        const float gh = gr[j] * scale[j];
         sumGh += gh;
         sumGhXhat += gh * xhat;
-        ps[j] += static_cast<double>(gr[j]) * xhat;
+        ps[j] += gr[j] * xhat;
         pb[j] += gr[j];
       }
+      const float n = static_cast<float>(cols), k = rstd / n;
 #pragma omp simd
       for (int64_t j = 0; j < cols; ++j) {
-        double xhat = (xr[j] - mean) * rstd;
-        double gh = static_cast<double>(gr[j]) * scale[j];
-        dxr[j] = static_cast<float>(rstd / cols *
-                                    (cols * gh - sumGh - xhat * sumGhXhat));
+        const float xhat = (xr[j] - mean) * rstd;
+        const float gh = gr[j] * scale[j];
+        dxr[j] = k * (n * gh - sumGh - xhat * sumGhXhat);
       }
+      if (++pending == kFold)
+        fold();
     }
+    fold();
   }
   for (int64_t j = 0; j < cols; ++j) {
     double s = 0, bsum = 0;

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Math.h"
 
 #include <gtest/gtest.h>
 
@@ -1241,6 +1242,36 @@ TEST(RuntimeKernelsTest, AccumulateInto) {
         expectClose(fresh, refSet, 1e-5, 1e-3, "accumulateInto overwrite");
       });
   }
+}
+
+//===----------------------------------------------------------------------===//
+// expNonPositive (runtime/cpu/Math.h)
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernelsTest, ExpNonPositiveWithinUlps) {
+  // Every 61st float of [-87, -0] against exp in double.
+  double worst = 0;
+  float worstAt = 0;
+  for (uint32_t bits = 0x80000000u; bits <= 0xC2AE0000u; bits += 61) {
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    const double ref = std::exp(static_cast<double>(x));
+    const float near = static_cast<float>(ref);
+    const double ulp =
+        std::nextafter(near, std::numeric_limits<float>::infinity()) - near;
+    const double err = std::fabs(autopar::rt::expNonPositive(x) - ref) / ulp;
+    if (err > worst) {
+      worst = err;
+      worstAt = x;
+    }
+  }
+  EXPECT_LE(worst, 1.5) << "at x = " << worstAt;
+  EXPECT_EQ(autopar::rt::expNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(
+      autopar::rt::expNonPositive(-std::numeric_limits<float>::infinity()),
+      0.0f);
+  EXPECT_EQ(autopar::rt::expNonPositive(-100.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(autopar::rt::expNonPositive(kNaN)));
 }
 
 } // namespace
