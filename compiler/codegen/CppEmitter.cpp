@@ -20,6 +20,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -220,8 +221,10 @@ private:
     unsigned bits = tensorType(v).getElementType().getIntOrFloatBitWidth();
     return (bits + 7) / 8;
   }
-  /// Declares local pointers to the results of `op` in the arena.
-  void defineResults(Operation *op);
+  /// Declares local pointers to the results of `op` in the arena; with
+  /// `direct`, a result the function returns is computed in its output
+  /// buffer instead where that needs no copy (see directResults).
+  void defineResults(Operation *op, bool mayDirect = false);
   LogicalResult emitOp(Operation *op);
   LogicalResult emitKernel(Operation *op);
   LogicalResult emitFused(nn::FusedOp op);
@@ -266,6 +269,21 @@ private:
   raw_ostream &os;
   DenseMap<Value, std::string> names;
   DenseMap<Value, int64_t> alignments;
+  /// C++ target: the returned values an op computes in storage of its own
+  /// (not a view, not written into another value's storage), each with the
+  /// first result it is returned as. Such a value's pointer is that output
+  /// buffer (io.outputs[i]) instead of the arena: always for a plain
+  /// result, and for a gradient when the call overwrites (accumulate false,
+  /// gradScale 1: the step of a single micro-batch); the return then
+  /// copies nothing.
+  DenseMap<Value, unsigned> directResults;
+  /// The values defineResults placed that way.
+  DenseSet<Value> direct;
+  /// Whether result `i` is `v` computed in its output buffer.
+  bool isDirect(Value v, unsigned i) const {
+    auto it = directResults.find(v);
+    return direct.contains(v) && it != directResults.end() && it->second == i;
+  }
   /// Results of non-blocking collectives not waited for yet: their request.
   llvm::MapVector<Value, std::string> pending;
   std::string globals;
@@ -274,13 +292,28 @@ private:
 
 } // namespace
 
-void Emitter::defineResults(Operation *op) {
+void Emitter::defineResults(Operation *op, bool mayDirect) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
     std::string name = "v" + std::to_string(counter++);
     int64_t offset = offsets ? offsets[i] : -1;
-    os << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)(io.arena + {2});\n", type(r), name,
-                  offset);
+    std::string arena = formatv("({0} *)(io.arena + {1})", type(r), offset);
+    auto out = directResults.find(r);
+    if (mayDirect && out != directResults.end() && offset >= 0 &&
+        !producerLayout(r)) {
+      // Output buffers are kArenaAlignment-aligned, as the arena.
+      std::string buffer =
+          formatv("({0} *)io.outputs[{1}]", type(r), out->second);
+      if (func.getResultAttr(out->second, nn::NNDialect::kGradAttr))
+        buffer = formatv("(!io.accumulate && io.gradScale == 1.0f ? {0} : {1})",
+                         buffer, arena);
+      os << formatv("  [[maybe_unused]] {0} *{1} = {2};\n", type(r), name,
+                    buffer);
+      direct.insert(r);
+    } else {
+      os << formatv("  [[maybe_unused]] {0} *{1} = {2};\n", type(r), name,
+                    arena);
+    }
     names[r] = name;
     alignments[r] = offset >= 0 ? alignmentAt(offset, kArenaAlignment) : 1;
   }
@@ -308,6 +341,12 @@ LogicalResult Emitter::emit(StringRef name) {
   // Emit the body into a string first: constants become globals.
   raw_ostream &saved = os;
   Emitter inner(func, target, body);
+  if (!inner.cuda()) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      if (v.getDefiningOp())
+        inner.directResults.try_emplace(v, i);
+  }
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
     std::string t = inner.type(arg);
     if (t.empty())
@@ -382,7 +421,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
   if (auto constant = dyn_cast<nn::ConstantOp>(op))
     return emitConstant(constant);
   os << "  // " << op->getName().getStringRef() << "\n";
-  defineResults(op);
+  defineResults(op, /*mayDirect=*/true);
   if (isa<dist::DistDialect>(op->getDialect()))
     return emitDist(op);
   std::string timer = "t" + std::to_string(counter++);
@@ -1531,6 +1570,9 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
                << "gradient #" << i << " must be f32, bf16 or f16";
       // The CPU runtime takes IEEE half as its bits (runtime/Float16.h).
       bool halfBits = element.isF16() && !cuda();
+      // Computed in io.outputs[i] unless this call accumulates or scales.
+      if (isDirect(v, i))
+        os << formatv("  if ((void *){0} != io.outputs[{1}])\n  ", ptr(v), i);
       os << "  " << rt(halfBits ? "accumulateIntoHalf" : "accumulateInto")
          << formatv("({0} *)io.outputs[{1}], ({0} *){2}, {3}, io.gradScale, "
                     "io.accumulate);\n",
@@ -1539,7 +1581,7 @@ LogicalResult Emitter::emitReturn(func::ReturnOp op) {
     } else if (cuda()) {
       os << "  " << rt("copy")
          << formatv("io.outputs[{0}], {1}, {2});\n", i, ptr(v), tensorBytes(t));
-    } else {
+    } else if (!isDirect(v, i)) {
       os << formatv("  std::memcpy(io.outputs[{0}], {1}, {2});\n", i, ptr(v),
                     tensorBytes(t));
     }
