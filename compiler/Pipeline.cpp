@@ -78,9 +78,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     pm.addPass(dist::createSplitFusedProjectionsPass());
     pm.addPass(dist::createPadVocabularyPass());
   }
-  // Attention first: autodiff then derives nn.attention_grad from it.
+  // Attention and GELU first: autodiff then derives nn.attention_grad and
+  // nn.gelu_grad from them.
   if (plan.attention == "fused")
     addAttentionFusion(pm, target);
+  pm.addNestedPass<func::FuncOp>(createFuseGeluPass());
   bool fp16 = plan.precision == "fp16-mixed";
   bool mixed = plan.precision != "fp32";
   if (mixed) {
@@ -152,6 +154,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
 void autopar::buildForwardPipeline(OpPassManager &pm, StringRef target) {
   pm.addPass(createCanonicalizerPass());
   addAttentionFusion(pm, target);
+  pm.addNestedPass<func::FuncOp>(createFuseGeluPass());
   addLowering(pm, target);
 }
 

@@ -107,8 +107,9 @@ def NN_GeluOp : NN_Op<"gelu", [SameOperandsAndResultType]> {
   let description = [{
     `approximate = none`: x * Phi(x) with Phi the normal CDF (erf form);
     `approximate = tanh`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    Produced by pattern recognition, so later passes can fuse it into a GEMM
-    epilogue.
+    Produced by `autopar-fuse-gelu` from the exported pieces (one op, whose
+    gradient is one nn.gelu_grad; later passes can fuse it into a GEMM
+    epilogue).
   }];
   let arguments = (ins NN_FloatTensor:$input,
                    NN_GeluApproximation:$approximate);

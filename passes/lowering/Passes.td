@@ -76,6 +76,39 @@ def FuseAttentionPass : Pass<"autopar-fuse-attention", "mlir::func::FuncOp"> {
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
+def FuseGeluPass : Pass<"autopar-fuse-gelu", "mlir::func::FuncOp"> {
+  let summary = "Form nn.gelu from the exported GELU pattern";
+  let description = [{
+    torch.onnx.export (below opset 20) writes GELU as elementwise pieces:
+    `0.5 * x * (1 + erf(x / sqrt(2)))`, or with `approximate="tanh"` (and
+    Hugging Face's gelu_new) `0.5 * x * (1 + tanh(sqrt(2/pi) * (x +
+    0.044715 * x^3)))`. Each such chain whose intermediates have no other
+    use becomes one `nn.gelu`, differentiated as one `nn.gelu_grad`: the
+    formula of PyTorch's kernels, with no division per element and the
+    derivative in closed form. Operands of adds and multiplies match in
+    either order, the 0.5 anywhere in the product, `x / sqrt(2)` also as
+    `x * (1 / sqrt(2))`, `x^3` as `Pow(x, 3)`, `x * (x * x)` or `(x * x) *
+    x`; constants must be scalars within 1e-6 (relative) of the formula's.
+    Run it before autodiff.
+
+    ```mlir
+    %c = nn.constant dense<1.41421354> : tensor<f32>
+    %d = nn.div %x, %c : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %e = nn.erf %d : tensor<4x8xf32>
+    %one = nn.constant dense<1.0> : tensor<f32>
+    %a = nn.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    %m = nn.mul %x, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %half = nn.constant dense<0.5> : tensor<f32>
+    %y = nn.mul %m, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+    becomes
+    ```mlir
+    %y = nn.gelu %x approximate(none) : tensor<4x8xf32>
+    ```
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate tensor an offset in one arena";
   let description = [{
