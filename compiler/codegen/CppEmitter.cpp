@@ -1331,8 +1331,8 @@ LogicalResult Emitter::emitScalar(Operation *op,
       std::string th = name + "_t";
       out << formatv("const {0} {1} = {5}({2} * ({3} + {4} * {3} * {3} "
                      "* {3}));\n",
-                     t, th, lit(std::sqrt(2.0 / M_PI)), x, lit(0.044715),
-                     fn("tanh"));
+                     computeType, th, lit(std::sqrt(2.0 / M_PI)), x,
+                     lit(0.044715), fn("tanh"));
       expr = formatv("{0} * ({1} * ({2} + {3}) + {1} * {4} * ({2} - {3} * {3}) "
                      "* {5} * ({2} + {6} * {4} * {4}))",
                      g, lit(0.5), lit(1.0), th, x, lit(std::sqrt(2.0 / M_PI)),
