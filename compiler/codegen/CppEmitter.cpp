@@ -222,7 +222,7 @@ private:
     return (bits + 7) / 8;
   }
   /// Declares local pointers to the results of `op` in the arena; with
-  /// `direct`, a result the function returns is computed in its output
+  /// `mayDirect`, a result the function returns is computed in its output
   /// buffer instead where that needs no copy (see directResults).
   void defineResults(Operation *op, bool mayDirect = false);
   LogicalResult emitOp(Operation *op);

@@ -269,9 +269,10 @@ void layerNormForward(const float *x, const float *scale, const float *bias,
 void layerNormBackward(const float *x, const float *scale, const float *dy,
                        float *dx, float *dscale, float *dbias, int64_t rows,
                        int64_t cols, double epsilon) {
-  // Per row in float (as PyTorch's CPU kernel), from the statistics in
-  // double. dscale and dbias: float partial sums over blocks of kFold rows,
-  // added into per-thread double totals, then over the threads in order.
+  // Per row in float (twice the vector width of double), from the row
+  // statistics in double. dscale and dbias: float partial sums over blocks
+  // of kFold rows, added into per-thread double totals, then over the
+  // threads in order.
   constexpr int64_t kFold = 32;
   int threads = 1;
 #ifdef _OPENMP
