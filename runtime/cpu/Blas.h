@@ -69,12 +69,15 @@ inline void referenceSgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 /// extent k (C is not read when beta is 0), on the calling thread: the
 /// kernels spread products over the OpenMP threads themselves, so that
 /// how a product is cut depends on the shapes they choose (outside a
-/// parallel region oneDNN would use every OpenMP thread). A leading
-/// dimension only matters between rows: that of a single-row matrix is set
-/// to what the library's argument checks want.
+/// parallel region oneDNN would use every OpenMP thread), unless
+/// `threaded`: then, outside a parallel region, oneDNN cuts the product
+/// over every OpenMP thread. A leading dimension only matters between
+/// rows: that of a single-row matrix is set to what the library's
+/// argument checks want.
 inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                   float alpha, const float *a, int64_t lda, const float *b,
-                  int64_t ldb, float beta, float *c, int64_t ldc) {
+                  int64_t ldb, float beta, float *c, int64_t ldc,
+                  bool threaded = false) {
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {
@@ -95,7 +98,7 @@ inline void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
 #else
   int threads = 1;
 #ifdef _OPENMP
-  if (!omp_in_parallel()) {
+  if (!threaded && !omp_in_parallel()) {
     threads = omp_get_max_threads();
     if (threads > 1)
       omp_set_num_threads(1);

@@ -200,7 +200,18 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
             c + i * d.m * d.n, d.n);
     return;
   }
-  // Few large products: each thread computes a block of rows of C (or of
+  // One product whose inner extent is the shortest (k <= m, n): oneDNN
+  // cuts it over the threads itself, which shares the packed panels
+  // between them (a block of rows per thread packs all of B), and does
+  // not cut k for such shapes: each element the same sum as in a thread's
+  // block. On the bench/cpu_step products: bitwise the same C, up to 14%
+  // faster (a 1024 x 1024 x 256 product, 498 against 436 GFLOP/s).
+  if (batch == 1 && d.k <= std::min(d.m, d.n)) {
+    sgemm(ta, tb, d.m, d.n, d.k, d.alpha, a, d.lda, b, d.ldb, 0.0f, c, d.n,
+          /*threaded=*/true);
+    return;
+  }
+  // Other large products: each thread computes a block of rows of C (or of
   // columns, when C has fewer rows than columns).
   bool byRows = d.m >= d.n;
   for (int64_t i = 0; i < batch; ++i) {

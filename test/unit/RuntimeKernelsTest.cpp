@@ -3,11 +3,12 @@
 // Every kernel of runtime/cpu/Kernels.h against a plain-loop reference in
 // double precision, on random inputs (fixed seeds) and on shapes that reach
 // each fast path and the general path: the GEMM serial / batch-parallel /
-// row-split / column-split paths, the threaded layer-norm backward, the
-// strided-copy memcpy / 32x32-tile transpose / generic paths, the reduce
-// column / row / general paths. Thread-dependent kernels run under several
-// OpenMP thread counts. Float results are compared with a relative tolerance
-// against double references; copies and gathers must match bit for bit.
+// oneDNN-threaded / row-split / column-split paths, the threaded
+// layer-norm backward, the strided-copy memcpy / 32x32-tile transpose /
+// generic paths, the reduce column / row / general paths. Thread-dependent
+// kernels run under several OpenMP thread counts. Float results are
+// compared with a relative tolerance against double references; copies and
+// gathers must match bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -240,6 +241,16 @@ TEST(RuntimeKernelsTest, GemmRowSplit) {
     runGemmAllTrans({{}, {}, {}, false, false, 40, 20, 150, -2.0f}, 32);
     // Batch 2 < threads 3, 4: each product split; A broadcast.
     runGemmAllTrans({{2}, {0}, {1}, false, false, 50, 40, 55, 1.25f}, 33);
+  });
+}
+
+TEST(RuntimeKernelsTest, GemmShortInnerThreadedByOneDnn) {
+  forThreadCounts([](int) {
+    // Batch 1, k <= m, n: one product oneDNN cuts over the threads.
+    runGemmAllTrans({{}, {}, {}, false, false, 120, 90, 40, 1.0f}, 60);
+    runGemmAllTrans({{}, {}, {}, false, false, 64, 64, 64, -0.5f}, 61);
+    // Folded into rows: 2 * 3 * 40 rows, k 20.
+    runGemmAllTrans({{2, 3}, {}, {0, 0}, false, false, 40, 30, 20, 1.5f}, 62);
   });
 }
 
