@@ -35,8 +35,10 @@ std::string blasKernelWarning();
 /// (cores: those the process may run on), as torchrun sets it; where they
 /// are more threads than cores all the same, OpenMP waits passively
 /// (OMP_WAIT_POLICY, unless set) instead of spinning on a core another
-/// rank needs. Runs the program again (execv of /proc/self/exe) when it
-/// sets either; call first thing in main().
+/// rank needs. A single process binds its threads to the cores
+/// (OMP_PROC_BIND=true) unless OMP_PROC_BIND, OMP_PLACES or
+/// GOMP_CPU_AFFINITY place them already. Runs the program again (execv of
+/// /proc/self/exe) when it sets any; call first thing in main().
 void setRankThreads(char **argv);
 
 /// Maximum rank of a tensor the kernels accept.

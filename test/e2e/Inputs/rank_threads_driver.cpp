@@ -10,8 +10,12 @@ int main(int, char **argv) {
   autopar::rt::cpu::setRankThreads(argv);
   const char *threads = std::getenv("OMP_NUM_THREADS");
   const char *wait = std::getenv("OMP_WAIT_POLICY");
+  const char *bind = std::getenv("OMP_PROC_BIND");
   std::printf("{\"omp_num_threads\": \"%s\", \"omp_wait_policy\": \"%s\", "
-              "\"max_threads\": %d}\n",
-              threads ? threads : "", wait ? wait : "", omp_get_max_threads());
+              "\"omp_proc_bind\": \"%s\", \"max_threads\": %d, "
+              "\"bound\": %s}\n",
+              threads ? threads : "", wait ? wait : "", bind ? bind : "",
+              omp_get_max_threads(),
+              omp_get_proc_bind() != omp_proc_bind_false ? "true" : "false");
   return 0;
 }
