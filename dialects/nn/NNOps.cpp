@@ -1156,6 +1156,18 @@ bool autopar::nn::isElementwise(Operation *op) {
   return isFusableElementwise(op);
 }
 
+std::optional<double> autopar::nn::scalarConstant(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!elements || !elements.isSplat() ||
+      !isa<FloatType>(elements.getElementType()) ||
+      llvm::any_of(tensorType(v).getShape(), [](int64_t d) { return d != 1; }))
+    return std::nullopt;
+  return elements.getSplatValue<APFloat>().convertToDouble();
+}
+
 LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getNumOperands())

@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "dialects/nn/NNEnums.h.inc"
 
 namespace autopar::nn {
@@ -54,6 +56,10 @@ mlir::Type attentionLseElementType(mlir::Type queryElement);
 /// True for the elementwise ops an nn.fused body may hold (unary, binary,
 /// compare, where, cast, expand, gelu, gelu_grad, constant).
 bool isElementwise(mlir::Operation *op);
+
+/// The value of `v` where it is a splat float nn.constant with a single
+/// element per broadcast (every dim 1): a scalar of the exported graph.
+std::optional<double> scalarConstant(mlir::Value v);
 
 } // namespace autopar::nn
 

@@ -43,20 +43,6 @@ RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// The value of a splat float constant with a single element per
-/// broadcast (every dim 1), or nothing.
-std::optional<double> scalarConstant(Value v) {
-  auto constant = v.getDefiningOp<nn::ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!elements || !elements.isSplat() ||
-      !isa<FloatType>(elements.getElementType()) ||
-      llvm::any_of(tensorType(v).getShape(), [](int64_t d) { return d != 1; }))
-    return std::nullopt;
-  return elements.getSplatValue<APFloat>().convertToDouble();
-}
-
 bool hasOneUse(Value v) { return v.hasOneUse(); }
 
 /// A tensor whose leading dims are all 1 and whose last two dims (i, j)
@@ -135,7 +121,7 @@ std::optional<Triangle> triangleOf(Value v) {
     bool eq = cmp.getPredicate() == nn::ComparePredicate::eq;
     if (!eq && cmp.getPredicate() != nn::ComparePredicate::ne)
       return std::nullopt;
-    std::optional<double> k = scalarConstant(cmp.getRhs());
+    std::optional<double> k = nn::scalarConstant(cmp.getRhs());
     if (!k || (*k != 0 && *k != 1))
       return std::nullopt;
     std::optional<Triangle> t = triangleOf(cmp.getLhs());
@@ -236,8 +222,8 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
   Value x = softmax.getInput();
   // Mask: where(c, -inf, s) or where(c, s, -inf).
   if (auto where = x.getDefiningOp<nn::WhereOp>(); where && hasOneUse(x)) {
-    std::optional<double> lhs = scalarConstant(where.getLhs());
-    std::optional<double> rhs = scalarConstant(where.getRhs());
+    std::optional<double> lhs = nn::scalarConstant(where.getLhs());
+    std::optional<double> rhs = nn::scalarConstant(where.getRhs());
     auto masks = [](std::optional<double> v) { return v && *v <= -1e9; };
     if (masks(lhs) && tensorType(where.getRhs()) == tensorType(x)) {
       c.maskedWhenTrue = true;
@@ -282,10 +268,10 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
   if (Operation *def = x.getDefiningOp();
       def && isa<nn::MulOp, nn::DivOp>(def) && hasOneUse(x)) {
     Value lhs = def->getOperand(0), rhs = def->getOperand(1);
-    std::optional<double> k = scalarConstant(rhs);
+    std::optional<double> k = nn::scalarConstant(rhs);
     Value other = lhs;
     if (!k && isa<nn::MulOp>(def)) {
-      k = scalarConstant(lhs);
+      k = nn::scalarConstant(lhs);
       other = rhs;
     }
     if (!k || tensorType(other) != tensorType(x))

@@ -41,20 +41,11 @@ using namespace autopar;
 
 namespace {
 
-/// Whether `v` is a splat float constant with one element per broadcast
-/// (every dim 1) within 1e-6 (relative) of `expected`.
+/// Whether `v` is a scalar constant (nn::scalarConstant) within 1e-6
+/// (relative) of `expected`.
 bool isScalar(Value v, double expected) {
-  auto constant = v.getDefiningOp<nn::ConstantOp>();
-  if (!constant)
-    return false;
-  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!elements || !elements.isSplat() ||
-      !isa<FloatType>(elements.getElementType()) ||
-      llvm::any_of(cast<RankedTensorType>(v.getType()).getShape(),
-                   [](int64_t d) { return d != 1; }))
-    return false;
-  double x = elements.getSplatValue<APFloat>().convertToDouble();
-  return std::fabs(x - expected) <= 1e-6 * std::fabs(expected);
+  std::optional<double> x = nn::scalarConstant(v);
+  return x && std::fabs(*x - expected) <= 1e-6 * std::fabs(expected);
 }
 
 /// The operand of binary op `op` (of type OpTy) other than one for which
@@ -164,23 +155,23 @@ std::optional<Match> matchProduct(Operation *f, Value x,
 }
 
 std::optional<Match> match(Operation *op) {
-  if (!op->hasOneUse())
+  if (!op->hasOneUse() || op->getNumOperands() != 1)
     return std::nullopt;
-  if (auto erf = dyn_cast<nn::ErfOp>(op)) {
-    Value scaled = erf.getInput();
-    Value x = erfArgument(scaled);
-    if (!x || !scaled.hasOneUse())
-      return std::nullopt;
-    return matchProduct(op, x, nn::GeluApproximation::none);
+  // The erf's or tanh's argument, used by it alone, and the x it is of.
+  Value arg = op->getOperand(0), x;
+  nn::GeluApproximation approximate;
+  if (isa<nn::ErfOp>(op)) {
+    x = erfArgument(arg);
+    approximate = nn::GeluApproximation::none;
+  } else if (isa<nn::TanhOp>(op)) {
+    x = tanhArgument(arg);
+    approximate = nn::GeluApproximation::tanh;
+  } else {
+    return std::nullopt;
   }
-  if (auto tanh = dyn_cast<nn::TanhOp>(op)) {
-    Value arg = tanh.getInput();
-    Value x = tanhArgument(arg);
-    if (!x || !arg.hasOneUse())
-      return std::nullopt;
-    return matchProduct(op, x, nn::GeluApproximation::tanh);
-  }
-  return std::nullopt;
+  if (!x || !arg.hasOneUse())
+    return std::nullopt;
+  return matchProduct(op, x, approximate);
 }
 
 /// Replaces the chain with one nn.gelu and erases its pieces.

@@ -1,4 +1,5 @@
-//===- Math.h - vectorizable float math for generated loops ------*- C++ -*-===//
+//===- Math.h - vectorizable float math for generated loops ------*- C++
+//-*-===//
 //
 // Generated loops call erff, expf, logf, tanhf and powf. With
 // AUTOPAR_HAVE_LIBMVEC (glibc 2.35 or later, linked with -lmvec; the
@@ -6,6 +7,8 @@
 // compiler vectorizes `#pragma omp simd` loops with glibc's libmvec variants
 // (at most 4 ulp from the scalar results); otherwise the scalar libm
 // functions are called.
+//
+// expNonPositive() below is the CPU kernels' own exp for arguments <= 0.
 //
 // Also the 16-bit float types of generated code: IEEE half is the
 // compiler's _Float16; bfloat16 is autopar::rt::bf16 below. Generated code
@@ -31,10 +34,6 @@ struct bf16 {
   bf16(float f) : bits(bf16Bits(f)) {}
   operator float() const { return bf16Value(bits); }
 };
-
-} // namespace autopar::rt
-
-namespace autopar::rt {
 
 /// exp(x) for x <= 0, within 1.5 ulp (measured over [-87, 0]: 0.92 where
 /// the compiler contracts to FMA, 1.17 without); -inf gives 0, NaN stays NaN,
