@@ -93,7 +93,7 @@ struct TensorInfo {
   int32_t gradOnnxType;
   int32_t gradElementBytes;
   /// What the runtime does with a trainable tensor once per step; the
-  /// compiler reads it off the final IR (compiler/ProgramIR.h), the runtime
+  /// compiler reads it off the final IR (compiler/program/ProgramIR.h), the runtime
   /// only executes it. Masks are over the mesh axes (runtime/comm/Comm.h).
   /// updateAxes: the optimizer keeps state for, and updates, this rank's
   /// flat shard over these axes (ZeRO 1-3); 0: the whole tensor.
@@ -180,7 +180,7 @@ struct PipelineTransfer {
 /// rank's list; the list's length: after the last):
 /// transfers[first] .. transfers[first + count - 1]. The compiler groups
 /// them so that they cannot deadlock under NCCL's ordering
-/// (compiler/PipelineSchedule.h groupTransfers).
+/// (passes/parallel/Schedule.h groupTransfers).
 struct PipelineGroup {
   int32_t before;
   int32_t first;

@@ -16,7 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
-#define DEBUG_TYPE "autopar-dist-annotate"
+#define DEBUG_TYPE "autopar-annotate-sharding"
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_ANNOTATESHARDINGPASS
@@ -175,7 +175,7 @@ struct AnnotateShardingPass
         continue;
       }
       // What a pipeline stage receives from another is laid out as that
-      // one returns it (autopar-dist-propagate).
+      // one returns it (autopar-propagate-sharding).
       if (isPipelineBoundary(func.getArgAttrDict(i)))
         continue;
       auto param =

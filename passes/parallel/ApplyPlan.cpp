@@ -1,16 +1,16 @@
-//===- ApplyPlan.cpp - the module's plan -> mesh and parameter marks ------===//
+//===- ApplyPlan.cpp - the plan -> mesh and parameter marks --------------===//
 //
-// Reads `autopar.plan` (compiler/PlanAttr.h) and writes the plan's mesh as
-// a dist.mesh and its per-parameter decisions (frozen, frozen rows, no weight
-// decay) as argument attributes, with each parameter's logical type, and
-// marks the gathers of embedding tables with a padding row (nn.padding_idx).
+// Writes the plan's mesh (the pass's options) as a dist.mesh and its
+// per-parameter decisions (frozen, frozen rows, no weight decay) as
+// argument attributes, with each parameter's logical type, and marks the
+// gathers of embedding tables with a padding row (nn.padding_idx).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
 
-#include "compiler/PlanAttr.h"
 #include "dialects/nn/NNOps.h"
+#include "passes/parallel/Globs.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -28,13 +28,33 @@ using namespace autopar::dist;
 namespace {
 
 struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
+  using ApplyPlanPassBase::ApplyPlanPassBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    Plan plan;
-    std::string error;
-    if (!readPlanAttr(module, plan, error))
-      return fail(error);
+    for (auto [key, size] : {std::pair<const char *, int64_t>{"dp", dp},
+                             {"tp", tp},
+                             {"pp", pp}})
+      if (size < 1)
+        return fail(std::string("mesh.") + key +
+                    ": expected an integer >= 1, got " + std::to_string(size));
+    for (const std::string &glob : frozen)
+      if (std::string why = globProblem(glob); !why.empty())
+        return fail("frozen: " + why + " \"" + glob + "\"");
+    for (const std::string &glob : noDecay)
+      if (std::string why = globProblem(glob); !why.empty())
+        return fail("optimizer.no_decay: " + why + " \"" + glob + "\"");
+    std::vector<std::pair<std::string, int64_t>> padding;
+    for (const std::string &entry : paddingIdx) {
+      size_t eq = entry.rfind('=');
+      int64_t row = -1;
+      if (eq == std::string::npos || eq == 0 ||
+          StringRef(entry).substr(eq + 1).getAsInteger(10, row) || row < 0)
+        return fail("padding-idx: expected GLOB=ROW (a row >= 0), got \"" +
+                    entry + "\"");
+      padding.emplace_back(entry.substr(0, eq), row);
+    }
     if (findMesh(module))
       return fail("the module already has a dist.mesh");
 
@@ -44,13 +64,13 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
                    b.getStrArrayAttr(SmallVector<StringRef>(kMeshAxes.begin(),
                                                             kMeshAxes.end())),
                    b.getDenseI64ArrayAttr(
-                       meshAxisSizes(plan.meshDp, plan.meshTp, plan.meshPp)));
+                       meshAxisSizes(dp, tp, pp)));
 
     // An entry of `frozen` that matches no initializer as a glob but ends
     // in a row list ("wte.weight[0]") freezes those rows.
-    std::vector<bool> frozenUsed(plan.frozen.size());
-    std::vector<std::optional<FrozenRows>> rowEntries(plan.frozen.size());
-    for (auto [k, pattern] : llvm::enumerate(plan.frozen)) {
+    std::vector<bool> frozenUsed(frozen.size());
+    std::vector<std::optional<FrozenRows>> rowEntries(frozen.size());
+    for (auto [k, pattern] : llvm::enumerate(frozen)) {
       bool matches = false;
       for (auto func : module.getOps<func::FuncOp>())
         for (unsigned i = 0; i < func.getNumArguments() && !matches; ++i)
@@ -72,12 +92,12 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
         auto type = cast<RankedTensorType>(func.getArgument(i).getType());
         bool trained = !func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
                        isa<FloatType>(type.getElementType());
-        bool frozen = false;
+        bool isFrozen = false;
         std::vector<std::pair<int64_t, int64_t>> rows;
-        for (auto [k, pattern] : llvm::enumerate(plan.frozen)) {
+        for (auto [k, pattern] : llvm::enumerate(frozen)) {
           if (!rowEntries[k]) {
             if (globMatch(pattern, n))
-              frozenUsed[k] = frozen = true;
+              frozenUsed[k] = isFrozen = true;
             continue;
           }
           if (!globMatch(rowEntries[k]->glob, n))
@@ -106,27 +126,27 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
             merged.append({begin, end});
         if (merged.size() == 2 && merged[0] == 0 &&
             merged[1] == type.getDimSize(0))
-          frozen = true;
-        if (frozen)
+          isFrozen = true;
+        if (isFrozen)
           func.setArgAttr(i, nn::NNDialect::kFrozenAttr, b.getUnitAttr());
         else if (!merged.empty())
           func.setArgAttr(i, nn::NNDialect::kFrozenRowsAttr,
                           b.getDenseI64ArrayAttr(merged));
-        if (globMatchAny(plan.optimizer.noDecay, n))
+        if (globMatchAny(noDecay, n))
           func.setArgAttr(i, nn::NNDialect::kNoDecayAttr, b.getUnitAttr());
         func.setArgAttr(i, nn::NNDialect::kLogicalTypeAttr,
                         TypeAttr::get(type));
-        anyTrainable |= !frozen && trained;
+        anyTrainable |= !isFrozen && trained;
       }
     }
     for (auto [k, used] : llvm::enumerate(frozenUsed))
       if (!used)
-        return fail("frozen[" + std::to_string(k) + "]: \"" + plan.frozen[k] +
+        return fail("frozen[" + std::to_string(k) + "]: \"" + frozen[k] +
                     "\" matches no initializer of the model");
-    if (anyParam && !anyTrainable && !plan.frozen.empty())
+    if (anyParam && !anyTrainable && !frozen.empty())
       return fail("frozen: every parameter of the model is frozen: nothing "
                   "to train");
-    for (const auto &[glob, row] : plan.paddingIdx)
+    for (const auto &[glob, row] : padding)
       if (!markPaddingIdx(module, glob, row))
         return;
   }

@@ -6,6 +6,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"
 #include "dialects/parallel/DistOps.h"
+#include "passes/parallel/Schedule.h"
 #include "passes/parallel/ShardingRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -92,6 +93,14 @@ MeshSizes meshSizes(MeshOp mesh);
 llvm::SmallVector<int64_t> balanceStages(llvm::ArrayRef<double> layerCost,
                                          double embedding, double head,
                                          int64_t stages);
+
+/// The pipeline schedule autopar-dist-pipeline-schedule recorded in the
+/// module's dist.pipeline_schedule: every rank's actions and transfer
+/// groups, checked again under NCCL's ordering. False with `error` (one
+/// line) if there is none or it is malformed.
+bool readPipelineSchedule(mlir::ModuleOp module, pipeline::Schedule &schedule,
+                          pipeline::TransferPlan &transfers,
+                          std::string &error);
 
 #define GEN_PASS_DECL
 #include "passes/parallel/Passes.h.inc"

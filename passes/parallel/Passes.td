@@ -14,9 +14,10 @@ include "mlir/Pass/PassBase.td"
 def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
   let summary = "Put the module's plan on the program: mesh and parameter marks";
   let description = [{
-    The first pass of `autopar-train-pipeline`. It reads the plan from the
-    module's `autopar.plan` dictionary (compiler/PlanAttr.h: the resolved
-    plan.json) and writes what the later passes, the program writer and
+    The first pass of `autopar-train-pipeline`. It takes the plan's mesh
+    and per-parameter decisions as options (compiler/plan/Pipeline.cpp
+    builds them from the resolved plan.json; `padding-idx` entries are
+    `GLOB=ROW`) and writes what the later passes, the program writer and
     the runtime tables read:
 
     - `dist.mesh @mesh axes = [dp = D, pp = P, tp = T]`, the plan's mesh
@@ -33,24 +34,40 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
       whatever mixed precision and ZeRO later make of the argument.
 
     ```mlir
-    module attributes {autopar.plan = {frozen = ["wpe"], mesh = {dp = 2 : i64, pp = 1 : i64, tp = 1 : i64}, ...}} {
+    // autopar-apply-plan{dp=2 frozen=wpe}
+    module {
       func.func @forward(%w: tensor<4x4xf32> {nn.param = "wpe"}, ...)
     ```
     becomes
     ```mlir
-    module attributes {autopar.plan = ...} {
+    module {
       dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
       func.func @forward(%w: tensor<4x4xf32> {nn.frozen, nn.logical_type = tensor<4x4xf32>, nn.param = "wpe"}, ...)
     ```
-    Errors, naming the plan key: no or a malformed `autopar.plan`, a
-    `frozen` glob that matches no parameter, every parameter frozen, a
-    module that already has a mesh.
+    Errors, naming the plan key: a mesh axis below 1, a malformed glob or
+    `padding-idx` entry, a `frozen` glob that matches no parameter, every
+    parameter frozen, a `padding_idx` glob that matches no embedding table
+    or a row outside it, a module that already has a mesh.
   }];
+  let options = [
+    Option<"dp", "dp", "int64_t", "1", "mesh.dp: data-parallel ranks">,
+    Option<"tp", "tp", "int64_t", "1", "mesh.tp: tensor-parallel ranks">,
+    Option<"pp", "pp", "int64_t", "1", "mesh.pp: pipeline ranks">,
+    ListOption<"frozen", "frozen", "std::string",
+               "`frozen`: globs (or GLOB[ROWS]) of the parameters not "
+               "trained">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "`optimizer.no_decay`: globs of the parameters without "
+               "weight decay">,
+    ListOption<"paddingIdx", "padding-idx", "std::string",
+               "`padding_idx`: GLOB=ROW, the row of the embedding tables "
+               "GLOB matches that gets no gradient">,
+  ];
   let dependentDialects = ["autopar::dist::DistDialect",
                            "autopar::nn::NNDialect"];
 }
 
-def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
+def AnnotateShardingPass : Pass<"autopar-annotate-sharding", "mlir::ModuleOp"> {
   let summary = "Turn the mesh's dp axis and the ZeRO stage into shardings";
   let description = [{
     Over the module's `dist.mesh` (from autopar-apply-plan; axes other than
@@ -69,7 +86,7 @@ def AnnotateShardingPass : Pass<"autopar-dist-annotate", "mlir::ModuleOp"> {
     stage (`dist.zero_stage`), the offload target (`dist.offload`) and the
     bucket size (`dist.bucket_bytes`) for the later passes and the program
     writer, which reads from these and from the gradients' shardings what
-    the runtime does once per step (compiler/ProgramIR.h).
+    the runtime does once per step (compiler/program/ProgramIR.h).
 
     ```mlir
     func.func @train_step(%w: tensor<4x4xf32> {nn.param = "w"},
@@ -179,8 +196,8 @@ def PipelineSplitPass
     : Pass<"autopar-dist-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cut the forward into balanced pipeline stages at its layers";
   let description = [{
-    Pipeline parallelism, before autodiff: the plan's (`autopar.plan`)
-    `mesh.pp` x `pipeline.chunks` stages, each a contiguous run of the
+    Pipeline parallelism, before autodiff: the plan's `mesh.pp` (`ranks`)
+    x `pipeline.chunks` (`chunks`) stages, each a contiguous run of the
     model's layers (nothing to do for one stage).
 
     Activations are the values computed from a parameter that is not a
@@ -194,7 +211,8 @@ def PipelineSplitPass
     those after the last layer's last cut (final norm, head, loss) to the
     last one.
 
-    Stages begin at the layers `pipeline.split` lists, or, for `"auto"`,
+    Stages begin at the layers `pipeline.split` (`split`) lists, or, when
+    it is empty (`"auto"`),
     where the most expensive stage is cheapest (a DP over the layers'
     predicted cost: each op's model FLOPs or, if more, the bytes it moves
     times `flops-per-byte`; the embeddings and the head counted with their
@@ -215,6 +233,12 @@ def PipelineSplitPass
     Option<"flopsPerByte", "flops-per-byte", "double", "16.0",
            "The machine's balance: the FLOPs that cost as much as one byte "
            "moved">,
+    Option<"ranks", "ranks", "int64_t", "1", "mesh.pp: pipeline ranks">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "pipeline.chunks: model chunks per rank">,
+    ListOption<"split", "split", "int64_t",
+               "pipeline.split: the first layer of stages 1, 2, ...; "
+               "empty: balanced">,
   ];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
@@ -298,9 +322,10 @@ def PipelineSchedulePass
     : Pass<"autopar-dist-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Simulate the plan's pipeline schedule over the stages' phases";
   let description = [{
-    After autopar-dist-pipeline-phases: the plan's `pipeline.schedule` for
-    `mesh.pp` ranks, `pipeline.chunks` and `batch.micro_batches` is built
-    as every rank's action list (compiler/PipelineSchedule.h) and all the
+    After autopar-dist-pipeline-phases: the plan's `pipeline.schedule`
+    (`schedule`) for `mesh.pp` ranks (`ranks`), `pipeline.chunks`
+    (`chunks`) and `batch.micro_batches` (`micro-batches`) is built
+    as every rank's action list (passes/parallel/Schedule.h) and all the
     lists are simulated against each other with the phases' predicted
     times (per op, its model FLOPs at `flops-per-second` or its bytes at
     `bytes-per-second`, whichever is longer; a transfer of the largest
@@ -324,6 +349,13 @@ def PipelineSchedulePass
            "Nominal memory bandwidth">,
     Option<"linkBytesPerSecond", "link-bytes-per-second", "double", "1.0e10",
            "Nominal bandwidth between pipeline ranks">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "pipeline.schedule: gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"ranks", "ranks", "int64_t", "1", "mesh.pp: pipeline ranks">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "pipeline.chunks: model chunks per rank">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "batch.micro_batches: micro-batches per step">,
   ];
 }
 
@@ -366,7 +398,7 @@ def TensorParallelPass
     whole over the tokens (an all-gather where it arrives split): norms
     and the residual stream run on 1/n of the tokens.
 
-    Kept seeds get increasing priorities, so autopar-dist-propagate
+    Kept seeds get increasing priorities, so autopar-propagate-sharding
     settles them in the order they were chosen and reproduces the layouts
     seen here.
 
@@ -384,7 +416,7 @@ def TensorParallelPass
     Pipeline stages' training steps are seeded in stage order, each with
     the parameters an earlier stage laid out and its input open, then laid
     out with its input as the previous stage returns it
-    (autopar-dist-propagate's order).
+    (autopar-propagate-sharding's order).
   }];
   let options = [
     Option<"axis", "axis", "std::string", "\"tp\"",
@@ -396,7 +428,7 @@ def TensorParallelPass
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
-def PropagateShardingPass : Pass<"autopar-dist-propagate", "mlir::ModuleOp"> {
+def PropagateShardingPass : Pass<"autopar-propagate-sharding", "mlir::ModuleOp"> {
   let summary = "Give every value a sharding, forward and backward to a fixpoint";
   let description = [{
     Every value gets a layout from the ops' sharding rules
@@ -503,10 +535,10 @@ def SpmdizePass : Pass<"autopar-dist-spmdize", "mlir::ModuleOp"> {
                            "autopar::nn::NNDialect"];
 }
 
-def ZeroPartitionPass : Pass<"autopar-dist-zero", "mlir::ModuleOp"> {
+def ZeroPartitionPass : Pass<"autopar-zero-partition", "mlir::ModuleOp"> {
   let summary = "ZeRO stages 2 and 3: flat-shard gradients and parameters";
   let description = [{
-    For the module's `dist.zero_stage` (set by autopar-dist-annotate):
+    For the module's `dist.zero_stage` (set by autopar-annotate-sharding):
     stage 2 and 3 reduce-scatter each gradient marked `dist.zero` into this
     rank's flat shard (`dist.zero_scatter`) right where the gradient is
     complete, so the full gradient dies there; stage 3 also stores every

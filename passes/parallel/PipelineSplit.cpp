@@ -8,7 +8,6 @@
 
 #include "passes/parallel/Passes.h"
 
-#include "compiler/PlanAttr.h"
 #include "dialects/nn/NNOps.h"
 #include "passes/analysis/CostAnalysis.h"
 
@@ -36,25 +35,34 @@ struct PipelineSplitPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    Plan plan;
-    std::string error;
-    if (!readPlanAttr(module, plan, error)) {
-      module.emitError() << error;
+    if (ranks < 1 || chunks < 1) {
+      module.emitError() << "ranks and chunks must be >= 1";
       return signalPassFailure();
     }
-    int64_t stages = plan.pipelineStages();
+    int64_t stages = ranks * chunks;
     if (stages == 1)
       return;
+    if (!split.empty() && int64_t(split.size()) != stages - 1) {
+      module.emitError() << "split: " << stages << " stages are cut at "
+                         << stages - 1 << " layer boundaries, got "
+                         << split.size();
+      return signalPassFailure();
+    }
+    for (size_t i = 0; i < split.size(); ++i)
+      if (split[i] <= (i ? split[i - 1] : 0)) {
+        module.emitError() << "split: layer boundaries must increase from 1";
+        return signalPassFailure();
+      }
     auto func = module.lookupSymbol<func::FuncOp>(function);
     if (!func || func.isExternal()) {
       module.emitError() << "no function @" << function << " to split";
       return signalPassFailure();
     }
-    if (failed(split(func, plan, stages)))
+    if (failed(cut(func, stages)))
       signalPassFailure();
   }
 
-  LogicalResult split(func::FuncOp func, const Plan &plan, int64_t stages) {
+  LogicalResult cut(func::FuncOp func, int64_t stages) {
     Block &body = func.getBody().front();
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -134,9 +142,9 @@ struct PipelineSplitPass
     auto describe = [&]() {
       std::string s;
       llvm::raw_string_ostream os(s);
-      os << "mesh.pp = " << plan.meshPp;
-      if (plan.pipelineChunks > 1)
-        os << " x " << plan.pipelineChunks << " chunks";
+      os << "mesh.pp = " << ranks;
+      if (chunks > 1)
+        os << " x " << chunks << " chunks";
       return s;
     };
     if (layers < stages)
@@ -172,9 +180,9 @@ struct PipelineSplitPass
 
     // Stage s holds layers [first[s], first[s + 1]).
     SmallVector<int64_t> first;
-    if (!plan.pipelineSplit.empty()) {
+    if (!split.empty()) {
       first.push_back(0);
-      for (auto [i, at] : llvm::enumerate(plan.pipelineSplit)) {
+      for (auto [i, at] : llvm::enumerate(split)) {
         if (at >= layers)
           return func.emitError()
                  << "pipeline.split[" << i << "]: stage " << i + 1

@@ -17,7 +17,7 @@
 #include <memory>
 #include <set>
 
-#define DEBUG_TYPE "autopar-dist-propagate"
+#define DEBUG_TYPE "autopar-propagate-sharding"
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_PROPAGATESHARDINGPASS

@@ -1,6 +1,6 @@
 //===- Propagation.h - sharding propagation over a function -----*- C++ -*-===//
 //
-// The engine of autopar-dist-propagate, also driven step by step by the
+// The engine of autopar-propagate-sharding, also driven step by step by the
 // passes that place seeds from what propagation already implies
 // (autopar-dist-tensor-parallel).
 //

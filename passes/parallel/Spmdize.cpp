@@ -480,7 +480,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     auto annotated = op->getAttrOfType<ArrayAttr>(kShardingsAttr);
     if (op->getNumResults() > 0 && !annotated)
       return op->emitOpError()
-             << "has no dist.shardings (run autopar-dist-propagate first)";
+             << "has no dist.shardings (run autopar-propagate-sharding first)";
     SmallVector<Layout> current;
     for (Value v : op->getOperands())
       current.push_back(layouts.lookup(v));

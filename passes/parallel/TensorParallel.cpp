@@ -169,7 +169,7 @@ struct TensorParallelPass
     for (auto func : module.getOps<func::FuncOp>())
       separateGemmBiases(func);
     // The training step chooses; the other functions (the forward of
-    // evaluation) take its parameters' layouts (autopar-dist-propagate).
+    // evaluation) take its parameters' layouts (autopar-propagate-sharding).
     bool pipelined =
         llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
           return f->hasAttr(kStageAttr) && returnsGradients(f);
@@ -419,7 +419,7 @@ struct TensorParallelPass
     }
     if (sequenceParallel) {
       // The pending terms of a sum added first, so that the sum is split
-      // once (as autopar-dist-propagate will group them).
+      // once (as autopar-propagate-sharding will group them).
       if (groupPendingSums(func, *prop)) {
         prop = std::make_unique<ShardingPropagator>(func, sizes);
         if (failed(prop->settle(level)))

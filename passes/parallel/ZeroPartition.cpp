@@ -8,7 +8,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
-#define DEBUG_TYPE "autopar-dist-zero"
+#define DEBUG_TYPE "autopar-zero-partition"
 
 namespace autopar::dist {
 #define GEN_PASS_DEF_ZEROPARTITIONPASS

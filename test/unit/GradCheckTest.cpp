@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Interpreter.h"
+#include "test/lib/Interpreter.h"
 #include "passes/autodiff/Passes.h"
 
 #include "dialects/nn/NNDialect.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Interpreter.h"
+#include "test/lib/Interpreter.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/PipelineSchedule.h"
+#include "passes/parallel/Schedule.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Interpreter.h"
+#include "test/lib/Interpreter.h"
 #include "passes/autodiff/Passes.h"
 #include "passes/parallel/Passes.h"
 
@@ -42,7 +42,7 @@ namespace {
 
 /// `layers` residual blocks around a softmax, a mask buffer every block
 /// reads, an embedding tied to the LM head, a cross-entropy loss.
-std::string model(int layers, const std::string &plan) {
+std::string model(int layers) {
   std::string args = "%wte: tensor<16x8xf64> {nn.param = \"wte\"}, "
                      "%mask: tensor<4x8xf64> {nn.param = \"mask\", nn.buffer}";
   for (int i = 0; i < layers; ++i)
@@ -51,7 +51,7 @@ std::string model(int layers, const std::string &plan) {
             ": tensor<8x8xf64> {nn.param = \"h." + std::to_string(i) + ".o\"}";
   args += ", %ids: tensor<4xi64> {nn.input = \"ids\"}, %t: tensor<4xi64> "
           "{nn.input = \"targets\"}";
-  std::string s = "module attributes {autopar.plan = " + plan + "} {\n" +
+  std::string s = std::string("module {\n") +
                   "func.func @forward(" + args +
                   ") -> (tensor<f64> {nn.output = \"loss\"}) {\n"
                   "  %m = nn.exp %mask : tensor<4x8xf64>\n"
@@ -159,16 +159,28 @@ void runPhase(ModuleOp module, const std::string &name, Run &run,
   }
 }
 
-void checkStages(int layers, const std::string &plan, int stages,
-                 Phases phases = Phases::Whole) {
+/// The plan's stages as autopar-dist-pipeline-split takes them: mesh.pp
+/// ranks x chunks, cut at `split` (empty: balanced).
+autopar::dist::PipelineSplitPassOptions stagesOf(int64_t ranks,
+                                                 int64_t chunks = 1,
+                                                 std::vector<int64_t> split = {}) {
+  autopar::dist::PipelineSplitPassOptions o;
+  o.ranks = ranks;
+  o.chunks = chunks;
+  o.split.assign(split.begin(), split.end());
+  return o;
+}
+
+void checkStages(int layers, const autopar::dist::PipelineSplitPassOptions &plan,
+                 int stages, Phases phases = Phases::Whole) {
   MLIRContext ctx;
   ctx.loadDialect<autopar::nn::NNDialect, autopar::dist::DistDialect,
                   func::FuncDialect>();
   OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(model(layers, plan), &ctx);
+      parseSourceString<ModuleOp>(model(layers), &ctx);
   ASSERT_TRUE(module);
   PassManager pm(&ctx);
-  pm.addPass(autopar::dist::createPipelineSplitPass());
+  pm.addPass(autopar::dist::createPipelineSplitPass(plan));
   pm.addPass(autopar::dist::createPipelineStagesPass());
   pm.addPass(autopar::createAutodiffPass());
   for (int s = 0; s < stages; ++s) {
@@ -304,35 +316,30 @@ void checkStages(int layers, const std::string &plan, int stages,
 }
 
 TEST(PipelineStages, TwoStagesMatchTheWholeModel) {
-  checkStages(5, "{mesh = {pp = 2 : i64}}", 2);
+  checkStages(5, stagesOf(2), 2);
 }
 
 TEST(PipelineStages, ThreeStagesAtThePlansBoundaries) {
   // A middle stage receives and sends; the tied table is on the first
   // (lookup) and last (head) stages.
-  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3);
+  checkStages(4, stagesOf(3, 1, {1, 3}), 3);
 }
 
 TEST(PipelineStages, ForwardThenBackward) {
   // The forward saves what the backward reads; nothing is recomputed.
-  checkStages(5, "{mesh = {pp = 2 : i64}}", 2, Phases::ForwardBackward);
-  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3,
-              Phases::ForwardBackward);
+  checkStages(5, stagesOf(2), 2, Phases::ForwardBackward);
+  checkStages(4, stagesOf(3, 1, {1, 3}), 3, Phases::ForwardBackward);
 }
 
 TEST(PipelineStages, ZeroBubbleHalves) {
   // The input's gradient first (what the previous stage waits for), the
   // weights' later, from what the forward and the first half saved.
-  checkStages(4, "{mesh = {pp = 3 : i64}, pipeline = {split = [1, 3]}}", 3,
-              Phases::ZeroBubble);
+  checkStages(4, stagesOf(3, 1, {1, 3}), 3, Phases::ZeroBubble);
 }
 
 TEST(PipelineStages, InterleavedChunks) {
-  checkStages(
-      6,
-      "{mesh = {pp = 2 : i64}, batch = {micro_batches = 2 : i64}, pipeline = "
-      "{schedule = \"interleaved\"}}",
-      4);
+  // The interleaved schedule's default: two model chunks per rank.
+  checkStages(6, stagesOf(2, 2), 4);
 }
 
 } // namespace

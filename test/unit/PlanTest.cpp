@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Plan.h"
+#include "compiler/plan/Plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -120,7 +120,7 @@ void expectRoundTrip(const Plan &plan) {
 const char *fullAdamw = R"({
   "mesh": {"dp": 2, "tp": 4, "pp": 3},
   "batch": {"micro_batches": 8},
-  "zero": {"stage": 2, "offload": "cpu"},
+  "zero": {"stage": 1, "offload": "cpu"},
   "comm": {"bucket_mb": 12.5},
   "precision": "bf16-mixed",
   "recompute": "selective",
@@ -226,7 +226,7 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_EQ(plan.meshTp, 4);
   EXPECT_EQ(plan.meshPp, 3);
   EXPECT_EQ(plan.microBatches, 8);
-  EXPECT_EQ(plan.zeroStage, 2);
+  EXPECT_EQ(plan.zeroStage, 1);
   EXPECT_EQ(plan.zeroOffload, "cpu");
   EXPECT_EQ(plan.bucketMb, 12.5);
   EXPECT_EQ(plan.precision, "bf16-mixed");
@@ -727,6 +727,20 @@ TEST(PlanTest, ErrorMinLrAboveLr) {
   EXPECT_EQ(errorOf(R"({"lr_schedule": {"min_lr": 0.5},
       "optimizer": {"type": "sgd", "lr": 0.1}})"),
             "lr_schedule.min_lr: must be <= optimizer.lr (0.1), got 0.5");
+}
+
+TEST(PlanTest, ErrorZeroOverPipeline) {
+  // A rule across keys: ZeRO-2 and -3 shard what each micro-batch's
+  // backward adds to, which a pipeline's micro-batches in flight cannot.
+  for (int stage : {2, 3})
+    EXPECT_EQ(errorOf(R"({"mesh": {"pp": 2}, "zero": {"stage": )" +
+                      std::to_string(stage) + "}}"),
+              "zero.stage: ZeRO-" + std::to_string(stage) +
+                  " with pipeline parallelism is not supported (it would "
+                  "reduce-scatter the gradients every micro-batch; use "
+                  "zero.stage 1, as DeepSpeed's pipeline engine does)");
+  EXPECT_EQ(planOf(R"({"mesh": {"pp": 2}, "zero": {"stage": 1}})").zeroStage,
+            1);
 }
 
 TEST(PlanTest, ErrorBadGlobs) {

@@ -1,7 +1,7 @@
 //===- PlannerTest.cpp - the planner's cluster file and link model --------===//
 
-#include "compiler/Planner.h"
-#include "compiler/Cluster.h"
+#include "compiler/planner/Planner.h"
+#include "compiler/planner/Cluster.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipeline.h"
+#include "compiler/plan/Pipeline.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"
 #include "passes/analysis/Passes.h"

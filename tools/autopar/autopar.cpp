@@ -13,15 +13,15 @@
 //                [--evaluate PLAN.json] [--top K] [--exhaustive]
 //                [--precision P] [--json] [-o BEST.json] [--html REPORT.html]
 //
-// Parses the command line and calls the command in compiler/Driver.h.
+// Parses the command line and calls the command in compiler/driver/Driver.h.
 // Command-line errors are one line on stderr and exit code 2.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Calibrate.h"
-#include "compiler/Compile.h"
-#include "compiler/Driver.h"
-#include "compiler/Planner.h"
+#include "compiler/planner/Calibrate.h"
+#include "compiler/driver/Compile.h"
+#include "compiler/driver/Driver.h"
+#include "compiler/planner/Planner.h"
 #include "frontends/onnx/Validate.h"
 
 #include "llvm/ADT/StringRef.h"

@@ -1,11 +1,20 @@
-// RUN: autopar-opt %s --autopar-apply-plan --split-input-file | FileCheck %s
-// RUN: autopar-opt %s --autopar-apply-plan --split-input-file --mlir-print-op-generic -o /dev/null
+// The plan's mesh and per-parameter decisions, as autopar-apply-plan's
+// options (compiler/plan/Pipeline.cpp builds them from plan.json): one
+// case per file of split-file.
+// RUN: split-file %s %t
+// RUN: autopar-opt %t/marks.mlir --autopar-apply-plan='dp=2 frozen=wpe.* no-decay=*.bias' | FileCheck %t/marks.mlir
+// RUN: autopar-opt %t/empty.mlir --autopar-apply-plan | FileCheck %t/empty.mlir
+// RUN: autopar-opt %t/mesh.mlir --autopar-apply-plan='dp=2 pp=3 tp=4' | FileCheck %t/mesh.mlir
+// RUN: autopar-opt %t/padding.mlir --autopar-apply-plan='padding-idx=*embed*=1' | FileCheck %t/padding.mlir
+// RUN: autopar-opt %t/rows.mlir --autopar-apply-plan='frozen=wte.weight[0,3:5],wte.*[2,7],h.[01],mask[1],wpe.weight[1,0]' | FileCheck %t/rows.mlir
+// RUN: autopar-opt %t/marks.mlir --autopar-apply-plan --mlir-print-op-generic -o /dev/null
 
+//--- marks.mlir
 // The plan's mesh, every axis (size 1 included), dp-major; the plan's
 // frozen and no_decay globs as argument marks; each parameter's type as
 // imported in nn.logical_type. Graph inputs get no logical type.
 
-// CHECK: module attributes {autopar.plan =
+// CHECK: module {
 // CHECK-NEXT: dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: %arg0: tensor<8x4xf32> {nn.logical_type = tensor<8x4xf32>, nn.param = "wte.weight"}
@@ -13,7 +22,7 @@
 // CHECK-SAME: %arg2: tensor<4xf32> {nn.logical_type = tensor<4xf32>, nn.no_decay, nn.param = "ln.bias"}
 // CHECK-SAME: %arg3: tensor<1x1x4x4xi1> {nn.buffer, nn.logical_type = tensor<1x1x4x4xi1>, nn.param = "mask"}
 // CHECK-SAME: %arg4: tensor<2x4xi64> {nn.input = "idx"}
-module attributes {autopar.plan = {frozen = ["wpe.*"], mesh = {dp = 2 : i64, pp = 1 : i64, tp = 1 : i64}, optimizer = {no_decay = ["*.bias"]}}} {
+module {
   func.func @forward(%wte: tensor<8x4xf32> {nn.param = "wte.weight"},
                      %wpe: tensor<4x4xf32> {nn.param = "wpe.weight"},
                      %b: tensor<4xf32> {nn.param = "ln.bias"},
@@ -23,36 +32,33 @@ module attributes {autopar.plan = {frozen = ["wpe.*"], mesh = {dp = 2 : i64, pp 
   }
 }
 
-// -----
-
+//--- empty.mlir
 // An empty plan is one device: every axis of size 1.
 // CHECK: dist.mesh @mesh axes = [dp = 1, pp = 1, tp = 1]
-module attributes {autopar.plan = {}} {
+module {
   func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
     return %w : tensor<4xf32>
   }
 }
 
-// -----
-
+//--- mesh.mlir
 // A tensor- and pipeline-parallel mesh is written as the plan says
-// (autopar-dist-annotate refuses it until those exist).
+// (autopar-annotate-sharding refuses it until those exist).
 // CHECK: dist.mesh @mesh axes = [dp = 2, pp = 3, tp = 4]
-module attributes {autopar.plan = {mesh = {dp = 2 : i64, pp = 3 : i64, tp = 4 : i64}}} {
+module {
   func.func @forward(%w: tensor<4xf32> {nn.param = "w"}) -> tensor<4xf32> {
     return %w : tensor<4xf32>
   }
 }
 
-// -----
-
+//--- padding.mlir
 // padding_idx marks the gathers (along axis 0) of the matching tables, not
 // other uses of them.
 // CHECK: nn.param = "model.embed_tokens.weight"
 // CHECK: nn.gather %arg0, %arg1 {axis = 0 : i64, nn.padding_idx = 1 : i64}
 // CHECK: nn.transpose %arg0
 // CHECK-NOT: nn.padding_idx
-module attributes {autopar.plan = {padding_idx = {"*embed*" = 1 : i64}}} {
+module {
   func.func @forward(%wte: tensor<8x4xf32> {nn.param = "model.embed_tokens.weight"},
                      %idx: tensor<2x4xi64> {nn.input = "idx"}) -> (tensor<2x4x4xf32>, tensor<4x8xf32>) {
     %0 = nn.gather %wte, %idx {axis = 0 : i64} : (tensor<8x4xf32>, tensor<2x4xi64>) -> tensor<2x4x4xf32>
@@ -61,8 +67,7 @@ module attributes {autopar.plan = {padding_idx = {"*embed*" = 1 : i64}}} {
   }
 }
 
-// -----
-
+//--- rows.mlir
 // A frozen entry that matches no initializer as a glob but ends in a row
 // list freezes those rows: merged over entries (2 and 3:5 -> [2, 5)) into
 // nn.frozen_rows. "h.[01]" matches "h.1" as a glob: that tensor is frozen
@@ -73,7 +78,7 @@ module attributes {autopar.plan = {padding_idx = {"*embed*" = 1 : i64}}} {
 // CHECK-SAME: {nn.buffer, nn.logical_type = tensor<4x4xf32>, nn.param = "mask"}
 // CHECK-SAME: {nn.frozen, nn.logical_type = tensor<2x4xf32>, nn.param = "wpe.weight"}
 // CHECK-SAME: {nn.logical_type = tensor<4xf32>, nn.param = "h.2"}
-module attributes {autopar.plan = {frozen = ["wte.weight[0,3:5]", "wte.*[2,7]", "h.[01]", "mask[1]", "wpe.weight[1,0]"]}} {
+module {
   func.func @forward(%wte: tensor<8x4xf32> {nn.param = "wte.weight"},
                      %h1: tensor<4xf32> {nn.param = "h.1"},
                      %m: tensor<4x4xf32> {nn.param = "mask", nn.buffer},

@@ -1,4 +1,4 @@
-// RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-dist-annotate="defer-reduction=true" --autopar-dist-propagate --autopar-dist-pipeline-phases="split-weight-gradients=true" --autopar-dist-spmdize | FileCheck %s
+// RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-annotate-sharding="defer-reduction=true" --autopar-propagate-sharding --autopar-dist-pipeline-phases="split-weight-gradients=true" --autopar-dist-spmdize | FileCheck %s
 
 // ZB-H1's phases over dp = 2 (the samples split): the layer norm's
 // backward gives the input's gradient and its weights' together, so the

@@ -1,4 +1,4 @@
-// RUN: autopar-opt %s --autopar-dist-propagate --autopar-dist-pipeline-phases | FileCheck %s
+// RUN: autopar-opt %s --autopar-propagate-sharding --autopar-dist-pipeline-phases | FileCheck %s
 
 // A saved value made by a dist.shard annotation (tensor parallelism's
 // pinned inputs, sequence parallelism's gathers) is saved laid out as the

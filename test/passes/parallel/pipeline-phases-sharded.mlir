@@ -1,4 +1,4 @@
-// RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-dist-annotate="defer-reduction=true" --autopar-dist-propagate --autopar-dist-pipeline-phases | FileCheck %s
+// RUN: autopar-opt %s --autopar-autodiff="forward=stage loss=stage_output train-step=step" --autopar-annotate-sharding="defer-reduction=true" --autopar-propagate-sharding --autopar-dist-pipeline-phases | FileCheck %s
 
 // A stage's training step laid out over the mesh before it is split (dp =
 // 2: the samples split): the phases keep its layouts. The forward saves

@@ -1,5 +1,11 @@
-// RUN: autopar-opt %s --autopar-dist-pipeline-schedule="link-bytes-per-second=1e30" --split-input-file --verify-diagnostics | FileCheck %s
+// The plan's pipeline schedule (the pass's options) over the stages'
+// phases; one case per file of split-file.
+// RUN: split-file %s %t
+// RUN: autopar-opt %t/1f1b.mlir --autopar-dist-pipeline-schedule='link-bytes-per-second=1e30 ranks=2 micro-batches=4' --verify-diagnostics | FileCheck %t/1f1b.mlir
+// RUN: autopar-opt %t/no-phases.mlir --autopar-dist-pipeline-schedule='link-bytes-per-second=1e30 ranks=2' --verify-diagnostics
+// RUN: autopar-opt %t/bad-counts.mlir --autopar-dist-pipeline-schedule='ranks=2 schedule=interleaved micro-batches=3' --verify-diagnostics
 
+//--- 1f1b.mlir
 // Two stages' phases (forward and backward), 4 micro-batches, 1F1B: the
 // first rank keeps 2 micro-batches in flight, the second 1 (min(p - i,
 // m)); a micro-batch in flight keeps the saved values and the received
@@ -10,10 +16,17 @@
 // predicted timeline from) is kept: equal forward and backward times, no
 // weight phase.
 
-// CHECK: dist.pipeline_schedule = {activation_bytes = array<i64: 128, 128>, backward_seconds = [[[T:.*]], [[T]]], bubble_fraction = {{0\.2000000[0-9]*|0\.1999999[0-9]*}} : f64, forward_seconds = [[[T]], [[T]]], in_flight = array<i64: 2, 1>, micro_batches = 4 : i64, schedule = "1f1b"
+// The schedule itself is recorded for the program writer: every rank's
+// actions as (op, stage, micro-batch) triples, op 0 a forward and 1 a
+// backward (rank 0: F0 F1 B0 F2 B1 F3 B2 B3; rank 1: F0 B0 F1 B1 ...), and
+// its transfer groups as (before, receives, sends) then (gradient, stage,
+// micro-batch) each: rank 0 sends F0's activation before its action 1.
+
+// CHECK: dist.pipeline_schedule = {actions = [array<i32: 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 2, 1, 0, 1, 0, 0, 3, 1, 0, 2, 1, 0, 3>, array<i32: 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 2, 1, 1, 2, 0, 1, 3, 1, 1, 3>], activation_bytes = array<i64: 128, 128>, backward_seconds = [[[T:.*]], [[T]]], bubble_fraction = {{0\.2000000[0-9]*|0\.1999999[0-9]*}} : f64, chunks = 1 : i64, forward_seconds = [[[T]], [[T]]], in_flight = array<i64: 2, 1>, micro_batches = 4 : i64, ranks = 2 : i64, schedule = "1f1b"
 // CHECK-SAME: stash_bytes = array<i64: 64, 128>
+// CHECK-SAME: transfers = [array<i32: 1, 0, 1, 0, 0, 0, 2, 1, 1, 1, 1, 0, 0, 0, 1,
 // CHECK-SAME: weight_seconds = [0.000000e+00, 0.000000e+00]
-module attributes {autopar.plan = {mesh = {pp = 2 : i64}, batch = {micro_batches = 4 : i64}}} {
+module {
   func.func @s0_f(%w: tensor<4x4xf32> {nn.param = "w0"}, %x: tensor<4x4xf32> {nn.input = "x"})
       -> (tensor<4x4xf32> {nn.output = "stage_output"}, tensor<4x4xf32> {nn.saved = "f0"})
       attributes {dist.phase = "forward", dist.stage = 0 : i64} {
@@ -44,12 +57,11 @@ module attributes {autopar.plan = {mesh = {pp = 2 : i64}, batch = {micro_batches
   }
 }
 
-// -----
-
+//--- no-phases.mlir
 // A stage without its phases.
 
 // expected-error @+1 {{pipeline stage 1 has no forward and backward phases (run autopar-dist-pipeline-phases)}}
-module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
+module {
   func.func @s0_f(%x: tensor<4xf32> {nn.input = "x"}) -> (tensor<4xf32> {nn.output = "stage_output"})
       attributes {dist.phase = "forward", dist.stage = 0 : i64} {
     return %x : tensor<4xf32>
@@ -57,5 +69,27 @@ module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
   func.func @s0_b(%g: tensor<4xf32> {nn.output_grad}) -> (tensor<4xf32> {nn.input_grad})
       attributes {dist.phase = "backward", dist.stage = 0 : i64} {
     return %g : tensor<4xf32>
+  }
+}
+
+//--- bad-counts.mlir
+// The interleaved schedule needs chunks >= 2.
+// expected-error @+1 {{interleaved}}
+module {
+  func.func @s0_f(%x: tensor<4xf32> {nn.input = "x"}) -> (tensor<4xf32> {nn.output = "stage_output"})
+      attributes {dist.phase = "forward", dist.stage = 0 : i64} {
+    return %x : tensor<4xf32>
+  }
+  func.func @s0_b(%g: tensor<4xf32> {nn.output_grad}) -> (tensor<4xf32> {nn.input_grad})
+      attributes {dist.phase = "backward", dist.stage = 0 : i64} {
+    return %g : tensor<4xf32>
+  }
+  func.func @s1_f(%x: tensor<4xf32> {nn.stage_input}) -> (tensor<4xf32> {nn.output = "loss"})
+      attributes {dist.phase = "forward", dist.stage = 1 : i64} {
+    return %x : tensor<4xf32>
+  }
+  func.func @s1_b(%x: tensor<4xf32> {nn.stage_input}) -> (tensor<4xf32> {nn.input_grad})
+      attributes {dist.phase = "backward", dist.stage = 1 : i64} {
+    return %x : tensor<4xf32>
   }
 }

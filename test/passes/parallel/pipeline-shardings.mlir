@@ -1,4 +1,4 @@
-// RUN: autopar-opt %s --autopar-dist-annotate="defer-reduction=true" --autopar-dist-propagate --autopar-dist-spmdize | FileCheck %s
+// RUN: autopar-opt %s --autopar-annotate-sharding="defer-reduction=true" --autopar-propagate-sharding --autopar-dist-spmdize | FileCheck %s
 
 // Two pipeline stages' training steps under data parallelism (dp = 2 on
 // each pipeline rank): what a stage receives from another is laid out as

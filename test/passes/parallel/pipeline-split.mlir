@@ -1,5 +1,16 @@
-// RUN: autopar-opt %s --autopar-dist-pipeline-split --split-input-file --verify-diagnostics | FileCheck %s
+// The forward cut into the plan's pipeline stages (the pass's options:
+// mesh.pp as ranks, pipeline.chunks, pipeline.split); one case per file
+// of split-file.
+// RUN: split-file %s %t
+// RUN: autopar-opt %t/balanced.mlir --autopar-dist-pipeline-split='ranks=2' --verify-diagnostics | FileCheck %t/balanced.mlir
+// RUN: autopar-opt %t/split.mlir --autopar-dist-pipeline-split='ranks=3 split=1,4' --verify-diagnostics | FileCheck %t/split.mlir
+// RUN: autopar-opt %t/one-stage.mlir --autopar-dist-pipeline-split --verify-diagnostics | FileCheck %t/one-stage.mlir
+// RUN: autopar-opt %t/too-many.mlir --autopar-dist-pipeline-split='ranks=3 chunks=2' --verify-diagnostics
+// RUN: autopar-opt %t/outside.mlir --autopar-dist-pipeline-split='ranks=3 split=2,5' --verify-diagnostics
+// RUN: autopar-opt %t/split-count.mlir --autopar-dist-pipeline-split='ranks=3 split=2' --verify-diagnostics
+// RUN: autopar-opt %t/split-order.mlir --autopar-dist-pipeline-split='ranks=3 split=3,2' --verify-diagnostics
 
+//--- balanced.mlir
 // Five layers (a residual block around an attention-like softmax each),
 // an embedding before them and a head and loss after, over mesh.pp = 2:
 // stages begin where one activation (the residual stream) crosses and an
@@ -19,7 +30,7 @@
 // CHECK-COUNT-9: dist.stage = 1
 // CHECK-NEXT: nn.matmul %{{.*}}, %arg12 {dist.stage = 1 : i64}
 // CHECK-NEXT: nn.softmax_cross_entropy {{.*}}dist.stage = 1
-module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
+module {
   func.func @forward(%wte: tensor<16x8xf32> {nn.param = "wte"},
       %bias: tensor<4x8xf32> {nn.param = "mask", nn.buffer},
       %wq0: tensor<8x8xf32> {nn.param = "h.0.q"},
@@ -68,8 +79,7 @@ module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
   }
 }
 
-// -----
-
+//--- split.mlir
 // The plan's boundaries: three stages beginning at layers 0, 1 and 4.
 // Layer 2 costs more than the others (an exp): not uniform.
 
@@ -79,7 +89,7 @@ module attributes {autopar.plan = {mesh = {pp = 2 : i64}}} {
 // CHECK: nn.matmul %{{.*}}, %arg4 {dist.stage = 1 : i64}
 // CHECK: nn.matmul %{{.*}}, %arg10 {dist.stage = 2 : i64}
 // CHECK: nn.softmax_cross_entropy {{.*}}dist.stage = 2
-module attributes {autopar.plan = {mesh = {pp = 3 : i64}, pipeline = {split = [1, 4]}}} {
+module {
   func.func @forward(%wte: tensor<16x8xf32> {nn.param = "wte"},
       %bias: tensor<4x8xf32> {nn.param = "mask", nn.buffer},
       %wq0: tensor<8x8xf32> {nn.param = "h.0.q"},
@@ -129,13 +139,12 @@ module attributes {autopar.plan = {mesh = {pp = 3 : i64}, pipeline = {split = [1
   }
 }
 
-// -----
-
+//--- one-stage.mlir
 // One stage: nothing to do.
 
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: dist.stage
-module attributes {autopar.plan = {}} {
+module {
   func.func @forward(%wte: tensor<16x8xf32> {nn.param = "wte"},
       %bias: tensor<4x8xf32> {nn.param = "mask", nn.buffer},
       %wq0: tensor<8x8xf32> {nn.param = "h.0.q"},
@@ -184,11 +193,10 @@ module attributes {autopar.plan = {}} {
   }
 }
 
-// -----
-
+//--- too-many.mlir
 // More stages than layers: 3 ranks x 2 chunks of the interleaved schedule.
 
-module attributes {autopar.plan = {mesh = {pp = 3 : i64}, batch = {micro_batches = 3 : i64}, pipeline = {schedule = "interleaved"}}} {
+module {
   // expected-error @+1 {{mesh.pp = 3 x 2 chunks makes 6 pipeline stages, but the model has 5 layers (where one activation crosses) to put in them}}
   func.func @forward(%wte: tensor<16x8xf32> {nn.param = "wte"},
       %bias: tensor<4x8xf32> {nn.param = "mask", nn.buffer},
@@ -238,11 +246,10 @@ module attributes {autopar.plan = {mesh = {pp = 3 : i64}, batch = {micro_batches
   }
 }
 
-// -----
-
+//--- outside.mlir
 // A stage beginning at a layer the model does not have.
 
-module attributes {autopar.plan = {mesh = {pp = 3 : i64}, pipeline = {split = [2, 5]}}} {
+module {
   // expected-error @+1 {{pipeline.split[1]: stage 2 would begin at layer 5, but the model has 5 layers}}
   func.func @forward(%wte: tensor<16x8xf32> {nn.param = "wte"},
       %bias: tensor<4x8xf32> {nn.param = "mask", nn.buffer},
@@ -292,13 +299,12 @@ module attributes {autopar.plan = {mesh = {pp = 3 : i64}, pipeline = {split = [2
   }
 }
 
-// -----
-
-// No plan on the module.
-
-// expected-error @+1 {{autopar.plan}}
+//--- split-count.mlir
+// expected-error @+1 {{split: 3 stages are cut at 2 layer boundaries, got 1}}
 module {
-  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
-    return %x : tensor<4xf32>
-  }
+}
+
+//--- split-order.mlir
+// expected-error @+1 {{split: layer boundaries must increase from 1}}
+module {
 }

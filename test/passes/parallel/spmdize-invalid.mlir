@@ -3,7 +3,7 @@
 
 // RUN: not autopar-opt %s --autopar-dist-spmdize --split-input-file 2>&1 | FileCheck %s
 
-// CHECK: error: 'nn.exp' op has no dist.shardings (run autopar-dist-propagate first)
+// CHECK: error: 'nn.exp' op has no dist.shardings (run autopar-propagate-sharding first)
 module {
   dist.mesh @mesh axes = [dp = 2]
   func.func @unpropagated(%x: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [[dp]]>}) -> tensor<8xf32> {

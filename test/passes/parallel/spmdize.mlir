@@ -1,4 +1,4 @@
-// RUN: autopar-opt %s --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s
+// RUN: autopar-opt %s --autopar-propagate-sharding --autopar-dist-spmdize --split-input-file | FileCheck %s
 
 // Data parallelism: the batch dim of every activation halves; the
 // mean-reduced loss is a local mean, scaled by 1/2 to be this rank's term

@@ -1,7 +1,7 @@
 // RUN: autopar-opt %s --autopar-dist-tensor-parallel --split-input-file | FileCheck %s
-// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --split-input-file | FileCheck %s --check-prefix=PROP
-// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SPMD
-// RUN: autopar-opt %s --autopar-dist-tensor-parallel=sequence-parallel=true --autopar-dist-propagate --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SEQ
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-propagate-sharding --split-input-file | FileCheck %s --check-prefix=PROP
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel --autopar-propagate-sharding --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SPMD
+// RUN: autopar-opt %s --autopar-dist-tensor-parallel=sequence-parallel=true --autopar-propagate-sharding --autopar-dist-spmdize --split-input-file | FileCheck %s --check-prefix=SEQ
 
 // Megatron's MLP, found: the first projection is column-parallel (a seed on
 // its output features), the second has its partner's split on the

@@ -1,0 +1,267 @@
+//===- Pipeline.cpp - the compile pipelines -------------------------------===//
+
+#include "compiler/plan/Pipeline.h"
+
+#include "compiler/plan/PlanAttr.h"
+#include "passes/autodiff/Passes.h"
+#include "passes/lowering/Passes.h"
+#include "passes/parallel/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace autopar;
+
+namespace {
+
+/// Whether the plan runs on a mesh: dp > 1 or a ZeRO stage.
+bool isDistributed(const Plan &plan) {
+  return plan.meshDp > 1 || plan.meshTp > 1 || plan.zeroStage > 0;
+}
+
+/// Stage 0 under gradient accumulation over dp (or a pipeline, whose phases
+/// each add to the gradients): each rank sums its micro-batches' gradients
+/// and the runtime all-reduces them once per step (DDP's no_sync).
+bool defersReduction(const Plan &plan) {
+  return plan.meshDp > 1 && plan.zeroStage == 0 &&
+         (plan.microBatches > 1 || plan.meshPp > 1);
+}
+
+/// The plan's mesh and parameter decisions, as autopar-apply-plan takes
+/// them.
+dist::ApplyPlanPassOptions applyPlanOptions(const Plan &plan) {
+  dist::ApplyPlanPassOptions options;
+  options.dp = plan.meshDp;
+  options.tp = plan.meshTp;
+  options.pp = plan.meshPp;
+  options.frozen.assign(plan.frozen.begin(), plan.frozen.end());
+  options.noDecay.assign(plan.optimizer.noDecay.begin(),
+                         plan.optimizer.noDecay.end());
+  for (const auto &[glob, row] : plan.paddingIdx)
+    options.paddingIdx.push_back(glob + "=" + std::to_string(row));
+  return options;
+}
+
+void addAttentionFusion(OpPassManager &pm, StringRef target) {
+  FuseAttentionPassOptions attention;
+  if (target == "cuda")
+    attention.maxHeadDim = 128; // runtime/cuda/Attention.h
+  pm.addNestedPass<func::FuncOp>(createFuseAttentionPass(attention));
+}
+
+/// Pipeline parallelism: the forward cut into the plan's stages, one
+/// function per stage, each differentiated on its own (the last stage's
+/// loss seeds its backward, the others' the gradient the next stage sends;
+/// fp16's loss scale seeds the last stage only).
+void addPipelineStages(OpPassManager &pm, const Plan &plan, bool fp16) {
+  dist::PipelineSplitPassOptions split;
+  split.ranks = plan.meshPp;
+  split.chunks = plan.pipelineChunks;
+  split.split.assign(plan.pipelineSplit.begin(), plan.pipelineSplit.end());
+  pm.addPass(dist::createPipelineSplitPass(split));
+  pm.addPass(dist::createPipelineStagesPass());
+  const int64_t stages = plan.pipelineStages();
+  for (int64_t s = 0; s < stages; ++s) {
+    AutodiffPassOptions autodiff;
+    autodiff.forward = "forward_stage" + std::to_string(s);
+    autodiff.trainStep = "train_step_stage" + std::to_string(s);
+    if (s + 1 < stages)
+      autodiff.loss = dist::kStageOutputName.str();
+    else
+      autodiff.lossScaleArgument = fp16;
+    pm.addPass(createAutodiffPass(autodiff));
+  }
+}
+
+void addLowering(OpPassManager &pm, StringRef target) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  LegalizePrecisionPassOptions legalize;
+  legalize.target = target.str();
+  pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
+  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
+}
+
+} // namespace
+
+void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
+                                 StringRef target) {
+  pm.addPass(dist::createApplyPlanPass(applyPlanOptions(plan)));
+  pm.addPass(createCanonicalizerPass());
+  // Tensor parallelism, before autodiff: a fused QKV split per part and a
+  // vocabulary tp does not divide padded.
+  if (plan.meshTp > 1) {
+    pm.addPass(dist::createSplitFusedProjectionsPass());
+    pm.addPass(dist::createPadVocabularyPass());
+  }
+  // Attention and GELU first: autodiff then derives nn.attention_grad and
+  // nn.gelu_grad from them.
+  if (plan.attention == "fused")
+    addAttentionFusion(pm, target);
+  pm.addNestedPass<func::FuncOp>(createFuseGeluPass());
+  bool fp16 = plan.precision == "fp16-mixed";
+  bool mixed = plan.precision != "fp32";
+  if (mixed) {
+    MixedPrecisionPassOptions options;
+    options.dtype = fp16 ? "f16" : "bf16";
+    pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(options));
+  }
+  if (plan.meshPp > 1) {
+    addPipelineStages(pm, plan, fp16);
+  } else {
+    // fp16: the backward is seeded with the dynamic loss scale (a last
+    // argument of the step, nn.loss_scale).
+    AutodiffPassOptions autodiff;
+    autodiff.lossScaleArgument = fp16;
+    pm.addPass(createAutodiffPass(autodiff));
+  }
+  pm.addPass(createLossOnlyForwardPass());
+  if (mixed)
+    pm.addPass(createRestoreUntrainedPrecisionPass());
+  // grad_dtype fp32: 16-bit gradients returned, so reduced and
+  // accumulated, in f32.
+  if (plan.fp32Grads())
+    pm.addPass(createGradPrecisionPass());
+  if (plan.recompute != "none") {
+    RecomputePassOptions recompute;
+    recompute.mode = plan.recompute;
+    pm.addPass(createRecomputePass(recompute));
+  }
+  if (isDistributed(plan)) {
+    // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor
+    // parallelism: column-parallel seeds over tp, the rest propagated. A
+    // pipeline stage's whole training step is laid out as one (its forward
+    // and backward together, as a step without a pipeline), its phases
+    // then keep its layouts.
+    dist::AnnotateShardingPassOptions annotate;
+    annotate.zeroStage = plan.zeroStage;
+    annotate.offload = plan.zeroOffload;
+    annotate.bucketMb = plan.bucketMb;
+    annotate.deferReduction = defersReduction(plan);
+    pm.addPass(dist::createAnnotateShardingPass(annotate));
+    if (plan.meshTp > 1) {
+      dist::TensorParallelPassOptions tp;
+      tp.sequenceParallel = plan.sequenceParallel;
+      pm.addPass(dist::createTensorParallelPass(tp));
+    }
+    pm.addPass(dist::createPropagateShardingPass());
+  }
+  // A pipeline stage's training step in the phases its schedule runs
+  // apart (after recompute: what it recomputes, the forward need not save).
+  if (plan.meshPp > 1) {
+    dist::PipelinePhasesPassOptions phases;
+    phases.splitWeights = plan.pipelineSchedule == "zb-h1";
+    phases.eraseSteps = true;
+    pm.addPass(dist::createPipelinePhasesPass(phases));
+  }
+  if (isDistributed(plan)) {
+    pm.addPass(dist::createSpmdizePass());
+    pm.addPass(dist::createLowerCollectivesPass());
+    pm.addPass(dist::createZeroPartitionPass());
+    pm.addPass(dist::createScheduleCollectivesPass());
+    pm.addPass(dist::createOffloadPass());
+  }
+  // The schedule simulated with each rank's phases as partitioned.
+  if (plan.meshPp > 1) {
+    pipeline::ScheduleOptions options = pipelineScheduleOptions(plan);
+    dist::PipelineSchedulePassOptions schedule;
+    schedule.schedule = options.kind;
+    schedule.ranks = options.ranks;
+    schedule.chunks = options.chunks;
+    schedule.microBatches = options.microBatches;
+    pm.addPass(dist::createPipelineSchedulePass(schedule));
+  }
+  addLowering(pm, target);
+}
+
+void autopar::buildForwardPipeline(OpPassManager &pm, StringRef target) {
+  pm.addPass(createCanonicalizerPass());
+  addAttentionFusion(pm, target);
+  pm.addNestedPass<func::FuncOp>(createFuseGeluPass());
+  addLowering(pm, target);
+}
+
+namespace {
+
+/// The pipelines as passes: each builds its pipeline for the module it runs
+/// on and runs it as a dynamic pipeline.
+template <typename Derived>
+struct PipelinePass : public PassWrapper<Derived, OperationPass<ModuleOp>> {
+  PipelinePass() = default;
+  PipelinePass(const PipelinePass &other)
+      : PassWrapper<Derived, OperationPass<ModuleOp>>(other) {}
+
+  /// A dynamic pipeline's dialects must be loaded before it runs: those of
+  /// the largest pipeline (every optional pass in).
+  void getDependentDialects(DialectRegistry &registry) const override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    Plan plan;
+    plan.precision = "fp16-mixed";
+    plan.meshDp = 2;
+    buildTrainPipeline(pm, plan, "cpu");
+    pm.getDependentDialects(registry);
+  }
+
+  bool checkTarget() {
+    if (target == "cpu" || target == "cuda")
+      return true;
+    this->getOperation().emitError()
+        << "target must be cpu or cuda, got '" << target << "'";
+    this->signalPassFailure();
+    return false;
+  }
+
+  mlir::Pass::Option<std::string> target{
+      *this, "target", llvm::cl::desc("Code generation target: cpu or cuda"),
+      llvm::cl::init("cpu")};
+};
+
+struct TrainPipelinePass : public PipelinePass<TrainPipelinePass> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TrainPipelinePass)
+  StringRef getArgument() const override { return "autopar-train-pipeline"; }
+  StringRef getDescription() const override {
+    return "The training pipeline of `autopar compile` for the module's "
+           "autopar.plan";
+  }
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!checkTarget())
+      return;
+    Plan plan;
+    std::string error;
+    if (!readPlanAttr(module, plan, error)) {
+      module.emitError() << error;
+      return signalPassFailure();
+    }
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildTrainPipeline(pm, plan, target);
+    if (failed(runPipeline(pm, module)))
+      signalPassFailure();
+  }
+};
+
+struct ForwardPipelinePass : public PipelinePass<ForwardPipelinePass> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ForwardPipelinePass)
+  StringRef getArgument() const override { return "autopar-forward-pipeline"; }
+  StringRef getDescription() const override {
+    return "The pipeline of `autopar compile --forward-only`";
+  }
+  void runOnOperation() override {
+    if (!checkTarget())
+      return;
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildForwardPipeline(pm, target);
+    if (failed(runPipeline(pm, getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void autopar::registerPipelines() {
+  PassRegistration<TrainPipelinePass>();
+  PassRegistration<ForwardPipelinePass>();
+}

@@ -1,0 +1,160 @@
+//===- Plan.h - the parallelization plan file -------------------*- C++ -*-===//
+//
+// The plan is the JSON file that says how to train a model: the device mesh,
+// micro-batching, ZeRO, precision, recompute, the pipeline schedule, the
+// optimizer and its LR schedule, which parameters are frozen and which graph
+// inputs are data. docs/plan.md is the user reference of every key.
+//
+// Plan.cpp is the only file that uses nlohmann::json exceptions (it is built
+// with -fexceptions); none escapes from it. This header includes only
+// <nlohmann/json_fwd.hpp>: callers of toJson() or parsePlan() that build or
+// read a JSON value include <nlohmann/json.hpp> themselves.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_COMPILER_PLAN_PLAN_H
+#define AUTOPAR_COMPILER_PLAN_PLAN_H
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "passes/parallel/Globs.h"
+#include "passes/parallel/Schedule.h"
+
+#include <cstdint>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autopar {
+
+/// `optimizer`: PyTorch 1.13's torch.optim.AdamW or torch.optim.SGD, with
+/// torch.nn.utils.clip_grad_norm_ when maxGradNorm > 0.
+struct OptimizerPlan {
+  std::string type = "adamw"; // "adamw" | "sgd"
+  double lr = 1e-3;
+  // AdamW only.
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  // Both; the default is 0.01 for AdamW and 0 for SGD (parsePlan sets it).
+  double weightDecay = 0.01;
+  // SGD only.
+  double momentum = 0, dampening = 0;
+  bool nesterov = false;
+  // Both.
+  double maxGradNorm = 0;           // 0 = no clipping
+  std::vector<std::string> noDecay; // globs over initializer names
+};
+
+/// `lr_schedule`: linear warmup, then constant, cosine or linear decay.
+struct LrSchedulePlan {
+  int64_t warmupSteps = 0;
+  std::string decay = "constant"; // "constant" | "cosine" | "linear"
+  double minLr = 0;
+  int64_t decaySteps = 0; // 0 = the run's total --steps
+};
+
+/// fp16-mixed's dynamic loss scaling (torch.cuda.amp.GradScaler's
+/// parameters and defaults).
+struct LossScalePlan {
+  double initScale = 65536;
+  double growthFactor = 2;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+};
+
+struct Plan {
+  int64_t meshDp = 1, meshTp = 1, meshPp = 1;
+  int64_t microBatches = 1;
+  int64_t zeroStage = 0;            // 0..3
+  std::string zeroOffload = "none"; // "none" | "cpu"
+  double bucketMb = 25;
+  /// A rank that waits on one collective or transfer longer than this ends
+  /// the job (the runtime's watchdog).
+  double commTimeoutS = 600;
+  std::string precision = "fp32";        // "fp32" | "bf16-mixed" | "fp16-mixed"
+  /// The type gradients are accumulated over micro-batches and reduced
+  /// over dp in: "fp32", or the precision's parameter type ("bf16",
+  /// "fp16"); "" = the parameters' (lowGradDtype()).
+  std::string gradDtype;
+  LossScalePlan lossScale;               // used by fp16-mixed
+  std::string recompute = "none";        // "none" | "selective" | "full"
+  /// "fused": attention chains become nn.attention (flash-attention
+  /// kernels); "unfused": they stay matmul, softmax, matmul (the T x S
+  /// scores stored, as Hugging Face's "eager" attention and Megatron-LM
+  /// before FlashAttention run them).
+  std::string attention = "fused";
+  // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
+  std::string pipelineSchedule = "1f1b";
+  int64_t pipelineChunks = 1; // model chunks per rank (interleaved: >= 2)
+  std::vector<int64_t> pipelineSplit;    // layer boundaries; empty = "auto"
+  /// Pipeline stages: mesh.pp ranks x pipeline.chunks.
+  int64_t pipelineStages() const { return meshPp * pipelineChunks; }
+  /// The parameters' type under `precision`: "fp32", "bf16" or "fp16".
+  std::string paramDtype() const {
+    return precision == "bf16-mixed"   ? "bf16"
+           : precision == "fp16-mixed" ? "fp16"
+                                       : "fp32";
+  }
+  /// grad_dtype as it applies: the parameters' type unless set.
+  std::string effectiveGradDtype() const {
+    return gradDtype.empty() ? paramDtype() : gradDtype;
+  }
+  /// Mixed precision with gradients in fp32 (Megatron-LM's
+  /// accumulate_allreduce_grads_in_fp32).
+  bool fp32Grads() const {
+    return precision != "fp32" && effectiveGradDtype() == "fp32";
+  }
+  std::string tpRules = "auto";          // only "auto"
+  bool sequenceParallel = true;          // with mesh.tp > 1
+  OptimizerPlan optimizer;
+  std::vector<std::string> frozen; // globs over initializer names
+  /// "padding_idx": {glob: row}: the lookups of that row of the matching
+  /// embedding tables give it no gradient (nn.Embedding(padding_idx=row)).
+  std::vector<std::pair<std::string, int64_t>> paddingIdx;
+  LrSchedulePlan lrSchedule;
+  std::string dataInputs, dataTargets; // "" = decided by the compiler
+  /// data.feeds: graph inputs that take a generated value instead of data
+  /// ("ones", "zeros", or "arange": 0..T-1 along the last dim), fixed at
+  /// compile time. Integer inputs named attention_mask, position_ids and
+  /// token_type_ids default to ones, arange and zeros.
+  std::map<std::string, std::string> dataFeeds;
+  /// data.targets_from: what the targets input holds, "next_tokens" (the
+  /// inputs shifted by one token) or "tokens" (the inputs themselves, for
+  /// models that shift their labels inside, as Hugging Face's causal LMs).
+  std::string targetsFrom = "next_tokens";
+};
+
+/// The token id of a data.feeds value "shift_right:ID" (ID an integer in
+/// [0, 2^31)), or nothing for any other value.
+std::optional<int64_t> shiftRightStart(const std::string &feed);
+
+/// Validates `json` against the schema of docs/plan.md and fills `plan` (every
+/// key is optional; missing keys take their defaults). On failure returns
+/// false, leaves `plan` unchanged and sets `error` to one line
+/// "<key path>: <what is wrong>", e.g.
+/// "optimizer.betas[1]: expected a number in [0, 1), got 1.5".
+bool parsePlan(const nlohmann::json &json, Plan &plan, std::string &error);
+
+/// Reads and parses the plan file at `path`. Errors are prefixed with the
+/// path: "plan.json: optimizer.lr: ...", "plan.json: cannot open: No such
+/// file or directory", "plan.json:3:7: invalid JSON: <reason>" (the line and
+/// byte column of a syntax error, both 1-based). A key given twice in one
+/// object is an error ("plan.json: optimizer.lr: duplicate key").
+bool loadPlanFile(const std::string &path, Plan &plan, std::string &error);
+
+/// The resolved plan: every key of the schema with its value (defaults filled
+/// in), and only the options of the chosen optimizer type.
+/// parsePlan(toJson(p)) gives back p (up to the fields of the optimizer type
+/// not chosen, which keep their defaults).
+nlohmann::json toJson(const Plan &plan);
+
+/// The pipeline schedule `plan` asks for: pipeline.schedule over mesh.pp
+/// ranks, pipeline.chunks and batch.micro_batches.
+pipeline::ScheduleOptions pipelineScheduleOptions(const Plan &plan);
+
+} // namespace autopar
+
+#endif // AUTOPAR_COMPILER_PLAN_PLAN_H
