@@ -293,7 +293,7 @@ private:
 } // namespace
 
 void Emitter::defineResults(Operation *op, bool mayDirect) {
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(nn::NNDialect::kOffsetsAttr);
   for (auto [i, r] : llvm::enumerate(op->getResults())) {
     std::string name = "v" + std::to_string(counter++);
     int64_t offset = offsets ? offsets[i] : -1;
@@ -320,7 +320,7 @@ void Emitter::defineResults(Operation *op, bool mayDirect) {
 }
 
 LogicalResult Emitter::emit(StringRef name) {
-  if (!func->getAttr(kArenaBytesAttr))
+  if (!func->getAttr(nn::NNDialect::kArenaBytesAttr))
     return func.emitError() << "has no memory plan (run autopar-plan-memory)";
   int64_t paramBytes = 0;
   std::vector<ArgSlot> slots = layoutArguments(func, paramBytes);

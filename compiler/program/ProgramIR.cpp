@@ -96,7 +96,7 @@ bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
     shape.axisSizes.push_back(size);
   }
   shape.ranks = mesh.getNumRanks();
-  auto offload = module->getAttrOfType<StringAttr>(dist::kOffloadAttr);
+  auto offload = module->getAttrOfType<StringAttr>(dist::DistDialect::kOffloadAttr);
   shape.offload = offload && offload.getValue() == "cpu";
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr);
@@ -121,15 +121,15 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
                                    int gradResult) {
   TensorSync sync;
   auto module = step->getParentOfType<ModuleOp>();
-  auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
+  auto stage = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kZeroStageAttr);
   if (stage && stage.getInt() > 0)
     sync.updateAxes.push_back(dist::kDataAxis);
-  sync.paramSharded = step.getArgAttr(arg, dist::kZeroAttr) != nullptr;
+  sync.paramSharded = step.getArgAttr(arg, dist::DistDialect::kZeroAttr) != nullptr;
   if (auto sharding =
-          step.getArgAttrOfType<dist::ShardingAttr>(arg, dist::kShardingAttr))
+          step.getArgAttrOfType<dist::ShardingAttr>(arg, dist::DistDialect::kShardingAttr))
     for (int64_t d = 0; d < sharding.getRank(); ++d)
       sync.splitAxes.emplace_back(sharding.getSplitAxes(d));
-  auto blockType = step.getArgAttrOfType<TypeAttr>(arg, dist::kBlockTypeAttr);
+  auto blockType = step.getArgAttrOfType<TypeAttr>(arg, dist::DistDialect::kBlockTypeAttr);
   auto block = cast<RankedTensorType>(
       blockType ? blockType.getValue() : step.getArgument(arg).getType());
   sync.block.assign(block.getShape().begin(), block.getShape().end());
@@ -140,9 +140,9 @@ TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
         sync.whole[d] *= mesh.getGroupSize(axes);
   if (gradResult < 0)
     return sync;
-  sync.gradSharded = step.getResultAttr(gradResult, dist::kZeroAttr) != nullptr;
+  sync.gradSharded = step.getResultAttr(gradResult, dist::DistDialect::kZeroAttr) != nullptr;
   if (auto sharding = step.getResultAttrOfType<dist::ShardingAttr>(
-          gradResult, dist::kShardingAttr))
+          gradResult, dist::DistDialect::kShardingAttr))
     sync.gradReduceAxes = sharding.getPartialAxisNames();
   return sync;
 }
@@ -154,8 +154,8 @@ autopar::phaseFunctions(ModuleOp module) {
   std::vector<std::pair<func::FuncOp, std::string>> out;
   std::map<std::pair<int64_t, int>, func::FuncOp> byKey;
   for (auto f : module.getOps<func::FuncOp>()) {
-    auto stage = f->getAttrOfType<IntegerAttr>(dist::kStageAttr);
-    auto phase = f->getAttrOfType<StringAttr>(dist::kPhaseAttr);
+    auto stage = f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr);
+    auto phase = f->getAttrOfType<StringAttr>(dist::DistDialect::kPhaseAttr);
     if (!stage || !phase)
       continue;
     for (int k = 0; k < 4; ++k)
@@ -173,7 +173,7 @@ llvm::StringMap<PipelineTensor> autopar::pipelineTensors(ModuleOp module,
   llvm::StringMap<PipelineTensor> tensors;
   for (auto &[f, name] : phaseFunctions(module)) {
     int64_t rank =
-        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % pp;
+        f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr).getInt() % pp;
     for (unsigned i = 0; i < f.getNumArguments(); ++i)
       if (auto p = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr))
         tensors[p.getValue()].ranks.insert(rank);
@@ -184,7 +184,7 @@ llvm::StringMap<PipelineTensor> autopar::pipelineTensors(ModuleOp module,
       PipelineTensor &t = tensors[p.getValue()];
       t.trained = true;
       if (auto sharding =
-              f.getResultAttrOfType<dist::ShardingAttr>(r, dist::kShardingAttr))
+              f.getResultAttrOfType<dist::ShardingAttr>(r, dist::DistDialect::kShardingAttr))
         for (StringRef axis : sharding.getPartialAxisNames())
           if (!llvm::is_contained(t.reduceAxes, axis))
             t.reduceAxes.push_back(axis);

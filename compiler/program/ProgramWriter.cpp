@@ -265,7 +265,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   // Pipeline parallelism: `step` is the forward (its arguments lay the
   // blob out); the phases return the gradients, and a parameter the stages
   // of two ranks read (a tied embedding) has its gradient summed over pp.
-  const bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
+  const bool pipelined = module->hasAttr(dist::DistDialect::kPipelineScheduleAttr);
   auto phases = phaseFunctions(module);
   llvm::StringMap<PipelineTensor> staged =
       pipelined ? pipelineTensors(module, plan.meshPp)
@@ -535,13 +535,13 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("trainStepArenaBytes",
            pipelined
                ? 0
-               : step->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt())
+               : step->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr).getInt())
       .set("trainStepResults", pipelined ? 0 : step.getNumResults())
       .set("pipeline", pipelined ? "&kPipeline" : "nullptr")
       .set("forward", "forward_fn::forward")
       .set("forwardArenaBytes",
            module.lookupSymbol<func::FuncOp>("forward")
-               ->getAttrOfType<IntegerAttr>(kArenaBytesAttr)
+               ->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr)
                .getInt())
       .set("microBatch", shape.microBatch)
       .set("microBatches", plan.microBatches)
@@ -583,9 +583,9 @@ bool Writer::pipelineTables(
   std::vector<std::map<std::string, std::string>> names(stages);
   std::vector<std::map<std::string, func::FuncOp>> funcs(stages);
   for (auto &[f, name] : phases) {
-    int64_t s = f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt();
+    int64_t s = f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr).getInt();
     std::string phase =
-        f->getAttrOfType<StringAttr>(dist::kPhaseAttr).getValue().str();
+        f->getAttrOfType<StringAttr>(dist::DistDialect::kPhaseAttr).getValue().str();
     names[s][phase] = name;
     funcs[s][phase] = f;
   }
@@ -676,7 +676,7 @@ bool Writer::pipelineTables(
       fill << "  " << pv << ".fn = train_step_fn::" << names[s][phase]
            << "::run;\n"
            << "  " << pv << ".arenaBytes = "
-           << f->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt() << ";\n"
+           << f->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr).getInt() << ";\n"
            << "  " << pv << ".args = kPpSlots + " << firstArg << ";\n"
            << "  " << pv << ".numArgs = " << numArgs << ";\n"
            << "  " << pv << ".results = kPpSlots + " << firstResult << ";\n"
@@ -874,7 +874,7 @@ bool Writer::forwardSource(func::FuncOp forward, const std::string &code,
       .set("numOutputs", numOutputs)
       .set("forward", "forward_fn::forward")
       .set("arenaBytes",
-           forward->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt());
+           forward->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr).getInt());
   os << "  return p;\n}\n\n"
      << "const autopar::rt::ForwardProgramInfo &autoparForwardProgramInfo() {\n"
      << "  static const autopar::rt::ForwardProgramInfo info = makeInfo();\n"
@@ -886,7 +886,7 @@ bool Writer::run(const std::string &dir) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   // The function whose arguments lay out the parameter blob (a pipeline's
   // phases read parts of the forward's).
-  const bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
+  const bool pipelined = module->hasAttr(dist::DistDialect::kPipelineScheduleAttr);
   func::FuncOp step = o.forwardOnly || pipelined
                           ? forward
                           : module.lookupSymbol<func::FuncOp>("train_step");
@@ -916,7 +916,7 @@ bool Writer::run(const std::string &dir) {
       // A namespace each: their constants are globals of like names.
       for (auto &[f, name] : phaseFunctions(module)) {
         int64_t stage =
-            f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt();
+            f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr).getInt();
         cs << "namespace " << name << " {\n";
         if (failed(emitFunction(f, "run", target, cs,
                                 &layouts[stage % plan.meshPp])))

@@ -171,7 +171,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   int64_t flopsPerMicro = 0;
   for (auto &[f, name] : phaseFunctions(module)) {
     int64_t rank =
-        f->getAttrOfType<IntegerAttr>(dist::kStageAttr).getInt() % pp;
+        f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr).getInt() % pp;
     FunctionCost cost = analyzeCost(f);
     flopsPerMicro += cost.flops;
     comm[rank].add(cost, m);
@@ -249,7 +249,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     }
   }
   auto schedule =
-      module->getAttrOfType<DictionaryAttr>(dist::kPipelineScheduleAttr);
+      module->getAttrOfType<DictionaryAttr>(dist::DistDialect::kPipelineScheduleAttr);
   nlohmann::json pipeline = nlohmann::json::object();
   for (NamedAttribute a : schedule)
     pipeline[a.getName().str()] = attrJson(a.getValue());
@@ -267,7 +267,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   const int64_t stateBuffers = states + (plan.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   // The whole mesh's, counted before partitioning (every stage's step).
-  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
+  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kModelFlopsAttr);
   // In double: a large model's step exceeds int64 (GPT 1T: 5e19).
   double flops =
       modelFlops ? double(modelFlops.getInt()) * double(m)
@@ -331,7 +331,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   if (!readShape(step, plan, shape))
     return false;
   const int64_t dp = shape.dp;
-  auto stage = module->getAttrOfType<IntegerAttr>(dist::kZeroStageAttr);
+  auto stage = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kZeroStageAttr);
   dist::MeshOp meshOp = dist::findMesh(module);
   std::vector<Type> globalArgTypes = logicalTypes(step);
   // The step as the IR says: FLOPs, argument bytes, arena, collectives.
@@ -416,7 +416,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // The whole mesh's step: counted before partitioning where the program
   // is partitioned (tensor parallelism repeats the replicated ops on every
   // rank), else this rank's times the data-parallel ranks.
-  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::kModelFlopsAttr);
+  auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kModelFlopsAttr);
   double flops = double(modelFlops ? modelFlops.getInt() : cost.flops * dp) *
                  double(plan.microBatches);
   int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
@@ -500,7 +500,7 @@ bool Reporter::run(const std::string &dir) {
             "\n");
   Plan plan;
   nlohmann::json r;
-  bool pipelined = module->hasAttr(dist::kPipelineScheduleAttr);
+  bool pipelined = module->hasAttr(dist::DistDialect::kPipelineScheduleAttr);
   if (!trainReport(plan, r) ||
       !write("plan.json",
              toJson(plan).dump(2, ' ', false,
@@ -533,7 +533,7 @@ bool Reporter::run(const std::string &dir) {
 
 bool Reporter::trainReport(Plan &plan, nlohmann::json &r) {
   return irPlan(plan) &&
-         (module->hasAttr(dist::kPipelineScheduleAttr)
+         (module->hasAttr(dist::DistDialect::kPipelineScheduleAttr)
               ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
               : report(module.lookupSymbol<func::FuncOp>("train_step"), r));
 }

@@ -114,6 +114,11 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kOutputGradAttr = "nn.output_grad";
     static constexpr llvm::StringLiteral kInputGradAttr = "nn.input_grad";
     static constexpr llvm::StringLiteral kSavedAttr = "nn.saved";
+    /// On an op (autopar-plan-memory): the arena offset in bytes of each
+    /// result (-1: a view of its operand's storage, or no storage).
+    static constexpr llvm::StringLiteral kOffsetsAttr = "nn.offsets";
+    /// On a function (autopar-plan-memory): its arena's size in bytes.
+    static constexpr llvm::StringLiteral kArenaBytesAttr = "nn.arena_bytes";
   }];
 }
 

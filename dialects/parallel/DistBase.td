@@ -65,9 +65,52 @@ def Dist_Dialect : Dialect {
   }];
   let cppNamespace = "::autopar::dist";
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Registers the attributes (in DistAttrs.cpp, where they are complete).
     void registerAttributes();
+
+    // The discardable attributes that carry the parallel decisions through
+    // the passes to the program writer; the dialect verifies each one's
+    // kind and place (DistOps.cpp), and any other `dist.` name is an error.
+
+    /// Argument / result: the value's #dist.sharding.
+    static constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
+    /// Op: one #dist.sharding per result (sharding propagation).
+    static constexpr llvm::StringLiteral kShardingsAttr = "dist.shardings";
+    /// Argument of a ZeRO-3 flat shard: the type of the block it stands for
+    /// (the tensor before flattening).
+    static constexpr llvm::StringLiteral kBlockTypeAttr = "dist.block_type";
+    /// Argument / result (unit): stored as ZeRO flat shards over dp.
+    static constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
+    /// Module: the ZeRO stage (0 to 3), the offload target ("none", "cpu")
+    /// and the gradient bucket size in bytes of the data-parallel
+    /// reduction (autopar-annotate-sharding).
+    static constexpr llvm::StringLiteral kZeroStageAttr = "dist.zero_stage";
+    static constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
+    static constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
+    /// Module: the model FLOPs of one micro-step of the whole mesh, counted
+    /// before partitioning (under tensor parallelism the ranks' programs
+    /// no longer add up to it: they repeat the replicated ops).
+    static constexpr llvm::StringLiteral kModelFlopsAttr = "dist.model_flops";
+    /// Op: the gradient bucket of a scheduled collective.
+    static constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
+    /// Op or function: the pipeline stage an op of the forward runs in, or
+    /// that a phase function computes.
+    static constexpr llvm::StringLiteral kStageAttr = "dist.stage";
+    /// Function: the forward's layers and stages
+    /// (autopar-dist-pipeline-split).
+    static constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
+    /// Function: the phase of a pipeline stage's training step it computes
+    /// ("forward", "backward", "input", "weight").
+    static constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
+    /// Module: the plan's pipeline schedule as built and simulated at
+    /// compile time, with every rank's actions and transfer groups
+    /// (autopar-dist-pipeline-schedule).
+    static constexpr llvm::StringLiteral kPipelineScheduleAttr =
+        "dist.pipeline_schedule";
   }];
 }
 

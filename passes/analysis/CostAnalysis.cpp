@@ -5,7 +5,6 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
-#include "passes/lowering/Passes.h"
 #include "runtime/comm/Comm.h"
 
 #include "mlir/IR/TypeUtilities.h"
@@ -187,7 +186,7 @@ FunctionCost autopar::analyzeCost(func::FuncOp func) {
   }
   for (Type t : func.getResultTypes())
     cost.resultBytes += tensorBytes(t);
-  if (auto arena = func->getAttrOfType<IntegerAttr>(kArenaBytesAttr))
+  if (auto arena = func->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr))
     cost.arenaBytes = arena.getInt();
   func.walk([&](Operation *op) {
     cost.flops += modelFlops(op);

@@ -12,11 +12,6 @@
 
 namespace autopar {
 
-/// Name of the per-op attribute holding the arena offset of each result
-/// (-1: a view of its operand's storage, or a value with no storage).
-inline constexpr llvm::StringLiteral kOffsetsAttr = "nn.offsets";
-/// Name of the function attribute holding the arena size in bytes.
-inline constexpr llvm::StringLiteral kArenaBytesAttr = "nn.arena_bytes";
 /// Alignment of every arena buffer, in bytes.
 inline constexpr int64_t kArenaAlignment = 64;
 
@@ -77,9 +72,6 @@ reshapeStrides(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
 /// (rank 4 at most): the results are strided views of the input (the
 /// fused q/k/v projection split per head), never materialized.
 bool isFoldedSplit(mlir::Operation *op);
-
-/// Bytes of a tensor's elements (i1 stored as one byte).
-int64_t tensorBytes(mlir::Type type);
 
 #define GEN_PASS_DECL
 #include "passes/lowering/Passes.h.inc"

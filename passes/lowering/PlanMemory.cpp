@@ -266,12 +266,6 @@ std::optional<ProducerLayout> autopar::producerLayout(Value v) {
   return layout;
 }
 
-int64_t autopar::tensorBytes(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * static_cast<int64_t>((bits + 7) / 8);
-}
-
 namespace {
 struct Buffer {
   Value value;
@@ -407,9 +401,9 @@ static LogicalResult planMemory(func::FuncOp func) {
       auto it = bufferOf.find(r);
       offsets.push_back(it == bufferOf.end() ? -1 : buffers[it->second].offset);
     }
-    op.setAttr(kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+    op.setAttr(nn::NNDialect::kOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
   }
-  func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(alignUp(arena)));
+  func->setAttr(nn::NNDialect::kArenaBytesAttr, b.getI64IntegerAttr(alignUp(arena)));
   return success();
 }
 

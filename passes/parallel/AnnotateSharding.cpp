@@ -113,10 +113,10 @@ struct AnnotateShardingPass
     meshName = mesh.getSymName();
 
     OpBuilder b(ctx);
-    module->setAttr(kZeroStageAttr, b.getI64IntegerAttr(zeroStage));
+    module->setAttr(DistDialect::kZeroStageAttr, b.getI64IntegerAttr(zeroStage));
     if (offload == "cpu")
-      module->setAttr(kOffloadAttr, b.getStringAttr(offload));
-    module->setAttr(kBucketBytesAttr, b.getI64IntegerAttr(static_cast<int64_t>(
+      module->setAttr(DistDialect::kOffloadAttr, b.getStringAttr(offload));
+    module->setAttr(DistDialect::kBucketBytesAttr, b.getI64IntegerAttr(static_cast<int64_t>(
                                           bucketMb * 1024.0 * 1024.0)));
 
     // Trainable parameters: those the training step returns a gradient of.
@@ -137,7 +137,7 @@ struct AnnotateShardingPass
         counted = true;
       }
     if (counted)
-      module->setAttr(kModelFlopsAttr, b.getI64IntegerAttr(modelFlops));
+      module->setAttr(DistDialect::kModelFlopsAttr, b.getI64IntegerAttr(modelFlops));
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(annotate(func, trainable)))
         return signalPassFailure();
@@ -171,7 +171,7 @@ struct AnnotateShardingPass
                  << static_cast<int64_t>(dp);
         Layout l = Layout::replicated(type.getRank());
         l.dims[0].push_back("dp");
-        func.setArgAttr(i, kShardingAttr, l.toAttr(ctx, meshName));
+        func.setArgAttr(i, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
       // What a pipeline stage receives from another is laid out as that
@@ -181,24 +181,24 @@ struct AnnotateShardingPass
       auto param =
           func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
       if (zeroStage == 3 && param && trainable.contains(param.getValue()))
-        func.setArgAttr(i, kZeroAttr, UnitAttr::get(ctx));
+        func.setArgAttr(i, DistDialect::kZeroAttr, UnitAttr::get(ctx));
       // Under tensor parallelism a parameter is stored as propagation
       // finds its users want it (an open argument; ZeRO-3 then keeps a
       // flat shard of that block).
       if (tp > 1 && param)
         continue;
-      func.setArgAttr(i, kShardingAttr, replicated(type));
+      func.setArgAttr(i, DistDialect::kShardingAttr, replicated(type));
     }
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
       Type t = func.getResultTypes()[r];
       if (isPipelineBoundary(func.getResultAttrDict(r)))
         continue;
       if (!func.getResultAttr(r, nn::NNDialect::kGradAttr)) {
-        func.setResultAttr(r, kShardingAttr, replicated(t));
+        func.setResultAttr(r, DistDialect::kShardingAttr, replicated(t));
         continue;
       }
       if (zeroStage >= 2) {
-        func.setResultAttr(r, kZeroAttr, UnitAttr::get(ctx));
+        func.setResultAttr(r, DistDialect::kZeroAttr, UnitAttr::get(ctx));
         continue;
       }
       Layout l = Layout::replicated(cast<RankedTensorType>(t).getRank());
@@ -206,7 +206,7 @@ struct AnnotateShardingPass
       // stage 0 with deferReduction too, all-reduced once per step.
       if (zeroStage == 1 || deferReduction)
         l.partial.push_back("dp");
-      func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, meshName));
+      func.setResultAttr(r, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
     }
     return success();
   }

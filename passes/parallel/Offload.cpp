@@ -24,7 +24,7 @@ namespace {
 struct OffloadPass : public dist::impl::OffloadPassBase<OffloadPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto target = module->getAttrOfType<StringAttr>(kOffloadAttr);
+    auto target = module->getAttrOfType<StringAttr>(DistDialect::kOffloadAttr);
     if (!target)
       return;
     if (target.getValue() != "cpu") {

@@ -18,40 +18,6 @@
 
 namespace autopar::dist {
 
-/// Argument / result attribute: the value's #dist.sharding.
-inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
-/// Op attribute set by propagation: one #dist.sharding per result.
-inline constexpr llvm::StringLiteral kShardingsAttr = "dist.shardings";
-/// Argument attribute of a ZeRO-3 flat shard: the type of the block it
-/// stands for (the tensor before flattening).
-inline constexpr llvm::StringLiteral kBlockTypeAttr = "dist.block_type";
-/// Argument / result attribute: stored as ZeRO flat shards over dp.
-inline constexpr llvm::StringLiteral kZeroAttr = "dist.zero";
-/// Module attributes recording the plan for the later passes.
-inline constexpr llvm::StringLiteral kZeroStageAttr = "dist.zero_stage";
-inline constexpr llvm::StringLiteral kOffloadAttr = "dist.offload";
-inline constexpr llvm::StringLiteral kBucketBytesAttr = "dist.bucket_bytes";
-/// Module attribute: the model FLOPs of one micro-step of the whole mesh,
-/// counted before partitioning (CostAnalysis.h's modelFlops over the
-/// training step's global shapes, or every pipeline stage's): under
-/// tensor parallelism the ranks'
-/// programs no longer add up to it (they repeat the replicated ops).
-inline constexpr llvm::StringLiteral kModelFlopsAttr = "dist.model_flops";
-/// Op attribute: the gradient bucket of a scheduled collective.
-inline constexpr llvm::StringLiteral kBucketAttr = "dist.bucket";
-/// Op attribute: the pipeline stage an op of the forward runs in.
-inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
-/// Function attribute: the forward's layers and stages
-/// (autopar-dist-pipeline-split).
-inline constexpr llvm::StringLiteral kPipelineAttr = "dist.pipeline";
-/// Function attribute: the phase of a pipeline stage's training step a
-/// function computes ("forward", "backward", "input", "weight";
-/// autopar-dist-pipeline-phases).
-inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
-/// Module attribute: the plan's pipeline schedule as simulated at compile
-/// time (autopar-dist-pipeline-schedule).
-inline constexpr llvm::StringLiteral kPipelineScheduleAttr =
-    "dist.pipeline_schedule";
 /// The nn.output name of a pipeline stage's result (the activation it
 /// sends to the next stage).
 inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";

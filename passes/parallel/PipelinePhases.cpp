@@ -57,7 +57,7 @@ struct PipelinePhasesPass
     ModuleOp module = getOperation();
     SmallVector<func::FuncOp> steps;
     for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(kStageAttr) && !func.isExternal() &&
+      if (func->hasAttr(DistDialect::kStageAttr) && !func.isExternal() &&
           llvm::any_of(llvm::seq(func.getNumResults()), [&](unsigned r) {
             return func.getResultAttr(r, nn::NNDialect::kGradAttr) ||
                    func.getResultAttr(r, nn::NNDialect::kInputGradAttr);
@@ -70,7 +70,7 @@ struct PipelinePhasesPass
       return;
     SmallVector<func::FuncOp> unused;
     for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(kStageAttr) && !func->hasAttr(kPhaseAttr))
+      if (func->hasAttr(DistDialect::kStageAttr) && !func->hasAttr(DistDialect::kPhaseAttr))
         unused.push_back(func);
     for (func::FuncOp func : unused)
       func.erase();
@@ -265,8 +265,8 @@ struct PipelinePhasesPass
                                      b.getFunctionType(argTypes, resultTypes));
     func.setAllArgAttrs(argAttrs);
     func.setAllResultAttrs(resultAttrs);
-    func->setAttr(kStageAttr, step->getAttr(kStageAttr));
-    func->setAttr(kPhaseAttr, b.getStringAttr(phase));
+    func->setAttr(DistDialect::kStageAttr, step->getAttr(DistDialect::kStageAttr));
+    func->setAttr(DistDialect::kPhaseAttr, b.getStringAttr(phase));
     Block *entry = func.addEntryBlock();
     IRMapping map;
     for (auto [k, arg] : llvm::enumerate(stepArgs))
@@ -297,7 +297,7 @@ struct PipelinePhasesPass
         b.getNamedAttr(nn::NNDialect::kSavedAttr, b.getStringAttr(key))};
     Operation *def = v.getDefiningOp();
     auto shardings =
-        def ? def->getAttrOfType<ArrayAttr>(kShardingsAttr) : ArrayAttr();
+        def ? def->getAttrOfType<ArrayAttr>(DistDialect::kShardingsAttr) : ArrayAttr();
     // A dist.shard annotation's result is laid out as it says.
     ShardingAttr attr;
     if (auto shard = dyn_cast_or_null<ShardOp>(def))
@@ -313,7 +313,7 @@ struct PipelinePhasesPass
           !llvm::is_contained(l.partial, kDataAxis))
         l.partial.clear();
       attrs.push_back(b.getNamedAttr(
-          kShardingAttr,
+          DistDialect::kShardingAttr,
           l.toAttr(ctx, attr.getMesh().getLeafReference().getValue())));
     }
     return b.getDictionaryAttr(attrs);

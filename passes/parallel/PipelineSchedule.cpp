@@ -89,8 +89,8 @@ struct PipelineSchedulePass
     // The phases of each stage.
     std::vector<std::map<std::string, func::FuncOp>> phases(stages);
     for (auto func : module.getOps<func::FuncOp>()) {
-      auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr);
-      auto phase = func->getAttrOfType<StringAttr>(kPhaseAttr);
+      auto stage = func->getAttrOfType<IntegerAttr>(DistDialect::kStageAttr);
+      auto phase = func->getAttrOfType<StringAttr>(DistDialect::kPhaseAttr);
       if (stage && phase && stage.getInt() < stages)
         phases[stage.getInt()][phase.getValue().str()] = func;
     }
@@ -160,7 +160,7 @@ struct PipelineSchedulePass
                           times.weight[s]);
     OpBuilder b(module.getContext());
     module->setAttr(
-        kPipelineScheduleAttr,
+        DistDialect::kPipelineScheduleAttr,
         b.getDictionaryAttr(
             {b.getNamedAttr("schedule", b.getStringAttr(actions.kind)),
              b.getNamedAttr("ranks", b.getI64IntegerAttr(ranks)),
@@ -197,10 +197,10 @@ bool autopar::dist::readPipelineSchedule(ModuleOp module,
                                          pipeline::TransferPlan &transfers,
                                          std::string &error) {
   auto fail = [&](const std::string &what) {
-    error = std::string(kPipelineScheduleAttr) + ": " + what;
+    error = std::string(DistDialect::kPipelineScheduleAttr) + ": " + what;
     return false;
   };
-  auto dict = module->getAttrOfType<DictionaryAttr>(kPipelineScheduleAttr);
+  auto dict = module->getAttrOfType<DictionaryAttr>(DistDialect::kPipelineScheduleAttr);
   if (!dict)
     return fail("missing (run autopar-dist-pipeline-schedule)");
   auto kind = dict.getAs<StringAttr>("schedule");

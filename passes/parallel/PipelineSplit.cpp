@@ -206,7 +206,7 @@ struct PipelineSplitPass
       if (!llvm::any_of(ops[i]->getResults(),
                         [&](Value r) { return activation.contains(r); }))
         continue;
-      ops[i]->setAttr(kStageAttr, b.getI64IntegerAttr(s));
+      ops[i]->setAttr(DistDialect::kStageAttr, b.getI64IntegerAttr(s));
       stageCost[s] += std::llround(rooflineFlops(ops[i], unit));
     }
     SmallVector<int64_t> starts(first.begin(), first.end() - 1);
@@ -219,7 +219,7 @@ struct PipelineSplitPass
     const bool uniform =
         *std::min_element(layerCost.begin(), layerCost.end()) >= 0.99 * most;
     func->setAttr(
-        kPipelineAttr,
+        DistDialect::kPipelineAttr,
         b.getDictionaryAttr(
             {b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
              b.getNamedAttr("stage_first_layer",

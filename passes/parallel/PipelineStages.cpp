@@ -28,7 +28,7 @@ using namespace autopar::dist;
 namespace {
 
 std::optional<int64_t> stageOf(Operation *op) {
-  if (auto s = op->getAttrOfType<IntegerAttr>(kStageAttr))
+  if (auto s = op->getAttrOfType<IntegerAttr>(DistDialect::kStageAttr))
     return s.getInt();
   return std::nullopt;
 }
@@ -159,7 +159,7 @@ struct PipelineStagesPass
                                       b.getFunctionType(argTypes, resultTypes));
     stage.setAllArgAttrs(argAttrs);
     stage.setAllResultAttrs(resultAttrs);
-    stage->setAttr(kStageAttr, b.getI64IntegerAttr(s));
+    stage->setAttr(DistDialect::kStageAttr, b.getI64IntegerAttr(s));
     after = stage;
     Block *entry = stage.addEntryBlock();
     IRMapping map;

@@ -53,7 +53,7 @@ ShardingPropagator::ShardingPropagator(func::FuncOp func,
     : func(func), sizes(sizes) {
   for (BlockArgument arg : func.getArguments()) {
     if (auto attr = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
-                                                        kShardingAttr))
+                                                        DistDialect::kShardingAttr))
       layouts[arg] = Layout::fromAttr(attr);
     else
       openArgs.insert(arg);
@@ -284,12 +284,12 @@ void ShardingPropagator::annotate(StringRef meshName) {
     SmallVector<Attribute> attrs;
     for (Value r : op.getResults())
       attrs.push_back(layoutOf(r).toAttr(ctx, meshName));
-    op.setAttr(kShardingsAttr, ArrayAttr::get(ctx, attrs));
+    op.setAttr(DistDialect::kShardingsAttr, ArrayAttr::get(ctx, attrs));
   }
   DenseMap<StringRef, Layout> params;
   for (BlockArgument arg : func.getArguments()) {
     if (openArgs.contains(arg))
-      func.setArgAttr(arg.getArgNumber(), kShardingAttr,
+      func.setArgAttr(arg.getArgNumber(), DistDialect::kShardingAttr,
                       layoutOf(arg).toAttr(ctx, meshName));
     if (auto name = func.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), nn::NNDialect::kParamAttr))
@@ -302,9 +302,9 @@ void ShardingPropagator::annotate(StringRef meshName) {
   for (unsigned r = 0; r < func.getNumResults(); ++r) {
     auto grad =
         func.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr);
-    auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+    auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
     if (!grad || !params.count(grad.getValue()) ||
-        (!attr && !func.getResultAttr(r, kZeroAttr)))
+        (!attr && !func.getResultAttr(r, DistDialect::kZeroAttr)))
       continue;
     Layout l = params[grad.getValue()];
     Layout has = attr ? Layout::fromAttr(attr) : layoutOf(ret->getOperand(r));
@@ -312,7 +312,7 @@ void ShardingPropagator::annotate(StringRef meshName) {
       continue;
     l.partial = has.partial;
     l.partialKind = has.partialKind;
-    func.setResultAttr(r, kShardingAttr, l.toAttr(ctx, meshName));
+    func.setResultAttr(r, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
   }
 }
 
@@ -322,7 +322,7 @@ namespace {
 /// training step is: the input of stage s ("in s", also stage s - 1's
 /// output and the gradients of both); empty for any other value.
 std::string boundaryKey(func::FuncOp func, unsigned i, bool result) {
-  auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr);
+  auto stage = func->getAttrOfType<IntegerAttr>(DistDialect::kStageAttr);
   if (!stage)
     return "";
   std::string s = std::to_string(stage.getInt());
@@ -377,7 +377,7 @@ SmallVector<func::FuncOp> StageLayouts::order(ModuleOp module) {
     if (!func.isExternal())
       funcs.push_back(func);
   auto key = [](func::FuncOp f) {
-    auto stage = f->getAttrOfType<IntegerAttr>(kStageAttr);
+    auto stage = f->getAttrOfType<IntegerAttr>(DistDialect::kStageAttr);
     if (!returnsGradients(f))
       return std::make_pair(2, int64_t(0));
     return stage ? std::make_pair(0, stage.getInt())
@@ -393,14 +393,14 @@ void StageLayouts::take(func::FuncOp func, StringRef meshName,
                         bool paramsOnly) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-    if (name && !func.getArgAttr(i, kShardingAttr) &&
+    if (name && !func.getArgAttr(i, DistDialect::kShardingAttr) &&
         params.count(name.getValue()))
-      func.setArgAttr(i, kShardingAttr, params.lookup(name.getValue()));
+      func.setArgAttr(i, DistDialect::kShardingAttr, params.lookup(name.getValue()));
     std::string key = boundaryKey(func, i, /*result=*/false);
-    bool open = !func.getArgAttr(i, kShardingAttr) ||
+    bool open = !func.getArgAttr(i, DistDialect::kShardingAttr) ||
                 provisional.erase({func.getOperation(), i});
     if (!paramsOnly && !key.empty() && open && boundaries.count(key))
-      func.setArgAttr(i, kShardingAttr, boundaries.lookup(key));
+      func.setArgAttr(i, DistDialect::kShardingAttr, boundaries.lookup(key));
   }
 }
 
@@ -408,14 +408,14 @@ void StageLayouts::takeWithout(func::FuncOp func, StringRef meshName,
                                StringRef axis) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     std::string key = boundaryKey(func, i, /*result=*/false);
-    if (key.empty() || func.getArgAttr(i, kShardingAttr) ||
+    if (key.empty() || func.getArgAttr(i, DistDialect::kShardingAttr) ||
         !boundaries.count(key))
       continue;
     Layout l = Layout::fromAttr(boundaries.lookup(key));
     for (auto &axes : l.dims)
       llvm::erase(axes, axis);
     llvm::erase(l.partial, axis);
-    func.setArgAttr(i, kShardingAttr, l.toAttr(func.getContext(), meshName));
+    func.setArgAttr(i, DistDialect::kShardingAttr, l.toAttr(func.getContext(), meshName));
     provisional.insert({func.getOperation(), i});
   }
 }
@@ -428,11 +428,11 @@ void StageLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     if (!name)
       continue;
-    if (!func.getArgAttr(i, kShardingAttr))
-      func.setArgAttr(i, kShardingAttr,
+    if (!func.getArgAttr(i, DistDialect::kShardingAttr))
+      func.setArgAttr(i, DistDialect::kShardingAttr,
                       prop.layoutOf(arg).toAttr(ctx, meshName));
     params.try_emplace(name.getValue(),
-                       func.getArgAttrOfType<ShardingAttr>(i, kShardingAttr));
+                       func.getArgAttrOfType<ShardingAttr>(i, DistDialect::kShardingAttr));
   }
   // A stage's output is laid out as computed (its pending sums reduced), its
   // input's gradient as its input; a result that has a sharding keeps it.
@@ -443,14 +443,14 @@ void StageLayouts::record(func::FuncOp func, const ShardingPropagator &prop,
       continue;
     ShardingAttr attr = boundaries.lookup(key);
     if (!attr)
-      attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+      attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
     if (!attr) {
       Layout l = prop.layoutOf(ret->getOperand(r));
       l.partial.clear();
       attr = l.toAttr(ctx, meshName);
     }
     boundaries[key] = attr;
-    func.setResultAttr(r, kShardingAttr, attr);
+    func.setResultAttr(r, DistDialect::kShardingAttr, attr);
   }
 }
 

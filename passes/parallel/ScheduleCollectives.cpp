@@ -24,7 +24,7 @@ struct ScheduleCollectivesPass
     : public dist::impl::ScheduleCollectivesPassBase<ScheduleCollectivesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto bucketAttr = module->getAttrOfType<IntegerAttr>(kBucketBytesAttr);
+    auto bucketAttr = module->getAttrOfType<IntegerAttr>(DistDialect::kBucketBytesAttr);
     int64_t bucketBytes = bucketAttr ? bucketAttr.getInt() : 25 << 20;
     MeshOp mesh = findMesh(module);
     for (auto func : module.getOps<func::FuncOp>())
@@ -46,11 +46,11 @@ struct ScheduleCollectivesPass
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     for (OpOperand &operand : ret->getOpOperands()) {
       unsigned r = operand.getOperandNumber();
-      auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+      auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
       auto reduce = operand.get().getDefiningOp<AllReduceOp>();
       if (!attr || !reduce || !reduce->hasOneUse() ||
           !func.getResultAttr(r, nn::NNDialect::kGradAttr) ||
-          func.getResultAttr(r, kZeroAttr) ||
+          func.getResultAttr(r, DistDialect::kZeroAttr) ||
           reduce.getKind() != ReductionKind::sum)
         continue;
       Layout layout = Layout::fromAttr(attr);
@@ -72,7 +72,7 @@ struct ScheduleCollectivesPass
           partial.push_back(name);
       }
       layout.partial.assign(partial.begin(), partial.end());
-      func.setResultAttr(r, kShardingAttr,
+      func.setResultAttr(r, DistDialect::kShardingAttr,
                          layout.toAttr(func.getContext(), mesh.getSymName()));
       operand.set(reduce.getInput());
       reduce->erase();
@@ -121,7 +121,7 @@ struct ScheduleCollectivesPass
         else
           c->moveBefore(&body.front());
         after = c;
-        c->setAttr(kBucketAttr, b.getI64IntegerAttr(bucket));
+        c->setAttr(DistDialect::kBucketAttr, b.getI64IntegerAttr(bucket));
       }
       ++bucket;
       bytes = 0;

@@ -396,7 +396,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
     auto attr =
-        func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
+        func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), DistDialect::kShardingAttr);
     Layout l =
         attr ? Layout::fromAttr(attr) : Layout::replicated(type.getRank());
     // (A saved value may: a sum over dp pending since the phase that
@@ -418,13 +418,13 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (OpOperand &operand : ret->getOpOperands()) {
         unsigned r = operand.getOperandNumber();
-        if (func.getResultAttr(r, kZeroAttr)) {
+        if (func.getResultAttr(r, DistDialect::kZeroAttr)) {
           // Laid out as its parameter (propagation's result sharding); the
           // ZeRO pass shards it over dp and needs to know what it holds. A
           // sum pending over other axes too (tp: a replicated parameter
           // reached by split activations) is reduced here.
           Layout from = layouts.lookup(operand.get());
-          auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+          auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
           Layout to = attr ? Layout::fromAttr(attr) : from;
           llvm::erase_if(to.partial,
                          [](StringRef a) { return a != kDataAxis; });
@@ -432,11 +432,11 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
           if (failed(v))
             return failure();
           operand.set(*v);
-          func.setResultAttr(r, kShardingAttr,
+          func.setResultAttr(r, DistDialect::kShardingAttr,
                              to.toAttr(func.getContext(), mesh.getSymName()));
           continue;
         }
-        auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+        auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
         Layout to = attr ? Layout::fromAttr(attr)
                          : Layout::replicated(
                                cast<RankedTensorType>(operand.get().getType())
@@ -477,7 +477,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       op->erase();
       continue;
     }
-    auto annotated = op->getAttrOfType<ArrayAttr>(kShardingsAttr);
+    auto annotated = op->getAttrOfType<ArrayAttr>(DistDialect::kShardingsAttr);
     if (op->getNumResults() > 0 && !annotated)
       return op->emitOpError()
              << "has no dist.shardings (run autopar-propagate-sharding first)";
@@ -585,7 +585,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       for (OpOperand *u : uses)
         u->set(v);
     }
-    op->removeAttr(kShardingsAttr);
+    op->removeAttr(DistDialect::kShardingsAttr);
     if (replaced) {
       for (Value result : op->getResults())
         layouts.erase(result);

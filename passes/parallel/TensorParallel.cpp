@@ -172,7 +172,7 @@ struct TensorParallelPass
     // evaluation) take its parameters' layouts (autopar-propagate-sharding).
     bool pipelined =
         llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp f) {
-          return f->hasAttr(kStageAttr) && returnsGradients(f);
+          return f->hasAttr(DistDialect::kStageAttr) && returnsGradients(f);
         });
     if (!pipelined) {
       for (auto func : module.getOps<func::FuncOp>())
@@ -190,7 +190,7 @@ struct TensorParallelPass
     // here.
     StageLayouts handed;
     for (func::FuncOp func : StageLayouts::order(module)) {
-      if (!func->hasAttr(kStageAttr) || !returnsGradients(func))
+      if (!func->hasAttr(DistDialect::kStageAttr) || !returnsGradients(func))
         continue;
       handed.take(func, mesh.getSymName(), /*paramsOnly=*/true);
       handed.takeWithout(func, mesh.getSymName(), axis);

@@ -27,7 +27,7 @@ struct ZeroPartitionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto stage = module->getAttrOfType<IntegerAttr>(kZeroStageAttr);
+    auto stage = module->getAttrOfType<IntegerAttr>(DistDialect::kZeroStageAttr);
     if (!stage || stage.getInt() < 2)
       return;
     MeshOp mesh = requireMesh(module);
@@ -59,13 +59,13 @@ struct ZeroPartitionPass
   LogicalResult shardParams(func::FuncOp func) {
     OpBuilder b(func.getContext());
     for (BlockArgument arg : func.getArguments()) {
-      if (!func.getArgAttr(arg.getArgNumber(), kZeroAttr))
+      if (!func.getArgAttr(arg.getArgNumber(), DistDialect::kZeroAttr))
         continue;
       auto full = cast<RankedTensorType>(arg.getType());
       llvm::SetVector<Operation *> users;
       for (Operation *user : arg.getUsers())
         users.insert(user);
-      func.setArgAttr(arg.getArgNumber(), kBlockTypeAttr, TypeAttr::get(full));
+      func.setArgAttr(arg.getArgNumber(), DistDialect::kBlockTypeAttr, TypeAttr::get(full));
       arg.setType(shardType(full));
       for (Operation *user : users) {
         b.setInsertionPoint(user);
@@ -85,10 +85,10 @@ struct ZeroPartitionPass
     OpBuilder b(func.getContext());
     for (OpOperand &operand : ret->getOpOperands()) {
       unsigned r = operand.getOperandNumber();
-      if (!func.getResultAttr(r, kZeroAttr))
+      if (!func.getResultAttr(r, DistDialect::kZeroAttr))
         continue;
       Value v = operand.get();
-      auto attr = func.getResultAttrOfType<ShardingAttr>(r, kShardingAttr);
+      auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
       if (!attr)
         return func.emitError() << "result #" << r
                                 << " has no dist.sharding (run "
@@ -116,7 +116,7 @@ struct ZeroPartitionPass
           axes(b));
       operand.set(shard);
       func.removeResultAttr(r,
-                            StringAttr::get(func.getContext(), kShardingAttr));
+                            StringAttr::get(func.getContext(), DistDialect::kShardingAttr));
     }
     updateType(func);
     return success();

@@ -1,5 +1,5 @@
 // RUN: not autopar-opt %s --autopar-dist-offload 2>&1 | FileCheck %s
 
-// CHECK: error: unknown offload target 'nvme' (expected cpu)
+// CHECK: error: 'dist.offload' must be "none" or "cpu", got "nvme"
 module attributes {dist.offload = "nvme"} {
 }
