@@ -2,7 +2,9 @@
 //
 // The converter table: keyed by (op type, op version), where the version is
 // the op's ONNX since_version at the model's opset. A converter either folds
-// the node on the host (all inputs constant) or emits nn ops.
+// the node on the host (all inputs constant) or emits nn ops. The table is
+// ConverterTable.cpp; the converters are one file per op family
+// (Convert<Family>.cpp), declared for it in ConvertersImpl.h.
 //
 //===----------------------------------------------------------------------===//
 

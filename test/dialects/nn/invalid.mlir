@@ -1,7 +1,7 @@
 // RUN: autopar-opt %s -split-input-file -verify-diagnostics
 
-// Every diagnostic of the nn verifiers (dialects/nn/NNOps.cpp) and a few ODS
-// constraint failures.
+// Every diagnostic of the nn verifiers (dialects/nn/NNOps.cpp,
+// NNForwardOps.cpp and NNBackwardOps.cpp) and a few ODS constraint failures.
 
 //===----------------------------------------------------------------------===//
 // ODS constraints
