@@ -1,7 +1,7 @@
-//===- CppEmitter.h - C++/OpenMP code generation ----------------*- C++ -*-===//
+//===- Emitter.h - C++/OpenMP code generation -------------------*- C++ -*-===//
 
-#ifndef AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
-#define AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
+#ifndef AUTOPAR_COMPILER_CODEGEN_EMITTER_H
+#define AUTOPAR_COMPILER_CODEGEN_EMITTER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -70,4 +70,4 @@ mlir::LogicalResult emitCppFunction(mlir::func::FuncOp func,
 
 } // namespace autopar
 
-#endif // AUTOPAR_COMPILER_CODEGEN_CPPEMITTER_H
+#endif // AUTOPAR_COMPILER_CODEGEN_EMITTER_H

@@ -1,4 +1,4 @@
-//===- CppEmitter.cpp - C++/OpenMP and CUDA code generation ---------------===//
+//===- Emitter.cpp - C++/OpenMP and CUDA code generation ------------------===//
 //
 // Walks a lowered model function (nn ops, nn.fused loop kernels, arena
 // offsets from the memory plan) and prints one host function: per fused op
@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/codegen/CppEmitter.h"
+#include "compiler/codegen/Emitter.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
