@@ -445,8 +445,3 @@ LogicalResult autopar::emitFunction(func::FuncOp func, StringRef name,
   emitter.paramOffsets = offsets;
   return emitter.emit(name);
 }
-
-LogicalResult autopar::emitCppFunction(func::FuncOp func, StringRef name,
-                                       raw_ostream &os) {
-  return emitFunction(func, name, CodegenTarget::Cpu, os);
-}

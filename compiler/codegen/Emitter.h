@@ -76,15 +76,6 @@ emitFunction(mlir::func::FuncOp func, llvm::StringRef name,
              CodegenTarget target, llvm::raw_ostream &os,
              const llvm::StringMap<int64_t> *paramOffsets = nullptr);
 
-/// Emits `func` (lowered: fused, memory-planned) as the C++ function
-/// `void NAME(const autopar::rt::StepIO &io)` of runtime/Model.h. Results
-/// that carry `nn.grad` are accumulated into io.outputs[i] with
-/// io.gradScale (or overwrite it unless io.accumulate); other results are
-/// copied there. Emits an error at the first op it cannot generate.
-mlir::LogicalResult emitCppFunction(mlir::func::FuncOp func,
-                                    llvm::StringRef name,
-                                    llvm::raw_ostream &os);
-
 } // namespace autopar
 
 #endif // AUTOPAR_COMPILER_CODEGEN_EMITTER_H
