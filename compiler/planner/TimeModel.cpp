@@ -65,7 +65,7 @@ constexpr double kNodeStepLatency = 3.4e-6;
 constexpr double kNetworkStepLatency = 14e-6;
 
 /// The math functions the generated loop of an elementwise op calls per
-/// element (compiler/codegen/CppEmitter.cpp).
+/// element (compiler/codegen/EmitFused.cpp).
 SmallVector<const char *, 2> mathCalls(Operation *op) {
   if (isa<nn::ErfOp>(op))
     return {"erf"};
@@ -262,7 +262,7 @@ public:
   /// stream; a collective starts when the compute stream reaches it and the
   /// collectives before it are done (the communication stream runs them in
   /// issue order), and the first op that reads its result (or the return)
-  /// waits for it, as the emitted program does (CppEmitter's
+  /// waits for it, as the emitted program does (the emitter's
   /// waitOperands). `comm` is the time the compute stream waits: the
   /// exposed communication.
   struct Cost {

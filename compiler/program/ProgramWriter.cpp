@@ -5,7 +5,7 @@
 #include "passes/parallel/Schedule.h"
 #include "compiler/plan/PlanAttr.h"
 #include "compiler/program/ProgramIR.h"
-#include "compiler/codegen/CppEmitter.h"
+#include "compiler/codegen/Emitter.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
