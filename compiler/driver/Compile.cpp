@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/driver/Compile.h"
+
+#include <nlohmann/json.hpp>
 #include "frontends/onnx/Validate.h"
 
 #include "compiler/driver/Driver.h"
@@ -87,6 +89,15 @@ public:
   /// What the program writer and the report take besides the IR.
   ProgramOptions programOptions() const;
   std::string error;
+  /// OUTDIR/plan.json: the resolved plan (every key with its value).
+  bool writePlanJson(const std::string &dir) {
+    return writeProgramFile(dir, "plan.json",
+                            toJson(planFile).dump(
+                                2, ' ', false,
+                                nlohmann::json::error_handler_t::replace) +
+                                "\n",
+                            error);
+  }
 
 private:
   bool fail(const std::string &message) {
@@ -574,6 +585,7 @@ ProgramOptions Compiler::programOptions() const {
   p.inputIR = inputIR;
   p.valueBounds = valueBounds;
   p.pipelineText = pipelineText;
+  p.training = trainingConfig(planFile);
   return p;
 }
 
@@ -769,6 +781,7 @@ int Compiler::run() {
   if ((!o.reportOnly &&
        !writeProgram(module, program, std::string(tmpDir), error)) ||
       !writeReport(module, program, std::string(tmpDir), error) ||
+      (!o.forwardOnly && !writePlanJson(std::string(tmpDir))) ||
       (!o.reportOnly && o.build && !build(std::string(tmpDir)))) {
     if (int code = interrupted())
       return code;

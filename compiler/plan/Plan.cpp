@@ -941,6 +941,20 @@ std::optional<int64_t> shiftRightStart(const std::string &feed) {
 
 } // namespace autopar
 
+autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
+  TrainingConfig config;
+  config.optimizer = plan.optimizer;
+  config.lrSchedule = plan.lrSchedule;
+  config.lossScale = plan.lossScale;
+  config.precision = plan.precision;
+  config.microBatches = plan.microBatches;
+  config.dataInputs = plan.dataInputs;
+  config.dataTargets = plan.dataTargets;
+  config.targetsFrom = plan.targetsFrom;
+  config.commTimeoutS = plan.commTimeoutS;
+  return config;
+}
+
 autopar::pipeline::ScheduleOptions
 autopar::pipelineScheduleOptions(const Plan &plan) {
   pipeline::ScheduleOptions options;

@@ -127,6 +127,25 @@ struct Plan {
   std::string targetsFrom = "next_tokens";
 };
 
+/// What the plan says beyond its parallel decisions (those reach code
+/// generation through the IR alone, as the dist.* attributes the passes
+/// write): the optimizer and its learning-rate schedule, fp16's loss
+/// scaling, micro-batching, the data inputs and the watchdog. The program
+/// writer puts it in the program's tables; the report prints it.
+struct TrainingConfig {
+  OptimizerPlan optimizer;
+  LrSchedulePlan lrSchedule;
+  LossScalePlan lossScale;
+  std::string precision = "fp32";
+  int64_t microBatches = 1;
+  std::string dataInputs, dataTargets;
+  std::string targetsFrom = "next_tokens";
+  double commTimeoutS = 600;
+};
+
+/// The training configuration of `plan`.
+TrainingConfig trainingConfig(const Plan &plan);
+
 /// The token id of a data.feeds value "shift_right:ID" (ID an integer in
 /// [0, 2^31)), or nothing for any other value.
 std::optional<int64_t> shiftRightStart(const std::string &feed);

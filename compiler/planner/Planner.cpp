@@ -8,22 +8,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/planner/Planner.h"
-#include "compiler/planner/TimeModel.h"
 
-#include "compiler/planner/Planner.h"
-#include "frontends/onnx/Validate.h"
-
-#include "compiler/planner/Calibrate.h"
 #include "compiler/driver/Compile.h"
-#include "compiler/driver/Driver.h"
-#include "passes/parallel/Schedule.h"
 #include "compiler/plan/PlanAttr.h"
+#include "compiler/planner/Calibrate.h"
+#include "compiler/planner/TimeModel.h"
 #include "compiler/program/Report.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
+#include "frontends/onnx/Validate.h"
 #include "passes/analysis/CostAnalysis.h"
-#include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,7 +29,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <limits>

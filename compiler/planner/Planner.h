@@ -14,10 +14,10 @@
 #ifndef AUTOPAR_COMPILER_PLANNER_PLANNER_H
 #define AUTOPAR_COMPILER_PLANNER_PLANNER_H
 
-#include "compiler/planner/Cluster.h"
-#include "passes/parallel/Schedule.h"
 #include "compiler/plan/Plan.h"
+#include "compiler/planner/Cluster.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "passes/parallel/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringRef.h"

@@ -10,38 +10,22 @@
 
 #include "compiler/planner/TimeModel.h"
 
-#include "compiler/planner/Planner.h"
-#include "frontends/onnx/Validate.h"
-
 #include "compiler/planner/Calibrate.h"
-#include "compiler/driver/Compile.h"
-#include "compiler/driver/Driver.h"
-#include "passes/parallel/Schedule.h"
-#include "compiler/plan/PlanAttr.h"
-#include "compiler/program/Report.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
+#include "frontends/onnx/Validate.h"
 #include "passes/analysis/CostAnalysis.h"
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <limits>
 #include <map>
-#include <mutex>
-#include <set>
-#include <thread>
 
 using namespace mlir;
 
@@ -498,10 +482,12 @@ bool autopar::predictStep(ModuleOp module, const Plan &plan,
     }
   times.transfer =
       model.commSeconds("send", dist::kPipelineAxis, double(boundaryBytes), 1);
+  // The schedule the compile built and checked (dist.pipeline_schedule),
+  // simulated with the cluster's times.
   pipeline::Schedule schedule;
+  pipeline::TransferPlan transfers;
   pipeline::Simulation sim;
-  if (!pipeline::buildSchedule(pipelineScheduleOptions(plan), schedule,
-                               error) ||
+  if (!dist::readPipelineSchedule(module, schedule, transfers, error) ||
       !pipeline::simulate(schedule, times, sim, error))
     return false;
   // The busiest pipeline rank sets the breakdown.

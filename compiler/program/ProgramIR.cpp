@@ -77,7 +77,7 @@ autopar::rankParamLayouts(func::FuncOp forward,
   return layouts;
 }
 
-bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
+bool autopar::readProgramShape(func::FuncOp step, const TrainingConfig &config,
                                ProgramShape &shape, std::string &error) {
   auto module = step->getParentOfType<ModuleOp>();
   dist::MeshOp mesh = dist::findMesh(module);
@@ -88,21 +88,28 @@ bool autopar::readProgramShape(func::FuncOp step, const Plan &plan,
   for (auto [name, size] :
        llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
     StringRef axis = cast<StringAttr>(name).getValue();
-    if (axis == "dp") {
+    if (axis == dist::kDataAxis) {
       shape.dpAxis = shape.axisNames.size();
       shape.dp = size;
+    } else if (axis == dist::kTensorAxis) {
+      shape.tp = size;
+    } else if (axis == dist::kPipelineAxis) {
+      shape.pp = size;
     }
     shape.axisNames.push_back(axis.str());
     shape.axisSizes.push_back(size);
   }
   shape.ranks = mesh.getNumRanks();
+  if (auto stage = module->getAttrOfType<IntegerAttr>(
+          dist::DistDialect::kZeroStageAttr))
+    shape.zeroStage = stage.getInt();
   auto offload = module->getAttrOfType<StringAttr>(dist::DistDialect::kOffloadAttr);
   shape.offload = offload && offload.getValue() == "cpu";
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kInputAttr);
-    if (name && name.getValue() == plan.dataInputs)
+    if (name && name.getValue() == config.dataInputs)
       shape.tokens = i;
-    if (name && name.getValue() == plan.dataTargets)
+    if (name && name.getValue() == config.dataTargets)
       shape.targets = i;
   }
   if (shape.tokens < 0 || shape.targets < 0) {

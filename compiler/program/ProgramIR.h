@@ -1,9 +1,9 @@
 //===- ProgramIR.h - what the program reads from the final IR ---*- C++ -*-===//
 //
 // After the pipeline, the IR is the whole program: the program writer, the
-// runtime tables and the report read the plan's decisions from it (the
-// mesh, ZeRO, micro-batching, each parameter's logical tensor), never from
-// the plan file.
+// runtime tables and the report read the plan's parallel decisions from it
+// (the mesh, ZeRO, the pipeline schedule, each parameter's logical tensor),
+// never from the plan file; the rest reaches them as a TrainingConfig.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,8 +43,10 @@ struct ProgramShape {
   /// The mesh's axes in order (dist.mesh).
   std::vector<std::string> axisNames;
   std::vector<int64_t> axisSizes;
-  int64_t dp = 1, ranks = 1;
+  int64_t dp = 1, tp = 1, pp = 1, ranks = 1;
   int dpAxis = 0;
+  /// dist.zero_stage (0 where no pass set it: one device, tp alone).
+  int64_t zeroStage = 0;
   /// dist.offload = "cpu".
   bool offload = false;
   /// Argument indices of the token ids and the targets (the plan's data
@@ -109,10 +111,10 @@ rankParamLayouts(mlir::func::FuncOp forward,
                  const llvm::StringMap<PipelineTensor> &staged, int64_t pp,
                  std::vector<int64_t> &bytes);
 
-/// Reads the ProgramShape of train step `step` from its module and `plan`
-/// (the module's autopar.plan); false with `error` set if the IR lacks what
-/// the pipeline writes.
-bool readProgramShape(mlir::func::FuncOp step, const Plan &plan,
+/// Reads the ProgramShape of train step `step` from its module (the data
+/// inputs `config` names); false with `error` set if the IR lacks what the
+/// pipeline writes.
+bool readProgramShape(mlir::func::FuncOp step, const TrainingConfig &config,
                       ProgramShape &shape, std::string &error);
 
 } // namespace autopar

@@ -2,8 +2,6 @@
 
 #include "compiler/program/ProgramStep.h"
 
-#include "compiler/plan/PlanAttr.h"
-
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -70,18 +68,9 @@ bool autopar::writeFileAtomically(const std::string &path,
   return true;
 }
 
-bool ProgramStep::irPlan(Plan &plan) {
+bool ProgramStep::readShape(func::FuncOp step, ProgramShape &shape) {
   std::string why;
-  return readPlanAttr(module, plan, why) ||
-         fail(o.model + ": internal error: " + why);
-}
-
-bool ProgramStep::readShape(func::FuncOp step, Plan &plan,
-                            ProgramShape &shape) {
-  std::string why;
-  if (!irPlan(plan))
-    return false;
-  return readProgramShape(step, plan, shape, why) ||
+  return readProgramShape(step, o.training, shape, why) ||
          fail(o.model + ": internal error: " + why);
 }
 

@@ -43,6 +43,8 @@ struct ProgramOptions {
   /// read off the IR the pipeline started from (inputValueBound): the
   /// final IR's tables and classes are the ranks' blocks, maybe padded.
   llvm::StringMap<int64_t> valueBounds;
+  /// Training programs: the plan beyond its parallel decisions.
+  TrainingConfig training;
 };
 
 /// The rows of the tables `input` (an argument of `func`) indexes or the
@@ -64,10 +66,8 @@ protected:
       error = message;
     return false;
   }
-  /// The plan as the final IR carries it (autopar.plan).
-  bool irPlan(Plan &plan);
-  /// The plan and the ProgramShape of train step `step`.
-  bool readShape(mlir::func::FuncOp step, Plan &plan, ProgramShape &shape);
+  /// The ProgramShape of train step `step`.
+  bool readShape(mlir::func::FuncOp step, ProgramShape &shape);
 
   mlir::ModuleOp module;
   const ProgramOptions &o;

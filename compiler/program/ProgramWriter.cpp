@@ -2,15 +2,14 @@
 
 #include "compiler/program/ProgramWriter.h"
 
-#include "passes/parallel/Schedule.h"
-#include "compiler/plan/PlanAttr.h"
-#include "compiler/program/ProgramIR.h"
 #include "compiler/codegen/Emitter.h"
+#include "compiler/program/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "frontends/onnx/HostTensor.h"
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Schedule.h"
 #include "runtime/comm/Comm.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -223,7 +222,7 @@ private:
   /// The tables of pipeline parallelism (kPipeline and what it points to)
   /// into `os`, and the statements that fill its stages into `fill`.
   bool pipelineTables(
-      func::FuncOp forward, const Plan &plan, const ProgramShape &shape,
+      func::FuncOp forward, const ProgramShape &shape,
       const std::vector<std::pair<func::FuncOp, std::string>> &phases,
       llvm::raw_ostream &os, llvm::raw_ostream &fill);
   /// The #include lines of the target's kernels for the generated source.
@@ -238,9 +237,9 @@ private:
 
 bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                          const std::string &forwardCode, std::string &s) {
-  Plan plan;
+  const TrainingConfig &config = o.training;
   ProgramShape shape;
-  if (!readShape(step, plan, shape))
+  if (!readShape(step, shape))
     return false;
   std::vector<Type> globalArgTypes = logicalTypes(step);
   llvm::raw_string_ostream os(s);
@@ -268,7 +267,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   const bool pipelined = module->hasAttr(dist::DistDialect::kPipelineScheduleAttr);
   auto phases = phaseFunctions(module);
   llvm::StringMap<PipelineTensor> staged =
-      pipelined ? pipelineTensors(module, plan.meshPp)
+      pipelined ? pipelineTensors(module, shape.pp)
                 : llvm::StringMap<PipelineTensor>();
   uint32_t ppMask = 0;
   for (auto [bit, name] : llvm::enumerate(shape.axisNames))
@@ -466,10 +465,10 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "];\n"
      << "static autopar::rt::InputInfo kInputs[" << std::max(numInputs, 1)
      << "];\n\n";
-  if (pipelined && !pipelineTables(step, plan, shape, phases, os, fs))
+  if (pipelined && !pipelineTables(step, shape, phases, os, fs))
     return false;
-  const OptimizerPlan &op = plan.optimizer;
-  const LrSchedulePlan &lr = plan.lrSchedule;
+  const OptimizerPlan &op = config.optimizer;
+  const LrSchedulePlan &lr = config.lrSchedule;
   auto hex = [](double v) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%a", v);
@@ -497,7 +496,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "  c.minLr = " << hex(lr.minLr) << ";\n"
      << "  c.decaySteps = " << lr.decaySteps << ";\n"
      << "  return c;\n}\n\n";
-  const LossScalePlan &ls = plan.lossScale;
+  const LossScalePlan &ls = config.lossScale;
   os << "autopar::rt::LossScaleConfig autoparLossScaleConfig() {\n"
      << "  autopar::rt::LossScaleConfig c;\n"
      << "  c.initScale = " << hex(ls.initScale) << ";\n"
@@ -544,18 +543,18 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                ->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr)
                .getInt())
       .set("microBatch", shape.microBatch)
-      .set("microBatches", plan.microBatches)
+      .set("microBatches", config.microBatches)
       .set("seqLen", shape.seqLen)
       .set("inputVocab", bound(shape.tokens))
       .set("targetVocab", bound(shape.targets))
-      .flag("targetsFromTokens", plan.targetsFrom == "tokens")
+      .flag("targetsFromTokens", config.targetsFrom == "tokens")
       .set("meshAxisNames", "kMeshAxisNames")
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
       .set("dpAxis", shape.dpAxis)
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload)
-      .set("commTimeoutSeconds", hex(plan.commTimeoutS));
+      .set("commTimeoutSeconds", hex(config.commTimeoutS));
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
@@ -564,7 +563,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
 }
 
 bool Writer::pipelineTables(
-    func::FuncOp forward, const Plan &plan, const ProgramShape &shape,
+    func::FuncOp forward, const ProgramShape &shape,
     const std::vector<std::pair<func::FuncOp, std::string>> &phases,
     llvm::raw_ostream &os, llvm::raw_ostream &fill) {
   llvm::StringMap<Type> gradElement =
@@ -579,7 +578,14 @@ bool Writer::pipelineTables(
                  i, nn::NNDialect::kInputAttr))
       inputOf.try_emplace(in.getValue(), inputOf.size());
   }
-  const int64_t stages = plan.pipelineStages();
+  // Every rank's actions and transfer groups, as the compile-time
+  // simulation checked them (dist.pipeline_schedule).
+  pipeline::Schedule schedule;
+  pipeline::TransferPlan transferPlan;
+  std::string why;
+  if (!dist::readPipelineSchedule(module, schedule, transferPlan, why))
+    return fail(o.model + ": internal error: " + why);
+  const int64_t stages = schedule.stages(), pp = schedule.ranks;
   std::vector<std::map<std::string, std::string>> names(stages);
   std::vector<std::map<std::string, func::FuncOp>> funcs(stages);
   for (auto &[f, name] : phases) {
@@ -617,7 +623,7 @@ bool Writer::pipelineTables(
         }
     }
     std::string var = "kPpStages[" + std::to_string(s) + "]";
-    fill << "  " << var << ".rank = " << s % plan.meshPp << ";\n"
+    fill << "  " << var << ".rank = " << s % pp << ";\n"
          << "  " << var << ".savedBytes = kPpSaved + " << firstSaved << ";\n"
          << "  " << var << ".numSaved = " << numSaved - firstSaved << ";\n";
     func::FuncOp forwardPhase = funcs[s]["forward"];
@@ -683,13 +689,6 @@ bool Writer::pipelineTables(
            << "  " << pv << ".numResults = " << f.getNumResults() << ";\n";
     }
   }
-  // Every rank's actions and transfer groups, as the compile-time
-  // simulation checked them (dist.pipeline_schedule).
-  pipeline::Schedule schedule;
-  pipeline::TransferPlan transferPlan;
-  std::string why;
-  if (!dist::readPipelineSchedule(module, schedule, transferPlan, why))
-    return fail(o.model + ": internal error: " + why);
   std::string actions, first = "0";
   int numActions = 0;
   for (const auto &list : schedule.actions) {
@@ -720,7 +719,7 @@ bool Writer::pipelineTables(
     if (name == "pp")
       ppAxis = k;
   // Each tensor's owner: the first pipeline rank whose phases read it.
-  llvm::StringMap<PipelineTensor> staged = pipelineTensors(module, plan.meshPp);
+  llvm::StringMap<PipelineTensor> staged = pipelineTensors(module, pp);
   std::vector<int64_t> owner(tensorOf.size(), -1);
   for (auto &[name, t] : staged)
     owner[tensorOf.lookup(name)] = *t.ranks.begin();
@@ -731,12 +730,12 @@ bool Writer::pipelineTables(
   // there), and its size.
   std::vector<int64_t> rankBytes;
   std::vector<llvm::StringMap<int64_t>> layouts =
-      rankParamLayouts(forward, staged, plan.meshPp, rankBytes);
+      rankParamLayouts(forward, staged, pp, rankBytes);
   std::vector<std::string> tensorNames(tensorOf.size());
   for (auto &entry : tensorOf)
     tensorNames[entry.second] = entry.first().str();
   std::string paramOffsets, paramBytes;
-  for (int64_t r = 0; r < plan.meshPp; ++r) {
+  for (int64_t r = 0; r < pp; ++r) {
     for (const std::string &name : tensorNames) {
       auto it = layouts[r].find(name);
       paramOffsets +=
@@ -762,7 +761,7 @@ bool Writer::pipelineTables(
      << "static autopar::rt::PipelineInfo kPipeline;\n\n";
   fill << "  kPipeline.numStages = " << stages << ";\n"
        << "  kPipeline.stages = kPpStages;\n"
-       << "  kPipeline.numRanks = " << plan.meshPp << ";\n"
+       << "  kPipeline.numRanks = " << pp << ";\n"
        << "  kPipeline.actions = kPpActions;\n"
        << "  kPipeline.first = kPpFirst;\n"
        << "  kPipeline.groups = kPpGroups;\n"
@@ -905,21 +904,20 @@ bool Writer::run(const std::string &dir) {
     llvm::raw_string_ostream cs(code);
     if (pipelined) {
       // Each phase reads its rank's parameter blob.
-      Plan plan;
       ProgramShape shape;
-      if (!readShape(forward, plan, shape))
+      if (!readShape(forward, shape))
         return false;
       std::vector<int64_t> rankBytes;
       std::vector<llvm::StringMap<int64_t>> layouts =
-          rankParamLayouts(forward, pipelineTensors(module, plan.meshPp),
-                           plan.meshPp, rankBytes);
+          rankParamLayouts(forward, pipelineTensors(module, shape.pp),
+                           shape.pp, rankBytes);
       // A namespace each: their constants are globals of like names.
       for (auto &[f, name] : phaseFunctions(module)) {
         int64_t stage =
             f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr).getInt();
         cs << "namespace " << name << " {\n";
         if (failed(emitFunction(f, "run", target, cs,
-                                &layouts[stage % plan.meshPp])))
+                                &layouts[stage % shape.pp])))
           return fail(o.model + ": code generation failed: " + diag.message);
         cs << "} // namespace " << name << "\n\n";
       }

@@ -4,13 +4,13 @@
 
 #include "llvm/ADT/StringSet.h"
 
-#include "passes/parallel/Schedule.h"
 #include "compiler/program/ProgramIR.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "passes/analysis/CostAnalysis.h"
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
+#include "passes/parallel/Schedule.h"
 #include "runtime/comm/Comm.h"
 
 #include <nlohmann/json.hpp>
@@ -26,8 +26,8 @@ class Reporter : public ProgramStep {
 public:
   using ProgramStep::ProgramStep;
   bool run(const std::string &dir);
-  /// A training program's report.json and its plan.
-  bool trainReport(Plan &plan, nlohmann::json &r);
+  /// A training program's report.json.
+  bool trainReport(nlohmann::json &r);
 
 private:
   bool report(func::FuncOp step, nlohmann::json &r);
@@ -59,7 +59,7 @@ nlohmann::json attrJson(Attribute a) {
 /// batch and sequence.
 void describeRun(nlohmann::json &r, const std::string &model,
                  const std::string &target, int64_t parameters,
-                 int64_t trainable, int64_t globalBatch, const Plan &plan,
+                 int64_t trainable, int64_t globalBatch, const TrainingConfig &config,
                  const ProgramShape &shape) {
   r["model"] = model;
   r["target"] = target;
@@ -67,7 +67,7 @@ void describeRun(nlohmann::json &r, const std::string &model,
   r["trainable_parameters"] = trainable;
   r["global_batch"] = globalBatch;
   r["micro_batch"] = shape.microBatch;
-  r["micro_batches"] = plan.microBatches;
+  r["micro_batches"] = config.microBatches;
   r["sequence_length"] = shape.seqLen;
 }
 
@@ -156,11 +156,11 @@ nlohmann::json rankCoords(const ProgramShape &shape, int64_t rank) {
 }
 
 bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
-  Plan plan;
+  const TrainingConfig &config = o.training;
   ProgramShape shape;
-  if (!readShape(forward, plan, shape))
+  if (!readShape(forward, shape))
     return false;
-  const int64_t pp = plan.meshPp, m = plan.microBatches;
+  const int64_t pp = shape.pp, m = config.microBatches;
   // Each pipeline rank's comm: its phases' collectives and sends (an
   // activation to the next stage, an input gradient to the previous one)
   // once per micro-batch; once per step, each gradient it holds reduced
@@ -255,8 +255,8 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     pipeline[a.getName().str()] = attrJson(a.getValue());
   std::vector<int64_t> activations =
       pipeline["activation_bytes"].get<std::vector<int64_t>>();
-  int states = plan.optimizer.type == "adamw" ? 2
-               : plan.optimizer.momentum > 0  ? 1
+  int states = config.optimizer.type == "adamw" ? 2
+               : config.optimizer.momentum > 0  ? 1
                                               : 0;
   // Each rank holds the parameters its stages read (rankParamLayouts, the
   // program's layout); masters of mixed precision count as state, as the
@@ -264,16 +264,16 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   FunctionCost cost = analyzeCost(forward);
   std::vector<int64_t> paramBytes;
   rankParamLayouts(forward, staged, pp, paramBytes);
-  const int64_t stateBuffers = states + (plan.precision != "fp32");
+  const int64_t stateBuffers = states + (config.precision != "fp32");
   int64_t globalBatch = shape.microBatch * m * shape.dp;
   // The whole mesh's, counted before partitioning (every stage's step).
   auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kModelFlopsAttr);
   // In double: a large model's step exceeds int64 (GPT 1T: 5e19).
   double flops =
       modelFlops ? double(modelFlops.getInt()) * double(m)
-                 : double(flopsPerMicro) * double(m * shape.dp * plan.meshTp);
+                 : double(flopsPerMicro) * double(m * shape.dp * shape.tp);
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
-              plan, shape);
+              config, shape);
   auto bytesJson = [&](int64_t p) {
     int64_t optBytes = 4 * stateBuffers * stateElements[p];
     return nlohmann::json{{"params", paramBytes[p]},
@@ -310,9 +310,9 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
-                   {"zero_stage", plan.zeroStage},
+                   {"zero_stage", shape.zeroStage},
                    {"offload", shape.offload ? "cpu" : "none"},
-                   {"precision", plan.precision},
+                   {"precision", config.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},
                    {"padded", paddedJson(forward)},
@@ -326,12 +326,11 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
 bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // Everything is per rank (every rank of a dp / ZeRO mesh holds the same
   // amounts), except the FLOPs, which are the whole step's.
-  Plan plan;
+  const TrainingConfig &config = o.training;
   ProgramShape shape;
-  if (!readShape(step, plan, shape))
+  if (!readShape(step, shape))
     return false;
   const int64_t dp = shape.dp;
-  auto stage = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kZeroStageAttr);
   dist::MeshOp meshOp = dist::findMesh(module);
   std::vector<Type> globalArgTypes = logicalTypes(step);
   // The step as the IR says: FLOPs, argument bytes, arena, collectives.
@@ -406,10 +405,10 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     }
   }
   // The collectives of the generated step, once per micro-batch.
-  comm.add(cost, plan.microBatches);
+  comm.add(cost, config.microBatches);
   nlohmann::json commJson = comm.json();
-  int states = plan.optimizer.type == "adamw" ? 2
-               : plan.optimizer.momentum > 0  ? 1
+  int states = config.optimizer.type == "adamw" ? 2
+               : config.optimizer.momentum > 0  ? 1
                                               : 0;
   int64_t optBytes = 4 * (stateElements * states + masterElements);
   int64_t arena = cost.arenaBytes;
@@ -418,11 +417,11 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   // rank), else this rank's times the data-parallel ranks.
   auto modelFlops = module->getAttrOfType<IntegerAttr>(dist::DistDialect::kModelFlopsAttr);
   double flops = double(modelFlops ? modelFlops.getInt() : cost.flops * dp) *
-                 double(plan.microBatches);
-  int64_t globalBatch = shape.microBatch * plan.microBatches * dp;
+                 double(config.microBatches);
+  int64_t globalBatch = shape.microBatch * config.microBatches * dp;
   const int64_t seqLen = shape.seqLen;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
-              plan, shape);
+              config, shape);
   r["bytes"] = {
       {"params", paramBytes},
       {"grads", gradBytes},
@@ -442,9 +441,9 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
-                   {"zero_stage", stage ? stage.getInt() : 0},
+                   {"zero_stage", shape.zeroStage},
                    {"offload", shape.offload ? "cpu" : "none"},
-                   {"precision", plan.precision},
+                   {"precision", config.precision},
                    // The ZeRO paper's model states: trainable parameters, their
                    // gradients and the optimizer state, per rank.
                    {"model_state_bytes",
@@ -498,14 +497,9 @@ bool Reporter::run(const std::string &dir) {
         forwardReport(module.lookupSymbol<func::FuncOp>("forward"))
                 .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
             "\n");
-  Plan plan;
   nlohmann::json r;
   bool pipelined = module->hasAttr(dist::DistDialect::kPipelineScheduleAttr);
-  if (!trainReport(plan, r) ||
-      !write("plan.json",
-             toJson(plan).dump(2, ' ', false,
-                               nlohmann::json::error_handler_t::replace) +
-                 "\n") ||
+  if (!trainReport(r) ||
       !write("report.json",
              r.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
                  "\n"))
@@ -531,11 +525,10 @@ bool Reporter::run(const std::string &dir) {
   return write("schedule.json", pipeline::chromeTrace(sim, 1e6));
 }
 
-bool Reporter::trainReport(Plan &plan, nlohmann::json &r) {
-  return irPlan(plan) &&
-         (module->hasAttr(dist::DistDialect::kPipelineScheduleAttr)
-              ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
-              : report(module.lookupSymbol<func::FuncOp>("train_step"), r));
+bool Reporter::trainReport(nlohmann::json &r) {
+  return module->hasAttr(dist::DistDialect::kPipelineScheduleAttr)
+             ? pipelineReport(module.lookupSymbol<func::FuncOp>("forward"), r)
+             : report(module.lookupSymbol<func::FuncOp>("train_step"), r);
 }
 
 } // namespace
@@ -543,8 +536,7 @@ bool Reporter::trainReport(Plan &plan, nlohmann::json &r) {
 bool autopar::trainReportJson(ModuleOp module, const ProgramOptions &options,
                               nlohmann::json &report, std::string &error) {
   Reporter reporter(module, options);
-  Plan plan;
-  if (reporter.trainReport(plan, report))
+  if (reporter.trainReport(report))
     return true;
   error = reporter.error;
   return false;

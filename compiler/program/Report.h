@@ -1,8 +1,8 @@
 //===- Report.h - plan.json and report.json ---------------------*- C++ -*-===//
 //
 // report.json (docs/training.md, "report.json") from the final IR: sizes,
-// memory per rank, communication and FLOPs; plan.json is the IR's
-// autopar.plan.
+// memory per rank, communication and FLOPs (and the pipeline's predicted
+// timeline, schedule.json).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +15,8 @@
 
 namespace autopar {
 
-/// Writes `dir`/report.json, and for a training program `dir`/plan.json,
-/// from `module` (the IR after the pipeline). False with `error` set.
+/// Writes `dir`/report.json (and for a pipeline schedule.json) from
+/// `module`, the IR after the pipeline. False with `error` set.
 bool writeReport(mlir::ModuleOp module, const ProgramOptions &options,
                  const std::string &dir, std::string &error);
 

@@ -125,39 +125,37 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
   return op->emitError() << "unknown dist attribute '" << name << "'";
 }
 
+/// The attributes of a function's argument (`what` = "argument") or result:
+/// its #dist.sharding and ZeRO mark, and an argument's block type.
+static LogicalResult verifyValueAttribute(Operation *op, StringRef what,
+                                          unsigned index,
+                                          NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto wrong = [&](const Twine &kind) {
+    return op->emitError() << "'" << name << "' of " << what << " #" << index
+                           << " must be " << kind << ", got " << value;
+  };
+  if (name == DistDialect::kShardingAttr)
+    return isa<ShardingAttr>(value) ? success() : wrong("a #dist.sharding");
+  if (name == DistDialect::kZeroAttr)
+    return isa<UnitAttr>(value) ? success() : wrong("a unit attribute");
+  if (name == DistDialect::kBlockTypeAttr && what == "argument")
+    return isa<TypeAttr>(value) ? success() : wrong("a type");
+  return op->emitError() << "unknown dist " << what << " attribute '" << name
+                         << "'";
+}
+
 LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned region,
                                                     unsigned arg,
                                                     NamedAttribute attr) {
-  StringRef name = attr.getName().getValue();
-  Attribute value = attr.getValue();
-  auto wrong = [&](const Twine &what) {
-    return op->emitError() << "'" << name << "' of argument #" << arg
-                           << " must be " << what << ", got " << value;
-  };
-  if (name == kShardingAttr)
-    return isa<ShardingAttr>(value) ? success() : wrong("a #dist.sharding");
-  if (name == kZeroAttr)
-    return isa<UnitAttr>(value) ? success() : wrong("a unit attribute");
-  if (name == kBlockTypeAttr)
-    return isa<TypeAttr>(value) ? success() : wrong("a type");
-  return op->emitError() << "unknown dist argument attribute '" << name
-                         << "'";
+  return verifyValueAttribute(op, "argument", arg, attr);
 }
 
 LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op,
                                                        unsigned region,
                                                        unsigned result,
                                                        NamedAttribute attr) {
-  StringRef name = attr.getName().getValue();
-  Attribute value = attr.getValue();
-  auto wrong = [&](const Twine &what) {
-    return op->emitError() << "'" << name << "' of result #" << result
-                           << " must be " << what << ", got " << value;
-  };
-  if (name == kShardingAttr)
-    return isa<ShardingAttr>(value) ? success() : wrong("a #dist.sharding");
-  if (name == kZeroAttr)
-    return isa<UnitAttr>(value) ? success() : wrong("a unit attribute");
-  return op->emitError() << "unknown dist result attribute '" << name << "'";
+  return verifyValueAttribute(op, "result", result, attr);
 }

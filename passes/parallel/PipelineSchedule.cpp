@@ -11,9 +11,9 @@
 #include "passes/parallel/Passes.h"
 
 #include "dialects/nn/NNOps.h"
-#include "passes/parallel/Schedule.h"
 #include "passes/analysis/CostAnalysis.h"
 #include "passes/lowering/Passes.h"
+#include "passes/parallel/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "test/lib/Interpreter.h"
 #include "passes/autodiff/Passes.h"
+#include "test/lib/Interpreter.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"

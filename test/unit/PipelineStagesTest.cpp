@@ -12,9 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "test/lib/Interpreter.h"
 #include "passes/autodiff/Passes.h"
 #include "passes/parallel/Passes.h"
+#include "test/lib/Interpreter.h"
 
 #include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"

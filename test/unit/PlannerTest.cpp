@@ -1,7 +1,7 @@
 //===- PlannerTest.cpp - the planner's cluster file and link model --------===//
 
-#include "compiler/planner/Planner.h"
 #include "compiler/planner/Cluster.h"
+#include "compiler/planner/Planner.h"
 #include "dialects/nn/NNDialect.h"
 #include "dialects/parallel/DistDialect.h"
 

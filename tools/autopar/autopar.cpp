@@ -18,15 +18,16 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/planner/Calibrate.h"
 #include "compiler/driver/Compile.h"
 #include "compiler/driver/Driver.h"
+#include "compiler/planner/Calibrate.h"
 #include "compiler/planner/Planner.h"
 #include "frontends/onnx/Validate.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,46 @@ bool nextArg(const std::vector<std::string> &args, size_t &i,
   return true;
 }
 
+/// The model-import options `import`, `compile` and `plan` share:
+/// --input-shape, --max-tensor-bytes and (where `values`) --input-value,
+/// each as `--opt V` or `--opt=V`. Nothing if args[i] is none of them;
+/// else 0 when it was read (i past its value) or the exit code of its
+/// one-line error.
+std::optional<int> importOption(const std::vector<std::string> &args,
+                                size_t &i, onnx_import::ImportOptions &import,
+                                const char *command, bool values) {
+  llvm::StringRef a = args[i];
+  auto [flag, inline_] = a.split('=');
+  if (flag != "--input-shape" && flag != "--max-tensor-bytes" &&
+      !(values && flag == "--input-value"))
+    return std::nullopt;
+  std::string spec, error;
+  bool given = a.contains('=') ? (spec = inline_.str(), true)
+                               : nextArg(args, i, spec);
+  if (flag == "--max-tensor-bytes")
+    return onnx_import::parseMaxTensorBytes(spec, import, error)
+               ? 0
+               : usageError(error, command);
+  if (flag == "--input-shape") {
+    if (!given)
+      return usageError("--input-shape needs NAME=D0,D1,...", command);
+    return onnx_import::parseInputShape(spec, import, error)
+               ? 0
+               : usageError(error, command);
+  }
+  if (!given)
+    return usageError("--input-value needs NAME=FILE.pb", command);
+  if (auto [name, file] = llvm::StringRef(spec).split('=');
+      name.empty() || file.empty())
+    return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
+                      command);
+  if (!onnx_import::parseInputValue(spec, import, error)) {
+    llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int importMain(std::vector<std::string> args) {
   ImportCommandOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -232,33 +273,10 @@ int importMain(std::vector<std::string> args) {
     if (a == "-o") {
       if (!value(options.output))
         return usageError("-o needs a file name", "import");
-    } else if (a == "--input-shape" || a.starts_with("--input-shape=")) {
-      std::string spec, error;
-      if (a.starts_with("--input-shape="))
-        spec = a.drop_front(strlen("--input-shape=")).str();
-      else if (!value(spec))
-        return usageError("--input-shape needs NAME=D0,D1,...", "import");
-      if (!onnx_import::parseInputShape(spec, options.import, error))
-        return usageError(error, "import");
-    } else if (a == "--input-value" || a.starts_with("--input-value=")) {
-      std::string spec, error;
-      if (a.starts_with("--input-value="))
-        spec = a.drop_front(strlen("--input-value=")).str();
-      else if (!value(spec))
-        return usageError("--input-value needs NAME=FILE.pb", "import");
-      if (auto [name, file] = llvm::StringRef(spec).split('=');
-          name.empty() || file.empty())
-        return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
-                          "import");
-      if (!onnx_import::parseInputValue(spec, options.import, error)) {
-        llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
-        return 1;
-      }
-    } else if (a == "--max-tensor-bytes") {
-      std::string text, error;
-      (void)value(text);
-      if (!onnx_import::parseMaxTensorBytes(text, options.import, error))
-        return usageError(error, "import");
+    } else if (std::optional<int> code =
+                   importOption(args, i, options.import, "import", true)) {
+      if (*code)
+        return *code;
     } else if (a == "--summary") {
       options.summary = true;
     } else if (a.starts_with("-") && a != "-") {
@@ -301,33 +319,10 @@ int compileMain(const std::vector<std::string> &args) {
           options.cudaArch.find_first_not_of("0123456789;-_abcdefilnrtuv") !=
               std::string::npos)
         return usageError("--cuda-arch needs a list such as 80;90a", "compile");
-    } else if (a == "--input-shape" || a.starts_with("--input-shape=")) {
-      std::string spec, error;
-      if (a.starts_with("--input-shape="))
-        spec = a.drop_front(strlen("--input-shape=")).str();
-      else if (!value(spec))
-        return usageError("--input-shape needs NAME=D0,D1,...", "compile");
-      if (!onnx_import::parseInputShape(spec, options.import, error))
-        return usageError(error, "compile");
-    } else if (a == "--input-value" || a.starts_with("--input-value=")) {
-      std::string spec, error;
-      if (a.starts_with("--input-value="))
-        spec = a.drop_front(strlen("--input-value=")).str();
-      else if (!value(spec))
-        return usageError("--input-value needs NAME=FILE.pb", "compile");
-      if (auto [name, file] = llvm::StringRef(spec).split('=');
-          name.empty() || file.empty())
-        return usageError("--input-value '" + spec + "': expected NAME=FILE.pb",
-                          "compile");
-      if (!onnx_import::parseInputValue(spec, options.import, error)) {
-        llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
-        return 1;
-      }
-    } else if (a == "--max-tensor-bytes") {
-      std::string text, error;
-      (void)value(text);
-      if (!onnx_import::parseMaxTensorBytes(text, options.import, error))
-        return usageError(error, "compile");
+    } else if (std::optional<int> code =
+                   importOption(args, i, options.import, "compile", true)) {
+      if (*code)
+        return *code;
     } else if (a == "--no-build") {
       options.build = false;
     } else if (a == "--report-only") {
@@ -446,18 +441,10 @@ int planMain(const std::vector<std::string> &args) {
           text.size() > 6 || std::stoll(text) < 1)
         return usageError("--top needs a positive integer", "plan");
       options.top = std::stoll(text);
-    } else if (a == "--max-tensor-bytes") {
-      std::string error;
-      text.clear();
-      (void)value(text);
-      if (!onnx_import::parseMaxTensorBytes(text, options.import, error))
-        return usageError(error, "plan");
-    } else if (a == "--input-shape") {
-      std::string error;
-      if (!value(text))
-        return usageError("--input-shape needs NAME=D0,D1,...", "plan");
-      if (!onnx_import::parseInputShape(text, options.import, error))
-        return usageError(error, "plan");
+    } else if (std::optional<int> code =
+                   importOption(args, i, options.import, "plan", false)) {
+      if (*code)
+        return *code;
     } else if (a.starts_with("-")) {
       return usageError("unknown option '" + a.str() + "'", "plan");
     } else if (options.model.empty()) {
