@@ -67,7 +67,9 @@ const char *const kCudaFiles[] = {
     "cuda/Reduce.cu",
     "cuda/Accumulate.cu",
     "cuda/Attention.h",
+    "cuda/AttentionCommon.cuh",
     "cuda/Attention.cu",
+    "cuda/Attention16.cu",
 };
 /// The Device interface (and the optimizer its implementations run).
 const char *const kDeviceFiles[] = {
