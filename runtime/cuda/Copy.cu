@@ -78,31 +78,23 @@ void launchStridedMove(DeviceContext &ctx, const void *in, void *out,
     return;
   const StridedMove m = simplify(move);
   const unsigned grid = gridFor(ctx, total);
-  switch (elementBytes) {
-  case 1:
+  // Moves the elements as unsigned integers of their size.
+  auto launch = [&](auto word) {
+    using W = decltype(word);
     stridedMoveKernel<<<grid, kBlock, 0, ctx.stream>>>(
-        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), m,
-        total);
-    break;
-  case 2:
-    stridedMoveKernel<<<grid, kBlock, 0, ctx.stream>>>(
-        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), m,
-        total);
-    break;
-  case 4:
-    stridedMoveKernel<<<grid, kBlock, 0, ctx.stream>>>(
-        static_cast<const uint32_t *>(in), static_cast<uint32_t *>(out), m,
-        total);
-    break;
-  case 8:
-    stridedMoveKernel<<<grid, kBlock, 0, ctx.stream>>>(
-        static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), m,
-        total);
-    break;
-  default:
+        static_cast<const W *>(in), static_cast<W *>(out), m, total);
+  };
+  if (elementBytes == 1)
+    launch(uint8_t());
+  else if (elementBytes == 2)
+    launch(uint16_t());
+  else if (elementBytes == 4)
+    launch(uint32_t());
+  else if (elementBytes == 8)
+    launch(uint64_t());
+  else
     fail(&ctx, __FILE__, __LINE__, "cuda::stridedCopy/stridedScatter",
          "element size is not 1, 2, 4 or 8 bytes");
-  }
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
@@ -203,26 +195,13 @@ void copyAxisBlock(DeviceContext &ctx, const void *in, void *out, int64_t outer,
     src += offset * innerBytes;
     srcPitch = bigPitch;
   }
-  const int w = wordBytes(
+  withWidestWord(
       reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst) |
-      static_cast<uint64_t>(rowBytes) | static_cast<uint64_t>(bigPitch));
-  switch (w) {
-  case 16:
-    return copyRowsWords<uint4>(ctx, src, dst, outer, rowBytes, srcPitch,
-                                dstPitch);
-  case 8:
-    return copyRowsWords<uint2>(ctx, src, dst, outer, rowBytes, srcPitch,
-                                dstPitch);
-  case 4:
-    return copyRowsWords<uint32_t>(ctx, src, dst, outer, rowBytes, srcPitch,
-                                   dstPitch);
-  case 2:
-    return copyRowsWords<uint16_t>(ctx, src, dst, outer, rowBytes, srcPitch,
-                                   dstPitch);
-  default:
-    return copyRowsWords<uint8_t>(ctx, src, dst, outer, rowBytes, srcPitch,
-                                  dstPitch);
-  }
+          static_cast<uint64_t>(rowBytes) | static_cast<uint64_t>(bigPitch),
+      [&](auto word) {
+        copyRowsWords<decltype(word)>(ctx, src, dst, outer, rowBytes, srcPitch,
+                                      dstPitch);
+      });
 }
 
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes) {

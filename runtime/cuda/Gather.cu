@@ -171,26 +171,13 @@ void gather(DeviceContext &ctx, const void *data, const void *indices,
             int64_t innerBytes, int64_t numIndices) {
   if (outer <= 0 || numIndices <= 0 || innerBytes <= 0)
     return;
-  const int w = wordBytes(reinterpret_cast<uintptr_t>(data) |
-                          reinterpret_cast<uintptr_t>(out) |
-                          static_cast<uint64_t>(innerBytes));
-  switch (w) {
-  case 16:
-    return gatherWords<uint4>(ctx, data, indices, indices64, out, outer,
-                              axisSize, innerBytes, numIndices);
-  case 8:
-    return gatherWords<uint2>(ctx, data, indices, indices64, out, outer,
-                              axisSize, innerBytes, numIndices);
-  case 4:
-    return gatherWords<uint32_t>(ctx, data, indices, indices64, out, outer,
-                                 axisSize, innerBytes, numIndices);
-  case 2:
-    return gatherWords<uint16_t>(ctx, data, indices, indices64, out, outer,
-                                 axisSize, innerBytes, numIndices);
-  default:
-    return gatherWords<uint8_t>(ctx, data, indices, indices64, out, outer,
-                                axisSize, innerBytes, numIndices);
-  }
+  withWidestWord(
+      reinterpret_cast<uintptr_t>(data) | reinterpret_cast<uintptr_t>(out) |
+          static_cast<uint64_t>(innerBytes),
+      [&](auto word) {
+        gatherWords<decltype(word)>(ctx, data, indices, indices64, out, outer,
+                                    axisSize, innerBytes, numIndices);
+      });
 }
 
 void gatherBackward(DeviceContext &ctx, const void *indices, bool indices64,

@@ -239,28 +239,24 @@ void gemmImpl(DeviceContext &ctx, const GemmDesc &desc, GemmType t,
   AUTOPAR_CUBLAS_CHECK_CTX(&ctx, cublasLtMatmulPreferenceCreate(&plan.pref));
   const uint64_t workspaceBytes =
       static_cast<uint64_t>(std::max<int64_t>(ctx.gemmWorkspaceBytes, 0));
-  AUTOPAR_CUBLAS_CHECK_CTX(&ctx,
-                   cublasLtMatmulPreferenceSetAttribute(
-                       plan.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                       &workspaceBytes, sizeof(workspaceBytes)));
   const uint32_t alignA = alignmentOf(bBits), alignB = alignmentOf(aBits),
                  alignC = alignmentOf(cBits);
-  AUTOPAR_CUBLAS_CHECK_CTX(&ctx,
-                   cublasLtMatmulPreferenceSetAttribute(
-                       plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                       &alignA, sizeof(alignA)));
-  AUTOPAR_CUBLAS_CHECK_CTX(&ctx,
-                   cublasLtMatmulPreferenceSetAttribute(
-                       plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                       &alignB, sizeof(alignB)));
-  AUTOPAR_CUBLAS_CHECK_CTX(&ctx,
-                   cublasLtMatmulPreferenceSetAttribute(
-                       plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                       &alignC, sizeof(alignC)));
-  AUTOPAR_CUBLAS_CHECK_CTX(&ctx,
-                   cublasLtMatmulPreferenceSetAttribute(
-                       plan.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                       &alignC, sizeof(alignC)));
+  const struct {
+    cublasLtMatmulPreferenceAttributes_t attribute;
+    const void *value;
+    size_t size;
+  } preferences[] = {
+      {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+       sizeof(workspaceBytes)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof(alignA)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB, sizeof(alignB)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC, sizeof(alignC)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC, sizeof(alignC)},
+  };
+  for (const auto &p : preferences)
+    AUTOPAR_CUBLAS_CHECK_CTX(
+        &ctx, cublasLtMatmulPreferenceSetAttribute(plan.pref, p.attribute,
+                                                   p.value, p.size));
 
   // Sets the epilogue (on or off) on the descriptor.
   auto setEpilogue = [&](bool on) {

@@ -69,13 +69,20 @@ inline unsigned rowGrid(const DeviceContext &ctx, int64_t rows) {
   return gridFor(ctx, rows, 1);
 }
 
-/// The widest word (16, 8, 4, 2 or 1 bytes) that divides every address,
-/// size and pitch in `bits` (OR-ed together).
-inline int wordBytes(uint64_t bits) {
-  int w = 16;
-  while (w > 1 && bits % static_cast<uint64_t>(w) != 0)
-    w /= 2;
-  return w;
+/// f(W()) for W the widest word (uint4, uint2, uint32_t, uint16_t or
+/// uint8_t) whose size divides every address, size and pitch in `bits`
+/// (OR-ed together).
+template <typename F> void withWidestWord(uint64_t bits, F &&f) {
+  if (bits % 16 == 0)
+    f(uint4());
+  else if (bits % 8 == 0)
+    f(uint2());
+  else if (bits % 4 == 0)
+    f(uint32_t());
+  else if (bits % 2 == 0)
+    f(uint16_t());
+  else
+    f(uint8_t());
 }
 
 //===----------------------------------------------------------------------===//
