@@ -112,17 +112,33 @@ __global__ void __launch_bounds__(kFinalBlock)
     *valid = n;
 }
 
-/// dscores, one block per element e = (o, i): 0 for ignored labels,
-/// (softmax - onehot) * g otherwise (NaN for labels out of range).
-template <typename S, typename L>
-__global__ void __launch_bounds__(kBlock)
-    crossEntropyBackwardKernel(const S *scores, const L *labels,
-                               const float *dloss, S *dscores,
-                               int64_t count, int64_t classes, int64_t inner,
-                               int reduction, bool hasIgnoreIndex,
-                               int64_t ignoreIndex, const long long *valid) {
-  __shared__ float sharedF[kWarp];
-  __shared__ double sharedD[kWarp];
+/// For a Mean reduction, the number of labels that are not ignored, counted
+/// on the device into cuda::scratch; null for the other reductions.
+template <typename L>
+const long long *validLabels(DeviceContext &ctx, const L *labels, int64_t count,
+                             Reduction reduction, bool hasIgnoreIndex,
+                             int64_t ignoreIndex) {
+  if (reduction != Reduction::Mean)
+    return nullptr;
+  long long *valid = static_cast<long long *>(scratch(ctx, sizeof(long long)));
+  countValidLabelsKernel<L><<<1, kFinalBlock, 0, ctx.stream>>>(
+      labels, count, hasIgnoreIndex, ignoreIndex, valid);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  return valid;
+}
+
+/// The loop of the backward kernels, one block per element e = (o, i):
+/// dscores 0 for an ignored label, else body(e, label, s, ds, g) with the
+/// element's classes in scores and dscores (class c at [c * inner]) and g
+/// its loss gradient (dloss[e] for Reduction::None, else dloss[0], over the
+/// count of valid labels for Mean; NaN for a label out of range with
+/// kNaNOutOfRange).
+template <bool kNaNOutOfRange, typename S, typename L, typename Body>
+__device__ void
+forEachBackwardElement(const S *scores, const L *labels, const float *dloss,
+                       S *dscores, int64_t count, int64_t classes,
+                       int64_t inner, int reduction, bool hasIgnoreIndex,
+                       int64_t ignoreIndex, const long long *valid, Body body) {
   for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
     const int64_t label = loadIndex(labels, e);
     const int64_t o = e / inner, i = e % inner;
@@ -137,18 +153,37 @@ __global__ void __launch_bounds__(kBlock)
         reduction == static_cast<int>(Reduction::None) ? dloss[e] : dloss[0];
     if (reduction == static_cast<int>(Reduction::Mean))
       g /= static_cast<double>(*valid);
-    if (label < 0 || label >= classes)
+    if (kNaNOutOfRange && (label < 0 || label >= classes))
       g = static_cast<double>(NAN);
-    float max;
-    double sum;
-    rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const double p =
-          static_cast<double>(expf(toFloat(s[c * inner]) - max)) / sum;
-      ds[c * inner] = fromFloat<S>(
-          static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g));
-    }
+    body(e, label, s, ds, g);
   }
+}
+
+/// dscores, one block per element e = (o, i): 0 for ignored labels,
+/// (softmax - onehot) * g otherwise (NaN for labels out of range).
+template <typename S, typename L>
+__global__ void __launch_bounds__(kBlock)
+    crossEntropyBackwardKernel(const S *scores, const L *labels,
+                               const float *dloss, S *dscores,
+                               int64_t count, int64_t classes, int64_t inner,
+                               int reduction, bool hasIgnoreIndex,
+                               int64_t ignoreIndex, const long long *valid) {
+  __shared__ float sharedF[kWarp];
+  __shared__ double sharedD[kWarp];
+  forEachBackwardElement</*kNaNOutOfRange=*/true>(
+      scores, labels, dloss, dscores, count, classes, inner, reduction,
+      hasIgnoreIndex, ignoreIndex, valid,
+      [&](int64_t, int64_t label, const S *s, S *ds, double g) {
+        float max;
+        double sum;
+        rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+          const double p =
+              static_cast<double>(expf(toFloat(s[c * inner]) - max)) / sum;
+          ds[c * inner] = fromFloat<S>(
+              static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g));
+        }
+      });
 }
 
 template <typename S, typename L>
@@ -189,13 +224,8 @@ void crossEntropyBackwardT(DeviceContext &ctx, const S *scores,
                            int64_t ignoreIndex) {
   if (count <= 0 || classes <= 0)
     return;
-  long long *valid = nullptr;
-  if (reduction == Reduction::Mean) {
-    valid = static_cast<long long *>(scratch(ctx, sizeof(long long)));
-    countValidLabelsKernel<L><<<1, kFinalBlock, 0, ctx.stream>>>(
-        labels, count, hasIgnoreIndex, ignoreIndex, valid);
-    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-  }
+  const long long *valid =
+      validLabels(ctx, labels, count, reduction, hasIgnoreIndex, ignoreIndex);
   crossEntropyBackwardKernel<S, L>
       <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
       scores, labels, dloss, dscores, count, classes, inner,
@@ -240,25 +270,15 @@ __global__ void __launch_bounds__(kBlock)
                                     bool hasIgnoreIndex, int64_t ignoreIndex,
                                     const long long *valid) {
   const int64_t first = *offset;
-  for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
-    const int64_t label = loadIndex(labels, e);
-    const int64_t o = e / inner, i = e % inner;
-    const float *s = scores + o * classes * inner + i;
-    float *ds = dscores + o * classes * inner + i;
-    if (hasIgnoreIndex && label == ignoreIndex) {
-      for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-        ds[c * inner] = 0.0f;
-      continue;
-    }
-    double g =
-        reduction == static_cast<int>(Reduction::None) ? dloss[e] : dloss[0];
-    if (reduction == static_cast<int>(Reduction::Mean))
-      g /= static_cast<double>(*valid);
-    const float gf = static_cast<float>(g), l = lse[e];
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      ds[c * inner] =
-          expf(s[c * inner] - l) * gf - (c == label - first ? gf : 0.0f);
-  }
+  forEachBackwardElement</*kNaNOutOfRange=*/false>(
+      scores, labels, dloss, dscores, count, classes, inner, reduction,
+      hasIgnoreIndex, ignoreIndex, valid,
+      [&](int64_t e, int64_t label, const float *s, float *ds, double g) {
+        const float gf = static_cast<float>(g), l = lse[e];
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+          ds[c * inner] =
+              expf(s[c * inner] - l) * gf - (c == label - first ? gf : 0.0f);
+      });
 }
 
 template <typename L>
@@ -270,13 +290,8 @@ void crossEntropyShardBackwardT(DeviceContext &ctx, const float *scores,
                                 bool hasIgnoreIndex, int64_t ignoreIndex) {
   if (count <= 0 || classes <= 0)
     return;
-  long long *valid = nullptr;
-  if (reduction == Reduction::Mean) {
-    valid = static_cast<long long *>(scratch(ctx, sizeof(long long)));
-    countValidLabelsKernel<L><<<1, kFinalBlock, 0, ctx.stream>>>(
-        labels, count, hasIgnoreIndex, ignoreIndex, valid);
-    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-  }
+  const long long *valid =
+      validLabels(ctx, labels, count, reduction, hasIgnoreIndex, ignoreIndex);
   crossEntropyShardBackwardKernel<L>
       <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
           scores, labels, dloss, lse, offset, dscores, count, classes, inner,
