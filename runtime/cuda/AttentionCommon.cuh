@@ -53,47 +53,47 @@ __device__ inline bool attends(const AttentionDesc &d, const bool *mask,
   return !mask || mask[i * d.maskStrides[2] + j * d.maskStrides[3]];
 }
 
-/// What a block of query rows (forward and dq kernels) works on: head bh =
-/// (b, h) = blockIdx.x; rows [i0, i0 + rows) of kRows, the last row blocks
-/// first (under a causal mask they see the most keys); the keys [0,
-/// keyEnd) any of them sees; the head's mask (null: none).
-struct QueryBlock {
-  int64_t bh, b, h, i0, keyEnd;
-  int rows;
+/// What a block works on: head bh = (b, h) = blockIdx.x; its `count` rows
+/// [first, first + count) of at most kRows along one axis; a `bound` on the
+/// other; the head's mask (null: none).
+///
+/// A block of query rows (forward and dq kernels; kKeys false) is [bh, b, h,
+/// i0, keyEnd, rows, mask]: rows [i0, i0 + rows), the last row blocks first
+/// (under a causal mask they see the most keys), and the keys [0, keyEnd)
+/// any of them sees. A block of keys (dk/dv kernels; kKeys true) is [bh, b,
+/// h, j0, queryBegin, keys, mask]: keys [j0, j0 + keys), and the first
+/// query that sees key j0.
+struct TileBlock {
+  int64_t bh, b, h, first, bound;
+  int count;
   const bool *mask;
 };
-__device__ inline QueryBlock queryBlock(const AttentionDesc &d, int kRows) {
-  QueryBlock q;
-  q.bh = blockIdx.x;
-  q.b = q.bh / d.heads;
-  q.h = q.bh % d.heads;
-  q.i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
-  q.rows = static_cast<int>(clampTo(d.t - q.i0, 0, kRows));
-  q.keyEnd = d.causal ? clampTo(q.i0 + q.rows + d.s - d.t, 0, d.s) : d.s;
-  q.mask = d.mask ? d.mask + q.b * d.maskStrides[0] + q.h * d.maskStrides[1]
-                  : nullptr;
-  return q;
+template <bool kKeys>
+__device__ TileBlock tileBlock(const AttentionDesc &d, int kRows) {
+  TileBlock block;
+  block.bh = blockIdx.x;
+  block.b = block.bh / d.heads;
+  block.h = block.bh % d.heads;
+  if constexpr (kKeys) {
+    block.first = static_cast<int64_t>(blockIdx.y) * kRows;
+    block.count = static_cast<int>(clampTo(d.s - block.first, 0, kRows));
+    block.bound = d.causal ? clampTo(block.first - (d.s - d.t), 0, d.t) : 0;
+  } else {
+    block.first = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
+    block.count = static_cast<int>(clampTo(d.t - block.first, 0, kRows));
+    block.bound =
+        d.causal ? clampTo(block.first + block.count + d.s - d.t, 0, d.s) : d.s;
+  }
+  block.mask =
+      d.mask ? d.mask + block.b * d.maskStrides[0] + block.h * d.maskStrides[1]
+             : nullptr;
+  return block;
 }
-
-/// What a block of keys (dk/dv kernels) works on: head bh = (b, h) =
-/// blockIdx.x; keys [j0, j0 + keys) of kKeys; the first query that sees
-/// key j0; the head's mask (null: none).
-struct KeyBlock {
-  int64_t bh, b, h, j0, queryBegin;
-  int keys;
-  const bool *mask;
-};
-__device__ inline KeyBlock keyBlock(const AttentionDesc &d, int kKeys) {
-  KeyBlock k;
-  k.bh = blockIdx.x;
-  k.b = k.bh / d.heads;
-  k.h = k.bh % d.heads;
-  k.j0 = static_cast<int64_t>(blockIdx.y) * kKeys;
-  k.keys = static_cast<int>(clampTo(d.s - k.j0, 0, kKeys));
-  k.queryBegin = d.causal ? clampTo(k.j0 - (d.s - d.t), 0, d.t) : 0;
-  k.mask = d.mask ? d.mask + k.b * d.maskStrides[0] + k.h * d.maskStrides[1]
-                  : nullptr;
-  return k;
+__device__ inline TileBlock queryBlock(const AttentionDesc &d, int kRows) {
+  return tileBlock<false>(d, kRows);
+}
+__device__ inline TileBlock keyBlock(const AttentionDesc &d, int kKeys) {
+  return tileBlock<true>(d, kKeys);
 }
 
 //===----------------------------------------------------------------------===//
