@@ -112,8 +112,8 @@ run() {
   for test in "${kernel_tests[@]}"; do
     local status="FAIL" line="build failed ($kt/$test.build.log)"
     if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. \
-          "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/Attention.cu \
-          runtime/cuda/Kernels.cu runtime/cuda/Device.cu runtime/optim/Optimizer.cpp \
+          "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/*.cu \
+          runtime/optim/Optimizer.cpp \
           runtime/cpu/Kernels.cpp runtime/cpu/Attention.cpp -lcublasLt "${blas[@]}" \
           -o "$kt/$test") > "$kt/$test.build.log" 2>&1; then
       if "$kt/$test" > "$kt/$test.log" 2>&1; then status="PASS"; fi

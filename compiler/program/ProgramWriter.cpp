@@ -52,8 +52,21 @@ const char *const kCpuFiles[] = {
     "cpu/Attention.cpp",
 };
 const char *const kCudaFiles[] = {
-    "cuda/Context.h",   "cuda/Kernels.h",    "cuda/Kernels.cu",
-    "cuda/Attention.h", "cuda/Attention.cu",
+    "cuda/Context.h",
+    "cuda/Kernels.h",
+    "cuda/KernelsCommon.cuh",
+    "cuda/Gemm.cu",
+    "cuda/LayerNorm.cu",
+    "cuda/Softmax.cu",
+    "cuda/CrossEntropy.cu",
+    "cuda/Gather.cu",
+    "cuda/Copy.cu",
+    "cuda/Reduce.cu",
+    "cuda/Accumulate.cu",
+    "cuda/Attention.h",
+    "cuda/AttentionCommon.cuh",
+    "cuda/Attention.cu",
+    "cuda/Attention16.cu",
 };
 /// The Device interface (and the optimizer its implementations run).
 const char *const kDeviceFiles[] = {

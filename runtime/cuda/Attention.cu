@@ -1,6 +1,7 @@
 //===- Attention.cu - fused scaled dot-product attention (CUDA) -----------===//
 //
-// runtime/cuda/Attention.h as flash-attention-2 style kernels, f32 first:
+// runtime/cuda/Attention.h as flash-attention-2 style kernels; here the f32
+// ones (bfloat16 and half: Attention16.cu):
 //
 //  - Forward: a block per (b*h, block of kBr query rows) keeps its q tile in
 //    shared memory and walks the key/value tiles of kBc rows (under a causal
@@ -29,38 +30,24 @@
 // the actual D.
 //
 // In these f32 kernels every product is a scalar fp32 FMA loop (fp32
-// parity with the CPU target: no TF32). The bf16 and half kernels further
-// down run their products on tensor cores (mma.sync); what they still lack
-// against FlashAttention-2 is cp.async double-buffering of the K/V tiles,
-// ldmatrix fragment loads and, on sm_90, wgmma.
+// parity with the CPU target: no TF32). The bf16 and half kernels
+// (Attention16.cu) run their products on tensor cores (mma.sync); what
+// they still lack against FlashAttention-2 is cp.async double-buffering of
+// the K/V tiles, ldmatrix fragment loads and, on sm_90, wgmma.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cuda/Attention.h"
+#include "runtime/cuda/AttentionCommon.cuh"
 
-#include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 
 namespace autopar::rt::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
 /// Threads along each side of the thread grid over a tile.
 constexpr int kSide = 16;
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-__host__ __device__ constexpr int64_t clampTo(int64_t x, int64_t lo,
-                                              int64_t hi) {
-  return x < lo ? lo : x > hi ? hi : x;
-}
 
 /// Tile sizes of the kernels for head dims up to kD (multiples of kSide).
 /// Shared memory stays under 99 KiB (the opt-in limit of sm_86/sm_89; sm_80
@@ -83,23 +70,6 @@ __host__ __device__ constexpr int tileFloats(int rows, int width) {
 //===----------------------------------------------------------------------===//
 // Device helpers
 //===----------------------------------------------------------------------===//
-
-/// The first element of head (b, h) of a tensor with the given strides.
-template <typename T>
-__device__ T *headOf(T *base, const int64_t strides[3], int64_t b, int64_t h) {
-  return base + b * strides[0] + h * strides[1];
-}
-
-/// Whether query i may see key j (both in range) of the head whose mask
-/// starts at `mask` (null: no mask).
-__device__ bool attends(const AttentionDesc &d, const bool *mask, int64_t i,
-                        int64_t j) {
-  if (i >= d.t || j >= d.s)
-    return false;
-  if (d.causal && j > i + d.s - d.t)
-    return false;
-  return !mask || mask[i * d.maskStrides[2] + j * d.maskStrides[3]];
-}
 
 /// Copies rows [row0, row0 + kRows) of a head (`rows` of them valid, D
 /// contiguous floats each, `stride` apart) into tile [kRows][kD + 1], with
@@ -171,56 +141,6 @@ template <typename Op> __device__ float rowReduce(float v, Op op) {
   for (int offset = kSide / 2; offset > 0; offset /= 2)
     v = op(v, __shfl_xor_sync(kFullMask, v, offset));
   return v;
-}
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct SumOp {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
-/// What a block of query rows (forward and dq kernels) works on: head bh =
-/// (b, h) = blockIdx.x; rows [i0, i0 + rows) of kRows, the last row blocks
-/// first (under a causal mask they see the most keys); the keys [0,
-/// keyEnd) any of them sees; the head's mask (null: none).
-struct QueryBlock {
-  int64_t bh, b, h, i0, keyEnd;
-  int rows;
-  const bool *mask;
-};
-__device__ QueryBlock queryBlock(const AttentionDesc &d, int kRows) {
-  QueryBlock q;
-  q.bh = blockIdx.x;
-  q.b = q.bh / d.heads;
-  q.h = q.bh % d.heads;
-  q.i0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
-  q.rows = static_cast<int>(clampTo(d.t - q.i0, 0, kRows));
-  q.keyEnd = d.causal ? clampTo(q.i0 + q.rows + d.s - d.t, 0, d.s) : d.s;
-  q.mask = d.mask ? d.mask + q.b * d.maskStrides[0] + q.h * d.maskStrides[1]
-                  : nullptr;
-  return q;
-}
-
-/// What a block of keys (dk/dv kernels) works on: head bh = (b, h) =
-/// blockIdx.x; keys [j0, j0 + keys) of kKeys; the first query that sees
-/// key j0; the head's mask (null: none).
-struct KeyBlock {
-  int64_t bh, b, h, j0, queryBegin;
-  int keys;
-  const bool *mask;
-};
-__device__ KeyBlock keyBlock(const AttentionDesc &d, int kKeys) {
-  KeyBlock k;
-  k.bh = blockIdx.x;
-  k.b = k.bh / d.heads;
-  k.h = k.bh % d.heads;
-  k.j0 = static_cast<int64_t>(blockIdx.y) * kKeys;
-  k.keys = static_cast<int>(clampTo(d.s - k.j0, 0, kKeys));
-  k.queryBegin = d.causal ? clampTo(k.j0 - (d.s - d.t), 0, d.t) : 0;
-  k.mask = d.mask ? d.mask + k.b * d.maskStrides[0] + k.h * d.maskStrides[1]
-                  : nullptr;
-  return k;
 }
 
 //===----------------------------------------------------------------------===//
@@ -323,36 +243,6 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
-
-/// Per query row (dense [B, H, T]): lseOut = lse, or +inf for a fully
-/// masked row (lse -inf), and di = dout . out, or 0 for a fully masked row
-/// (whose out is NaN). A warp per row.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    rowStatsKernel(AttentionDesc d, const T *out, const float *lse,
-                   const T *dout, float *lseOut, float *di) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t numRows = d.batch * d.heads * d.t;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / kWarp);
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / kWarp) +
-                     threadIdx.x / kWarp;
-       row < numRows; row += warps) {
-    const int64_t bh = row / d.t, i = row % d.t;
-    const int64_t b = bh / d.heads, h = bh % d.heads;
-    const T *o = headOf(out, d.outStrides, b, h) + i * d.outStrides[2];
-    const T *g = headOf(dout, d.doutStrides, b, h) + i * d.doutStrides[2];
-    float sum = 0.0f;
-    for (int64_t c = lane; c < d.d; c += kWarp)
-      sum = fmaf(toFloat(o[c]), toFloat(g[c]), sum);
-    for (int offset = kWarp / 2; offset > 0; offset /= 2)
-      sum += __shfl_xor_sync(kFullMask, sum, offset);
-    if (lane == 0) {
-      const bool masked = lse[row] == -INFINITY;
-      lseOut[row] = masked ? INFINITY : lse[row];
-      di[row] = masked ? 0.0f : sum;
-    }
-  }
-}
 
 template <int kD, int kBr, int kBc> constexpr int keysSharedFloats() {
   return 2 * tileFloats(kBc, kD) + 2 * tileFloats(kBr, kD) +
@@ -524,540 +414,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 //===----------------------------------------------------------------------===//
-// 16-bit kernels on tensor cores
-//===----------------------------------------------------------------------===//
-//
-// The same three passes (forward; backward as keysKernel16 for dk, dv and
-// queriesKernel16 for dq, after rowStatsKernel) on bfloat16 or IEEE half
-// q, k, v, out, dout, dq, dk, dv, with every product a warp-wide
-// mma.sync.m16n8k16 (16-bit inputs, f32 accumulation; sm_80 and later):
-//
-//  - A block runs four warps; each warp owns 16 rows of the block's 64
-//    query rows (forward, dq) or 64 keys (dk, dv), so a row's scores lie
-//    in the four lanes of one quad (lane / 4 picks the row, lane % 4 the
-//    column pair) and row maxima and sums are two shuffles.
-//  - Score tiles stay in registers: an m16n8 f32 accumulator pair is laid
-//    out as the m16k16 A operand of the next product, so p (rounded to the
-//    16-bit type, as FlashAttention-2 does) and dS feed the second product
-//    without going through shared memory.
-//  - Operand tiles are staged in shared memory as 16-bit rows padded by 8
-//    elements (fragment loads are 32-bit words, conflict-free); where a
-//    product needs an operand transposed (v in p v, dout and q in the key
-//    gradients, k in dq) the tile is also stored transposed.
-//  - Softmax statistics, lse, Di and every accumulator are f32; results are
-//    rounded once to the 16-bit type. Fully masked rows behave as in the
-//    f32 kernels (NaN out, -inf lse, nothing in the backward).
-
-/// 16-bit elements of padding after each shared tile row.
-constexpr int kPad = 8;
-constexpr int kWarps16 = 4;
-constexpr int kThreads16 = kWarps16 * kWarp;
-/// Rows of a block (16 per warp): query rows of the forward and dq kernels,
-/// keys of the dk/dv kernel.
-constexpr int kBlockRows16 = 16 * kWarps16;
-
-/// Tile sizes of the 16-bit kernels for head dims up to kD: keys per step
-/// of the forward and dq kernels, queries per step of the dk/dv kernel
-/// (fewer at kD = 128, where the accumulators take 128 registers).
-template <int kD> struct Tiles16;
-template <> struct Tiles16<64> {
-  static constexpr int kForwardKeys = 64, kQueriesKeys = 64, kKeysQueries = 64;
-};
-template <> struct Tiles16<128> {
-  static constexpr int kForwardKeys = 64, kQueriesKeys = 32, kKeysQueries = 32;
-};
-
-/// Two values rounded to T in one 32-bit word, `lo` in the low half (the
-/// lower-numbered element of an mma fragment pair).
-template <typename T> __device__ uint32_t pack(float lo, float hi) {
-  const T pair[2] = {fromFloat<T>(lo), fromFloat<T>(hi)};
-  uint32_t word;
-  memcpy(&word, pair, sizeof(word));
-  return word;
-}
-
-/// c += a b for an m16k16 A fragment `a` and a k16n8 B fragment (b0, b1),
-/// f32 accumulator c (PTX mma.sync.aligned.m16n8k16.row.col).
-__device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                    uint32_t b1, __nv_bfloat16) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                 "r"(b1));
-#else
-  // The host refuses to launch these kernels below sm_80
-  // (requireTensorCores).
-  __trap();
-#endif
-}
-__device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                    uint32_t b1, __half) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                 "r"(b1));
-#else
-  __trap();
-#endif
-}
-
-/// The 32-bit word holding tile elements (r, c) and (r, c + 1) of a shared
-/// tile with rows of `ld` elements (c and ld even).
-template <typename T>
-__device__ uint32_t word(const T *tile, int ld, int r, int c) {
-  return *reinterpret_cast<const uint32_t *>(tile + r * ld + c);
-}
-
-/// The m16k16 A fragment of rows [r0, r0 + 16), columns [c0, c0 + 16) of a
-/// row-major shared tile: lane (g = lane / 4, q = lane % 4) holds rows g and
-/// g + 8, columns 2q, 2q + 1 and 2q + 8, 2q + 9.
-template <typename T>
-__device__ void loadA(uint32_t (&a)[4], const T *tile, int ld, int r0,
-                      int c0) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
-  a[0] = word(tile, ld, r0 + g, c0 + 2 * q);
-  a[1] = word(tile, ld, r0 + g + 8, c0 + 2 * q);
-  a[2] = word(tile, ld, r0 + g, c0 + 2 * q + 8);
-  a[3] = word(tile, ld, r0 + g + 8, c0 + 2 * q + 8);
-}
-
-/// c += A x^T over columns [0, kD) for the k16n8 B operands x^T of rows
-/// [n0, n0 + 8) of a row-major shared tile x (B[k][n] = x[n0 + n][k]):
-/// lane (g, q) reads row n0 + g, columns 2q, 2q + 1 and 2q + 8, 2q + 9.
-template <typename T, int kK>
-__device__ void mmaRows(float (&c)[4], const uint32_t (&a)[kK / 16][4],
-                        const T *x, int ld, int n0) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
-#pragma unroll
-  for (int kk = 0; kk < kK / 16; ++kk)
-    mma(c, a[kk], word(x, ld, n0 + g, kk * 16 + 2 * q),
-        word(x, ld, n0 + g, kk * 16 + 2 * q + 8), T());
-}
-
-/// s[n] (n < kN / 8) = A x^T for the 16 rows of A (fragments over kK
-/// columns, from a row-major shared tile at row r0) and rows [8 n, 8 n + 8)
-/// of the row-major shared tile x: scores of 16 rows against kN rows.
-template <typename T, int kK, int kN>
-__device__ void rowProducts(float (&s)[kN / 8][4], const T *aTile, int ldA,
-                            int r0, const T *x, int ldX) {
-  uint32_t a[kK / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < kK / 16; ++kk)
-    loadA(a[kk], aTile, ldA, r0, kk * 16);
-#pragma unroll
-  for (int n = 0; n < kN / 8; ++n) {
-    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    mmaRows<T, kK>(s[n], a, x, ldX, n * 8);
-  }
-}
-
-/// acc += P x for a 16 x kK score tile P in accumulator layout (p[n] holds
-/// columns [8 n, 8 n + 8)), rounded to T, and a kK x (8 * kN) operand given
-/// transposed: xt is a row-major shared tile [8 kN][ldT] with xt[n][k] =
-/// x[k][n].
-template <typename T, int kK, int kN>
-__device__ void accumulateProducts(float (&acc)[kN][4],
-                                   const float (&p)[kK / 8][4], const T *xt,
-                                   int ldT) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
-#pragma unroll
-  for (int kk = 0; kk < kK / 16; ++kk) {
-    // Accumulator tiles 2 kk and 2 kk + 1 are the A fragment of columns
-    // [16 kk, 16 kk + 16).
-    const uint32_t a[4] = {pack<T>(p[2 * kk][0], p[2 * kk][1]),
-                           pack<T>(p[2 * kk][2], p[2 * kk][3]),
-                           pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-      mma(acc[n], a, word(xt, ldT, n * 8 + g, kk * 16 + 2 * q),
-          word(xt, ldT, n * 8 + g, kk * 16 + 2 * q + 8), T());
-  }
-}
-
-/// Copies rows [row0, row0 + kRows) of a head (`rows` valid, `d` contiguous
-/// elements each, `stride` apart) into the shared tile [kRows][kD + kPad]
-/// and/or transposed into [kD][kRows + kPad] (each when not null); zeros
-/// past the valid rows and past d. All kThreads16 threads call it. Rows of
-/// whole 16-byte words (d and stride multiples of 8, aligned) are read
-/// and written a word at a time.
-template <int kRows, int kD, typename T>
-__device__ void stageTile(T *tile, T *transposed, const T *head,
-                          int64_t stride, int64_t row0, int rows, int d) {
-  constexpr int kVec = 16 / sizeof(T);
-  static_assert((kD + kPad) % kVec == 0, "shared rows of whole words");
-  const T zero = fromFloat<T>(0.0f);
-  const bool words =
-      d % kVec == 0 && stride % kVec == 0 &&
-      reinterpret_cast<uintptr_t>(head + row0 * stride) % 16 == 0;
-  if (words) {
-    for (int idx = threadIdx.x; idx < kRows * (kD / kVec); idx += kThreads16) {
-      const int r = idx / (kD / kVec), c = idx % (kD / kVec) * kVec;
-      uint4 word = make_uint4(0, 0, 0, 0); // +0.0 in both 16-bit types
-      if (r < rows && c < d)
-        word = *reinterpret_cast<const uint4 *>(head + (row0 + r) * stride + c);
-      if (tile)
-        *reinterpret_cast<uint4 *>(tile + r * (kD + kPad) + c) = word;
-      if (transposed) {
-        T x[kVec];
-        memcpy(x, &word, sizeof(word));
-#pragma unroll
-        for (int e = 0; e < kVec; ++e)
-          transposed[(c + e) * (kRows + kPad) + r] = x[e];
-      }
-    }
-    return;
-  }
-  for (int idx = threadIdx.x; idx < kRows * kD; idx += kThreads16) {
-    const int r = idx / kD, c = idx % kD;
-    const T x = r < rows && c < d ? head[(row0 + r) * stride + c] : zero;
-    if (tile)
-      tile[r * (kD + kPad) + c] = x;
-    if (transposed)
-      transposed[c * (kRows + kPad) + r] = x;
-  }
-}
-
-/// Elements of a shared tile of `rows` rows of `width` (padded).
-__host__ __device__ constexpr int tile16(int rows, int width) {
-  return rows * (width + kPad);
-}
-
-/// Reduces `v` over the four lanes of a quad (the lanes holding one score
-/// row) in a fixed butterfly; every lane gets the result.
-template <typename Op> __device__ float quadReduce(float v, Op op) {
-  v = op(v, __shfl_xor_sync(kFullMask, v, 1));
-  return op(v, __shfl_xor_sync(kFullMask, v, 2));
-}
-
-template <int kD, int kBc> constexpr int forward16Elements() {
-  return tile16(kBlockRows16, kD) + tile16(kBc, kD) + tile16(kD, kBc);
-}
-
-template <typename T, int kD, int kBc>
-__global__ void __launch_bounds__(kThreads16)
-    forwardKernel16(AttentionDesc d, const T *q, const T *k, const T *v,
-                    T *out, float *lse) {
-  static_assert(kD % 16 == 0 && kBc % 16 == 0);
-  constexpr int kBr = kBlockRows16, kLd = kD + kPad, kLdT = kBc + kPad;
-  extern __shared__ __align__(16) unsigned char shared16[];
-  T *qTile = reinterpret_cast<T *>(shared16); // [kBr][kLd]
-  T *kTile = qTile + tile16(kBr, kD);         // [kBc][kLd]
-  T *vtTile = kTile + tile16(kBc, kD);        // v^T [kD][kLdT]
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g = lane / 4, quad = lane % 4;
-  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
-  const int dim = static_cast<int>(d.d);
-  const T *kHead = headOf(k, d.kStrides, b, h);
-  const T *vHead = headOf(v, d.vStrides, b, h);
-  stageTile<kBr, kD, T>(qTile, nullptr, headOf(q, d.qStrides, b, h),
-                        d.qStrides[2], i0, rows, dim);
-  __syncthreads();
-  uint32_t qa[kD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
-    loadA(qa[kk], qTile, kLd, warp * 16, kk * 16);
-
-  // Rows i0 + 16 warp + g (r = 0) and that + 8 (r = 1): running maximum and
-  // sum, and the out accumulator (acc[n][2 r + e] is column 8 n + 2 quad + e).
-  const int64_t row[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  float acc[kD / 8][4];
-#pragma unroll
-  for (int n = 0; n < kD / 8; ++n)
-    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
-    const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
-    __syncthreads(); // the previous tiles' readers are done
-    stageTile<kBc, kD, T>(kTile, nullptr, kHead, d.kStrides[2], j0, cols, dim);
-    stageTile<kBc, kD, T>(nullptr, vtTile, vHead, d.vStrides[2], j0, cols,
-                          dim);
-    __syncthreads();
-    float s[kBc / 8][4];
-    float tileMax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      mmaRows<T, kD>(s[n], qa, kTile, kLd, n * 8);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t j = j0 + n * 8 + 2 * quad + (e & 1);
-        s[n][e] = attends(d, mask, row[e >> 1], j) ? d.scale * s[n][e]
-                                                   : -INFINITY;
-        tileMax[e >> 1] = fmaxf(tileMax[e >> 1], s[n][e]);
-      }
-    }
-    float base[2], rescale[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float mNew = fmaxf(m[r], quadReduce(tileMax[r], MaxOp()));
-      // While every key so far is masked, mNew is -inf: subtract 0, so
-      // that p and the rescale factor are exp(-inf) = 0, not NaN.
-      base[r] = mNew == -INFINITY ? 0.0f : mNew;
-      rescale[r] = expf(m[r] - base[r]);
-      m[r] = mNew;
-    }
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = expf(s[n][e] - base[e >> 1]);
-        sum[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      l[r] = l[r] * rescale[r] + quadReduce(sum[r], SumOp());
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        acc[n][e] *= rescale[e >> 1];
-    accumulateProducts<T, kBc, kD / 8>(acc, s, vtTile, kLdT);
-  }
-
-  T *outHead = headOf(out, d.outStrides, b, h);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] >= d.t)
-      continue;
-    // l is at least 1 unless every key of the row is masked.
-    const bool masked = l[r] == 0.0f;
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = n * 8 + 2 * quad + e;
-        if (c < dim)
-          outHead[row[r] * d.outStrides[2] + c] =
-              fromFloat<T>(masked ? NAN : acc[n][2 * r + e] / l[r]);
-      }
-    if (quad == 0)
-      lse[bh * d.t + row[r]] = masked ? -INFINITY : m[r] + logf(l[r]);
-  }
-}
-
-template <int kD, int kBr> constexpr int keys16Bytes() {
-  return 2 * kBr * static_cast<int>(sizeof(float)) +
-         2 * (2 * tile16(kBlockRows16, kD) + 2 * tile16(kBr, kD) +
-              2 * tile16(kD, kBr));
-}
-
-/// dk and dv of the block's kBlockRows16 keys [j0, j0 + 64) of head bh, from
-/// the query tiles of kBr rows that see them; scores are keys x queries.
-template <typename T, int kD, int kBr>
-__global__ void __launch_bounds__(kThreads16)
-    keysKernel16(AttentionDesc d, const T *q, const T *k, const T *v,
-                 const T *dout, const float *lseRows, const float *diRows,
-                 T *dk, T *dv) {
-  static_assert(kD % 16 == 0 && kBr % 16 == 0);
-  constexpr int kBc = kBlockRows16, kLd = kD + kPad, kLdT = kBr + kPad;
-  extern __shared__ __align__(16) unsigned char shared16[];
-  float *lseTile = reinterpret_cast<float *>(shared16); // [kBr]
-  float *diTile = lseTile + kBr;                        // [kBr]
-  T *kTile = reinterpret_cast<T *>(diTile + kBr);       // [kBc][kLd]
-  T *vTile = kTile + tile16(kBc, kD);                   // [kBc][kLd]
-  T *qTile = vTile + tile16(kBc, kD);                   // [kBr][kLd]
-  T *gTile = qTile + tile16(kBr, kD);                   // dout [kBr][kLd]
-  T *qtTile = gTile + tile16(kBr, kD);                  // q^T [kD][kLdT]
-  T *gtTile = qtTile + tile16(kD, kBr);                 // dout^T [kD][kLdT]
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g = lane / 4, quad = lane % 4;
-  const auto [bh, b, h, j0, queryBegin, keys, mask] = keyBlock(d, kBc);
-  const int dim = static_cast<int>(d.d);
-  const T *qHead = headOf(q, d.qStrides, b, h);
-  const T *gHead = headOf(dout, d.doutStrides, b, h);
-  stageTile<kBc, kD, T>(kTile, nullptr, headOf(k, d.kStrides, b, h),
-                        d.kStrides[2], j0, keys, dim);
-  stageTile<kBc, kD, T>(vTile, nullptr, headOf(v, d.vStrides, b, h),
-                        d.vStrides[2], j0, keys, dim);
-
-  const int64_t key[2] = {j0 + warp * 16 + g, j0 + warp * 16 + g + 8};
-  float dkAcc[kD / 8][4], dvAcc[kD / 8][4];
-#pragma unroll
-  for (int n = 0; n < kD / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dkAcc[n][e] = dvAcc[n][e] = 0.0f;
-  for (int64_t i0 = queryBegin; i0 < d.t; i0 += kBr) {
-    const int queries = static_cast<int>(clampTo(d.t - i0, 0, kBr));
-    __syncthreads(); // the previous tiles' readers are done
-    stageTile<kBr, kD, T>(qTile, qtTile, qHead, d.qStrides[2], i0, queries,
-                          dim);
-    stageTile<kBr, kD, T>(gTile, gtTile, gHead, d.doutStrides[2], i0, queries,
-                          dim);
-    for (int c = threadIdx.x; c < kBr; c += kThreads16) {
-      lseTile[c] = c < queries ? lseRows[bh * d.t + i0 + c] : INFINITY;
-      diTile[c] = c < queries ? diRows[bh * d.t + i0 + c] : 0.0f;
-    }
-    __syncthreads();
-    // s^T = k q^T, dP^T = v dout^T; p^T = exp(scale s^T - lse),
-    // dS^T = p^T (dP^T - Di).
-    float p[kBr / 8][4], ds[kBr / 8][4];
-    rowProducts<T, kD, kBr>(p, kTile, kLd, warp * 16, qTile, kLd);
-    rowProducts<T, kD, kBr>(ds, vTile, kLd, warp * 16, gTile, kLd);
-#pragma unroll
-    for (int n = 0; n < kBr / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int query = n * 8 + 2 * quad + (e & 1);
-        p[n][e] = attends(d, mask, i0 + query, key[e >> 1])
-                      ? expf(d.scale * p[n][e] - lseTile[query])
-                      : 0.0f;
-        ds[n][e] = p[n][e] * (ds[n][e] - diTile[query]);
-      }
-    // dv += p^T dout, dk += dS^T q (scaled at the end).
-    accumulateProducts<T, kBr, kD / 8>(dvAcc, p, gtTile, kLdT);
-    accumulateProducts<T, kBr, kD / 8>(dkAcc, ds, qtTile, kLdT);
-  }
-
-  T *dkHead = headOf(dk, d.dkStrides, b, h);
-  T *dvHead = headOf(dv, d.dvStrides, b, h);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (key[r] >= d.s)
-      continue;
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = n * 8 + 2 * quad + e;
-        if (c < dim) {
-          dkHead[key[r] * d.dkStrides[2] + c] =
-              fromFloat<T>(d.scale * dkAcc[n][2 * r + e]);
-          dvHead[key[r] * d.dvStrides[2] + c] =
-              fromFloat<T>(dvAcc[n][2 * r + e]);
-        }
-      }
-  }
-}
-
-template <int kD, int kBc> constexpr int queries16Bytes() {
-  return 2 * (2 * tile16(kBlockRows16, kD) + 2 * tile16(kBc, kD) +
-              tile16(kD, kBc));
-}
-
-/// dq of the block's kBlockRows16 query rows of head bh, from the key tiles
-/// of kBc keys they see; scores are queries x keys.
-template <typename T, int kD, int kBc>
-__global__ void __launch_bounds__(kThreads16)
-    queriesKernel16(AttentionDesc d, const T *q, const T *k, const T *v,
-                    const T *dout, const float *lseRows, const float *diRows,
-                    T *dq) {
-  static_assert(kD % 16 == 0 && kBc % 16 == 0);
-  constexpr int kBr = kBlockRows16, kLd = kD + kPad, kLdT = kBc + kPad;
-  extern __shared__ __align__(16) unsigned char shared16[];
-  T *qTile = reinterpret_cast<T *>(shared16); // [kBr][kLd]
-  T *gTile = qTile + tile16(kBr, kD);         // dout [kBr][kLd]
-  T *kTile = gTile + tile16(kBr, kD);         // [kBc][kLd]
-  T *vTile = kTile + tile16(kBc, kD);         // [kBc][kLd]
-  T *ktTile = vTile + tile16(kBc, kD);        // k^T [kD][kLdT]
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g = lane / 4, quad = lane % 4;
-  const auto [bh, b, h, i0, keyEnd, rows, mask] = queryBlock(d, kBr);
-  const int dim = static_cast<int>(d.d);
-  const T *kHead = headOf(k, d.kStrides, b, h);
-  const T *vHead = headOf(v, d.vStrides, b, h);
-  stageTile<kBr, kD, T>(qTile, nullptr, headOf(q, d.qStrides, b, h),
-                        d.qStrides[2], i0, rows, dim);
-  stageTile<kBr, kD, T>(gTile, nullptr, headOf(dout, d.doutStrides, b, h),
-                        d.doutStrides[2], i0, rows, dim);
-  const int64_t row[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
-  float lseR[2], diR[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    lseR[r] = row[r] < d.t ? lseRows[bh * d.t + row[r]] : INFINITY;
-    diR[r] = row[r] < d.t ? diRows[bh * d.t + row[r]] : 0.0f;
-  }
-  float dqAcc[kD / 8][4];
-#pragma unroll
-  for (int n = 0; n < kD / 8; ++n)
-    dqAcc[n][0] = dqAcc[n][1] = dqAcc[n][2] = dqAcc[n][3] = 0.0f;
-  for (int64_t j0 = 0; j0 < keyEnd; j0 += kBc) {
-    const int cols = static_cast<int>(clampTo(d.s - j0, 0, kBc));
-    __syncthreads(); // the previous tiles' readers are done
-    stageTile<kBc, kD, T>(kTile, ktTile, kHead, d.kStrides[2], j0, cols, dim);
-    stageTile<kBc, kD, T>(vTile, nullptr, vHead, d.vStrides[2], j0, cols, dim);
-    __syncthreads();
-    // p = exp(scale q k^T - lse), dS = p (dout v^T - Di).
-    float s[kBc / 8][4], ds[kBc / 8][4];
-    rowProducts<T, kD, kBc>(s, qTile, kLd, warp * 16, kTile, kLd);
-    rowProducts<T, kD, kBc>(ds, gTile, kLd, warp * 16, vTile, kLd);
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t j = j0 + n * 8 + 2 * quad + (e & 1);
-        const float p = attends(d, mask, row[e >> 1], j)
-                            ? expf(d.scale * s[n][e] - lseR[e >> 1])
-                            : 0.0f;
-        ds[n][e] = p * (ds[n][e] - diR[e >> 1]);
-      }
-    // dq += dS k (scaled at the end).
-    accumulateProducts<T, kBc, kD / 8>(dqAcc, ds, ktTile, kLdT);
-  }
-
-  T *dqHead = headOf(dq, d.dqStrides, b, h);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row[r] >= d.t)
-      continue;
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = n * 8 + 2 * quad + e;
-        if (c < dim)
-          dqHead[row[r] * d.dqStrides[2] + c] =
-              fromFloat<T>(d.scale * dqAcc[n][2 * r + e]);
-      }
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // Launches
 //===----------------------------------------------------------------------===//
-
-/// Fails (cuda::fail) on shapes the kernels do not take; `call` names the
-/// function.
-void checkShape(DeviceContext &ctx, const AttentionDesc &d, int line,
-                const char *call) {
-  char reason[160] = "";
-  if (d.d < 1 || d.d > kMaxAttentionHeadDim)
-    std::snprintf(reason, sizeof(reason), "head dim %lld not in [1, %lld]",
-                  static_cast<long long>(d.d),
-                  static_cast<long long>(kMaxAttentionHeadDim));
-  else if (d.batch < 0 || d.heads < 0 || d.t < 0 || d.s < 0)
-    std::snprintf(reason, sizeof(reason), "negative extent");
-  else if (d.batch * d.heads > INT_MAX)
-    std::snprintf(reason, sizeof(reason), "more than %d heads", INT_MAX);
-  else if (ceilDiv(std::max(d.t, d.s), 32) > 65535)
-    std::snprintf(reason, sizeof(reason), "more than %d rows or keys",
-                  65535 * 32);
-  if (reason[0])
-    fail(&ctx, __FILE__, line, call, reason);
-}
-
-/// Launches `kernel` on grid (heads, blocks) of `threads` threads with
-/// `bytes` bytes of dynamic shared memory (opting in past the 48 KiB
-/// default).
-template <typename Kernel, typename... Args>
-void launch(DeviceContext &ctx, Kernel kernel, int64_t heads, int64_t blocks,
-            int threads, int bytes, Args... args) {
-  if (heads == 0 || blocks == 0)
-    return;
-  AUTOPAR_CUDA_CHECK_CTX(
-      &ctx, cudaFuncSetAttribute(
-                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(blocks));
-  kernel<<<grid, threads, bytes, ctx.stream>>>(args...);
-  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-}
 
 constexpr int floatBytes(int floats) {
   return floats * static_cast<int>(sizeof(float));
@@ -1088,104 +446,12 @@ void backward(DeviceContext &ctx, const AttentionDesc &d, const float *q,
          lseRows, diRows, dq);
 }
 
-/// Fails unless the device has mma.sync on 16-bit floats (sm_80 and later).
-void requireTensorCores(DeviceContext &ctx, int line, const char *call) {
-  int major = 0, minor = 0;
-  AUTOPAR_CUDA_CHECK_CTX(
-      &ctx, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                   ctx.deviceId));
-  AUTOPAR_CUDA_CHECK_CTX(
-      &ctx, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
-                                   ctx.deviceId));
-  if (major < 8) {
-    char reason[128];
-    std::snprintf(reason, sizeof(reason),
-                  "16-bit attention needs compute capability 8.0 or newer, "
-                  "the device has %d.%d",
-                  major, minor);
-    fail(&ctx, __FILE__, line, call, reason);
-  }
-}
-
-template <typename T, int kD>
-void forward16(DeviceContext &ctx, const AttentionDesc &d, const T *q,
-               const T *k, const T *v, T *out, float *lse) {
-  constexpr int kBc = Tiles16<kD>::kForwardKeys;
-  launch(ctx, forwardKernel16<T, kD, kBc>, d.batch * d.heads,
-         ceilDiv(d.t, kBlockRows16), kThreads16,
-         2 * forward16Elements<kD, kBc>(), d, q, k, v, out, lse);
-}
-
-template <typename T, int kD>
-void backward16(DeviceContext &ctx, const AttentionDesc &d, const T *q,
-                const T *k, const T *v, const T *dout, const float *lseRows,
-                const float *diRows, T *dq, T *dk, T *dv) {
-  constexpr int kKeysQueries = Tiles16<kD>::kKeysQueries;
-  constexpr int kQueriesKeys = Tiles16<kD>::kQueriesKeys;
-  const int64_t heads = d.batch * d.heads;
-  launch(ctx, keysKernel16<T, kD, kKeysQueries>, heads,
-         ceilDiv(d.s, kBlockRows16), kThreads16,
-         keys16Bytes<kD, kKeysQueries>(), d, q, k, v, dout, lseRows, diRows,
-         dk, dv);
-  launch(ctx, queriesKernel16<T, kD, kQueriesKeys>, heads,
-         ceilDiv(d.t, kBlockRows16), kThreads16,
-         queries16Bytes<kD, kQueriesKeys>(), d, q, k, v, dout, lseRows, diRows,
-         dq);
-}
-
-/// Di and the lse to subtract per query row (rowStatsKernel) in
-/// cuda::scratch: [lseRows | diRows], numRows floats each; null for no rows.
-template <typename T>
-float *rowStats(DeviceContext &ctx, const AttentionDesc &desc, const T *out,
-                const float *lse, const T *dout) {
-  const int64_t numRows = desc.batch * desc.heads * desc.t;
-  if (numRows == 0)
-    return nullptr;
-  float *lseRows = static_cast<float *>(
-      scratch(ctx, 2 * numRows * static_cast<int64_t>(sizeof(float))));
-  const int64_t rowsPerBlock = kThreads / kWarp;
-  const int64_t blocks = std::min<int64_t>(ceilDiv(numRows, rowsPerBlock),
-                                           std::max(ctx.numSMs, 1) * 32);
-  rowStatsKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, ctx.stream>>>(
-      desc, out, lse, dout, lseRows, lseRows + numRows);
-  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-  return lseRows;
-}
-
-template <typename T>
-void attentionForward16(DeviceContext &ctx, const AttentionDesc &desc,
-                        const T *q, const T *k, const T *v, T *out,
-                        float *lse) {
-  checkShape(ctx, desc, __LINE__, "cuda::attentionForward");
-  requireTensorCores(ctx, __LINE__, "cuda::attentionForward");
-  if (desc.d <= 64)
-    forward16<T, 64>(ctx, desc, q, k, v, out, lse);
-  else
-    forward16<T, 128>(ctx, desc, q, k, v, out, lse);
-}
-
-template <typename T>
-void attentionBackward16(DeviceContext &ctx, const AttentionDesc &desc,
-                         const T *q, const T *k, const T *v, const T *out,
-                         const float *lse, const T *dout, T *dq, T *dk,
-                         T *dv) {
-  checkShape(ctx, desc, __LINE__, "cuda::attentionBackward");
-  requireTensorCores(ctx, __LINE__, "cuda::attentionBackward");
-  float *lseRows = rowStats(ctx, desc, out, lse, dout);
-  const float *diRows = lseRows ? lseRows + desc.batch * desc.heads * desc.t
-                                : nullptr;
-  if (desc.d <= 64)
-    backward16<T, 64>(ctx, desc, q, k, v, dout, lseRows, diRows, dq, dk, dv);
-  else
-    backward16<T, 128>(ctx, desc, q, k, v, dout, lseRows, diRows, dq, dk, dv);
-}
-
 } // namespace
 
 void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
                       const float *q, const float *k, const float *v,
                       float *out, float *lse) {
-  checkShape(ctx, desc, __LINE__, "cuda::attentionForward");
+  checkShape(ctx, desc, __FILE__, __LINE__, "cuda::attentionForward");
   if (desc.d <= 64)
     forward<64>(ctx, desc, q, k, v, out, lse);
   else
@@ -1196,7 +462,7 @@ void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
                        const float *q, const float *k, const float *v,
                        const float *out, const float *lse, const float *dout,
                        float *dq, float *dk, float *dv) {
-  checkShape(ctx, desc, __LINE__, "cuda::attentionBackward");
+  checkShape(ctx, desc, __FILE__, __LINE__, "cuda::attentionBackward");
   float *lseRows = rowStats(ctx, desc, out, lse, dout);
   const float *diRows = lseRows ? lseRows + desc.batch * desc.heads * desc.t
                                 : nullptr;
@@ -1204,34 +470,6 @@ void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
     backward<64>(ctx, desc, q, k, v, dout, lseRows, diRows, dq, dk, dv);
   else
     backward<128>(ctx, desc, q, k, v, dout, lseRows, diRows, dq, dk, dv);
-}
-
-void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
-                      const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-                      const __nv_bfloat16 *v, __nv_bfloat16 *out, float *lse) {
-  attentionForward16(ctx, desc, q, k, v, out, lse);
-}
-
-void attentionForward(DeviceContext &ctx, const AttentionDesc &desc,
-                      const __half *q, const __half *k, const __half *v,
-                      __half *out, float *lse) {
-  attentionForward16(ctx, desc, q, k, v, out, lse);
-}
-
-void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
-                       const __nv_bfloat16 *q, const __nv_bfloat16 *k,
-                       const __nv_bfloat16 *v, const __nv_bfloat16 *out,
-                       const float *lse, const __nv_bfloat16 *dout,
-                       __nv_bfloat16 *dq, __nv_bfloat16 *dk,
-                       __nv_bfloat16 *dv) {
-  attentionBackward16(ctx, desc, q, k, v, out, lse, dout, dq, dk, dv);
-}
-
-void attentionBackward(DeviceContext &ctx, const AttentionDesc &desc,
-                       const __half *q, const __half *k, const __half *v,
-                       const __half *out, const float *lse, const __half *dout,
-                       __half *dq, __half *dk, __half *dv) {
-  attentionBackward16(ctx, desc, q, k, v, out, lse, dout, dq, dk, dv);
 }
 
 } // namespace autopar::rt::cuda
