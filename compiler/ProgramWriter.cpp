@@ -43,10 +43,11 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "File.h",          "File.cpp",    "Float16.h",     "Model.h",
-    "Profile.h",       "Profile.cpp", "Program.h",     "Program.cpp",
-    "Status.h",        "onnx/Wire.h", "onnx/Wire.cpp", "cpu/Kernels.h",
-    "cpu/Attention.h",
+    "Float16.h",       "Model.h",          "Profile.h",
+    "Profile.cpp",     "Program.h",        "Program.cpp",
+    "Status.h",        "onnx/Wire.h",      "onnx/Wire.cpp",
+    "cpu/Kernels.h",   "cpu/Attention.h",  "support/File.h",
+    "support/File.cpp",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
@@ -80,6 +81,10 @@ const char *const kTrainFiles[] = {
     "log/Logger.cpp",
     "checkpoint/Checkpoint.h",
     "checkpoint/Checkpoint.cpp",
+    "support/Crc32c.h",
+    "support/Crc32c.cpp",
+    "support/Json.h",
+    "support/Json.cpp",
     "onnx/OnnxExport.h",
     "onnx/OnnxExport.cpp",
 };

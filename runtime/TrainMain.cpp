@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Device.h"
-#include "runtime/File.h"
+#include "runtime/support/File.h"
 #include "runtime/Float16.h"
 #include "runtime/Model.h"
 #include "runtime/Program.h"
