@@ -69,7 +69,17 @@ const char *const kDeviceFiles[] = {
 const char *const kCpuDeviceFiles[] = {"cpu/Device.cpp"};
 const char *const kCudaDeviceFiles[] = {"cuda/Device.cu"};
 const char *const kTrainFiles[] = {
-    "TrainMain.cpp",
+    "train/TrainMain.cpp",
+    "train/Options.h",
+    "train/Options.cpp",
+    "train/Trainer.h",
+    "train/Trainer.cpp",
+    "train/TensorStore.h",
+    "train/TensorStore.cpp",
+    "train/TensorLayout.h",
+    "train/TensorLayout.cpp",
+    "train/PipelineExecutor.h",
+    "train/PipelineExecutor.cpp",
     "comm/Comm.h",
     "comm/Comm.cpp",
     "comm/Backend.h",
