@@ -65,9 +65,6 @@ public:
   /// pipeline rank's alone (no stage of this rank reads it, and it is not
   /// summed over pp): this rank neither reduces nor updates it.
   bool othersTensor(int t) const;
-  /// Pipeline parallelism: tensor `t`'s offset in this rank's parameter
-  /// blob (-1: not there); else its offset in the whole blob.
-  int64_t rankOffset(int t) const;
   /// Where tensor `t` is stored: in the whole blob while one is held
   /// (wholeParameters), else in this rank's (null: not there).
   char *paramAt(int t) const;
@@ -84,29 +81,6 @@ public:
   /// (as checkpointTensors with `gather`).
   std::vector<autopar::rt::ExportTensor>
   exportTensors(std::vector<Buffer> &full);
-  /// This rank's stored part of a tensor (device memory `to`, or host
-  /// memory with `onHost`; `stored` elements of elementBytes) from the full
-  /// tensor's host bytes.
-  void storeFrom(char *to, int64_t stored, const autopar::rt::TensorInfo &ti,
-                 const char *full, bool onHost = false);
-  /// The full tensor into host memory from this rank's stored part
-  /// (`stored` elements at device memory `from`, or host memory with
-  /// `onHost`): a copy, or a gather of every rank's shard (collective).
-  void gatherFull(const char *from, int64_t stored,
-                  const autopar::rt::TensorInfo &ti, char *full,
-                  bool onHost = false);
-  /// Stores a tensor's full float32 values (host memory): into its master
-  /// and, rounded, into the parameter blob when it has a master, else into
-  /// the blob as they are.
-  void storeTensor(int t, const char *full);
-  /// A host pointer to the full tensor stored at `stored` (device
-  /// memory): the memory itself where it is host memory and not sharded,
-  /// else a buffer kept in `keep`, filled when `fill`.
-  char *hostView(char *stored, int64_t storedElements,
-                 const autopar::rt::TensorInfo &ti, std::vector<Buffer> &keep,
-                 bool fill, bool onHost = false);
-  /// Device or, under ZeRO-Offload, host memory for optimizer state.
-  Storage stateStorage(int64_t bytes);
   /// ZeRO-Offload: the update of slices[k] on the host (its gradient comes
   /// down, its parameter goes back up).
   void hostUpdate(size_t k, int64_t stepCount, double lr, float gradScale);
@@ -150,6 +124,32 @@ public:
       normGroups;
 
 private:
+  /// Pipeline parallelism: tensor `t`'s offset in this rank's parameter
+  /// blob (-1: not there); else its offset in the whole blob.
+  int64_t rankOffset(int t) const;
+  /// This rank's stored part of a tensor (device memory `to`, or host
+  /// memory with `onHost`; `stored` elements of elementBytes) from the full
+  /// tensor's host bytes.
+  void storeFrom(char *to, int64_t stored, const autopar::rt::TensorInfo &ti,
+                 const char *full, bool onHost = false);
+  /// The full tensor into host memory from this rank's stored part
+  /// (`stored` elements at device memory `from`, or host memory with
+  /// `onHost`): a copy, or a gather of every rank's shard (collective).
+  void gatherFull(const char *from, int64_t stored,
+                  const autopar::rt::TensorInfo &ti, char *full,
+                  bool onHost = false);
+  /// Stores a tensor's full float32 values (host memory): into its master
+  /// and, rounded, into the parameter blob when it has a master, else into
+  /// the blob as they are.
+  void storeTensor(int t, const char *full);
+  /// A host pointer to the full tensor stored at `stored` (device
+  /// memory): the memory itself where it is host memory and not sharded,
+  /// else a buffer kept in `keep`, filled when `fill`.
+  char *hostView(char *stored, int64_t storedElements,
+                 const autopar::rt::TensorInfo &ti, std::vector<Buffer> &keep,
+                 bool fill, bool onHost = false);
+  /// Device or, under ZeRO-Offload, host memory for optimizer state.
+  Storage stateStorage(int64_t bytes);
   /// gatherFull's part before tensor parallelism: this rank's block.
   void gatherBlock(const char *from, int64_t stored,
                    const autopar::rt::TensorInfo &ti, char *block, bool onHost);
