@@ -1,7 +1,7 @@
 //===- Device.h - memory and math of the target a program runs on -*- C++
 //-*-===//
 //
-// The emitted program's main (runtime/TrainMain.cpp) is the same for every
+// The emitted program's trainer (runtime/train/) is the same for every
 // target; what differs is where tensors live and who updates them. A Device
 // is that difference: host memory and OpenMP loops on the CPU target
 // (runtime/cpu/Device.cpp), GPU memory, a stream and CUDA kernels on the

@@ -301,7 +301,7 @@ public:
   /// (group -> kind -> bytes) beyond `inStep` (what the step functions
   /// ran): the runtime's reductions and gathers once per step, one
   /// collective per parameter tensor of the rank (`tensors` of them, as
-  /// runtime/TrainMain.cpp issues them); point-to-point sends excluded.
+  /// runtime/train/Trainer.cpp issues them); point-to-point sends excluded.
   double runtimeCommSeconds(
       const nlohmann::json &perStep,
       const std::map<std::pair<std::string, std::string>, double> &inStep,
@@ -340,8 +340,8 @@ public:
     const int states = (adamw ? 2 : momentum ? 1 : 0) + (mixed ? 1 : 0);
     const double updated = states ? state / (4.0 * states) : gradElements;
     if (!local && plan.zeroOffload == "cpu") {
-      // ZeRO-Offload (runtime/TrainMain.cpp's hostUpdate, one shard after
-      // another): the shard's fp32 gradient down the host link, its state
+      // ZeRO-Offload (runtime/train/TensorStore.cpp's hostUpdate, one shard
+      // after another): the shard's fp32 gradient down the host link, its state
       // and master read and written in host memory (the node's bandwidth
       // shared by its GPUs), the fp32 parameter back up.
       const double hostShare =

@@ -40,10 +40,11 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "File.h",          "File.cpp",    "Float16.h",     "Model.h",
-    "Profile.h",       "Profile.cpp", "Program.h",     "Program.cpp",
-    "Status.h",        "onnx/Wire.h", "onnx/Wire.cpp", "cpu/Kernels.h",
-    "cpu/Attention.h",
+    "Float16.h",       "Model.h",          "Profile.h",
+    "Profile.cpp",     "Program.h",        "Program.cpp",
+    "Status.h",        "onnx/Wire.h",      "onnx/Wire.cpp",
+    "cpu/Kernels.h",   "cpu/Attention.h",  "support/File.h",
+    "support/File.cpp",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
@@ -78,7 +79,17 @@ const char *const kDeviceFiles[] = {
 const char *const kCpuDeviceFiles[] = {"cpu/Device.cpp"};
 const char *const kCudaDeviceFiles[] = {"cuda/Device.cu"};
 const char *const kTrainFiles[] = {
-    "TrainMain.cpp",
+    "train/TrainMain.cpp",
+    "train/Options.h",
+    "train/Options.cpp",
+    "train/Trainer.h",
+    "train/Trainer.cpp",
+    "train/TensorStore.h",
+    "train/TensorStore.cpp",
+    "train/TensorLayout.h",
+    "train/TensorLayout.cpp",
+    "train/PipelineExecutor.h",
+    "train/PipelineExecutor.cpp",
     "comm/Comm.h",
     "comm/Comm.cpp",
     "comm/Backend.h",
@@ -90,6 +101,10 @@ const char *const kTrainFiles[] = {
     "log/Logger.cpp",
     "checkpoint/Checkpoint.h",
     "checkpoint/Checkpoint.cpp",
+    "support/Crc32c.h",
+    "support/Crc32c.cpp",
+    "support/Json.h",
+    "support/Json.cpp",
     "onnx/OnnxExport.h",
     "onnx/OnnxExport.cpp",
 };

@@ -1,7 +1,8 @@
 //===- Offload.cpp - ZeRO-Offload: gradients to host memory ---------------===//
 //
 // Marks the reduced gradients that leave the step for the host optimizer;
-// the runtime (runtime/TrainMain.cpp, ModelInfo::offload) moves them.
+// the runtime (runtime/train/TensorStore.cpp, ModelInfo::offload) moves
+// them.
 //
 
 #include "passes/parallel/Passes.h"

@@ -14,8 +14,9 @@
 // writes DIR.tmp-<pid> and renames it over DIR, so a crash never leaves a
 // half-written checkpoint at DIR.
 //
-// The manifest is read by a small strict JSON reader (parseJson), which the
-// runtime's other JSON readers and the tests share.
+// The manifest is read by the runtime's strict JSON reader (parseJson,
+// runtime/support/Json.h); tensors and the manifest carry CRC32Cs
+// (runtime/support/Crc32c.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,10 +25,8 @@
 
 #include "runtime/Status.h"
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace autopar::rt {
@@ -84,42 +83,8 @@ Status loadCheckpoint(const std::string &dir,
                       const std::string &expectedFingerprint,
                       const std::string &expectedOptimizer = "");
 
-/// CRC32C (Castagnoli) of `size` bytes, continuing `crc` (0 to start):
-/// crc32c(0, "123456789", 9) == 0xe3069283.
-uint32_t crc32c(uint32_t crc, const void *data, size_t size);
-
 /// Bytes per element of a dtype name, 0 when unknown.
 int64_t dtypeBytes(const std::string &dtype);
-
-//===----------------------------------------------------------------------===//
-// Minimal JSON
-//===----------------------------------------------------------------------===//
-
-struct JsonValue {
-  enum class Kind { Null, Bool, Number, String, Array, Object };
-  Kind kind = Kind::Null;
-  bool boolean = false;
-  double number = 0;
-  /// True when the number was written without fraction or exponent and fits
-  /// int64; `integer` then holds it exactly.
-  bool isInteger = false;
-  int64_t integer = 0;
-  std::string string;
-  std::vector<JsonValue> array;
-  /// Members in document order (keys are unique).
-  std::vector<std::pair<std::string, JsonValue>> object;
-
-  /// The member named `key` of an object, or null.
-  const JsonValue *find(const std::string &key) const;
-};
-
-/// Parses one JSON document (RFC 8259: no comments, no trailing commas, no
-/// duplicate keys, nesting up to 256 deep). Error: "bad JSON at byte N
-/// (reason)"; callers prefix the file name.
-Status parseJson(const std::string &text, JsonValue &out);
-
-/// `text` as a JSON string literal, quotes included.
-std::string jsonQuote(const std::string &text);
 
 } // namespace autopar::rt
 

@@ -381,8 +381,8 @@ inline int64_t flatChunk(int64_t numElements, int64_t groupSize) {
 
 /// How a rank keeps one trainable tensor of `numElements` elements whose
 /// update is flat-sharded over a group of `group` ranks (1: not sharded;
-/// TensorInfo::updateAxes): runtime/TrainMain.cpp allocates this, the
-/// compiler's report counts it.
+/// TensorInfo::updateAxes): runtime/train/TensorStore.cpp allocates this,
+/// the compiler's report counts it.
 struct ZeroLayout {
   /// The optimizer state: this rank's flat shard (the whole tensor when not
   /// sharded).

@@ -2,7 +2,7 @@
 
 #include "runtime/data/TokenFile.h"
 
-#include "runtime/File.h"
+#include "runtime/support/File.h"
 
 #include <cerrno>
 #include <cstdio>

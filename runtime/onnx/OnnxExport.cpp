@@ -13,8 +13,8 @@
 
 #include "runtime/onnx/OnnxExport.h"
 
-#include "runtime/File.h"
 #include "runtime/onnx/Wire.h"
+#include "runtime/support/File.h"
 
 #include <map>
 

@@ -13,7 +13,7 @@
 
 #include "runtime/onnx/TensorFile.h"
 
-#include "runtime/File.h"
+#include "runtime/support/File.h"
 
 #include <cstring>
 #include <limits>

@@ -2,6 +2,8 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/log/Logger.h"
+#include "runtime/support/Crc32c.h"
+#include "runtime/support/Json.h"
 #include "test/unit/TestFiles.h"
 
 #include <gtest/gtest.h>

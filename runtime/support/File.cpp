@@ -1,6 +1,11 @@
 //===- File.cpp - whole-file reads and writes of the runtime --------------===//
+//
+// readWholeFile by stdio in 64 KiB pieces; writeFileAtomically through a
+// temporary file beside the target, renamed over it.
+//
+//===----------------------------------------------------------------------===//
 
-#include "runtime/File.h"
+#include "runtime/support/File.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -9,20 +14,25 @@
 
 namespace autopar::rt {
 
-Status readWholeFile(const std::string &path, std::string &out) {
+Status readWholeFile(const std::string &path, std::string &out, int *error) {
   out.clear();
+  int unused = 0;
+  int &err = error ? *error : unused;
+  err = 0;
   FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  if (!f) {
+    err = errno;
+    return Status::error(path + ": cannot open: " + std::strerror(err));
+  }
   char buf[1 << 16];
   size_t got;
   while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0)
     out.append(buf, got);
   bool failed = std::ferror(f) != 0;
-  int err = errno;
+  err = failed ? errno : 0;
   std::fclose(f);
   if (failed)
-    return Status::error(path + ": cannot open: " + std::strerror(err));
+    return Status::error(path + ": cannot read: " + std::strerror(err));
   return Status::ok();
 }
 

@@ -1,0 +1,604 @@
+//===- TensorStore.cpp - where a rank keeps its tensors -------------------===//
+//
+// The moves between a full tensor in host memory and this rank's part of
+// it: padding, the tensor-parallel block, the ZeRO shard (storeFrom), and
+// back by all-gathers (gatherFull); with pipeline parallelism, the whole
+// parameter blob and the state of other ranks' tensors, held while every
+// tensor is read or written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/TensorStore.h"
+
+#include "runtime/train/TensorLayout.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace autopar::rt::train {
+
+namespace {
+
+std::string dtypeName(int32_t onnxType) {
+  switch (onnxType) {
+  case 1: return "f32";
+  case 11: return "f64";
+  case 7: return "i64";
+  case 6: return "i32";
+  case 5: return "i16";
+  case 3: return "i8";
+  case 2: return "u8";
+  case 9: return "bool";
+  case 10: return "f16";
+  case 16: return "bf16";
+  default: return "t" + std::to_string(onnxType);
+  }
+}
+
+} // namespace
+
+TensorStore::TensorStore(const autopar::rt::ModelInfo &info,
+                         autopar::rt::Communicator &comm,
+                         autopar::rt::Device &device,
+                         const autopar::rt::OptimizerConfig &config)
+    : info(info), comm(comm), device(device), config(config) {}
+
+Status TensorStore::setUp() {
+  auto outOfMemory = [&] {
+    return Status::error("out of memory on " + device.name());
+  };
+  params = device.allocate(
+      info.pipeline
+          ? info.pipeline->paramBytes[comm.coord(info.pipeline->ppAxis)]
+          : info.paramBytes);
+  if (!params)
+    return outOfMemory();
+  const int states = autopar::rt::numStateBuffers(config);
+  int64_t largestShard = 0;
+  trainableIndex.assign(info.numTensors, -1);
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (!ti.trainable)
+      continue;
+    trainableIndex[t] = static_cast<int>(grads.size());
+    // ZeRO 1-3 (updateAxes): this rank updates (and keeps optimizer state
+    // for) its flat shard only; otherwise every rank updates the whole
+    // tensor.
+    autopar::rt::ZeroLayout zero =
+        autopar::rt::zeroLayout(ti.numElements, comm.groupSize(ti.updateAxes),
+                                ti.gradSharded, ti.gradReduceAxes != 0);
+    Shard sh{&ti, zero.stateElements, 0, ti.numElements};
+    if (ti.updateAxes) {
+      sh.begin = comm.groupIndex(ti.updateAxes) * sh.chunk;
+      sh.count =
+          std::max<int64_t>(0, std::min(sh.chunk, ti.numElements - sh.begin));
+    }
+    // Gradients have the stored parameter's type, or float32 for a master's
+    // under grad_dtype fp32. Pipeline parallelism: a
+    // tensor only another pipeline rank's stages read has no gradient,
+    // state or master here (haveOthersState brings the state in for a
+    // save, an export or a load).
+    const bool others = othersTensor(t);
+    grads.push_back(
+        others ? DeviceBuffer()
+               : device.allocate(zero.gradElements * ti.gradElementBytes));
+    state0.push_back(states > 0 && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
+    state1.push_back(states > 1 && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
+    masters.push_back(ti.master && !others ? stateStorage(sh.chunk * 4)
+                                           : Storage());
+    largestShard = std::max(largestShard, sh.count);
+    if (!others &&
+        (!grads.back() || (states > 0 && !state0.back()) ||
+         (states > 1 && !state1.back()) || (ti.master && !masters.back())))
+      return outOfMemory();
+    // Element offsets of this rank's shard in the gradient (ZeRO-1: full
+    // gradients, reduce-scattered in place) and in the stored parameter
+    // (ZeRO-1/2: full parameters, all-gathered after the update).
+    const int64_t gradBegin = ti.updateAxes && !ti.gradSharded ? sh.begin : 0;
+    const int64_t paramBegin = ti.updateAxes && !ti.paramSharded ? sh.begin : 0;
+    char *grad =
+        others ? nullptr : grads.back().get() + gradBegin * ti.gradElementBytes;
+    char *param = others ? nullptr : paramAt(t) + paramBegin * ti.elementBytes;
+    autopar::rt::ParamSlice slice{
+        reinterpret_cast<float *>(param), reinterpret_cast<float *>(grad),
+        reinterpret_cast<float *>(state0.back().get()),
+        reinterpret_cast<float *>(state1.back().get()), sh.count, ti.decay};
+    if (ti.master) {
+      // The optimizer updates the float32 master (this rank's shard, like
+      // its state) and rounds it into the bfloat16 parameter.
+      slice.param = reinterpret_cast<float *>(masters.back().get());
+      if (ti.gradElementBytes != 4) {
+        slice.grad = nullptr;
+        slice.gradLow = reinterpret_cast<uint16_t *>(grad);
+      }
+      slice.paramLow = reinterpret_cast<uint16_t *>(param);
+      slice.lowKind = lowKind(ti);
+    }
+    if (others)
+      slice = autopar::rt::ParamSlice{};
+    for (auto [begin, end] :
+         trainedRanges(ti, sh.begin, others ? 0 : sh.count, comm)) {
+      autopar::rt::ParamSlice piece = slice;
+      auto shift = [&](auto *&p) { p = p ? p + begin : nullptr; };
+      shift(piece.param), shift(piece.grad), shift(piece.state0);
+      shift(piece.state1), shift(piece.gradLow), shift(piece.paramLow);
+      piece.numElements = end - begin;
+      slices.push_back(piece);
+      sliceShard.push_back(shards.size());
+      normGroups[ti.normAxes].push_back(piece);
+    }
+    shards.push_back(sh);
+  }
+  if (info.offload) {
+    stagingGrad = allocate(largestShard * 4);
+    stagingParam = allocate(largestShard * 4);
+    if (!stagingGrad || !stagingParam)
+      return outOfMemory();
+  }
+  // Initial weights: weights.bin holds the full float32 tensors (masters
+  // included) at their fileOffset.
+  bool direct = device.hostMemory() && !info.pipeline;
+  for (int t = 0; t < info.numTensors; ++t)
+    direct &= info.tensors[t].storedElements == info.tensors[t].numElements &&
+              !info.tensors[t].master && !isSplit(info.tensors[t]) &&
+              !isPadded(info.tensors[t]);
+  if (direct) {
+    // weights.bin has the parameter blob's layout.
+    AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
+                                               params.get(), info.paramBytes,
+                                               "initial weights"));
+  } else {
+    Buffer file = allocate(info.weightFileBytes);
+    if (!file)
+      return Status::error("out of memory");
+    AUTOPAR_RT_RETURN_IF_ERROR(
+        readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
+                        "initial weights"));
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
+    AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
+    for (int t = 0; t < info.numTensors; ++t)
+      storeTensor(t, file.get() + info.tensors[t].fileOffset);
+    AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
+  }
+  return Status::ok();
+}
+
+bool TensorStore::othersTensor(int t) const {
+  if (!info.pipeline)
+    return false;
+  if (rankOffset(t) < 0)
+    return true;
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  if (pp.tensorOwner[t] < 0)
+    return false;
+  return !((info.tensors[t].gradReduceAxes >> pp.ppAxis) & 1) &&
+         pp.tensorOwner[t] != comm.coord(pp.ppAxis);
+}
+
+int64_t TensorStore::rankOffset(int t) const {
+  if (!info.pipeline)
+    return info.tensors[t].offset;
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  return pp.paramOffsets[comm.coord(pp.ppAxis) * info.numTensors + t];
+}
+
+char *TensorStore::paramAt(int t) const {
+  if (wholeParams)
+    return wholeParams.get() + info.tensors[t].offset;
+  const int64_t offset = rankOffset(t);
+  return offset < 0 ? nullptr : params.get() + offset;
+}
+
+void TensorStore::storeFrom(char *to, int64_t stored,
+                            const autopar::rt::TensorInfo &ti, const char *full,
+                            bool onHost) {
+  const int64_t eb = ti.elementBytes;
+  // A padded tensor: `full` is the model's, the logical tensor has zeros
+  // around it.
+  Buffer logical;
+  if (isPadded(ti)) {
+    logical = allocate(ti.logicalElements * eb);
+    std::memset(logical.get(), 0, ti.logicalElements * eb);
+    copyPadded(ti, eb, full, logical.get(), /*back=*/false);
+    full = logical.get();
+  }
+  // Tensor parallelism: `full` is the logical tensor; keep this rank's
+  // block of it.
+  Buffer block;
+  if (isSplit(ti)) {
+    block = allocate(ti.numElements * eb);
+    takeBlock(ti, eb, full, block.get(), comm);
+    full = block.get();
+  }
+  auto put = [&](char *dst, const char *src, int64_t bytes) {
+    if (onHost)
+      std::memcpy(dst, src, bytes);
+    else
+      device.upload(dst, src, bytes);
+  };
+  if (stored == ti.numElements) {
+    put(to, full, ti.numElements * eb);
+    return;
+  }
+  // A ZeRO flat shard: this rank's piece, zero-padded.
+  int64_t begin = comm.groupIndex(ti.updateAxes) * stored;
+  int64_t count =
+      std::max<int64_t>(0, std::min(stored, ti.numElements - begin));
+  Buffer piece = allocate(stored * eb);
+  std::memcpy(piece.get(), full + begin * eb, count * eb);
+  put(to, piece.get(), stored * eb);
+}
+
+void TensorStore::gatherFull(const char *from, int64_t stored,
+                             const autopar::rt::TensorInfo &ti, char *full,
+                             bool onHost) {
+  if (!isSplit(ti) && !isPadded(ti)) {
+    gatherBlock(from, stored, ti, full, onHost);
+    return;
+  }
+  Buffer logical;
+  char *into = full;
+  if (isPadded(ti)) {
+    logical = allocate(ti.logicalElements * ti.elementBytes);
+    into = logical.get();
+  }
+  if (!isSplit(ti)) {
+    gatherBlock(from, stored, ti, into, onHost);
+  } else {
+    Buffer block = allocate(ti.numElements * ti.elementBytes);
+    gatherBlock(from, stored, ti, block.get(), onHost);
+    gatherBlocks(ti, block.get(), into);
+  }
+  if (isPadded(ti))
+    copyPadded(ti, ti.elementBytes, into, full, /*back=*/true);
+}
+
+void TensorStore::gatherBlocks(const autopar::rt::TensorInfo &ti,
+                               const char *block, char *logical) {
+  const int64_t eb = ti.elementBytes;
+  std::vector<int64_t> shape(ti.shape, ti.shape + ti.rank);
+  std::vector<char> cur(block, block + ti.numElements * eb);
+  for (int d = 0; d < ti.rank; ++d) {
+    if (!ti.splitAxes[d])
+      continue;
+    const int64_t g = comm.groupSize(ti.splitAxes[d]);
+    const int64_t bytes = static_cast<int64_t>(cur.size());
+    // Moved as raw words: the gather only copies.
+    const bool words = bytes % 4 == 0;
+    const int64_t unit = words ? 4 : 2;
+    DeviceBuffer piece = device.allocate(bytes),
+                 all = device.allocate(g * bytes);
+    device.upload(piece.get(), cur.data(), bytes);
+    comm.wait(comm.allGatherFlat(piece.get(), g * bytes / unit, all.get(),
+                                 words ? autopar::rt::CommType::F32
+                                       : autopar::rt::CommType::BF16,
+                                 ti.splitAxes[d]));
+    std::vector<char> gathered(g * bytes);
+    device.download(gathered.data(), all.get(), g * bytes);
+    // gathered is [g][outer][shape[d] * inner]: concatenate along d.
+    int64_t outer = 1, inner = eb;
+    for (int e = 0; e < d; ++e)
+      outer *= shape[e];
+    for (int e = d + 1; e < ti.rank; ++e)
+      inner *= shape[e];
+    const int64_t run = shape[d] * inner;
+    cur.assign(g * bytes, 0);
+    for (int64_t k = 0; k < g; ++k)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(cur.data() + (o * g + k) * run,
+                    gathered.data() + k * bytes + o * run, run);
+    shape[d] *= g;
+  }
+  std::memcpy(logical, cur.data(), cur.size());
+}
+
+void TensorStore::gatherBlock(const char *from, int64_t stored,
+                              const autopar::rt::TensorInfo &ti, char *full,
+                              bool onHost) {
+  const int64_t bytes = ti.numElements * ti.elementBytes;
+  if (stored == ti.numElements) {
+    if (onHost)
+      std::memcpy(full, from, bytes);
+    else
+      device.download(full, from, bytes);
+    return;
+  }
+  // The communicator works in device memory: gather there, then copy.
+  DeviceBuffer gathered, piece;
+  char *into = full;
+  if (!device.hostMemory()) {
+    gathered = device.allocate(bytes);
+    into = gathered.get();
+    if (onHost) {
+      piece = device.allocate(stored * ti.elementBytes);
+      device.upload(piece.get(), from, stored * ti.elementBytes);
+      from = piece.get();
+    }
+  }
+  comm.wait(comm.allGatherFlat(from, ti.numElements, into, commType(ti),
+                               ti.updateAxes));
+  device.download(full, into, bytes);
+}
+
+void TensorStore::storeTensor(int t, const char *full) {
+  const autopar::rt::TensorInfo &ti = info.tensors[t];
+  char *param = paramAt(t);
+  if (!ti.master) {
+    storeFrom(param, ti.storedElements, ti, full);
+    return;
+  }
+  const int k = trainableIndex[t];
+  storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
+            masters[k].onHost());
+  std::vector<uint16_t> low = toLow(ti, full, ti.fileElements);
+  storeFrom(param, ti.storedElements, ti,
+            reinterpret_cast<const char *>(low.data()));
+}
+
+char *TensorStore::hostView(char *stored, int64_t storedElements,
+                            const autopar::rt::TensorInfo &ti,
+                            std::vector<Buffer> &keep, bool fill, bool onHost) {
+  if ((device.hostMemory() || onHost) && storedElements == ti.numElements &&
+      !isSplit(ti) && !isPadded(ti))
+    return stored;
+  keep.push_back(allocate(ti.fileElements * ti.elementBytes));
+  if (fill)
+    gatherFull(stored, storedElements, ti, keep.back().get(), onHost);
+  return keep.back().get();
+}
+
+Storage TensorStore::stateStorage(int64_t bytes) {
+  Storage s;
+  if (info.offload)
+    s.host = allocate(bytes);
+  else
+    s.device = device.allocate(bytes);
+  return s;
+}
+
+void TensorStore::hostUpdate(size_t k, int64_t stepCount, double lr,
+                             float gradScale) {
+  const autopar::rt::TensorInfo &ti = *shards[sliceShard[k]].tensor;
+  const autopar::rt::ParamSlice &d = slices[k];
+  const int64_t n = d.numElements, eb = ti.elementBytes;
+  if (n <= 0)
+    return;
+  // The reduced gradient shard comes down; the state is host memory.
+  autopar::rt::ParamSlice h = d;
+  if (d.gradLow) {
+    device.download(stagingGrad.get(), d.gradLow, n * eb);
+    h.gradLow = reinterpret_cast<uint16_t *>(stagingGrad.get());
+  } else {
+    device.download(stagingGrad.get(), d.grad, n * ti.gradElementBytes);
+    h.grad = reinterpret_cast<float *>(stagingGrad.get());
+  }
+  // Mixed precision updates the host master and rounds it into staging;
+  // fp32 updates a copy of the parameter shard.
+  char *result = stagingParam.get();
+  if (d.paramLow) {
+    h.paramLow = reinterpret_cast<uint16_t *>(result);
+  } else {
+    device.download(result, d.param, n * 4);
+    h.param = reinterpret_cast<float *>(result);
+  }
+  autopar::rt::optimizerStep(config, {h}, stepCount, lr, gradScale);
+  device.upload(d.paramLow ? static_cast<void *>(d.paramLow) : d.param, result,
+                n * eb);
+}
+
+std::vector<autopar::rt::TensorRef>
+TensorStore::checkpointTensors(std::vector<Buffer> &full, bool gather) {
+  std::vector<autopar::rt::TensorRef> refs;
+  bool adamw = config.kind == autopar::rt::OptimizerKind::AdamW;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    // Checkpoints hold logical tensors: they resume under any plan.
+    std::vector<int64_t> shape(ti.fileShape, ti.fileShape + ti.fileRank);
+    const int k = trainableIndex[t];
+    // A mixed-precision parameter is saved as its float32 master.
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
+    int64_t bytes = ti.fileElements * saved.elementBytes;
+    char *data =
+        ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
+                             gather, masters[k].onHost())
+                  : hostView(paramAt(t), ti.storedElements, ti, full, gather);
+    refs.push_back({ti.name, dtypeName(saved.onnxType), shape, data, bytes});
+    if (!ti.trainable)
+      continue;
+    const Shard &sh = shards[k];
+    Storage *states[] = {&state0[k], &state1[k]};
+    const char *suffixes[] = {adamw ? ".exp_avg" : ".momentum_buffer",
+                              ".exp_avg_sq"};
+    for (int s = 0; s < 2; ++s) {
+      if (!*states[s])
+        continue;
+      // Optimizer state is f32, like the tensors (or masters) it belongs to.
+      char *state = hostView(states[s]->get(), sh.chunk, saved, full, gather,
+                             states[s]->onHost());
+      refs.push_back({std::string(ti.name) + suffixes[s], "f32", shape, state,
+                      bytes});
+    }
+  }
+  return refs;
+}
+
+void TensorStore::storeCheckpointTensors(
+    const std::vector<autopar::rt::TensorRef> &refs) {
+  // Tensors loaded into host buffers go to their device memory.
+  size_t r = 0;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    const int k = trainableIndex[t];
+    const char *data = static_cast<const char *>(refs[r].data);
+    if (ti.master) {
+      // The master (maybe loaded in place) and its rounded copy.
+      std::vector<uint16_t> low = toLow(ti, data, ti.fileElements);
+      storeFrom(paramAt(t), ti.storedElements, ti,
+                reinterpret_cast<const char *>(low.data()));
+      if (data != masters[k].get())
+        storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), data,
+                  masters[k].onHost());
+    } else if (data != paramAt(t)) {
+      storeFrom(paramAt(t), ti.storedElements, ti, data);
+    }
+    ++r;
+    if (!ti.trainable)
+      continue;
+    const Shard &sh = shards[k];
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
+    for (Storage *state : {&state0[k], &state1[k]}) {
+      if (!*state)
+        continue;
+      if (refs[r].data != state->get())
+        storeFrom(state->get(), sh.chunk, saved,
+                  static_cast<const char *>(refs[r].data), state->onHost());
+      ++r;
+    }
+  }
+}
+
+std::vector<autopar::rt::ExportTensor>
+TensorStore::exportTensors(std::vector<Buffer> &full) {
+  std::vector<autopar::rt::ExportTensor> tensors;
+  for (int t = 0; t < info.numTensors; ++t) {
+    // Every parameter, frozen ones too: a frozen Identity alias of a
+    // trained tensor must become an initializer of its own.
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (ti.buffer)
+      continue;
+    // A mixed-precision parameter is exported as its float32 master.
+    const autopar::rt::TensorInfo saved = ti.master ? masterInfo(ti) : ti;
+    const int k = trainableIndex[t];
+    const char *data =
+        ti.master ? hostView(masters[k].get(), shards[k].chunk, saved, full,
+                             /*fill=*/true, masters[k].onHost())
+                  : hostView(paramAt(t), ti.storedElements, ti, full,
+                             /*fill=*/true);
+    tensors.push_back(
+        {ti.name, saved.onnxType,
+         std::vector<int64_t>(ti.fileShape, ti.fileShape + ti.fileRank), data,
+         ti.fileElements * saved.elementBytes});
+  }
+  return tensors;
+}
+
+Status TensorStore::haveOthersState(bool have) {
+  if (!info.pipeline)
+    return Status::ok();
+  const int states = autopar::rt::numStateBuffers(config);
+  for (int t = 0; t < info.numTensors; ++t) {
+    const int k = trainableIndex[t];
+    if (k < 0 || !othersTensor(t))
+      continue;
+    const int64_t bytes = shards[k].chunk * 4;
+    for (auto [storage, wanted] :
+         {std::pair<Storage *, bool>{&state0[k], states > 0},
+          {&state1[k], states > 1},
+          {&masters[k], info.tensors[t].master}}) {
+      if (!have) {
+        *storage = Storage();
+      } else if (wanted && !*storage) {
+        *storage = stateStorage(bytes);
+        if (!*storage)
+          return Status::error("out of memory for the optimizer state of '" +
+                               std::string(info.tensors[t].name) + "'");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+void TensorStore::copyOnDevice(void *dst, const void *src, int64_t bytes) {
+  if (device.hostMemory()) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  std::vector<char> staging(static_cast<size_t>(bytes));
+  device.download(staging.data(), src, bytes);
+  device.upload(dst, staging.data(), bytes);
+}
+
+Status TensorStore::wholeParameters(bool have) {
+  if (!info.pipeline || have == static_cast<bool>(wholeParams))
+    return Status::ok();
+  DeviceBuffer whole;
+  if (have) {
+    whole = device.allocate(info.paramBytes);
+    if (!whole)
+      return Status::error("out of memory on " + device.name() +
+                           " for the whole parameter blob (" +
+                           std::to_string(info.paramBytes) + " bytes)");
+  } else {
+    whole = std::move(wholeParams);
+  }
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    const int64_t offset = rankOffset(t);
+    if (offset < 0)
+      continue;
+    char *mine = params.get() + offset, *there = whole.get() + ti.offset;
+    const int64_t bytes = ti.storedElements * ti.elementBytes;
+    have ? copyOnDevice(there, mine, bytes) : copyOnDevice(mine, there, bytes);
+  }
+  if (have)
+    wholeParams = std::move(whole);
+  return Status::ok();
+}
+
+Status TensorStore::syncPipelineTensors(bool withState) {
+  const autopar::rt::PipelineInfo &pp = *info.pipeline;
+  // Tensors other ranks own: their state comes in until the save or
+  // export is done; every parameter into the whole blob.
+  if (withState)
+    AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
+  AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
+  const int rank = static_cast<int>(comm.coord(pp.ppAxis));
+  const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
+  Buffer file;
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    // A tensor the collectives do not carry (not a float) is never
+    // trained: the one of weights.bin.
+    if (ti.onnxType != 1 && ti.onnxType != 10 && ti.onnxType != 16) {
+      if (rankOffset(t) >= 0)
+        continue;
+      if (!file) {
+        file = allocate(info.weightFileBytes);
+        if (!file)
+          return Status::error("out of memory");
+        AUTOPAR_RT_RETURN_IF_ERROR(
+            readFileExactly(dir + "/weights.bin", file.get(),
+                            info.weightFileBytes, "initial weights"));
+      }
+      storeTensor(t, file.get() + ti.fileOffset);
+      continue;
+    }
+    // The parameter as stored, from the first rank that holds it.
+    int owner = 0;
+    while (pp.paramOffsets[owner * info.numTensors + t] < 0)
+      ++owner;
+    if (rank != owner)
+      device.zero(paramAt(t), ti.storedElements * ti.elementBytes);
+    comm.allReduceSum(paramAt(t), ti.storedElements, commType(ti), ppMask);
+    // The float32 optimizer state and master of the rank's update shard
+    // (the same shard on every pipeline rank of a dp coordinate).
+    const int k = trainableIndex[t];
+    if (!withState || k < 0 || pp.tensorOwner[t] < 0)
+      continue;
+    for (Storage *state : {&state0[k], &state1[k], &masters[k]}) {
+      if (!*state)
+        continue;
+      if (rank != pp.tensorOwner[t])
+        device.zero(state->get(), shards[k].chunk * 4);
+      comm.allReduceSum(reinterpret_cast<float *>(state->get()),
+                        shards[k].chunk, ppMask);
+    }
+  }
+  comm.waitAll();
+  return Status::ok();
+}
+
+} // namespace autopar::rt::train

@@ -1,0 +1,554 @@
+//===- Trainer.cpp - the training loop of an emitted program --------------===//
+//
+// A step: the micro-batches' forward and backward (or the pipeline's
+// schedule), the reductions of gradients still pending, the norm and
+// clipping, the update (on the device, or on the host under ZeRO-Offload)
+// with fp16-mixed's loss scaling, the all-gather of updated shards; then
+// the log line, an evaluation, a stop on a signal and a periodic save.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/train/Trainer.h"
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/onnx/OnnxExport.h"
+#include "runtime/train/TensorLayout.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/// Defined by the generated model source: the plan's optimizer settings.
+autopar::rt::OptimizerConfig autoparOptimizerConfig();
+autopar::rt::LossScaleConfig autoparLossScaleConfig();
+
+namespace autopar::rt::train {
+
+namespace {
+
+/// The SIGTERM or SIGINT that asked the run to stop (0: none): the step in
+/// progress finishes, a checkpoint is saved (--save), and the run exits. A
+/// second one ends the process at once.
+std::atomic<int> stopSignal{0};
+
+extern "C" void onStopSignal(int sig) {
+  if (stopSignal.exchange(sig) != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+/// Checks before training that the file `path` (empty: none) can be
+/// created or replaced: not a directory, in a writable directory.
+Status checkWritable(const std::string &path) {
+  if (path.empty())
+    return Status::ok();
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory");
+  size_t slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0              ? "/"
+                                              : path.substr(0, slash);
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::error(path + ": cannot write: " + dir +
+                         " is not a directory");
+  // A probe next to it, made and removed (the file itself is written to a
+  // temporary name and renamed into place).
+  const std::string probe = path + ".probe-" + std::to_string(getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0)
+    return Status::error(path + ": cannot write: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::ok();
+}
+
+/// Copies token ids into a graph input of int64 or int32 elements.
+void storeIds(const std::vector<int64_t> &ids,
+              const autopar::rt::InputInfo &input, char *into) {
+  if (input.elementBytes == 8) {
+    std::memcpy(into, ids.data(), ids.size() * sizeof(int64_t));
+    return;
+  }
+  int32_t *out = reinterpret_cast<int32_t *>(into);
+  for (size_t i = 0; i < ids.size(); ++i)
+    out[i] = static_cast<int32_t>(ids[i]);
+}
+
+const char *optimizerName(const autopar::rt::OptimizerConfig &config) {
+  return config.kind == autopar::rt::OptimizerKind::AdamW ? "adamw" : "sgd";
+}
+
+/// JSON of the bytes the collectives moved since the last reset.
+/// The step's comm bytes keyed by group (its mesh axes joined by ',', mesh
+/// order; every axis of size > 1 listed, zeros included), then kind (a
+/// point-to-point send under the axes the two ranks differ on), as
+/// report.json's comm_bytes_per_step.
+std::string commBytesJson(const Communicator &comm,
+                          const autopar::rt::ModelInfo &info) {
+  using autopar::rt::jsonExactNumber;
+  std::vector<autopar::rt::AxisMask> groups;
+  for (int a = 0; a < info.numMeshAxes; ++a)
+    if (info.meshAxisSizes[a] > 1)
+      groups.push_back(1u << a);
+  for (autopar::rt::AxisMask g : comm.groupsWithBytes())
+    if (std::find(groups.begin(), groups.end(), g) == groups.end())
+      groups.push_back(g);
+  std::sort(groups.begin(), groups.end());
+  std::string json = "{";
+  for (autopar::rt::AxisMask g : groups) {
+    std::string name;
+    for (int a = 0; a < info.numMeshAxes; ++a)
+      if ((g >> a) & 1)
+        name += (name.empty() ? "" : ",") + std::string(info.meshAxisNames[a]);
+    json +=
+        (json.size() > 1 ? ",\"" : "\"") + name + "\":{\"all_reduce\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::AllReduce, g)) +
+        ",\"reduce_scatter\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::ReduceScatter, g)) +
+        ",\"all_gather\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::AllGather, g)) +
+        ",\"send\":" + jsonExactNumber(comm.bytes(CollectiveKind::Send, g)) +
+        "}";
+  }
+  return json + "}";
+}
+
+} // namespace
+
+Trainer::Trainer(const autopar::rt::ModelInfo &info, const Options &options,
+                 Communicator &comm, Device &device)
+    : info(info), o(options), comm(comm), device(device),
+      config(autoparOptimizerConfig()), store(info, comm, device, config),
+      pipeline(info, comm, device, store),
+      lossConfig(autoparLossScaleConfig()) {}
+
+Status Trainer::setUp() {
+  auto outOfMemory = [&] {
+    return Status::error("out of memory on " + device.name());
+  };
+  AUTOPAR_RT_RETURN_IF_ERROR(store.setUp());
+  // The training step and the forward function never run at once.
+  int64_t arenaBytes =
+      std::max(info.trainStepArenaBytes, info.forwardArenaBytes);
+  if (info.pipeline)
+    for (int s = 0; s < info.pipeline->numStages; ++s) {
+      const autopar::rt::PipelineStage &st = info.pipeline->stages[s];
+      for (const autopar::rt::PipelinePhase *ph :
+           {&st.forward, &st.backward, &st.input, &st.weight})
+        if (ph->fn)
+          arenaBytes = std::max(arenaBytes, ph->arenaBytes);
+    }
+  arena = device.allocate(arenaBytes);
+  lossBuffer = device.allocate(sizeof(float));
+  if (!arena || !lossBuffer)
+    return outOfMemory();
+  for (int i = 0; i < info.numInputs; ++i) {
+    if (info.inputs[i].role == 2) {
+      lossScaleInput = i;
+      lossScale = lossConfig.initScale;
+    }
+    int64_t n = info.inputs[i].elementBytes;
+    for (int d = 0; d < info.inputs[i].rank; ++d)
+      n *= info.inputs[i].shape[d];
+    inputs.push_back(device.allocate(n));
+    hostInputs.push_back(allocate(n));
+    if (!inputs.back() || !hostInputs.back())
+      return outOfMemory();
+  }
+  const int64_t globalBatch = info.microBatch * info.microBatches * dpSize();
+  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadTokenFile(o.data, tokens));
+  int64_t vocab = std::min(info.inputVocab, info.targetVocab);
+  AUTOPAR_RT_RETURN_IF_ERROR(
+      autopar::rt::checkTokenFile(tokens, globalBatch, info.seqLen, vocab));
+  if (!o.evalData.empty()) {
+    AUTOPAR_RT_RETURN_IF_ERROR(
+        autopar::rt::loadTokenFile(o.evalData, evalTokens));
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkTokenFile(
+        evalTokens, globalBatch, info.seqLen, vocab));
+    // More batches than one pass over the file would evaluate the same ones
+    // again (and a huge count would run without end).
+    const int64_t batches =
+        autopar::rt::stepsPerPass(evalTokens, globalBatch, info.seqLen);
+    if (o.evalSteps > batches)
+      return Status::error(
+          "--eval-steps " + std::to_string(o.evalSteps) + ": " + o.evalData +
+          " holds " + std::to_string(batches) + " batch" +
+          (batches == 1 ? "" : "es") + " of " + std::to_string(globalBatch) +
+          " x " + std::to_string(info.seqLen) + " tokens; at most " +
+          std::to_string(batches));
+  }
+  if (!o.resume.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(resume());
+  // Every output is checked before the run (a save into a folder it would
+  // refuse, an export at a folder): no run lost to a late error.
+  if (!o.save.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkSaveTarget(o.save));
+  AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportOnnx));
+  if (leader())
+    return logger.open(o.log, /*append=*/!o.resume.empty());
+  return Status::ok();
+}
+
+Status Trainer::save(const std::string &path, int64_t stepsDone) {
+  if (info.pipeline)
+    AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  std::vector<Buffer> full;
+  std::vector<autopar::rt::TensorRef> refs =
+      store.checkpointTensors(full, true);
+  Status status = Status::ok();
+  if (leader()) {
+    autopar::rt::CheckpointMeta meta;
+    meta.step = stepsDone;
+    meta.modelFingerprint = info.fingerprint;
+    meta.optimizer = optimizerName(config);
+    meta.lossScale = lossScale;
+    meta.lossScaleGoodSteps = goodSteps;
+    meta.skippedSteps = skippedSteps;
+    status = autopar::rt::saveCheckpoint(path, refs, meta, o.keepLast);
+  }
+  AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
+  AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
+  return status;
+}
+
+Status Trainer::resume() {
+  // Every rank reads the full tensors and keeps its part: a checkpoint
+  // holds logical tensors, so it loads under any dp / ZeRO plan.
+  std::vector<Buffer> full;
+  AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(true));
+  AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(true));
+  std::vector<autopar::rt::TensorRef> refs =
+      store.checkpointTensors(full, false);
+  autopar::rt::CheckpointMeta meta;
+  AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::loadCheckpoint(
+      o.resume, refs, meta, info.fingerprint, optimizerName(config)));
+  startStep = meta.step;
+  skippedSteps = meta.skippedSteps;
+  // A checkpoint of a run without loss scaling starts the scaler afresh.
+  if (lossScaleInput >= 0 && meta.lossScale > 0) {
+    lossScale = meta.lossScale;
+    goodSteps = meta.lossScaleGoodSteps;
+  }
+  store.storeCheckpointTensors(refs);
+  AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
+  return store.haveOthersState(false);
+}
+
+Status Trainer::exportOnnx() {
+  if (info.pipeline)
+    AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  std::vector<Buffer> full;
+  std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
+  Status status = leader() ? autopar::rt::exportOnnxWeights(
+                                 dir + "/model.onnx", o.exportOnnx, tensors)
+                           : Status::ok();
+  AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
+  AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
+  return status;
+}
+
+void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
+                         int64_t micro) {
+  // Micro-batch `micro` is samples [micro * B/m, (micro + 1) * B/m) of the
+  // step's global batch B, whatever the plan; this rank takes its dp block.
+  const int64_t dp = dpSize();
+  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
+  const int64_t first =
+      (micro * dp + comm.groupIndex(dpMask())) * info.microBatch;
+  autopar::rt::fillSamples(file, step, globalBatch, info.seqLen, first,
+                           info.microBatch, sampleIds.data(),
+                           sampleTargets.data());
+  if (info.targetsFromTokens)
+    sampleTargets = sampleIds;
+  for (int i : {tokensInput, targetsInput}) {
+    storeIds(i == tokensInput ? sampleIds : sampleTargets, info.inputs[i],
+             hostInputs[i].get());
+    device.upload(inputs[i].get(), hostInputs[i].get(),
+                  static_cast<int64_t>(sampleIds.size()) *
+                      info.inputs[i].elementBytes);
+  }
+}
+
+float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
+                       autopar::rt::StepIO io) {
+  io.comm = &comm;
+  io.device = device.context();
+  // A step with collectives in it runs without CUDA graphs for now.
+  if (comm.worldSize() > 1)
+    fn(io);
+  else
+    device.runStep(fn, io, info.numInputs, numResults);
+  float loss = 0;
+  device.download(&loss, lossBuffer.get(), sizeof(float));
+  return loss;
+}
+
+Status Trainer::evaluate(double &loss) {
+  if (info.pipeline)
+    AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors(/*withState=*/false));
+  void *outputs[] = {lossBuffer.get()};
+  double sum = 0;
+  for (int64_t step = 0; step < o.evalSteps; ++step)
+    for (int64_t micro = 0; micro < info.microBatches; ++micro) {
+      fillInputs(evalTokens, step, micro);
+      sum +=
+          runStep(info.forward, 1,
+                  {info.pipeline ? store.wholeParams.get() : store.params.get(),
+                   inputPtrs.data(), arena.get(), outputs, 1.0f, false});
+    }
+  loss = sum / static_cast<double>(o.evalSteps * info.microBatches);
+  return info.pipeline ? store.wholeParameters(false) : Status::ok();
+}
+
+Status Trainer::run() {
+  if (!o.trace.empty()) {
+    if (!info.pipeline)
+      return Status::error("--trace: this program has no pipeline "
+                           "(mesh.pp = 1); only pipeline-parallel programs "
+                           "trace their steps");
+    // The last step: the pipeline in its steady state.
+    tracedStep = o.steps - 1;
+  }
+  const int64_t dp = dpSize();
+  const int64_t globalBatch = info.microBatch * info.microBatches * dp;
+  std::vector<void *> outputs(std::max(info.trainStepResults, 1));
+  outputs[0] = lossBuffer.get();
+  if (!info.pipeline) {
+    size_t k = 0;
+    for (int t = 0; t < info.numTensors; ++t)
+      if (info.tensors[t].trainable)
+        outputs[info.tensors[t].gradResult] = store.grads[k++].get();
+  }
+  for (DeviceBuffer &b : inputs)
+    inputPtrs.push_back(b.get());
+  for (int i = 0; i < info.numInputs; ++i) {
+    if (info.inputs[i].role == 0)
+      tokensInput = i;
+    else if (info.inputs[i].role == 1)
+      targetsInput = i;
+  }
+  sampleIds.resize(info.microBatch * info.seqLen);
+  sampleTargets.resize(sampleIds.size());
+
+  // What computes, once the run is set up: the device and its kernels, and
+  // a warning where the environment makes them slower than they can be.
+  if (leader()) {
+    std::printf("train: %s, %d rank%s\n", device.describe().c_str(),
+                comm.worldSize(), comm.worldSize() == 1 ? "" : "s");
+    std::fflush(stdout);
+    if (std::string warning = device.performanceWarning(); !warning.empty())
+      std::fprintf(stderr, "train: warning: %s\n", warning.c_str());
+  }
+  // From here SIGTERM and SIGINT end the run after the step in progress.
+  struct sigaction action = {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  int64_t stepsDone = std::max(o.steps, startStep);
+  for (int64_t step = startStep; step < o.steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    // The NCCL build's collectives block the host only at the step's waits
+    // for its GPU work: the watchdog (comm.timeout_s) spans the step.
+    const std::string stepWork =
+        "step " + std::to_string(step) + "'s GPU work and NCCL collectives";
+    std::optional<autopar::rt::Communicator::DeviceWork> watched;
+    watched.emplace(comm, stepWork.c_str());
+    comm.resetBytes();
+    const double stepScale = lossScale;
+    if (lossScaleInput >= 0) {
+      float scale = static_cast<float>(lossScale);
+      device.upload(inputs[lossScaleInput].get(), &scale, sizeof(scale));
+    }
+    double lossSum = 0;
+    if (info.pipeline)
+      lossSum = pipeline.run(
+          step == tracedStep,
+          [&](int64_t micro) { fillInputs(tokens, step, micro); }, inputPtrs,
+          arena.get(), lossBuffer.get());
+    for (int64_t micro = 0; micro < info.microBatches && !info.pipeline;
+         ++micro) {
+      fillInputs(tokens, step, micro);
+      lossSum += runStep(info.trainStep, info.trainStepResults,
+                         {store.params.get(), inputPtrs.data(), arena.get(),
+                          outputs.data(),
+                          1.0f / static_cast<float>(info.microBatches),
+                          micro > 0});
+    }
+    // Gradients whose sum is still pending (ZeRO-1; gradient accumulation
+    // at stage 0): reduce-scattered into the update's shard, or
+    // all-reduced, once per step.
+    bool reducing = false;
+    for (size_t k = 0; k < store.shards.size(); ++k) {
+      const autopar::rt::TensorInfo &ti = *store.shards[k].tensor;
+      if (!ti.gradReduceAxes ||
+          store.othersTensor(
+              static_cast<int>(store.shards[k].tensor - info.tensors)))
+        continue;
+      reducing = true;
+      char *full = store.grads[k].get();
+      // Pending over more axes than the update is sharded over (a tied
+      // embedding's sum over pp): summed over those first.
+      const autopar::rt::AxisMask first = ti.gradReduceAxes & ~ti.updateAxes;
+      if (ti.updateAxes && first)
+        comm.wait(
+            comm.allReduceSum(full, ti.numElements, gradCommType(ti), first));
+      if (ti.updateAxes)
+        comm.reduceScatterFlat(full, ti.numElements,
+                               full +
+                                   store.shards[k].begin * ti.gradElementBytes,
+                               gradCommType(ti), ti.updateAxes);
+      else
+        comm.allReduceSum(full, ti.numElements, gradCommType(ti),
+                          ti.gradReduceAxes);
+    }
+    if (reducing)
+      comm.waitAll();
+    // Each group's squares are summed over the ranks holding its shards.
+    double squares = 0;
+    for (const auto &[axes, group] : store.normGroups) {
+      double part = device.gradSquaredSum(group);
+      if (axes)
+        comm.allReduceSumDouble(&part, 1, axes);
+      squares += part;
+    }
+    double norm = std::sqrt(squares);
+    double lr = autopar::rt::scheduledLr(config, step, o.steps);
+    // fp16-mixed: gradients of the scaled loss. An inf or NaN among them
+    // (the same on every rank: the squares are summed over dp) skips the
+    // update; otherwise they are unscaled, with the clipping coefficient,
+    // inside the update (in float, as torch's GradScaler unscales before
+    // clip_grad_norm_).
+    const bool skipped = lossScale > 0 && !std::isfinite(squares);
+    if (lossScale > 0)
+      norm /= lossScale;
+    if (skipped) {
+      ++skippedSteps;
+    } else {
+      // The update multiplies each gradient by the inverse loss scale and
+      // the clipping coefficient, in float: the value torch's
+      // grad.mul_(coef) stores.
+      float gradScale =
+          lossScale > 0 ? static_cast<float>(1.0 / lossScale) : 1.0f;
+      float coef;
+      if (autopar::rt::clipCoefficient(config, norm, coef))
+        gradScale *= coef;
+      const int64_t stepCount = step + 1 - skippedSteps;
+      if (info.offload) {
+        // ZeRO-Offload: the optimizer state and its update on the host.
+        for (size_t k = 0; k < store.slices.size(); ++k)
+          store.hostUpdate(k, stepCount, lr, gradScale);
+      } else {
+        device.optimizerStep(config, store.slices, stepCount, lr,
+                             gradScale);
+      }
+    }
+    if (lossScale > 0) {
+      if (skipped) {
+        lossScale *= lossConfig.backoffFactor;
+        goodSteps = 0;
+      } else if (++goodSteps == lossConfig.growthInterval) {
+        lossScale *= lossConfig.growthFactor;
+        goodSteps = 0;
+      }
+    }
+    if (!skipped) {
+      // Every rank updated its shard of a whole parameter (ZeRO-1/2):
+      // all-gather.
+      bool gathering = false;
+      for (const Shard &sh : store.shards) {
+        const autopar::rt::TensorInfo &ti = *sh.tensor;
+        if (!ti.updateAxes || ti.paramSharded ||
+            store.othersTensor(static_cast<int>(&ti - info.tensors)))
+          continue;
+        gathering = true;
+        char *full = store.paramAt(static_cast<int>(&ti - info.tensors));
+        comm.allGatherFlat(full + sh.begin * ti.elementBytes, ti.numElements,
+                           full, commType(ti), ti.updateAxes);
+      }
+      if (gathering)
+        comm.waitAll();
+    }
+    device.synchronize();
+    watched.reset();
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    double stepTokens = static_cast<double>(globalBatch * info.seqLen);
+    if (leader()) {
+      autopar::rt::StepRecord record{step, lossSum / info.microBatches, lr,
+                                     norm, ms, stepTokens / (ms / 1000.0)};
+      if (comm.worldSize() > 1)
+        record.extra = "\"comm_bytes\":" + commBytesJson(comm, info);
+      if (stepScale > 0)
+        record.extra += (record.extra.empty() ? "" : ",") +
+                        std::string("\"loss_scale\":") +
+                        autopar::rt::jsonNumber(stepScale) +
+                        (skipped ? ",\"skipped\":true" : "");
+      logger.logStep(record, o.steps);
+      AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+    }
+    // Evaluation with the weights after step + 1 updates (those the
+    // forward of step + 1 uses), every --eval-every steps and at the end.
+    if (o.evalEvery > 0 &&
+        ((step + 1) % o.evalEvery == 0 || step + 1 == o.steps)) {
+      double evalLoss = 0;
+      AUTOPAR_RT_RETURN_IF_ERROR(evaluate(evalLoss));
+      if (leader()) {
+        char line[128];
+        std::snprintf(line, sizeof(line), "{\"step\":%lld,\"eval_loss\":%s}",
+                      static_cast<long long>(step + 1),
+                      autopar::rt::jsonNumber(evalLoss).c_str());
+        logger.logEvent(line);
+        AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
+      }
+    }
+    // SIGTERM / SIGINT on any rank: every rank stops after this step (they
+    // agree through the sum), saves and exits.
+    double stop = stopSignal.load() != 0 ? 1 : 0;
+    if (comm.worldSize() > 1)
+      comm.allReduceSumDouble(&stop, 1, (1u << info.numMeshAxes) - 1);
+    if (stop > 0 && step + 1 < o.steps) {
+      stopped = stopSignal.load() != 0 ? stopSignal.load() : SIGTERM;
+      stepsDone = step + 1;
+      break;
+    }
+    if (o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < o.steps)
+      AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, step + 1));
+  }
+  if (leader())
+    logger.finish();
+  if (leader() && tracedStep >= startStep && !stopped)
+    AUTOPAR_RT_RETURN_IF_ERROR(pipeline.writeTrace(o.trace));
+  if (!o.save.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(save(o.save, stepsDone));
+  if (stopped) {
+    if (leader()) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "train: %s: stopped after step %lld of %lld; %s\n",
+                   stopped == SIGINT ? "SIGINT" : "SIGTERM",
+                   static_cast<long long>(stepsDone),
+                   static_cast<long long>(o.steps),
+                   o.save.empty() ? "nothing saved (no --save)"
+                                  : ("checkpoint saved to " + o.save).c_str());
+    }
+    return Status::ok();
+  }
+  if (!o.exportOnnx.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(exportOnnx());
+  return Status::ok();
+}
+
+} // namespace autopar::rt::train

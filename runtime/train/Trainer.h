@@ -1,0 +1,110 @@
+//===- Trainer.h - the training loop of an emitted program ------*- C++ -*-===//
+//
+// Drives the generated step function (runtime/Model.h): batches from the
+// token file, gradient accumulation over micro-steps, clipping, the
+// optimizer and LR schedule, the log, evaluation, checkpoints and the ONNX
+// export.
+//
+// The same code serves every target: parameters, gradients, optimizer
+// state, inputs and the loss live in the memory of the target's Device
+// (runtime/Device.h: host memory on the CPU, GPU memory on CUDA), which
+// also runs the optimizer; token batches, checkpoints and exports are
+// staged through host memory.
+//
+// On a mesh (mpirun -np N, N = mesh size) every rank runs the program on
+// its share of each micro-batch; the generated step holds the collectives
+// of data parallelism and ZeRO-2/3. The trainer adds what happens between
+// steps: ZeRO-1's reduce-scatter of the accumulated gradients, the
+// optimizer on this rank's flat shards (ZeRO 1-3), the all-gather of the
+// updated parameters (ZeRO 1-2), the global gradient norm, and full
+// tensors for checkpoints and the ONNX export (written by rank 0). Where
+// the tensors are kept is the tensor store's (runtime/train/TensorStore.h);
+// a pipeline-parallel step is the pipeline executor's
+// (runtime/train/PipelineExecutor.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_TRAIN_TRAINER_H
+#define AUTOPAR_RUNTIME_TRAIN_TRAINER_H
+
+#include "runtime/Device.h"
+#include "runtime/Model.h"
+#include "runtime/Program.h"
+#include "runtime/Status.h"
+#include "runtime/comm/Comm.h"
+#include "runtime/data/TokenFile.h"
+#include "runtime/log/Logger.h"
+#include "runtime/optim/Optimizer.h"
+#include "runtime/train/Options.h"
+#include "runtime/train/PipelineExecutor.h"
+#include "runtime/train/TensorStore.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autopar::rt::train {
+
+class Trainer {
+public:
+  Trainer(const autopar::rt::ModelInfo &info, const Options &options,
+          Communicator &comm, Device &device);
+  /// Allocates and loads what the run needs (the weights, the token files,
+  /// the checkpoint of --resume) and checks every output before the run.
+  Status setUp();
+  /// Trains up to --steps (or until SIGTERM / SIGINT), then saves
+  /// (--save) and exports (--export-onnx).
+  Status run();
+  /// The signal the run stopped on (0: it ran to --steps).
+  int stoppedBy() const { return stopped; }
+
+private:
+  bool leader() const { return comm.rank() == 0; }
+  int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
+  autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
+  Status save(const std::string &dir, int64_t stepsDone);
+  Status resume();
+  /// The mean forward loss over the first --eval-steps batches of
+  /// --eval-data, into `loss`.
+  Status evaluate(double &loss);
+  void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
+                  int64_t micro);
+  Status exportOnnx();
+  /// Runs the step function `fn` (with `numResults` results) on `io` and
+  /// returns its loss (result 0).
+  float runStep(autopar::rt::StepFunction fn, int numResults,
+                autopar::rt::StepIO io);
+
+  const autopar::rt::ModelInfo &info;
+  const Options &o;
+  Communicator &comm;
+  Device &device;
+  autopar::rt::OptimizerConfig config;
+  TensorStore store;
+  PipelineExecutor pipeline;
+  int stopped = 0;
+  std::string dir = programDir();
+  DeviceBuffer arena, lossBuffer;
+  /// Graph inputs: device buffers and their host staging.
+  std::vector<DeviceBuffer> inputs;
+  std::vector<Buffer> hostInputs;
+  autopar::rt::TokenFile tokens, evalTokens;
+  std::vector<int64_t> sampleIds, sampleTargets;
+  std::vector<const void *> inputPtrs;
+  int tokensInput = -1, targetsInput = -1;
+  /// fp16-mixed: the input that takes the loss scale (role 2), the scale
+  /// (0: no loss scaling), the steps in a row without inf / NaN gradients,
+  /// and the steps skipped for them (AdamW's step count leaves them out).
+  int lossScaleInput = -1;
+  autopar::rt::LossScaleConfig lossConfig;
+  double lossScale = 0;
+  int64_t goodSteps = 0, skippedSteps = 0;
+  autopar::rt::Logger logger;
+  int64_t startStep = 0;
+  /// --trace: the step whose pipeline actions are timed (-1: none).
+  int64_t tracedStep = -1;
+};
+
+} // namespace autopar::rt::train
+
+#endif // AUTOPAR_RUNTIME_TRAIN_TRAINER_H
