@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -147,13 +148,13 @@ bool unitInterval(double v) { return v >= 0 && v < 1; }
 bool aboveOne(double v) { return v > 1; }
 bool openUnitInterval(double v) { return v > 0 && v < 1; }
 
+/// Reads values of the plan, and fails with "<key path>: <what is wrong>".
 class PlanParser {
 public:
   explicit PlanParser(std::string &error) : error(error) {}
 
   bool parse(const json &root, Plan &plan);
 
-private:
   bool fail(const std::string &path, const std::string &what) {
     error = path.empty() ? what : path + ": " + what;
     return false;
@@ -263,398 +264,490 @@ private:
     return true;
   }
 
-  bool parseOptimizer(const json &value, OptimizerPlan &optimizer);
-  bool parseLrSchedule(const json &value, const OptimizerPlan &optimizer,
-                       LrSchedulePlan &schedule);
-
+private:
   std::string &error;
 };
 
-bool PlanParser::parse(const json &root, Plan &plan) {
-  static const std::vector<const char *> topKeys = {
-      "mesh",        "batch",           "zero",       "comm",
-      "precision",   "grad_dtype",      "loss_scale", "recompute",
-      "pipeline",    "tensor_parallel", "optimizer",  "frozen",
-      "padding_idx", "lr_schedule",     "data",       "attention"};
-  if (!root.is_object())
-    return fail("", "expected a JSON object at the top level, got " +
-                        describe(root));
-  if (!expectObject(root, "", topKeys))
+//===----------------------------------------------------------------------===//
+// The keys of the plan
+//===----------------------------------------------------------------------===//
+
+/// Reads one key's value (given at `path`) into the plan.
+using KeyReader = std::function<bool(PlanParser &, const json &,
+                                     const std::string &, Plan &)>;
+/// A rule between this key and keys read before it, checked after it is read
+/// (only when the key is given).
+using KeyRule = std::function<bool(PlanParser &, const json &, Plan &)>;
+
+/// One key of the plan: the only place that spells it. Parsing reads it,
+/// toJson() prints it, and an object's "unknown key" message lists its keys
+/// from here, in this order.
+struct PlanKey {
+  /// "zero.stage", or "frozen" at the top level.
+  std::string path;
+  KeyReader read;
+  std::function<json(const Plan &)> print;
+  KeyRule rule;
+  /// An optimizer type ("adamw", "sgd") the key is an option of alone, or
+  /// null for a key of every plan.
+  const char *onlyFor = nullptr;
+  /// Read before the other keys of its object are checked: it decides which
+  /// keys the object may hold (optimizer.type).
+  bool selects = false;
+
+  std::string group() const { return path.substr(0, path.find('.')); }
+  std::string leaf() const {
+    size_t dot = path.find('.');
+    return dot == std::string::npos ? std::string() : path.substr(dot + 1);
+  }
+  bool appliesTo(const Plan &plan) const {
+    return !onlyFor || plan.optimizer.type == onlyFor;
+  }
+};
+
+/// The field of a plan (or of a const plan) that a key reads and prints.
+#define PLAN_FIELD(member)                                                     \
+  [](auto &p) -> auto & { return p.member; }
+
+template <typename Field> auto printField(Field field) {
+  return [field](const Plan &plan) { return json(field(plan)); };
+}
+
+/// A key read by `read(parser, value, path, field)` into its field and
+/// printed as the field's value.
+template <typename Field, typename Read>
+PlanKey fieldKey(const char *path, Field field, Read read) {
+  return {path,
+          [=](PlanParser &r, const json &v, const std::string &at, Plan &p) {
+            return read(r, v, at, field(p));
+          },
+          printField(field)};
+}
+
+template <typename Field>
+PlanKey intKey(const char *path, int64_t min, Field field) {
+  return fieldKey(path, field,
+                  [=](PlanParser &r, auto &v, auto &at, auto &out) {
+                    return r.readInt(v, at, min, out);
+                  });
+}
+
+template <typename Field>
+PlanKey numberKey(const char *path, const char *expected, bool (*ok)(double),
+                  Field field) {
+  return fieldKey(path, field,
+                  [=](PlanParser &r, auto &v, auto &at, auto &out) {
+                    return r.readNumber(v, at, expected, ok, out);
+                  });
+}
+
+template <typename Field>
+PlanKey enumKey(const char *path, std::vector<const char *> allowed,
+                Field field) {
+  return fieldKey(path, field,
+                  [=](PlanParser &r, auto &v, auto &at, auto &out) {
+                    return r.readEnum(v, at, allowed, out);
+                  });
+}
+
+template <typename Field> PlanKey boolKey(const char *path, Field field) {
+  return fieldKey(path, field, [](PlanParser &r, auto &v, auto &at, auto &out) {
+    return r.readBool(v, at, out);
+  });
+}
+
+template <typename Field> PlanKey stringKey(const char *path, Field field) {
+  return fieldKey(path, field, [](PlanParser &r, auto &v, auto &at, auto &out) {
+    return r.readString(v, at, out);
+  });
+}
+
+template <typename Field> PlanKey globsKey(const char *path, Field field) {
+  return fieldKey(path, field, [](PlanParser &r, auto &v, auto &at, auto &out) {
+    return r.readGlobs(v, at, out);
+  });
+}
+
+PlanKey withRule(PlanKey key, KeyRule rule) {
+  key.rule = std::move(rule);
+  return key;
+}
+
+PlanKey onlyFor(const char *optimizerType, PlanKey key) {
+  key.onlyFor = optimizerType;
+  return key;
+}
+
+bool readZeroStage(PlanParser &r, const json &v, const std::string &at,
+                   Plan &plan) {
+  int64_t stage = -1;
+  std::string ignored;
+  PlanParser quiet(ignored);
+  if (!quiet.readInt(v, at, 0, stage) || stage > 3)
+    return r.fail(at, "expected 0, 1, 2 or 3, got " + describe(v));
+  plan.zeroStage = stage;
+  return true;
+}
+
+bool readGradDtype(PlanParser &r, const json &v, const std::string &at,
+                   Plan &plan) {
+  std::string dtype;
+  if (!r.readEnum(v, at, {"fp32", "bf16", "fp16"}, dtype))
     return false;
+  if (dtype != "fp32" && dtype != plan.paramDtype())
+    return r.fail(at, "\"" + dtype + "\" needs the parameters in " + dtype +
+                          ", got precision \"" + plan.precision +
+                          "\" (gradients are fp32 or the parameters' type)");
+  plan.gradDtype = dtype;
+  return true;
+}
 
-  if (const json *mesh = member(root, "mesh")) {
-    if (!expectObject(*mesh, "mesh", {"dp", "tp", "pp"}))
+bool readPipelineSplit(PlanParser &r, const json &v, const std::string &at,
+                       Plan &plan) {
+  const auto *s = v.get_ptr<const json::string_t *>();
+  if (s && *s == "auto")
+    return true;
+  if (!v.is_array())
+    return r.fail(at, "expected \"auto\" or a list of layer boundaries, got " +
+                          describe(v));
+  int64_t last = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    int64_t boundary = 0;
+    std::string key = indexPath(at, i);
+    if (!r.readInt(v[i], key, 1, boundary))
       return false;
-    if (const json *v = member(*mesh, "dp"))
-      if (!readInt(*v, "mesh.dp", 1, plan.meshDp))
-        return false;
-    if (const json *v = member(*mesh, "tp"))
-      if (!readInt(*v, "mesh.tp", 1, plan.meshTp))
-        return false;
-    if (const json *v = member(*mesh, "pp"))
-      if (!readInt(*v, "mesh.pp", 1, plan.meshPp))
-        return false;
+    if (boundary <= last)
+      return r.fail(key, "layer boundaries must increase, got " +
+                             std::to_string(boundary) + " after " +
+                             std::to_string(last));
+    last = boundary;
+    plan.pipelineSplit.push_back(boundary);
   }
-
-  if (const json *batch = member(root, "batch")) {
-    if (!expectObject(*batch, "batch", {"micro_batches"}))
-      return false;
-    if (const json *v = member(*batch, "micro_batches"))
-      if (!readInt(*v, "batch.micro_batches", 1, plan.microBatches))
-        return false;
-  }
-
-  if (const json *zero = member(root, "zero")) {
-    if (!expectObject(*zero, "zero", {"stage", "offload"}))
-      return false;
-    if (const json *v = member(*zero, "stage")) {
-      int64_t stage = -1;
-      if (!readInt(*v, "zero.stage", 0, stage) || stage > 3)
-        return fail("zero.stage", "expected 0, 1, 2 or 3, got " + describe(*v));
-      plan.zeroStage = stage;
-    }
-    if (const json *v = member(*zero, "offload"))
-      if (!readEnum(*v, "zero.offload", {"none", "cpu"}, plan.zeroOffload))
-        return false;
-    if (plan.zeroOffload != "none" && plan.zeroStage == 0)
-      return fail("zero.offload", "\"" + plan.zeroOffload +
-                                      "\" needs zero.stage 1, 2 or 3, got "
-                                      "zero.stage 0");
-  }
-
-  if (const json *comm = member(root, "comm")) {
-    if (!expectObject(*comm, "comm", {"bucket_mb", "timeout_s"}))
-      return false;
-    if (const json *v = member(*comm, "bucket_mb"))
-      if (!readNumber(*v, "comm.bucket_mb", "a number > 0", positive,
-                      plan.bucketMb))
-        return false;
-    if (const json *v = member(*comm, "timeout_s"))
-      if (!readNumber(*v, "comm.timeout_s", "a number > 0", positive,
-                      plan.commTimeoutS))
-        return false;
-  }
-
-  if (const json *v = member(root, "precision"))
-    if (!readEnum(*v, "precision", {"fp32", "bf16-mixed", "fp16-mixed"},
-                  plan.precision))
-      return false;
-  if (const json *v = member(root, "grad_dtype")) {
-    std::string dtype;
-    if (!readEnum(*v, "grad_dtype", {"fp32", "bf16", "fp16"}, dtype))
-      return false;
-    if (dtype != "fp32" && dtype != plan.paramDtype())
-      return fail("grad_dtype", "\"" + dtype + "\" needs the parameters in " +
-                                    dtype + ", got precision \"" +
-                                    plan.precision +
-                                    "\" (gradients are fp32 or the "
-                                    "parameters' type)");
-    plan.gradDtype = dtype;
-  }
-
-  if (const json *scale = member(root, "loss_scale")) {
-    LossScalePlan &l = plan.lossScale;
-    if (!expectObject(*scale, "loss_scale",
-                      {"init_scale", "growth_factor", "backoff_factor",
-                       "growth_interval"}))
-      return false;
-    if (const json *v = member(*scale, "init_scale"))
-      if (!readNumber(*v, "loss_scale.init_scale", "a number > 0", positive,
-                      l.initScale))
-        return false;
-    if (const json *v = member(*scale, "growth_factor"))
-      if (!readNumber(*v, "loss_scale.growth_factor", "a number > 1",
-                      aboveOne, l.growthFactor))
-        return false;
-    if (const json *v = member(*scale, "backoff_factor"))
-      if (!readNumber(*v, "loss_scale.backoff_factor", "a number in (0, 1)",
-                      openUnitInterval, l.backoffFactor))
-        return false;
-    if (const json *v = member(*scale, "growth_interval"))
-      if (!readInt(*v, "loss_scale.growth_interval", 1, l.growthInterval))
-        return false;
-  }
-
-  if (const json *v = member(root, "recompute"))
-    if (!readEnum(*v, "recompute", {"none", "selective", "full"},
-                  plan.recompute))
-      return false;
-
-  if (const json *v = member(root, "attention"))
-    if (!readEnum(*v, "attention", {"fused", "unfused"}, plan.attention))
-      return false;
-
-  if (const json *pipeline = member(root, "pipeline")) {
-    if (!expectObject(*pipeline, "pipeline", {"schedule", "chunks", "split"}))
-      return false;
-    if (const json *v = member(*pipeline, "schedule"))
-      if (!readEnum(*v, "pipeline.schedule",
-                    {"gpipe", "1f1b", "interleaved", "zb-h1"},
-                    plan.pipelineSchedule))
-        return false;
-    bool interleaved = plan.pipelineSchedule == "interleaved";
-    plan.pipelineChunks = interleaved ? 2 : 1;
-    if (const json *v = member(*pipeline, "chunks")) {
-      if (!readInt(*v, "pipeline.chunks", 1, plan.pipelineChunks))
-        return false;
-      if (interleaved && plan.pipelineChunks < 2)
-        return fail("pipeline.chunks",
-                    "the interleaved schedule needs at least 2 model chunks "
-                    "per rank, got " +
-                        describe(*v));
-      if (!interleaved && plan.pipelineChunks != 1)
-        return fail("pipeline.chunks",
-                    "only the interleaved schedule runs several model chunks "
-                    "per rank (" +
-                        plan.pipelineSchedule + " got " + describe(*v) + ")");
-    }
-    if (const json *v = member(*pipeline, "split")) {
-      const auto *s = v->get_ptr<const json::string_t *>();
-      if (!(s && *s == "auto")) {
-        if (!v->is_array())
-          return fail("pipeline.split",
-                      "expected \"auto\" or a list of layer boundaries, got " +
-                          describe(*v));
-        int64_t last = 0;
-        for (size_t i = 0; i < v->size(); ++i) {
-          int64_t at = 0;
-          std::string key = "pipeline.split[" + std::to_string(i) + "]";
-          if (!readInt((*v)[i], key, 1, at))
-            return false;
-          if (at <= last)
-            return fail(key, "layer boundaries must increase, got " +
-                                 std::to_string(at) + " after " +
-                                 std::to_string(last));
-          last = at;
-          plan.pipelineSplit.push_back(at);
-        }
-        int64_t stages = plan.pipelineStages();
-        if (static_cast<int64_t>(plan.pipelineSplit.size()) != stages - 1)
-          return fail("pipeline.split",
-                      "mesh.pp = " + std::to_string(plan.meshPp) + " x " +
+  int64_t stages = plan.pipelineStages();
+  if (static_cast<int64_t>(plan.pipelineSplit.size()) != stages - 1)
+    return r.fail(at, "mesh.pp = " + std::to_string(plan.meshPp) + " x " +
                           std::to_string(plan.pipelineChunks) +
                           " chunks makes " + std::to_string(stages) +
                           " stages, cut at " + std::to_string(stages - 1) +
                           " layer boundaries, got " +
                           std::to_string(plan.pipelineSplit.size()));
-      }
+  return true;
+}
+
+bool checkPipelineChunks(PlanParser &r, const json &v, Plan &plan) {
+  bool interleaved = plan.pipelineSchedule == "interleaved";
+  if (interleaved && plan.pipelineChunks < 2)
+    return r.fail("pipeline.chunks",
+                  "the interleaved schedule needs at least 2 model chunks "
+                  "per rank, got " +
+                      describe(v));
+  if (!interleaved && plan.pipelineChunks != 1)
+    return r.fail("pipeline.chunks",
+                  "only the interleaved schedule runs several model chunks "
+                  "per rank (" +
+                      plan.pipelineSchedule + " got " + describe(v) + ")");
+  return true;
+}
+
+bool readBetas(PlanParser &r, const json &v, const std::string &at,
+               Plan &plan) {
+  if (!v.is_array() || v.size() != 2) {
+    std::string got = describe(v);
+    if (v.is_array())
+      got = "an array of " + std::to_string(v.size());
+    return r.fail(at, "expected an array of 2 numbers in [0, 1), got " + got);
+  }
+  OptimizerPlan &o = plan.optimizer;
+  return r.readNumber(v[0], indexPath(at, 0), "a number in [0, 1)",
+                      unitInterval, o.beta1) &&
+         r.readNumber(v[1], indexPath(at, 1), "a number in [0, 1)",
+                      unitInterval, o.beta2);
+}
+
+bool checkNesterov(PlanParser &r, const json &, Plan &plan) {
+  const OptimizerPlan &o = plan.optimizer;
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    return r.fail("optimizer.nesterov",
+                  "Nesterov momentum requires momentum > 0 and dampening == 0 "
+                  "(as in torch.optim.SGD), got momentum " +
+                      formatNumber(o.momentum) + " and dampening " +
+                      formatNumber(o.dampening));
+  return true;
+}
+
+bool readPaddingIdx(PlanParser &r, const json &v, const std::string &at,
+                    Plan &plan) {
+  if (!v.is_object())
+    return r.fail(at, "expected an object of glob: row, got " + describe(v));
+  plan.paddingIdx.clear();
+  for (const auto &[glob, row] : v.items()) {
+    std::string path = at + "." + glob;
+    if (std::string problem = checkGlob(glob); !problem.empty())
+      return r.fail(path, problem);
+    int64_t index = 0;
+    if (!r.readInt(row, path, 0, index))
+      return false;
+    plan.paddingIdx.emplace_back(glob, index);
+  }
+  return true;
+}
+
+json printPaddingIdx(const Plan &plan) {
+  json padding = json::object();
+  for (const auto &[glob, row] : plan.paddingIdx)
+    padding[glob] = row;
+  return padding;
+}
+
+bool readFeeds(PlanParser &r, const json &v, const std::string &at,
+               Plan &plan) {
+  if (!v.is_object())
+    return r.fail(at, "expected an object of graph input: value, got " +
+                          describe(v));
+  plan.dataFeeds.clear();
+  for (const auto &[name, value] : v.items()) {
+    std::string path = at + "." + name;
+    // "shift_right:ID": the targets shifted right by one, ID first (a
+    // decoder's inputs, as Hugging Face's shift_tokens_right).
+    const auto *s = value.get_ptr<const json::string_t *>();
+    if (s && s->rfind("shift_right:", 0) == 0) {
+      if (!shiftRightStart(*s))
+        return r.fail(path, "expected \"shift_right:ID\" with a token id "
+                            ">= 0, got " +
+                                describe(value));
+      plan.dataFeeds[name] = *s;
+      continue;
     }
-    if (interleaved && plan.microBatches % plan.meshPp)
-      return fail("batch.micro_batches",
+    std::string feed;
+    if (!r.readEnum(value, path, {"ones", "zeros", "arange", "shift_right:ID"},
+                    feed))
+      return false;
+    plan.dataFeeds[name] = feed;
+  }
+  return true;
+}
+
+/// Every key of the plan, in the order of docs/plan.md. A key comes after
+/// the keys its rule reads.
+const std::vector<PlanKey> &planKeys() {
+  static const std::vector<PlanKey> keys = {
+      intKey("mesh.dp", 1, PLAN_FIELD(meshDp)),
+      intKey("mesh.tp", 1, PLAN_FIELD(meshTp)),
+      intKey("mesh.pp", 1, PLAN_FIELD(meshPp)),
+      intKey("batch.micro_batches", 1, PLAN_FIELD(microBatches)),
+      {"zero.stage", readZeroStage, printField(PLAN_FIELD(zeroStage))},
+      withRule(
+          enumKey("zero.offload", {"none", "cpu"}, PLAN_FIELD(zeroOffload)),
+          [](PlanParser &r, const json &, Plan &plan) {
+            if (plan.zeroOffload == "none" || plan.zeroStage != 0)
+              return true;
+            return r.fail("zero.offload",
+                          "\"" + plan.zeroOffload +
+                              "\" needs zero.stage 1, 2 or 3, got "
+                              "zero.stage 0");
+          }),
+      numberKey("comm.bucket_mb", "a number > 0", positive,
+                PLAN_FIELD(bucketMb)),
+      numberKey("comm.timeout_s", "a number > 0", positive,
+                PLAN_FIELD(commTimeoutS)),
+      enumKey("precision", {"fp32", "bf16-mixed", "fp16-mixed"},
+              PLAN_FIELD(precision)),
+      {"grad_dtype", readGradDtype,
+       [](const Plan &plan) { return json(plan.effectiveGradDtype()); }},
+      numberKey("loss_scale.init_scale", "a number > 0", positive,
+                PLAN_FIELD(lossScale.initScale)),
+      numberKey("loss_scale.growth_factor", "a number > 1", aboveOne,
+                PLAN_FIELD(lossScale.growthFactor)),
+      numberKey("loss_scale.backoff_factor", "a number in (0, 1)",
+                openUnitInterval, PLAN_FIELD(lossScale.backoffFactor)),
+      intKey("loss_scale.growth_interval", 1,
+             PLAN_FIELD(lossScale.growthInterval)),
+      enumKey("recompute", {"none", "selective", "full"},
+              PLAN_FIELD(recompute)),
+      withRule(enumKey("pipeline.schedule",
+                       {"gpipe", "1f1b", "interleaved", "zb-h1"},
+                       PLAN_FIELD(pipelineSchedule)),
+               [](PlanParser &, const json &, Plan &plan) {
+                 // An interleaved schedule runs 2 chunks unless told.
+                 plan.pipelineChunks =
+                     plan.pipelineSchedule == "interleaved" ? 2 : 1;
+                 return true;
+               }),
+      withRule(intKey("pipeline.chunks", 1, PLAN_FIELD(pipelineChunks)),
+               checkPipelineChunks),
+      {"pipeline.split", readPipelineSplit,
+       [](const Plan &plan) {
+         return plan.pipelineSplit.empty() ? json("auto")
+                                           : json(plan.pipelineSplit);
+       }},
+      enumKey("tensor_parallel.rules", {"auto"}, PLAN_FIELD(tpRules)),
+      boolKey("tensor_parallel.sequence_parallel",
+              PLAN_FIELD(sequenceParallel)),
+      [] {
+        PlanKey type = withRule(enumKey("optimizer.type", {"adamw", "sgd"},
+                                        PLAN_FIELD(optimizer.type)),
+                                [](PlanParser &, const json &, Plan &plan) {
+                                  // torch.optim.AdamW defaults to
+                                  // weight_decay=0.01, torch.optim.SGD to 0.
+                                  plan.optimizer.weightDecay =
+                                      plan.optimizer.type == "adamw" ? 0.01 : 0;
+                                  return true;
+                                });
+        type.selects = true;
+        return type;
+      }(),
+      numberKey("optimizer.lr", "a number > 0", positive,
+                PLAN_FIELD(optimizer.lr)),
+      onlyFor(
+          "adamw",
+          {"optimizer.betas", readBetas,
+           [](const Plan &plan) {
+             return json::array({plan.optimizer.beta1, plan.optimizer.beta2});
+           }}),
+      onlyFor("adamw", numberKey("optimizer.eps", "a number >= 0", nonNegative,
+                                 PLAN_FIELD(optimizer.eps))),
+      onlyFor("sgd", numberKey("optimizer.momentum", "a number >= 0",
+                               nonNegative, PLAN_FIELD(optimizer.momentum))),
+      onlyFor("sgd", numberKey("optimizer.dampening", "a number >= 0",
+                               nonNegative, PLAN_FIELD(optimizer.dampening))),
+      onlyFor("sgd", withRule(boolKey("optimizer.nesterov",
+                                      PLAN_FIELD(optimizer.nesterov)),
+                              checkNesterov)),
+      numberKey("optimizer.weight_decay", "a number >= 0", nonNegative,
+                PLAN_FIELD(optimizer.weightDecay)),
+      numberKey("optimizer.max_grad_norm", "a number >= 0", nonNegative,
+                PLAN_FIELD(optimizer.maxGradNorm)),
+      globsKey("optimizer.no_decay", PLAN_FIELD(optimizer.noDecay)),
+      globsKey("frozen", PLAN_FIELD(frozen)),
+      {"padding_idx", readPaddingIdx, printPaddingIdx},
+      intKey("lr_schedule.warmup_steps", 0, PLAN_FIELD(lrSchedule.warmupSteps)),
+      enumKey("lr_schedule.decay", {"constant", "cosine", "linear"},
+              PLAN_FIELD(lrSchedule.decay)),
+      withRule(numberKey("lr_schedule.min_lr", "a number >= 0", nonNegative,
+                         PLAN_FIELD(lrSchedule.minLr)),
+               [](PlanParser &r, const json &v, Plan &plan) {
+                 if (plan.lrSchedule.minLr <= plan.optimizer.lr)
+                   return true;
+                 return r.fail("lr_schedule.min_lr",
+                               "must be <= optimizer.lr (" +
+                                   formatNumber(plan.optimizer.lr) + "), got " +
+                                   describe(v));
+               }),
+      withRule(intKey("lr_schedule.decay_steps", 0,
+                      PLAN_FIELD(lrSchedule.decaySteps)),
+               [](PlanParser &r, const json &v, Plan &plan) {
+                 const LrSchedulePlan &s = plan.lrSchedule;
+                 if (s.decaySteps == 0 || s.decay == "constant" ||
+                     s.decaySteps > s.warmupSteps)
+                   return true;
+                 return r.fail("lr_schedule.decay_steps",
+                               "must be 0 or > lr_schedule.warmup_steps (" +
+                                   std::to_string(s.warmupSteps) + "), got " +
+                                   describe(v));
+               }),
+      stringKey("data.inputs", PLAN_FIELD(dataInputs)),
+      stringKey("data.targets", PLAN_FIELD(dataTargets)),
+      {"data.feeds", readFeeds, printField(PLAN_FIELD(dataFeeds))},
+      enumKey("data.targets_from", {"next_tokens", "tokens"},
+              PLAN_FIELD(targetsFrom)),
+      enumKey("attention", {"fused", "unfused"}, PLAN_FIELD(attention)),
+  };
+  return keys;
+}
+
+#undef PLAN_FIELD
+
+/// The rules between keys of different objects, checked once every key is
+/// read.
+bool checkPlan(PlanParser &r, const Plan &plan) {
+  if (plan.pipelineSchedule == "interleaved" && plan.microBatches % plan.meshPp)
+    return r.fail("batch.micro_batches",
                   "the interleaved schedule runs the micro-batches in groups "
                   "of mesh.pp = " +
                       std::to_string(plan.meshPp) + ", which does not divide " +
                       std::to_string(plan.microBatches));
-  }
-
-  if (const json *tp = member(root, "tensor_parallel")) {
-    if (!expectObject(*tp, "tensor_parallel", {"rules", "sequence_parallel"}))
-      return false;
-    if (const json *v = member(*tp, "rules"))
-      if (!readEnum(*v, "tensor_parallel.rules", {"auto"}, plan.tpRules))
-        return false;
-    if (const json *v = member(*tp, "sequence_parallel"))
-      if (!readBool(*v, "tensor_parallel.sequence_parallel",
-                    plan.sequenceParallel))
-        return false;
-  }
-
-  if (const json *v = member(root, "optimizer"))
-    if (!parseOptimizer(*v, plan.optimizer))
-      return false;
-
-  if (const json *v = member(root, "frozen"))
-    if (!readGlobs(*v, "frozen", plan.frozen))
-      return false;
-
-  if (const json *v = member(root, "padding_idx")) {
-    if (!v->is_object())
-      return fail("padding_idx",
-                  "expected an object of glob: row, got " + describe(*v));
-    plan.paddingIdx.clear();
-    for (const auto &[glob, row] : v->items()) {
-      std::string path = "padding_idx." + glob;
-      if (std::string problem = checkGlob(glob); !problem.empty())
-        return fail(path, problem);
-      int64_t r = 0;
-      if (!readInt(row, path, 0, r))
-        return false;
-      plan.paddingIdx.emplace_back(glob, r);
-    }
-  }
-
-  if (const json *v = member(root, "lr_schedule"))
-    if (!parseLrSchedule(*v, plan.optimizer, plan.lrSchedule))
-      return false;
-
-  if (const json *data = member(root, "data")) {
-    if (!expectObject(*data, "data",
-                      {"inputs", "targets", "feeds", "targets_from"}))
-      return false;
-    if (const json *v = member(*data, "feeds")) {
-      if (!v->is_object())
-        return fail("data.feeds",
-                    "expected an object of graph input: value, got " +
-                        describe(*v));
-      plan.dataFeeds.clear();
-      for (const auto &[name, value] : v->items()) {
-        std::string feed;
-        // "shift_right:ID": the targets shifted right by one, ID first (a
-        // decoder's inputs, as Hugging Face's shift_tokens_right).
-        if (value.is_string() &&
-            value.get<std::string>().rfind("shift_right:", 0) == 0) {
-          if (!shiftRightStart(value.get<std::string>()))
-            return fail("data.feeds." + name,
-                        "expected \"shift_right:ID\" with a token id >= 0, "
-                        "got " +
-                            describe(value));
-          plan.dataFeeds[name] = value.get<std::string>();
-          continue;
-        }
-        if (!readEnum(value, "data.feeds." + name,
-                      {"ones", "zeros", "arange", "shift_right:ID"}, feed))
-          return false;
-        plan.dataFeeds[name] = feed;
-      }
-    }
-    if (const json *v = member(*data, "targets_from"))
-      if (!readEnum(*v, "data.targets_from", {"next_tokens", "tokens"},
-                    plan.targetsFrom))
-        return false;
-    if (const json *v = member(*data, "inputs"))
-      if (!readString(*v, "data.inputs", plan.dataInputs))
-        return false;
-    if (const json *v = member(*data, "targets"))
-      if (!readString(*v, "data.targets", plan.dataTargets))
-        return false;
-  }
   // Pipeline parallelism: with dp, tp, ZeRO-1 and mixed precision, on
   // both targets. ZeRO-2 and -3 shard what every micro-batch's backward adds
   // to (the gradients, the parameters): with a pipeline's micro-batches in
   // flight that is a reduce-scatter (and a gather) per micro-batch per
   // stage, which DeepSpeed refuses too.
   if (plan.meshPp > 1 && plan.zeroStage > 1)
-    return fail("zero.stage",
-                "ZeRO-" + std::to_string(plan.zeroStage) +
-                    " with pipeline parallelism is not supported (it would "
-                    "reduce-scatter the gradients every micro-batch; use "
-                    "zero.stage 1, as DeepSpeed's pipeline engine does)");
+    return r.fail("zero.stage",
+                  "ZeRO-" + std::to_string(plan.zeroStage) +
+                      " with pipeline parallelism is not supported (it would "
+                      "reduce-scatter the gradients every micro-batch; use "
+                      "zero.stage 1, as DeepSpeed's pipeline engine does)");
   return true;
 }
 
-bool PlanParser::parseOptimizer(const json &value, OptimizerPlan &optimizer) {
-  static const std::vector<const char *> adamwKeys = {
-      "type",          "lr",      "betas", "eps", "weight_decay",
-      "max_grad_norm", "no_decay"};
-  static const std::vector<const char *> sgdKeys = {
-      "type",     "lr",           "momentum",      "dampening",
-      "nesterov", "weight_decay", "max_grad_norm", "no_decay"};
-  if (!value.is_object())
-    return fail("optimizer", "expected an object, got " + describe(value));
-  if (const json *v = member(value, "type"))
-    if (!readEnum(*v, "optimizer.type", {"adamw", "sgd"}, optimizer.type))
-      return false;
-  bool adamw = optimizer.type == "adamw";
-  const std::vector<const char *> &keys = adamw ? adamwKeys : sgdKeys;
-  const std::vector<const char *> &otherKeys = adamw ? sgdKeys : adamwKeys;
-  for (auto it = value.begin(); it != value.end(); ++it) {
-    if (contains(keys, it.key()))
-      continue;
-    std::string path = childPath("optimizer", it.key());
-    if (contains(otherKeys, it.key()))
-      return fail(path, "not an option of " + optimizer.type + " (only of " +
-                            (adamw ? "sgd" : "adamw") + ")");
-    return fail(path, "unknown key (expected one of: " + joinKeys(keys) + ")");
-  }
-  // torch.optim.AdamW defaults to weight_decay=0.01, torch.optim.SGD to 0.
-  optimizer.weightDecay = adamw ? 0.01 : 0;
-
-  if (const json *v = member(value, "lr"))
-    if (!readNumber(*v, "optimizer.lr", "a number > 0", positive, optimizer.lr))
-      return false;
-  if (const json *v = member(value, "betas")) {
-    if (!v->is_array() || v->size() != 2) {
-      std::string got = describe(*v);
-      if (v->is_array())
-        got = "an array of " + std::to_string(v->size());
-      return fail("optimizer.betas",
-                  "expected an array of 2 numbers in [0, 1), got " + got);
-    }
-    if (!readNumber((*v)[0], "optimizer.betas[0]", "a number in [0, 1)",
-                    unitInterval, optimizer.beta1) ||
-        !readNumber((*v)[1], "optimizer.betas[1]", "a number in [0, 1)",
-                    unitInterval, optimizer.beta2))
-      return false;
-  }
-  if (const json *v = member(value, "eps"))
-    if (!readNumber(*v, "optimizer.eps", "a number >= 0", nonNegative,
-                    optimizer.eps))
-      return false;
-  if (const json *v = member(value, "momentum"))
-    if (!readNumber(*v, "optimizer.momentum", "a number >= 0", nonNegative,
-                    optimizer.momentum))
-      return false;
-  if (const json *v = member(value, "dampening"))
-    if (!readNumber(*v, "optimizer.dampening", "a number >= 0", nonNegative,
-                    optimizer.dampening))
-      return false;
-  if (const json *v = member(value, "nesterov"))
-    if (!readBool(*v, "optimizer.nesterov", optimizer.nesterov))
-      return false;
-  if (optimizer.nesterov &&
-      (optimizer.momentum <= 0 || optimizer.dampening != 0))
-    return fail("optimizer.nesterov",
-                "Nesterov momentum requires momentum > 0 and dampening == 0 "
-                "(as in torch.optim.SGD), got momentum " +
-                    formatNumber(optimizer.momentum) + " and dampening " +
-                    formatNumber(optimizer.dampening));
-  if (const json *v = member(value, "weight_decay"))
-    if (!readNumber(*v, "optimizer.weight_decay", "a number >= 0", nonNegative,
-                    optimizer.weightDecay))
-      return false;
-  if (const json *v = member(value, "max_grad_norm"))
-    if (!readNumber(*v, "optimizer.max_grad_norm", "a number >= 0", nonNegative,
-                    optimizer.maxGradNorm))
-      return false;
-  if (const json *v = member(value, "no_decay"))
-    if (!readGlobs(*v, "optimizer.no_decay", optimizer.noDecay))
-      return false;
-  return true;
-}
-
-bool PlanParser::parseLrSchedule(const json &value,
-                                 const OptimizerPlan &optimizer,
-                                 LrSchedulePlan &schedule) {
-  if (!expectObject(value, "lr_schedule",
-                    {"warmup_steps", "decay", "min_lr", "decay_steps"}))
+bool PlanParser::parse(const json &root, Plan &plan) {
+  const std::vector<PlanKey> &keys = planKeys();
+  // The objects (and top-level values), in the order of their first key.
+  std::vector<std::string> groups;
+  for (const PlanKey &key : keys)
+    if (groups.empty() || groups.back() != key.group())
+      groups.push_back(key.group());
+  std::vector<const char *> groupNames;
+  for (const std::string &group : groups)
+    groupNames.push_back(group.c_str());
+  if (!root.is_object())
+    return fail("", "expected a JSON object at the top level, got " +
+                        describe(root));
+  if (!expectObject(root, "", groupNames))
     return false;
-  if (const json *v = member(value, "warmup_steps"))
-    if (!readInt(*v, "lr_schedule.warmup_steps", 0, schedule.warmupSteps))
-      return false;
-  if (const json *v = member(value, "decay"))
-    if (!readEnum(*v, "lr_schedule.decay", {"constant", "cosine", "linear"},
-                  schedule.decay))
-      return false;
-  if (const json *v = member(value, "min_lr")) {
-    if (!readNumber(*v, "lr_schedule.min_lr", "a number >= 0", nonNegative,
-                    schedule.minLr))
-      return false;
-    if (schedule.minLr > optimizer.lr)
-      return fail("lr_schedule.min_lr", "must be <= optimizer.lr (" +
-                                            formatNumber(optimizer.lr) +
-                                            "), got " + describe(*v));
+
+  auto readKey = [&](const PlanKey &key, const json &value) {
+    std::string path = key.path;
+    return key.read(*this, value, path, plan) &&
+           (!key.rule || key.rule(*this, value, plan));
+  };
+  for (const std::string &group : groups) {
+    const json *object = member(root, group.c_str());
+    if (!object)
+      continue;
+    std::vector<const PlanKey *> members;
+    for (const PlanKey &key : keys)
+      if (key.group() == group)
+        members.push_back(&key);
+    if (members.front()->leaf().empty()) {
+      if (!readKey(*members.front(), *object))
+        return false;
+      continue;
+    }
+    if (!object->is_object())
+      return fail(group, "expected an object, got " + describe(*object));
+    for (const PlanKey *key : members)
+      if (key->selects)
+        if (const json *v = member(*object, key->leaf().c_str()))
+          if (!readKey(*key, *v))
+            return false;
+    std::vector<std::string> leaves;
+    for (const PlanKey *key : members)
+      if (key->appliesTo(plan))
+        leaves.push_back(key->leaf());
+    for (auto it = object->begin(); it != object->end(); ++it) {
+      auto known =
+          std::find_if(members.begin(), members.end(), [&](const PlanKey *key) {
+            return key->leaf() == it.key();
+          });
+      std::string path = childPath(group, it.key());
+      if (known == members.end()) {
+        std::string expected;
+        for (const std::string &leaf : leaves)
+          expected += (expected.empty() ? "" : ", ") + leaf;
+        return fail(path, "unknown key (expected one of: " + expected + ")");
+      }
+      if (!(*known)->appliesTo(plan))
+        return fail(path, "not an option of " + plan.optimizer.type +
+                              " (only of " + (*known)->onlyFor + ")");
+    }
+    for (const PlanKey *key : members)
+      if (!key->selects)
+        if (const json *v = member(*object, key->leaf().c_str()))
+          if (!readKey(*key, *v))
+            return false;
   }
-  if (const json *v = member(value, "decay_steps")) {
-    if (!readInt(*v, "lr_schedule.decay_steps", 0, schedule.decaySteps))
-      return false;
-    if (schedule.decaySteps != 0 && schedule.decay != "constant" &&
-        schedule.decaySteps <= schedule.warmupSteps)
-      return fail("lr_schedule.decay_steps",
-                  "must be 0 or > lr_schedule.warmup_steps (" +
-                      std::to_string(schedule.warmupSteps) + "), got " +
-                      describe(*v));
-  }
-  return true;
+  return checkPlan(*this, plan);
 }
 
 //===----------------------------------------------------------------------===//
@@ -871,58 +964,15 @@ bool loadPlanFile(const std::string &path, Plan &plan, std::string &error) {
 }
 
 json toJson(const Plan &plan) {
-  const OptimizerPlan &o = plan.optimizer;
-  json optimizer = json::object();
-  optimizer["type"] = o.type;
-  optimizer["lr"] = o.lr;
-  if (o.type == "sgd") {
-    optimizer["momentum"] = o.momentum;
-    optimizer["dampening"] = o.dampening;
-    optimizer["nesterov"] = o.nesterov;
-  } else {
-    optimizer["betas"] = json::array({o.beta1, o.beta2});
-    optimizer["eps"] = o.eps;
-  }
-  optimizer["weight_decay"] = o.weightDecay;
-  optimizer["max_grad_norm"] = o.maxGradNorm;
-  optimizer["no_decay"] = o.noDecay;
-
   json result = json::object();
-  result["mesh"] = {
-      {"dp", plan.meshDp}, {"tp", plan.meshTp}, {"pp", plan.meshPp}};
-  result["batch"] = {{"micro_batches", plan.microBatches}};
-  result["zero"] = {{"stage", plan.zeroStage}, {"offload", plan.zeroOffload}};
-  result["comm"] = {{"bucket_mb", plan.bucketMb},
-                    {"timeout_s", plan.commTimeoutS}};
-  result["precision"] = plan.precision;
-  result["grad_dtype"] = plan.effectiveGradDtype();
-  result["loss_scale"] = {{"init_scale", plan.lossScale.initScale},
-                          {"growth_factor", plan.lossScale.growthFactor},
-                          {"backoff_factor", plan.lossScale.backoffFactor},
-                          {"growth_interval", plan.lossScale.growthInterval}};
-  result["recompute"] = plan.recompute;
-  result["attention"] = plan.attention;
-  result["pipeline"] = {{"schedule", plan.pipelineSchedule},
-                        {"chunks", plan.pipelineChunks},
-                        {"split", plan.pipelineSplit.empty()
-                                      ? json("auto")
-                                      : json(plan.pipelineSplit)}};
-  result["tensor_parallel"] = {{"rules", plan.tpRules},
-                               {"sequence_parallel", plan.sequenceParallel}};
-  result["optimizer"] = std::move(optimizer);
-  result["frozen"] = plan.frozen;
-  json padding = json::object();
-  for (const auto &[glob, row] : plan.paddingIdx)
-    padding[glob] = row;
-  result["padding_idx"] = std::move(padding);
-  result["lr_schedule"] = {{"warmup_steps", plan.lrSchedule.warmupSteps},
-                           {"decay", plan.lrSchedule.decay},
-                           {"min_lr", plan.lrSchedule.minLr},
-                           {"decay_steps", plan.lrSchedule.decaySteps}};
-  result["data"] = {{"inputs", plan.dataInputs},
-                    {"targets", plan.dataTargets},
-                    {"feeds", plan.dataFeeds},
-                    {"targets_from", plan.targetsFrom}};
+  for (const PlanKey &key : planKeys()) {
+    if (!key.appliesTo(plan))
+      continue;
+    if (key.leaf().empty())
+      result[key.path] = key.print(plan);
+    else
+      result[key.group()][key.leaf()] = key.print(plan);
+  }
   return result;
 }
 

@@ -5,6 +5,11 @@
 // optimizer and its LR schedule, which parameters are frozen and which graph
 // inputs are data. docs/plan.md is the user reference of every key.
 //
+// Plan.cpp spells each key once, in its table of keys (planKeys()): parsing,
+// the "unknown key" messages and toJson() all read that table, and a rule
+// between keys sits beside the later key (or, across objects, in one check
+// after every key is read).
+//
 // Plan.cpp is the only file that uses nlohmann::json exceptions (it is built
 // with -fexceptions); none escapes from it. This header includes only
 // <nlohmann/json_fwd.hpp>: callers of toJson() or parsePlan() that build or
