@@ -10,7 +10,7 @@
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
 #include "passes/parallel/Schedule.h"
-#include "runtime/comm/Comm.h"
+#include "runtime/comm/CommBytes.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -91,6 +91,7 @@ const char *const kTrainFiles[] = {
     "train/PipelineExecutor.h",
     "train/PipelineExecutor.cpp",
     "comm/Comm.h",
+    "comm/CommBytes.h",
     "comm/Comm.cpp",
     "comm/Backend.h",
     "comm/MpiBackend.cpp",

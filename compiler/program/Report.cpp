@@ -11,7 +11,7 @@
 #include "passes/lowering/Passes.h"
 #include "passes/parallel/Passes.h"
 #include "passes/parallel/Schedule.h"
-#include "runtime/comm/Comm.h"
+#include "runtime/comm/CommBytes.h"
 
 #include <nlohmann/json.hpp>
 

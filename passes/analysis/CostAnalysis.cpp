@@ -5,7 +5,7 @@
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 #include "dialects/parallel/DistOps.h"
-#include "runtime/comm/Comm.h"
+#include "runtime/comm/CommBytes.h"
 
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringExtras.h"

@@ -3,7 +3,7 @@
 #include "passes/parallel/Passes.h"
 
 #include "dialects/nn/NNOps.h"
-#include "runtime/comm/Comm.h"
+#include "runtime/comm/CommBytes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"

@@ -33,10 +33,10 @@
 // thread that called create() may call the communicator
 // (MPI_THREAD_FUNNELED).
 //
-// The byte closed forms at the end are pure and inline: the compiler's
-// report includes this header (without MPI or CUDA) to predict what the
-// counters of the running program will say. The header never includes CUDA
-// headers (streams are passed as void *).
+// The bytes each collective sends and the ZeRO shard sizes are closed forms
+// in runtime/comm/CommBytes.h, which the compiler (cost analysis, report,
+// ZeRO partition) includes without this class. The header never includes
+// CUDA headers (streams are passed as void *).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +44,7 @@
 #define AUTOPAR_RUNTIME_COMM_COMM_H
 
 #include "runtime/Status.h"
+#include "runtime/comm/CommBytes.h"
 
 #include <array>
 #include <cstdint>
@@ -361,62 +362,6 @@ private:
   std::map<AxisMask, std::array<double, kNumCollectiveKinds>> sentBytes;
   std::unique_ptr<Impl> impl;
 };
-
-/// Bytes sent per rank by a ring all-reduce of numElements elements over a
-/// group of groupSize ranks: 2 (g-1)/g S, S the bytes of the buffer.
-inline double allReduceBytes(int64_t numElements, int64_t groupSize,
-                             int64_t elementBytes) {
-  if (groupSize <= 1)
-    return 0;
-  return 2.0 * double(groupSize - 1) * double(numElements) *
-         double(elementBytes) / double(groupSize);
-}
-
-/// Elements of one rank's flat shard: ceil(numElements / groupSize).
-inline int64_t flatChunk(int64_t numElements, int64_t groupSize) {
-  if (groupSize <= 1)
-    return numElements;
-  return (numElements + groupSize - 1) / groupSize;
-}
-
-/// How a rank keeps one trainable tensor of `numElements` elements whose
-/// update is flat-sharded over a group of `group` ranks (1: not sharded;
-/// TensorInfo::updateAxes): runtime/train/TensorStore.cpp allocates this,
-/// the compiler's report counts it.
-struct ZeroLayout {
-  /// The optimizer state: this rank's flat shard (the whole tensor when not
-  /// sharded).
-  int64_t stateElements;
-  /// The gradient: the shard when the step returns it sharded
-  /// (`gradSharded`: ZeRO-2/3), whole and padded to `group` shards when it
-  /// is reduce-scattered in place after the step (`gradPending` with a
-  /// sharded update: ZeRO-1), else whole.
-  int64_t gradElements;
-};
-
-inline ZeroLayout zeroLayout(int64_t numElements, int64_t group,
-                             bool gradSharded, bool gradPending) {
-  int64_t chunk = flatChunk(numElements, group);
-  return {chunk, gradSharded                ? chunk
-                 : gradPending && group > 1 ? chunk * group
-                                            : numElements};
-}
-
-/// Bytes sent per rank by reduceScatterFlat: (g-1)/g S with S the padded
-/// buffer's g * chunk elements, i.e. (g-1) chunk elements.
-inline double reduceScatterFlatBytes(int64_t numElements, int64_t groupSize,
-                                     int64_t elementBytes) {
-  if (groupSize <= 1)
-    return 0;
-  return double(groupSize - 1) * double(flatChunk(numElements, groupSize)) *
-         double(elementBytes);
-}
-
-/// Bytes sent per rank by allGatherFlat: the same as reduceScatterFlat.
-inline double allGatherFlatBytes(int64_t numElements, int64_t groupSize,
-                                 int64_t elementBytes) {
-  return reduceScatterFlatBytes(numElements, groupSize, elementBytes);
-}
 
 } // namespace autopar::rt
 

@@ -1,0 +1,76 @@
+//===- CommBytes.h - what the collectives send, in closed form --*- C++ -*-===//
+//
+// The bytes one rank sends in each collective of runtime/comm/Comm.h and the
+// size of a flat ZeRO shard: pure inline functions with no dependencies, so
+// that the compiler (CostAnalysis, the report, ZeroPartition, the program
+// writer) predicts exactly what the running program's counters say and
+// allocates. One home: the Communicator counts its bytes with these.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef AUTOPAR_RUNTIME_COMM_COMMBYTES_H
+#define AUTOPAR_RUNTIME_COMM_COMMBYTES_H
+
+#include <cstdint>
+
+namespace autopar::rt {
+
+/// Bytes sent per rank by a ring all-reduce of numElements elements over a
+/// group of groupSize ranks: 2 (g-1)/g S, S the bytes of the buffer.
+inline double allReduceBytes(int64_t numElements, int64_t groupSize,
+                             int64_t elementBytes) {
+  if (groupSize <= 1)
+    return 0;
+  return 2.0 * double(groupSize - 1) * double(numElements) *
+         double(elementBytes) / double(groupSize);
+}
+
+/// Elements of one rank's flat shard: ceil(numElements / groupSize).
+inline int64_t flatChunk(int64_t numElements, int64_t groupSize) {
+  if (groupSize <= 1)
+    return numElements;
+  return (numElements + groupSize - 1) / groupSize;
+}
+
+/// How a rank keeps one trainable tensor of `numElements` elements whose
+/// update is flat-sharded over a group of `group` ranks (1: not sharded;
+/// TensorInfo::updateAxes): runtime/train/TensorStore.cpp allocates this,
+/// the compiler's report counts it.
+struct ZeroLayout {
+  /// The optimizer state: this rank's flat shard (the whole tensor when not
+  /// sharded).
+  int64_t stateElements;
+  /// The gradient: the shard when the step returns it sharded
+  /// (`gradSharded`: ZeRO-2/3), whole and padded to `group` shards when it
+  /// is reduce-scattered in place after the step (`gradPending` with a
+  /// sharded update: ZeRO-1), else whole.
+  int64_t gradElements;
+};
+
+inline ZeroLayout zeroLayout(int64_t numElements, int64_t group,
+                             bool gradSharded, bool gradPending) {
+  int64_t chunk = flatChunk(numElements, group);
+  return {chunk, gradSharded                ? chunk
+                 : gradPending && group > 1 ? chunk * group
+                                            : numElements};
+}
+
+/// Bytes sent per rank by reduceScatterFlat: (g-1)/g S with S the padded
+/// buffer's g * chunk elements, i.e. (g-1) chunk elements.
+inline double reduceScatterFlatBytes(int64_t numElements, int64_t groupSize,
+                                     int64_t elementBytes) {
+  if (groupSize <= 1)
+    return 0;
+  return double(groupSize - 1) * double(flatChunk(numElements, groupSize)) *
+         double(elementBytes);
+}
+
+/// Bytes sent per rank by allGatherFlat: the same as reduceScatterFlat.
+inline double allGatherFlatBytes(int64_t numElements, int64_t groupSize,
+                                 int64_t elementBytes) {
+  return reduceScatterFlatBytes(numElements, groupSize, elementBytes);
+}
+
+} // namespace autopar::rt
+
+#endif // AUTOPAR_RUNTIME_COMM_COMMBYTES_H
