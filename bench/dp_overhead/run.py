@@ -18,26 +18,13 @@ per step (from the log) and the ratio for ZeRO stages 0, 1 and 2.
 Usage: /usr/bin/python3 bench/dp_overhead/run.py [--steps N] [--keep]
 """
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_ranks import Work, log_rows, median_ms, mpi_env, threads_env  # noqa: E402
+
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, per_rank_batch=4)
-
-
-def run(cmd, env, **kw):
-    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, **kw)
-
-
-def median_ms(log, steps):
-    rows = [json.loads(line) for line in open(log)]
-    warm = max(1, steps // 5)
-    return statistics.median(r["ms"] for r in rows[warm:]), rows[-1].get("comm_bytes")
 
 
 def main():
@@ -45,39 +32,23 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = os.cpu_count() or 1
-    work = tempfile.mkdtemp(prefix="autopar-dp-overhead-")
     c = CONFIG
-    model = os.path.join(work, "model.onnx")
-    run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "gpt",
-         "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
-         "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", "1", "--dynamic-batch",
-         "--opset", "17", "--no-constant-folding", "--seed", "0", "-o", model], env)
-    tokens = os.path.join(work, "tokens.bin")
-    count = (args.steps + 1) * 2 * c["per_rank_batch"] * c["seq"] + 1
-    run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
-         "--vocab", str(c["vocab"])], env)
-    autopar = os.path.join(ROOT, "build/bin/autopar")
+    work = Work("dp-overhead", mpi_env(), args.keep)
+    model = work.export("gpt", c, 1, "--dynamic-batch", "--no-constant-folding")
+    tokens = work.tokens((args.steps + 1) * 2 * c["per_rank_batch"] * c["seq"] + 1, c["vocab"])
 
     def train(dp, stage):
         batch = c["per_rank_batch"] * dp
-        plan = os.path.join(work, f"plan-{dp}-{stage}.json")
-        json.dump({"mesh": {"dp": dp}, "zero": {"stage": stage}}, open(plan, "w"))
-        prog = os.path.join(work, f"prog-{dp}-{stage}")
-        run([autopar, "compile", model, "--plan", plan, "-o", prog,
-             "--input-shape", f"idx={batch},{c['seq']}",
-             "--input-shape", f"targets={batch},{c['seq']}"], env)
-        log = os.path.join(work, f"log-{dp}-{stage}.jsonl")
-        threads = str(max(1, cores // 2))
-        renv = dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-        cmd = [os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
-               "--log", log]
-        if dp > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(dp), "-x", "OMP_NUM_THREADS",
-                   "-x", "OPENBLAS_NUM_THREADS", "--bind-to", "none"] + cmd
-        run(cmd, renv)
-        return median_ms(log, args.steps)
+        name = f"{dp}-{stage}"
+        prog = work.compile(model, name, {"mesh": {"dp": dp}, "zero": {"stage": stage}},
+                            "--input-shape", f"idx={batch},{c['seq']}",
+                            "--input-shape", f"targets={batch},{c['seq']}")
+        log = work.path(f"log-{name}.jsonl")
+        work.train(prog, dp, ["--data", tokens, "--steps", str(args.steps), "--log", log],
+                   threads_env(work.env, cores // 2))
+        rows = log_rows(log)
+        return median_ms(rows, args.steps), rows[-1].get("comm_bytes")
 
     base, _ = train(1, 0)
     print(f"machine: {cores} cores; GPT {c['layers']} layers, d {c['d_model']}, T {c['seq']}, "
@@ -90,10 +61,7 @@ def main():
         print(f"{'dp=2 zero=' + str(stage):<22}{ms:>10.1f}{sent:>24.0f}{ms / base:>8.2f}")
     if cores < 2:
         print("note: fewer cores than ranks; the ratio includes time-sharing")
-    if args.keep:
-        print(f"work directory: {work}")
-    else:
-        subprocess.run(["rm", "-rf", work])
+    work.close()
 
 
 if __name__ == "__main__":

@@ -22,19 +22,13 @@ Usage: /usr/bin/python3 bench/pp/run.py [--steps N] [--keep]
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_ranks import Work, mpi_env  # noqa: E402
+
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=16, micro=8)
 SCHEDULES = ("gpipe", "1f1b", "zb-h1", "interleaved")
-
-
-def run(cmd, env):
-    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
 
 
 def measured_bubble(trace_path):
@@ -52,49 +46,31 @@ def main():
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     pp = 2
     cores = os.cpu_count() or 1
-    work = tempfile.mkdtemp(prefix="autopar-pp-")
     c = CONFIG
-    model = os.path.join(work, "model.onnx")
-    run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "gpt",
-         "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
-         "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
-         "--opset", "17", "--seed", "0", "--dynamic-batch", "-o", model], env)
-    tokens = os.path.join(work, "tokens.bin")
-    count = (args.steps + 1) * c["batch"] * c["seq"] + 1
-    run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
-         "--vocab", str(c["vocab"])], env)
-    autopar = os.path.join(ROOT, "build/bin/autopar")
+    work = Work("pp", mpi_env(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"), args.keep)
+    model = work.export("gpt", c, c["batch"], "--dynamic-batch")
+    tokens = work.tokens((args.steps + 1) * c["batch"] * c["seq"] + 1, c["vocab"])
     print(f"pp: GPT L={c['layers']} h={c['d_model']} V={c['vocab']} T={c['seq']} "
           f"B={c['batch']} m={c['micro']}, pp={pp} CPU ranks, {cores} cores"
           + ("" if cores >= pp else " (fewer cores than ranks: time-shared, not meaningful)"))
     print(f"{'schedule':<12} {'predicted':>9} {'measured':>9} {'ratio':>6} {'step ms':>8}")
     for schedule in SCHEDULES:
-        plan = os.path.join(work, f"plan-{schedule}.json")
-        json.dump({"mesh": {"pp": pp}, "pipeline": {"schedule": schedule},
-                   "batch": {"micro_batches": c["micro"]},
-                   "optimizer": {"type": "adamw", "lr": 1e-3}}, open(plan, "w"))
-        prog = os.path.join(work, f"prog-{schedule}")
         shape = f"{c['batch']},{c['seq']}"
-        run([autopar, "compile", model, "--plan", plan, "--input-shape", f"idx={shape}",
-             "--input-shape", f"targets={shape}", "-o", prog], env)
+        prog = work.compile(model, schedule, {
+            "mesh": {"pp": pp}, "pipeline": {"schedule": schedule},
+            "batch": {"micro_batches": c["micro"]},
+            "optimizer": {"type": "adamw", "lr": 1e-3}},
+            "--input-shape", f"idx={shape}", "--input-shape", f"targets={shape}")
         predicted = json.load(open(os.path.join(prog, "report.json")))[
             "parallel"]["pipeline"]["bubble_fraction"]
-        trace = os.path.join(work, f"trace-{schedule}.json")
-        run(["mpirun", "--oversubscribe", "-np", str(pp), "-x", "OMP_NUM_THREADS",
-             "-x", "OPENBLAS_NUM_THREADS", "--bind-to", "none",
-             os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
-             "--trace", trace], env)
+        trace = work.path(f"trace-{schedule}.json")
+        work.train(prog, pp, ["--data", tokens, "--steps", str(args.steps), "--trace", trace])
         bubble, span = measured_bubble(trace)
         print(f"{schedule:<12} {predicted:>9.3f} {bubble:>9.3f} "
               f"{bubble / predicted if predicted else float('nan'):>6.2f} {span / 1000:>8.1f}")
-    if args.keep:
-        print(f"work directory: {work}")
-    else:
-        shutil.rmtree(work)
+    work.close()
     return 0
 
 

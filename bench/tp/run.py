@@ -28,18 +28,12 @@ Usage: /usr/bin/python3 bench/tp/run.py [--steps N] [--keep]
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = "/usr/bin/python3"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cpu_ranks import Work, log_rows, median_ms, mpi_env, threads_env  # noqa: E402
+
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=8)
-
-
-def run(cmd, env):
-    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
 
 
 def main():
@@ -47,43 +41,25 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = os.cpu_count() or 1
-    work = tempfile.mkdtemp(prefix="autopar-tp-")
     c = CONFIG
-    model = os.path.join(work, "model.onnx")
-    run([PY, os.path.join(ROOT, "test/models/export.py"), "--model", "bert",
-         "--vocab", str(c["vocab"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
-         "--layers", str(c["layers"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
-         "--opset", "17", "--seed", "0", "-o", model], env)
-    tokens = os.path.join(work, "tokens.bin")
-    count = (args.steps + 1) * c["batch"] * c["seq"] + 1
-    run([PY, os.path.join(ROOT, "test/e2e/make_tokens.py"), "-o", tokens, "--count", str(count),
-         "--vocab", str(c["vocab"])], env)
-    autopar = os.path.join(ROOT, "build/bin/autopar")
+    work = Work("tp", mpi_env(), args.keep)
+    model = work.export("bert", c, c["batch"])
+    tokens = work.tokens((args.steps + 1) * c["batch"] * c["seq"] + 1, c["vocab"])
 
     def train(tp, sp=True):
         name = f"{tp}-{'sp' if sp else 'nosp'}"
-        plan = os.path.join(work, f"plan-{name}.json")
-        json.dump({"mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"},
-                   "tensor_parallel": {"sequence_parallel": sp}}, open(plan, "w"))
-        prog = os.path.join(work, f"prog-{name}")
-        run([autopar, "compile", model, "--plan", plan, "-o", prog], env)
-        log = os.path.join(work, f"log-{name}.jsonl")
-        threads = str(max(1, cores // tp))
-        renv = dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
-        cmd = [os.path.join(prog, "train"), "--data", tokens, "--steps", str(args.steps),
-               "--log", log]
-        if tp > 1:
-            cmd = ["mpirun", "--oversubscribe", "-np", str(tp), "-x", "OMP_NUM_THREADS",
-                   "-x", "OPENBLAS_NUM_THREADS", "--bind-to", "none"] + cmd
-        run(cmd, renv)
-        rows = [json.loads(line) for line in open(log)]
-        warm = max(1, args.steps // 5)
+        prog = work.compile(model, name, {
+            "mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"},
+            "tensor_parallel": {"sequence_parallel": sp}})
+        log = work.path(f"log-{name}.jsonl")
+        work.train(prog, tp, ["--data", tokens, "--steps", str(args.steps), "--log", log],
+                   threads_env(work.env, cores // tp))
+        rows = log_rows(log)
         with open(os.path.join(prog, "report.json")) as f:
             activations = json.load(f)["bytes"]["activations"]
-        return (statistics.median(r["ms"] for r in rows[warm:]),
-                rows[-1].get("comm_bytes", {}).get("tp", {}), activations)
+        return (median_ms(rows, args.steps), rows[-1].get("comm_bytes", {}).get("tp", {}),
+                activations)
 
     base, _, base_act = train(1)
     tp = 2
@@ -104,10 +80,7 @@ def main():
     print(f"Megatron's count: {formula:.0f} bytes per rank and step")
     if cores < 2:
         print("note: fewer cores than ranks; the ratio includes time-sharing")
-    if args.keep:
-        print(f"work directory: {work}")
-    else:
-        subprocess.run(["rm", "-rf", work])
+    work.close()
 
 
 if __name__ == "__main__":

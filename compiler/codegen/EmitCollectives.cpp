@@ -198,6 +198,7 @@ LogicalResult Emitter::emitDist(Operation *op) {
         return success();
       })
       .Default([&](Operation *o) {
-        return o->emitOpError() << "is not supported by the C++ target yet";
+        return o->emitOpError()
+               << "is not supported by the " << targetName() << " target yet";
       });
 }

@@ -389,8 +389,8 @@ LogicalResult Emitter::emitScalar(Operation *op,
            : bf16Local ? "float(" + arg(0) + ")"
                        : "static_cast<" + t + ">(" + arg(0) + ")";
   } else {
-    return op->emitOpError() << "is not supported inside nn.fused by the C++ "
-                                "target";
+    return op->emitOpError() << "is not supported inside nn.fused by the "
+                             << targetName() << " target";
   }
   if (bf16Local)
     out << formatv("const float {0} = autopar::rt::roundBf16({1});\n", name,

@@ -126,25 +126,19 @@ LogicalResult convertCast(NodeContext &ctx) {
   if (to == DType::BFloat16)
     return ctx.fail("cast to BFLOAT16 is not supported (its rounding is "
                     "unspecified before opset 19)");
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostCast(*c, to));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
   // float32 upcast to float64 at run time (a softmax PyTorch exports in
   // double around float32 values): computed in float32, its result cast
   // back to float32 differs by float32 rounding at most (docs/importer.md).
   if (to == DType::Double && ctx.inputType(0).getElementType().isF32())
     toType = ctx.inputType(0).getElementType();
-  if (ctx.inputType(0).getElementType() == toType) {
-    ctx.setOutput(0, *x);
-    return success();
-  }
-  ctx.setOutput(0, nn::CastOp::create(ctx.builder(), ctx.loc(),
-                                      ctx.inputType(0).clone(toType), *x));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostCast(c, to); },
+      [&](Value x) -> Value {
+        if (ctx.inputType(0).getElementType() == toType)
+          return x;
+        return nn::CastOp::create(ctx.builder(), ctx.loc(),
+                                  ctx.inputType(0).clone(toType), x);
+      });
 }
 
 LogicalResult convertPow(NodeContext &ctx) {

@@ -186,24 +186,17 @@ LogicalResult convertSlice(NodeContext &ctx) {
       computeSlice(in.getShape(), args[0], args[1], args[2], args[3]);
   if (!spec)
     return failWith(ctx, spec.takeError());
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostSlice(*c, *spec));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  if (ArrayRef(spec->counts) == in.getShape() &&
-      llvm::all_of(spec->strides, [](int64_t s) { return s == 1; })) {
-    ctx.setOutput(0, *x);
-    return success();
-  }
-  OpBuilder &b = ctx.builder();
-  ctx.setOutput(0, nn::SliceOp::create(b, ctx.loc(), in.clone(spec->counts),
-                                       *x,
-                                       b.getDenseI64ArrayAttr(spec->offsets),
-                                       b.getDenseI64ArrayAttr(spec->strides)));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostSlice(c, *spec); },
+      [&](Value x) -> Value {
+        if (ArrayRef(spec->counts) == in.getShape() &&
+            llvm::all_of(spec->strides, [](int64_t s) { return s == 1; }))
+          return x;
+        OpBuilder &b = ctx.builder();
+        return nn::SliceOp::create(b, ctx.loc(), in.clone(spec->counts), x,
+                                   b.getDenseI64ArrayAttr(spec->offsets),
+                                   b.getDenseI64ArrayAttr(spec->strides));
+      });
 }
 
 LogicalResult convertConcat(NodeContext &ctx) {

@@ -133,20 +133,16 @@ LogicalResult convertTrilu(NodeContext &ctx) {
     for (int64_t j = 0; j < cols; ++j)
       mask.setInt(i * cols + j, upper ? j - i >= k : j - i <= k);
   HostTensor zero = HostTensor::zeros(mlirToDType(type.getElementType()), {});
-  if (const HostTensor *c = ctx.constInput(0))
-    return setHost(ctx, hostWhere(mask, *c, zero));
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  OpBuilder &b = ctx.builder();
-  ctx.setOutput(0, nn::WhereOp::create(
-                       b, ctx.loc(),
-                       nn::ConstantOp::create(b, ctx.loc(),
-                                              mask.toAttr(b.getContext())),
-                       *x,
-                       nn::ConstantOp::create(b, ctx.loc(),
-                                              zero.toAttr(b.getContext()))));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostWhere(mask, c, zero); },
+      [&](Value x) {
+        OpBuilder &b = ctx.builder();
+        auto constant = [&](const HostTensor &t) {
+          return nn::ConstantOp::create(b, ctx.loc(), t.toAttr(b.getContext()));
+        };
+        return nn::WhereOp::create(b, ctx.loc(), constant(mask), x,
+                                   constant(zero));
+      });
 }
 
 /// Sin and Cos of constants only (rotary tables built from arange fold at

@@ -22,16 +22,12 @@ namespace {
 
 /// Output 0 is input 0 reshaped to `shape` (folded when it is constant).
 LogicalResult setReshaped(NodeContext &ctx, ArrayRef<int64_t> shape) {
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostReshape(*c, shape));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(0, nn::ReshapeOp::create(ctx.builder(), ctx.loc(),
-                                         ctx.inputType(0).clone(shape), *x));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostReshape(c, shape); },
+      [&](Value x) {
+        return nn::ReshapeOp::create(ctx.builder(), ctx.loc(),
+                                     ctx.inputType(0).clone(shape), x);
+      });
 }
 
 } // namespace
@@ -73,17 +69,12 @@ LogicalResult convertUnsqueeze(NodeContext &ctx) {
       normalizeAxes(ctx, raw, in.getRank() + raw.size());
   if (failed(axes))
     return failure();
-  if (const HostTensor *c = ctx.constInput(0)) {
-    auto type = cast<RankedTensorType>(nn::inferUnsqueezeType(in, *axes));
-    ctx.setOutput(0, hostReshape(*c, type.getShape()));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(0,
-                nn::UnsqueezeOp::create(ctx.builder(), ctx.loc(), *x, *axes));
-  return success();
+  auto type = cast<RankedTensorType>(nn::inferUnsqueezeType(in, *axes));
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostReshape(c, type.getShape()); },
+      [&](Value x) {
+        return nn::UnsqueezeOp::create(ctx.builder(), ctx.loc(), x, *axes);
+      });
 }
 
 LogicalResult convertSqueeze(NodeContext &ctx) {
@@ -107,16 +98,12 @@ LogicalResult convertSqueeze(NodeContext &ctx) {
     if (in.getDimSize(a) != 1)
       return ctx.fail("dim " + llvm::Twine(a) + " has size " +
                       llvm::Twine(in.getDimSize(a)) + ", not 1");
-  if (const HostTensor *c = ctx.constInput(0)) {
-    auto type = cast<RankedTensorType>(nn::inferReduceType(in, axes, false));
-    ctx.setOutput(0, hostReshape(*c, type.getShape()));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(0, nn::SqueezeOp::create(ctx.builder(), ctx.loc(), *x, axes));
-  return success();
+  auto type = cast<RankedTensorType>(nn::inferReduceType(in, axes, false));
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostReshape(c, type.getShape()); },
+      [&](Value x) {
+        return nn::SqueezeOp::create(ctx.builder(), ctx.loc(), x, axes);
+      });
 }
 
 LogicalResult convertExpand(NodeContext &ctx) {
@@ -129,18 +116,14 @@ LogicalResult convertExpand(NodeContext &ctx) {
     return ctx.fail("input shape " + shapeToString(in.getShape()) +
                     " does not broadcast with " +
                     shapeToString((*shapeT)->toInts()));
-  if (const HostTensor *c = ctx.constInput(0))
-    return setHost(ctx, hostExpand(*c, *shape));
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  if (ArrayRef(*shape) == in.getShape()) {
-    ctx.setOutput(0, *x);
-    return success();
-  }
-  ctx.setOutput(0, nn::ExpandOp::create(ctx.builder(), ctx.loc(),
-                                        in.clone(*shape), *x));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostExpand(c, *shape); },
+      [&](Value x) -> Value {
+        if (ArrayRef(*shape) == in.getShape())
+          return x;
+        return nn::ExpandOp::create(ctx.builder(), ctx.loc(), in.clone(*shape),
+                                    x);
+      });
 }
 
 LogicalResult convertTranspose(NodeContext &ctx) {
@@ -159,16 +142,11 @@ LogicalResult convertTranspose(NodeContext &ctx) {
       return ctx.fail("perm " + shapeToString(perm) +
                       " is not a permutation of rank " +
                       llvm::Twine(in.getRank()));
-  if (const HostTensor *c = ctx.constInput(0)) {
-    ctx.setOutput(0, hostTranspose(*c, perm));
-    return success();
-  }
-  FailureOr<Value> x = ctx.input(0);
-  if (failed(x))
-    return failure();
-  ctx.setOutput(0,
-                nn::TransposeOp::create(ctx.builder(), ctx.loc(), *x, perm));
-  return success();
+  return foldOrBuild(
+      ctx, [&](const HostTensor &c) { return hostTranspose(c, perm); },
+      [&](Value x) {
+        return nn::TransposeOp::create(ctx.builder(), ctx.loc(), x, perm);
+      });
 }
 
 LogicalResult convertSplit(NodeContext &ctx) {

@@ -28,6 +28,19 @@ namespace autopar::onnx_import {
 
 mlir::LogicalResult failWith(NodeContext &ctx, llvm::Error err);
 mlir::LogicalResult setHost(NodeContext &ctx, llvm::Expected<HostTensor> t);
+/// Output 0 of a node whose input 0 may be a constant: `fold(constant)`
+/// (a HostTensor, or an llvm::Expected of one) at import when it is one,
+/// else `build(input 0)`, the value computed at run time.
+template <typename Fold, typename Build>
+mlir::LogicalResult foldOrBuild(NodeContext &ctx, Fold fold, Build build) {
+  if (const HostTensor *c = ctx.constInput(0))
+    return setHost(ctx, fold(*c));
+  mlir::FailureOr<mlir::Value> x = ctx.input(0);
+  if (mlir::failed(x))
+    return mlir::failure();
+  ctx.setOutput(0, mlir::Value(build(*x)));
+  return mlir::success();
+}
 mlir::FailureOr<const HostTensor *>
 requireOneValue(NodeContext &ctx, unsigned i, llvm::StringRef what);
 std::string typeString(mlir::Type t);
