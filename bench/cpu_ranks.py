@@ -1,6 +1,7 @@
 """What the CPU benchmarks over several ranks share (bench/dp_overhead,
 bench/tp, bench/pp): a work directory with a test model and a token file,
 one compile, one training run over MPI ranks, and the log's median step."""
+import argparse
 import json
 import os
 import shutil
@@ -11,6 +12,14 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 AUTOPAR = os.path.join(ROOT, "build/bin/autopar")
+
+
+def parse_args(doc, steps):
+    """The benchmarks' command line: --steps N (default `steps`), --keep."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    return parser.parse_args()
 
 
 def run(cmd, env):
@@ -68,6 +77,14 @@ class Work:
             cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), "-x", "OMP_NUM_THREADS",
                    "-x", "OPENBLAS_NUM_THREADS", "--bind-to", "none"] + cmd
         run(cmd, env or self.env)
+
+    def train_log(self, prog, ranks, tokens, steps, threads):
+        """Trains `steps` steps of `tokens` on `ranks` ranks of `threads`
+        threads each; the rows of the log."""
+        log = prog + "-log.jsonl"
+        self.train(prog, ranks, ["--data", tokens, "--steps", str(steps), "--log", log],
+                   threads_env(self.env, threads))
+        return log_rows(log)
 
     def close(self):
         if self.keep:

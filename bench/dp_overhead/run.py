@@ -17,21 +17,17 @@ per step (from the log) and the ratio for ZeRO stages 0, 1 and 2.
 
 Usage: /usr/bin/python3 bench/dp_overhead/run.py [--steps N] [--keep]
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cpu_ranks import Work, log_rows, median_ms, mpi_env, threads_env  # noqa: E402
+from cpu_ranks import Work, median_ms, mpi_env, parse_args  # noqa: E402
 
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, per_rank_batch=4)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+    args = parse_args(__doc__, 20)
     cores = os.cpu_count() or 1
     c = CONFIG
     work = Work("dp-overhead", mpi_env(), args.keep)
@@ -44,10 +40,7 @@ def main():
         prog = work.compile(model, name, {"mesh": {"dp": dp}, "zero": {"stage": stage}},
                             "--input-shape", f"idx={batch},{c['seq']}",
                             "--input-shape", f"targets={batch},{c['seq']}")
-        log = work.path(f"log-{name}.jsonl")
-        work.train(prog, dp, ["--data", tokens, "--steps", str(args.steps), "--log", log],
-                   threads_env(work.env, cores // 2))
-        rows = log_rows(log)
+        rows = work.train_log(prog, dp, tokens, args.steps, cores // 2)
         return median_ms(rows, args.steps), rows[-1].get("comm_bytes")
 
     base, _ = train(1, 0)

@@ -19,13 +19,12 @@ measured bubble means little (it says so).
 
 Usage: /usr/bin/python3 bench/pp/run.py [--steps N] [--keep]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cpu_ranks import Work, mpi_env  # noqa: E402
+from cpu_ranks import Work, mpi_env, parse_args  # noqa: E402
 
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=16, micro=8)
 SCHEDULES = ("gpipe", "1f1b", "zb-h1", "interleaved")
@@ -42,10 +41,7 @@ def measured_bubble(trace_path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+    args = parse_args(__doc__, 6)
     pp = 2
     cores = os.cpu_count() or 1
     c = CONFIG

@@ -25,22 +25,18 @@ parallelism, with report.json's activation bytes per rank.
 
 Usage: /usr/bin/python3 bench/tp/run.py [--steps N] [--keep]
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cpu_ranks import Work, log_rows, median_ms, mpi_env, threads_env  # noqa: E402
+from cpu_ranks import Work, median_ms, mpi_env, parse_args  # noqa: E402
 
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=8)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args()
+    args = parse_args(__doc__, 20)
     cores = os.cpu_count() or 1
     c = CONFIG
     work = Work("tp", mpi_env(), args.keep)
@@ -52,10 +48,7 @@ def main():
         prog = work.compile(model, name, {
             "mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"},
             "tensor_parallel": {"sequence_parallel": sp}})
-        log = work.path(f"log-{name}.jsonl")
-        work.train(prog, tp, ["--data", tokens, "--steps", str(args.steps), "--log", log],
-                   threads_env(work.env, cores // tp))
-        rows = log_rows(log)
+        rows = work.train_log(prog, tp, tokens, args.steps, cores // tp)
         with open(os.path.join(prog, "report.json")) as f:
             activations = json.load(f)["bytes"]["activations"]
         return (median_ms(rows, args.steps), rows[-1].get("comm_bytes", {}).get("tp", {}),

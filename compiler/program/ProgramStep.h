@@ -60,6 +60,14 @@ public:
       : module(module), o(options) {}
   std::string error;
 
+  /// `ok`; if false, with the first error copied into `out` (what the entry
+  /// points writeProgram, writeReport and trainReportJson return).
+  bool finish(bool ok, std::string &out) const {
+    if (!ok)
+      out = error;
+    return ok;
+  }
+
 protected:
   bool fail(const std::string &message) {
     if (error.empty())

@@ -1120,8 +1120,5 @@ int64_t autopar::inputValueBound(func::FuncOp func, Value input) {
 bool autopar::writeProgram(ModuleOp module, const ProgramOptions &options,
                            const std::string &dir, std::string &error) {
   Writer writer(module, options);
-  if (writer.run(dir))
-    return true;
-  error = writer.error;
-  return false;
+  return writer.finish(writer.run(dir), error);
 }

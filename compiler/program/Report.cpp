@@ -536,17 +536,11 @@ bool Reporter::trainReport(nlohmann::json &r) {
 bool autopar::trainReportJson(ModuleOp module, const ProgramOptions &options,
                               nlohmann::json &report, std::string &error) {
   Reporter reporter(module, options);
-  if (reporter.trainReport(report))
-    return true;
-  error = reporter.error;
-  return false;
+  return reporter.finish(reporter.trainReport(report), error);
 }
 
 bool autopar::writeReport(ModuleOp module, const ProgramOptions &options,
                           const std::string &dir, std::string &error) {
   Reporter reporter(module, options);
-  if (reporter.run(dir))
-    return true;
-  error = reporter.error;
-  return false;
+  return reporter.finish(reporter.run(dir), error);
 }

@@ -475,6 +475,16 @@ bool autopar::nn::isElementwise(Operation *op) {
   return isFusableElementwise(op);
 }
 
+BlockArgument autopar::nn::paramArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || !arg.getOwner()->isEntryBlock())
+    return nullptr;
+  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!func || !func.getArgAttr(arg.getArgNumber(), NNDialect::kParamAttr))
+    return nullptr;
+  return arg;
+}
+
 std::optional<double> autopar::nn::scalarConstant(Value v) {
   auto constant = v.getDefiningOp<ConstantOp>();
   if (!constant)

@@ -61,6 +61,10 @@ bool isElementwise(mlir::Operation *op);
 /// element per broadcast (every dim 1): a scalar of the exported graph.
 std::optional<double> scalarConstant(mlir::Value v);
 
+/// `v` if it is an argument of a function's entry block that the function
+/// marks a parameter (nn.param), else null.
+mlir::BlockArgument paramArgument(mlir::Value v);
+
 } // namespace autopar::nn
 
 #define GET_OP_CLASSES

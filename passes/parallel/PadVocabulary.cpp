@@ -29,20 +29,14 @@ using namespace autopar::dist;
 
 namespace {
 
-bool isParamArg(func::FuncOp func, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && arg.getOwner() == &func.getBody().front() &&
-         func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr);
-}
-
 /// Whether `v` is computed from a graph input (token ids), not from
 /// parameters and constants only.
-bool readsInput(func::FuncOp func, Value v) {
+bool readsInput(Value v) {
   SmallVector<Value> work = {v};
   DenseSet<Value> seen;
   while (!work.empty()) {
     Value u = work.pop_back_val();
-    if (!seen.insert(u).second || isParamArg(func, u))
+    if (!seen.insert(u).second || nn::paramArgument(u))
       continue;
     Operation *def = u.getDefiningOp();
     if (!def)
@@ -122,7 +116,7 @@ LogicalResult grow(func::FuncOp func, Value v, int64_t d, VocabGroup &g) {
     if (Operation *def = u.getDefiningOp()) {
       if (!carriesPadding(def) || failed(visit(def, u, e)))
         return failure();
-    } else if (!isParamArg(func, u)) {
+    } else if (!nn::paramArgument(u)) {
       return failure(); // a graph input
     } else {
       g.hasParam = true;
@@ -190,8 +184,8 @@ struct PadVocabularyPass
       seeds.push_back({loss.getScores(), 1});
     });
     func.walk([&](nn::GatherOp gather) {
-      if (isParamArg(func, gather.getData()) &&
-          readsInput(func, gather.getIndices()))
+      if (nn::paramArgument(gather.getData()) &&
+          readsInput(gather.getIndices()))
         seeds.push_back({gather.getData(), gather.getAxis()});
     });
     DenseSet<Value> grouped;

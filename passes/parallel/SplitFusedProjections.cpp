@@ -28,9 +28,8 @@ namespace {
 
 /// `v` as a parameter argument of `func` used once, or null.
 BlockArgument singleUseParameter(func::FuncOp func, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg || arg.getOwner() != &func.getBody().front() || !arg.hasOneUse() ||
-      !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr))
+  BlockArgument arg = nn::paramArgument(v);
+  if (!arg || arg.getOwner() != &func.getBody().front() || !arg.hasOneUse())
     return nullptr;
   return arg;
 }

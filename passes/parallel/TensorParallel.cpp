@@ -38,10 +38,7 @@ bool isParameter(Value v) {
       return false;
     v = def->getOperand(0);
   }
-  auto arg = cast<BlockArgument>(v);
-  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  return func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr) !=
-         nullptr;
+  return nn::paramArgument(v) != nullptr;
 }
 
 /// A matmul of an activation by a weight: which operand is which, and the
