@@ -110,7 +110,7 @@ const char *const kTrainFiles[] = {
     "onnx/OnnxExport.cpp",
 };
 const char *const kRunFiles[] = {
-    "RunMain.cpp",
+    "run/RunMain.cpp",
     "onnx/TensorFile.h",
     "onnx/TensorFile.cpp",
 };
