@@ -37,6 +37,8 @@ kernel_tests=(Kernels Attention)
 rtol=1e-3
 
 # name | fixture | extra compile flags | plan [| rtol, default $rtol]
+# gpt-pad-vocab: the vocabulary of 64 padded to 96 (pad_vocab_multiple),
+# against PyTorch's unpadded model.
 # bf16-mixed is compared with the CPU target's bf16-mixed run and PyTorch's
 # fp32 within 1e-2 (docs/training.md, "Mixed precision").
 cases=(
@@ -46,6 +48,7 @@ cases=(
   "gpt-relu-frozen|gpt_relu_opset14_static.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}, \"frozen\": [\"*ln_1*\"]}"
   "gpt-micro|gpt_opset17_dynamic.onnx|--input-shape idx=4,16 --input-shape targets=4,16|{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003}, \"batch\": {\"micro_batches\": 2}}"
   "bert-sgd|bert_opset17_static.onnx||{\"optimizer\": {\"type\": \"sgd\", \"lr\": 0.1, \"momentum\": 0.9}}"
+  "gpt-pad-vocab|gpt_opset17_static.onnx||{\"pad_vocab_multiple\": 48, \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}"
   "gpt-bf16|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
   "gpt-bf16-unfused|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"attention\": \"unfused\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
 )

@@ -169,6 +169,8 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
+  // plan.json says what the target made of "auto".
+  planFile.padVocabMultiple = padVocabMultiple(planFile, o.target);
   return true;
 }
 

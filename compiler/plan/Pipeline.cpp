@@ -91,11 +91,15 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
                                  StringRef target) {
   pm.addPass(dist::createApplyPlanPass(applyPlanOptions(plan)));
   pm.addPass(createCanonicalizerPass());
-  // Tensor parallelism, before autodiff: a fused QKV split per part and a
-  // vocabulary tp does not divide padded.
-  if (plan.meshTp > 1) {
+  // Before autodiff: for tensor parallelism, a fused QKV split per part;
+  // a vocabulary pad_vocab_multiple x tp does not divide padded.
+  if (plan.meshTp > 1)
     pm.addPass(dist::createSplitFusedProjectionsPass());
-    pm.addPass(dist::createPadVocabularyPass());
+  const int64_t vocabMultiple = padVocabMultiple(plan, target);
+  if (plan.meshTp > 1 || vocabMultiple > 1) {
+    dist::PadVocabularyPassOptions pad;
+    pad.multiple = vocabMultiple;
+    pm.addPass(dist::createPadVocabularyPass(pad));
   }
   // Attention and GELU first: autodiff then derives nn.attention_grad and
   // nn.gelu_grad from them.

@@ -527,6 +527,21 @@ bool readFeeds(PlanParser &r, const json &v, const std::string &at,
   return true;
 }
 
+bool readPadVocabMultiple(PlanParser &r, const json &v, const std::string &at,
+                          Plan &plan) {
+  const auto *s = v.get_ptr<const json::string_t *>();
+  if (s && *s == "auto") {
+    plan.padVocabMultiple = 0;
+    return true;
+  }
+  std::string ignored;
+  PlanParser quiet(ignored);
+  if (!quiet.readInt(v, at, 1, plan.padVocabMultiple))
+    return r.fail(at, "expected \"auto\" or an integer >= 1, got " +
+                          describe(v));
+  return true;
+}
+
 /// Every key of the plan, in the order of docs/plan.md. A key comes after
 /// the keys its rule reads.
 const std::vector<PlanKey> &planKeys() {
@@ -651,6 +666,11 @@ const std::vector<PlanKey> &planKeys() {
       enumKey("data.targets_from", {"next_tokens", "tokens"},
               PLAN_FIELD(targetsFrom)),
       enumKey("attention", {"fused", "unfused"}, PLAN_FIELD(attention)),
+      {"pad_vocab_multiple", readPadVocabMultiple,
+       [](const Plan &plan) {
+         return plan.padVocabMultiple ? json(plan.padVocabMultiple)
+                                      : json("auto");
+       }},
   };
   return keys;
 }
@@ -990,6 +1010,12 @@ std::optional<int64_t> shiftRightStart(const std::string &feed) {
 }
 
 } // namespace autopar
+
+int64_t autopar::padVocabMultiple(const Plan &plan, std::string_view target) {
+  if (plan.padVocabMultiple)
+    return plan.padVocabMultiple;
+  return target == "cuda" ? 64 : 1;
+}
 
 autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   TrainingConfig config;

@@ -91,6 +91,11 @@ struct Plan {
   /// scores stored, as Hugging Face's "eager" attention and Megatron-LM
   /// before FlashAttention run them).
   std::string attention = "fused";
+  /// "pad_vocab_multiple": each vocabulary (embedding rows, LM head
+  /// classes, the loss's classes) padded to a multiple of this times
+  /// mesh.tp, as Megatron-LM's --make-vocab-size-divisible-by; 0 ("auto")
+  /// = the target's (padVocabMultiple()).
+  int64_t padVocabMultiple = 0;
   // "gpipe" | "1f1b" | "interleaved" | "zb-h1"
   std::string pipelineSchedule = "1f1b";
   int64_t pipelineChunks = 1; // model chunks per rank (interleaved: >= 2)
@@ -147,6 +152,11 @@ struct TrainingConfig {
   std::string targetsFrom = "next_tokens";
   double commTimeoutS = 600;
 };
+
+/// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,
+/// or where it says "auto", 64 on CUDA (a GEMM's rows 128-byte aligned in
+/// 16-bit types, what cuBLASLt's fast kernels want) and 1 on the CPU.
+int64_t padVocabMultiple(const Plan &plan, std::string_view target);
 
 /// The training configuration of `plan`.
 TrainingConfig trainingConfig(const Plan &plan);

@@ -1,8 +1,9 @@
 //===- PadVocabulary.cpp - a vocabulary tp does not divide, padded --------===//
 //
 // Pads the vocabulary of the embedding tables and LM heads to a multiple of
-// the tensor-parallel size, as Megatron-LM does, so that they can be split
-// over tp; the padded classes are masked out of the loss. See Passes.td.
+// `multiple` x the tensor-parallel size, as Megatron-LM does, so that they
+// split over tp and each rank's part is GEMM-aligned; the padded classes
+// are masked out of the loss. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -166,14 +167,21 @@ struct PadVocabularyPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<int64_t> n = requireAxisSize(module, axis);
-    if (failed(n))
+    if (multiple < 1) {
+      module.emitError() << "autopar-dist-pad-vocabulary: multiple must be "
+                            ">= 1, got "
+                         << static_cast<int64_t>(multiple);
       return signalPassFailure();
-    if (*n == 1)
+    }
+    FailureOr<int64_t> size = requireAxisSize(module, axis);
+    if (failed(size))
+      return signalPassFailure();
+    const int64_t n = *size * multiple;
+    if (n == 1)
       return;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal())
-        run(func, *n);
+        run(func, n);
   }
 
   void run(func::FuncOp func, int64_t n) {

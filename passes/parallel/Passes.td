@@ -153,12 +153,15 @@ def SplitFusedProjectionsPass
 
 def PadVocabularyPass
     : Pass<"autopar-dist-pad-vocabulary", "mlir::ModuleOp"> {
-  let summary = "Pad a vocabulary that tp does not divide, masked in the loss";
+  let summary = "Pad a vocabulary to a multiple of `multiple` x tp, masked in the loss";
   let description = [{
-    For tensor parallelism, before autodiff, as Megatron-LM pads its
-    vocabulary to a multiple of tp so that the embedding and the LM head
-    split over it (vocab-parallel): each vocabulary the axis `axis` does
-    not divide is padded to the next multiple of the axis size. A
+    Before autodiff, as Megatron-LM pads its vocabulary to a multiple of
+    `--make-vocab-size-divisible-by` x tp: so that the embedding and the
+    LM head split over tp (vocab-parallel), and so that each rank's part
+    of the logits has rows a GEMM reads aligned (an odd vocabulary such as
+    GPT-2's 50257 keeps cuBLASLt off its fast kernels). Each vocabulary
+    that `multiple` x the size of the axis `axis` does not divide is
+    padded to the next multiple of it (nothing to do when that is 1). A
     vocabulary is the class dim of an `nn.softmax_cross_entropy`, or the
     rows of a parameter table looked up at token ids, and every dim the
     ops' sharding rules tie to it: the logits, the LM head's weight and
@@ -188,6 +191,9 @@ def PadVocabularyPass
   let options = [
     Option<"axis", "axis", "std::string", "\"tp\"",
            "The tensor-parallel mesh axis">,
+    Option<"multiple", "multiple", "int64_t", "1",
+           "Each rank's part of a vocabulary a multiple of this (the plan's "
+           "pad_vocab_multiple)">,
   ];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }

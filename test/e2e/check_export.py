@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Check a model written by a compiled program's --export-onnx.
 
-  check_export.py SOURCE.onnx EXPORTED.onnx [--checkpoint DIR] [--weights W.npz]
+  check_export.py SOURCE.onnx EXPORTED.onnx [--checkpoint DIR] [--weights W.npz|W.onnx]
                   [--rtol 1e-4] [--atol 1e-6] [--unchanged GLOB]...
                   [--unchanged-rows NAME[ROWS]]...
 
@@ -24,8 +24,9 @@ trained tensor must not silently follow the trained value):
 
 - with --checkpoint DIR (a checkpoint the same run saved after its last step),
   each of them that the checkpoint holds has exactly the checkpoint's bytes;
-- with --weights W.npz (torch_ref.py --save-weights after the same steps),
-  each tensor W names is within ||ours - ref|| <= rtol * ||ref|| + atol *
+- with --weights W.npz (torch_ref.py --save-weights after the same steps)
+  or W.onnx (another program's --export-onnx: its initializers), each
+  tensor W names is within ||ours - ref|| <= rtol * ||ref|| + atol *
   sqrt(size) of W's value (2-norms over the tensor: the per-tensor relative
   error, as the losses are compared), and no tensor W does not name was
   changed. Single elements are not compared one by one: after 20 steps of
@@ -194,9 +195,13 @@ def check(args):
             failures.append(f"trained tensors not in the checkpoint: {not_in_ckpt}")
         summary.append(f"{compared} equal to the checkpoint")
 
-    if args.weights:
+    if args.weights and args.weights.endswith(".onnx"):
+        weights = {t.name: numpy_helper.to_array(t)
+                   for t in onnx.load(args.weights).graph.initializer}
+    elif args.weights:
         with np.load(args.weights) as npz:
             weights = {k: npz[k] for k in npz.files}
+    if args.weights:
         for name in sorted(set(weights) - set(effective)):
             failures.append(f"{name}: trained by the reference but not in the export")
         for name, ref in sorted(weights.items()):
@@ -228,7 +233,7 @@ def main(argv=None):
     p.add_argument("source", metavar="SOURCE.onnx")
     p.add_argument("exported", metavar="EXPORTED.onnx")
     p.add_argument("--checkpoint", metavar="DIR")
-    p.add_argument("--weights", metavar="W.npz")
+    p.add_argument("--weights", metavar="W.npz|W.onnx")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--atol", type=float, default=1e-6)
     p.add_argument("--unchanged", action="append", default=[], metavar="GLOB",

@@ -33,7 +33,8 @@ constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {input
 targets, feeds {input: ones|zeros|arange|shift_right:ID}, targets_from
 next_tokens|tokens}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
-comm, precision, recompute, attention, pipeline, tensor_parallel) are ignored; unknown
+comm, precision, recompute, attention, pad_vocab_multiple, pipeline,
+tensor_parallel) are ignored; unknown
 keys are warned about (the compiler rejects them).
 
 Output: one JSON line per step, {"step", "loss", "lr", "grad_norm"}; loss is
@@ -73,7 +74,8 @@ INT_TYPES = frozenset((TensorProto.INT8, TensorProto.INT16, TensorProto.INT32,
 
 # Plan sections that do not change the math of a training step.
 IGNORED_PLAN_KEYS = frozenset(("mesh", "zero", "comm", "precision", "grad_dtype", "recompute",
-                               "pipeline", "tensor_parallel", "attention"))
+                               "pipeline", "tensor_parallel", "attention",
+                               "pad_vocab_multiple"))
 
 
 

@@ -77,6 +77,7 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.lossScale.growthInterval, b.lossScale.growthInterval);
   EXPECT_EQ(a.recompute, b.recompute);
   EXPECT_EQ(a.attention, b.attention);
+  EXPECT_EQ(a.padVocabMultiple, b.padVocabMultiple);
   EXPECT_EQ(a.pipelineSchedule, b.pipelineSchedule);
   EXPECT_EQ(a.pipelineChunks, b.pipelineChunks);
   EXPECT_EQ(a.pipelineSplit, b.pipelineSplit);
@@ -125,6 +126,7 @@ const char *fullAdamw = R"({
   "precision": "bf16-mixed",
   "recompute": "selective",
   "attention": "unfused",
+  "pad_vocab_multiple": 128,
   "pipeline": {"schedule": "gpipe", "split": [2, 5]},
   "tensor_parallel": {"rules": "auto", "sequence_parallel": false},
   "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.95],
@@ -202,6 +204,7 @@ TEST(PlanTest, DefaultsResolved) {
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
     "attention": "fused",
+    "pad_vocab_multiple": "auto",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
@@ -377,7 +380,8 @@ TEST(PlanTest, ErrorUnknownKey) {
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
-            "optimizer, frozen, padding_idx, lr_schedule, data, attention)");
+            "optimizer, frozen, padding_idx, lr_schedule, data, attention, "
+            "pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
@@ -668,6 +672,28 @@ TEST(PlanTest, ErrorOutOfRange) {
       "decay": "linear", "decay_steps": 100}})"),
             "lr_schedule.decay_steps: must be 0 or > lr_schedule.warmup_steps "
             "(100), got 100");
+}
+
+TEST(PlanTest, PadVocabMultiple) {
+  // "auto" (or no key): the target's multiple, 64 on CUDA and 1 on the CPU.
+  Plan plan = planOf(R"({"pad_vocab_multiple": "auto"})");
+  EXPECT_EQ(plan.padVocabMultiple, 0);
+  EXPECT_EQ(padVocabMultiple(plan, "cuda"), 64);
+  EXPECT_EQ(padVocabMultiple(plan, "cpu"), 1);
+  EXPECT_EQ(padVocabMultiple(Plan(), "cuda"), 64);
+  plan = planOf(R"({"pad_vocab_multiple": 8})");
+  EXPECT_EQ(padVocabMultiple(plan, "cuda"), 8);
+  EXPECT_EQ(padVocabMultiple(plan, "cpu"), 8);
+  expectRoundTrip(plan);
+  EXPECT_EQ(toJson(plan)["pad_vocab_multiple"], 8);
+  EXPECT_EQ(errorOf(R"({"pad_vocab_multiple": 0})"),
+            "pad_vocab_multiple: expected \"auto\" or an integer >= 1, got 0");
+  EXPECT_EQ(errorOf(R"({"pad_vocab_multiple": 2.5})"),
+            "pad_vocab_multiple: expected \"auto\" or an integer >= 1, got "
+            "2.5");
+  EXPECT_EQ(errorOf(R"({"pad_vocab_multiple": "64"})"),
+            "pad_vocab_multiple: expected \"auto\" or an integer >= 1, got "
+            "\"64\"");
 }
 
 TEST(PlanTest, ErrorNonFiniteFromCode) {
