@@ -1,6 +1,11 @@
 #!/usr/bin/python3
 """GPU training benchmark: GPT-2 124M, the compiled CUDA program against
-PyTorch eager and torch.compile (bf16 autocast, fused AdamW) on one GPU.
+PyTorch eager and torch.compile (bf16 autocast, fused AdamW, attention by
+F.scaled_dot_product_attention(is_causal=True), i.e. flash attention) on
+one GPU, and torch.compile with the vocabulary padded to 50304 as nanoGPT
+pads it (an extra line; the ratio is against the unpadded torch.compile).
+The compiled program pads its vocabulary to 50304 too (the CUDA target's
+pad_vocab_multiple 64), masked so that it trains the 50257-class model.
 
 Model: GPT-2 124M from test/models/models.py (12 layers, d_model 768, 12
 heads, vocab 50257, T 1024, lm_head tied to wte as in GPT-2, exact GELU),
@@ -29,7 +34,7 @@ in its own process), eager and torch.compile, each at the largest batch of
 the same list that fits, same T, same timing. Prints one table (ms/step,
 tokens/s, model TFLOP/s and MFU: 6 psi + 12 L h s FLOPs per token over the
 GPU's dense bf16 peak, both from ../shared/REFERENCE.md), the compiled
-program's tokens/s over torch.compile's, and the targets: >= 1.00x
+program's tokens/s over torch.compile's, and the targets: >= 1.20x
 torch.compile and MFU >= 40%. Writes the same as JSON to DIR/gpu_gpt2.json.
 
 --run --profile STEPS then rebuilds the measured program with AUTOPAR_PROFILE
@@ -74,10 +79,16 @@ PREPARED_LIMIT = 48 << 20  # DIR must travel in 64 MiB with the rest of a check
 
 # ../shared/REFERENCE.md: dense bf16 peaks (H200: same compute as H100).
 PEAK_BF16 = [("H100", 989e12), ("H200", 989e12), ("A100", 312e12)]
-TARGET_RATIO = 1.0
+TARGET_RATIO = 1.2
 TARGET_MFU = 0.40
 
 OOM_EXIT = 3  # the PyTorch worker's exit status for out of memory
+
+# The PyTorch peers (SDPA attention, fused AdamW, bf16 autocast); the ratio
+# is taken against "compile".
+TORCH_LABELS = {"eager": "PyTorch eager", "compile": "PyTorch torch.compile",
+                "compile-pad": "torch.compile V=50304"}
+PADDED_VOCAB = 50304
 
 
 def log(msg=""):
@@ -525,8 +536,12 @@ def torch_worker(mode, batch, d, steps):
         raise SystemExit(f"token file too short for batch {batch}")
     torch.manual_seed(0)
     torch.set_float32_matmul_precision("high")
-    model = models.GPT(c["vocab"], c["d_model"], c["heads"], c["layers"], T,
-                       tied=c["tied"], activation=c["activation"])
+    # The attention users write in PyTorch 2 (flash attention); "compile-pad"
+    # is torch.compile with the vocabulary padded to 50304 as nanoGPT pads it
+    # (its padded classes in the softmax: a peer for speed, not for losses).
+    vocab = PADDED_VOCAB if mode == "compile-pad" else c["vocab"]
+    model = models.GPT(vocab, c["d_model"], c["heads"], c["layers"], T,
+                       tied=c["tied"], activation=c["activation"], sdpa=True)
     with torch.no_grad():  # the compiled program's initial values (initial_values())
         for name, p in model.named_parameters():
             if p.dim() >= 2:
@@ -539,7 +554,7 @@ def torch_worker(mode, batch, d, steps):
     o = OPTIMIZER
     opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=tuple(o["betas"]),
                             weight_decay=o["weight_decay"], fused=True)
-    fwd = torch.compile(model) if mode == "compile" else model
+    fwd = torch.compile(model) if mode.startswith("compile") else model
     times, losses = [], []
     for s in range(steps):
         base = (s % per_pass) * batch * T  # docs/data.md: the program's windows
@@ -574,7 +589,7 @@ def torch_available():
 
 
 def run_torch(d, mode, batches, steps):
-    label = {"eager": "PyTorch eager", "compile": "PyTorch torch.compile"}[mode]
+    label = TORCH_LABELS[mode]
     row = {"config": label, "precision": "bf16 autocast", "attempts": []}
     for batch in batches:
         attempt = {"batch": batch}
@@ -664,11 +679,10 @@ def run(args):
     why_not = None if args.skip_torch else torch_available()
     if args.skip_torch or why_not:
         note = "skipped (--skip-torch)" if args.skip_torch else f"skipped: {why_not}"
-        rows += [{"config": "PyTorch eager", "precision": "bf16 autocast", "error": note},
-                 {"config": "PyTorch torch.compile", "precision": "bf16 autocast",
-                  "error": note}]
+        rows += [{"config": label, "precision": "bf16 autocast", "error": note}
+                 for label in TORCH_LABELS.values()]
     else:
-        for mode in ("eager", "compile"):
+        for mode in TORCH_LABELS:
             rows.append(run_torch(d, mode, bench["batches"], args.steps))
     for r in rows:
         finish_row(r, fpt, peak)

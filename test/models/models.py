@@ -81,11 +81,16 @@ def check_dims(d_model, n_heads):
 # GPT
 # --------------------------------------------------------------------------
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model, n_heads, seq_len):
+    """sdpa: F.scaled_dot_product_attention(is_causal=True) (PyTorch >= 2.0,
+    flash attention on GPUs; the GPU benchmark's peer) instead of the
+    attention written out (what the exported models hold)."""
+
+    def __init__(self, d_model, n_heads, seq_len, sdpa=False):
         super().__init__()
         check_dims(d_model, n_heads)
         self.n_heads = n_heads
         self.d_model = d_model
+        self.sdpa = sdpa
         self.c_attn = nn.Linear(d_model, 3 * d_model)
         self.c_proj = nn.Linear(d_model, d_model)
         self.register_buffer(
@@ -98,10 +103,13 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_heads, hd).transpose(1, 2)  # B,H,T,hd
         k = k.view(B, T, self.n_heads, hd).transpose(1, 2)
         v = v.view(B, T, self.n_heads, hd).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = att @ v  # B,H,T,hd
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v  # B,H,T,hd
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -118,10 +126,10 @@ class MLP(nn.Module):
 
 
 class GPTBlock(nn.Module):
-    def __init__(self, d_model, n_heads, seq_len, activation):
+    def __init__(self, d_model, n_heads, seq_len, activation, sdpa=False):
         super().__init__()
         self.ln_1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads, seq_len)
+        self.attn = CausalSelfAttention(d_model, n_heads, seq_len, sdpa)
         self.ln_2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model, activation)
 
@@ -133,7 +141,7 @@ class GPTBlock(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab, d_model, n_heads, n_layers, seq_len, tied=False,
-                 activation="gelu", loss="cross_entropy"):
+                 activation="gelu", loss="cross_entropy", sdpa=False):
         super().__init__()
         check_dims(d_model, n_heads)
         make_activation(activation)  # validate early
@@ -145,7 +153,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(vocab, d_model)
         self.wpe = nn.Embedding(seq_len, d_model)
         self.h = nn.ModuleList(
-            [GPTBlock(d_model, n_heads, seq_len, layer_activation(activation, i))
+            [GPTBlock(d_model, n_heads, seq_len, layer_activation(activation, i), sdpa)
              for i in range(n_layers)])
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
