@@ -1,4 +1,4 @@
-//===- PadVocabulary.cpp - a vocabulary tp does not divide, padded --------===//
+//===- PadVocabulary.cpp - vocabularies padded to a multiple ------------===//
 //
 // Pads the vocabulary of the embedding tables and LM heads to a multiple of
 // `multiple` x the tensor-parallel size, as Megatron-LM does, so that they
