@@ -92,6 +92,7 @@ const char *const kTrainFiles[] = {
     "train/PipelineExecutor.cpp",
     "comm/Comm.h",
     "comm/CommBytes.h",
+    "comm/Launch.h",
     "comm/Comm.cpp",
     "comm/Backend.h",
     "comm/MpiBackend.cpp",

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/Launch.h"
 #include "runtime/comm/Backend.h"
 
 #include <algorithm>
@@ -282,16 +283,14 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
                          ") but the program was built without MPI; rebuild it "
                          "with MPI and run it with mpirun -np " +
                          std::to_string(meshRanks));
-  // A launcher's world size, which a program without MPI cannot join.
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
-    const char *value = std::getenv(var);
-    if (!value || !*value)
-      continue;
-    char *end = nullptr;
-    long long launched = std::strtoll(value, &end, 10);
-    if (*end == 0 && launched != 1)
-      return Status::error(mismatch + value + "; run it with mpirun -np 1");
-  }
+  // A launcher's world (mpirun, srun, torchrun), which a program without
+  // MPI cannot join.
+  LaunchInfo launch;
+  if (std::string error = readLaunchInfo(launch); !error.empty())
+    return Status::error(error);
+  if (launch.worldSize != 1)
+    return Status::error(mismatch + std::to_string(launch.worldSize) +
+                         "; run it with mpirun -np 1");
 #endif
 
   for (int i = 0; i < numAxes; ++i) {

@@ -13,6 +13,7 @@
 #include "runtime/Model.h"
 #include "runtime/Status.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/Launch.h"
 #include "runtime/train/Options.h"
 #include "runtime/train/Trainer.h"
 
@@ -58,16 +59,15 @@ int main(int argc, char **argv) {
   if (!parseOptions(argc, argv, options, exitCode))
     return exitCode;
   // The device first: the communicator's GPU streams and NCCL communicators
-  // live on it. Under mpirun the launcher's variables say which rank this
-  // is before MPI starts.
-  auto envRank = [](const char *name) {
-    const char *value = std::getenv(name);
-    return value ? std::atoi(value) : 0;
-  };
+  // live on it. The launcher's variables say which rank this is before MPI
+  // starts (runtime/comm/Launch.h).
+  autopar::rt::LaunchInfo launch;
+  if (std::string error = autopar::rt::readLaunchInfo(launch); !error.empty()) {
+    std::fprintf(stderr, "train: %s\n", error.c_str());
+    return 1;
+  }
   std::unique_ptr<Device> device;
-  Status status =
-      Device::create(envRank("OMPI_COMM_WORLD_LOCAL_RANK"),
-                     envRank("OMPI_COMM_WORLD_RANK"), device);
+  Status status = Device::create(launch.localRank, launch.rank, device);
   if (!status.isOk()) {
     std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     return 1;
