@@ -142,6 +142,22 @@ const json *member(const json &object, const char *key) {
   return it == object.end() ? nullptr : &*it;
 }
 
+/// Whether `value` is a JSON integer >= `min` (and an int64), put in `out`.
+bool intAtLeast(const json &value, int64_t min, int64_t &out) {
+  if (const auto *i = value.get_ptr<const json::number_integer_t *>()) {
+    if (*i < min)
+      return false;
+    out = *i;
+    return true;
+  }
+  const auto *u = value.get_ptr<const json::number_unsigned_t *>();
+  if (!u || *u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+      static_cast<int64_t>(*u) < min)
+    return false;
+  out = static_cast<int64_t>(*u);
+  return true;
+}
+
 bool positive(double v) { return v > 0; }
 bool nonNegative(double v) { return v >= 0; }
 bool unitInterval(double v) { return v >= 0 && v < 1; }
@@ -174,21 +190,10 @@ public:
 
   bool readInt(const json &value, const std::string &path, int64_t min,
                int64_t &out) {
-    std::string expected = "expected an integer >= " + std::to_string(min);
-    if (const auto *i = value.get_ptr<const json::number_integer_t *>()) {
-      if (*i >= min) {
-        out = *i;
-        return true;
-      }
-    } else if (const auto *u =
-                   value.get_ptr<const json::number_unsigned_t *>()) {
-      if (*u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) &&
-          static_cast<int64_t>(*u) >= min) {
-        out = static_cast<int64_t>(*u);
-        return true;
-      }
-    }
-    return fail(path, expected + ", got " + describe(value));
+    if (intAtLeast(value, min, out))
+      return true;
+    return fail(path, "expected an integer >= " + std::to_string(min) +
+                          ", got " + describe(value));
   }
 
   bool readNumber(const json &value, const std::string &path,
@@ -381,9 +386,7 @@ PlanKey onlyFor(const char *optimizerType, PlanKey key) {
 bool readZeroStage(PlanParser &r, const json &v, const std::string &at,
                    Plan &plan) {
   int64_t stage = -1;
-  std::string ignored;
-  PlanParser quiet(ignored);
-  if (!quiet.readInt(v, at, 0, stage) || stage > 3)
+  if (!intAtLeast(v, 0, stage) || stage > 3)
     return r.fail(at, "expected 0, 1, 2 or 3, got " + describe(v));
   plan.zeroStage = stage;
   return true;
@@ -534,9 +537,7 @@ bool readPadVocabMultiple(PlanParser &r, const json &v, const std::string &at,
     plan.padVocabMultiple = 0;
     return true;
   }
-  std::string ignored;
-  PlanParser quiet(ignored);
-  if (!quiet.readInt(v, at, 1, plan.padVocabMultiple))
+  if (!intAtLeast(v, 1, plan.padVocabMultiple))
     return r.fail(at, "expected \"auto\" or an integer >= 1, got " +
                           describe(v));
   return true;
