@@ -14,8 +14,16 @@
 // allocation's environment the Slurm variables describe the allocation,
 // not necessarily this MPI world. A local rank the launcher does not
 // export is taken as the rank (one node), a missing rank as 0 and a
-// missing world size as 1. Header-only and free of MPI and
-// CUDA: the trainer and every build of the communicator include it.
+// missing world size as 1.
+//
+// The endpoint where the ranks of a program without MPI meet (rank 0
+// listens there; runtime/comm/Rendezvous.h) is torch.distributed's:
+// MASTER_ADDR (rank 0's host) and MASTER_PORT, except that under torchrun's
+// agent (TORCHELASTIC_USE_AGENT_STORE=True) the agent's store already
+// listens on MASTER_PORT, so the ranks meet on MASTER_PORT + 1.
+//
+// Header-only and free of MPI and CUDA: the trainer and every build of the
+// communicator include it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +112,66 @@ inline std::string readLaunchInfo(LaunchInfo &out,
     out = info;
     return "";
   }
+  return "";
+}
+
+/// Where the ranks of a world meet: a host name or address and a TCP port,
+/// and the variables they came from (for messages).
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string source;
+  /// "HOST:PORT", an IPv6 address in brackets.
+  std::string text() const {
+    bool v6 = host.find(':') != std::string::npos;
+    return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  }
+};
+
+/// Fills `out` from MASTER_ADDR and MASTER_PORT (see the file comment) and
+/// sets `found`; "" (with `found` false when neither is set) or one line
+/// naming the variable that is wrong or missing.
+inline std::string readEndpoint(Endpoint &out, bool &found,
+                                GetEnv getenv = processEnv) {
+  out = Endpoint();
+  found = false;
+  const char *addr = getenv("MASTER_ADDR");
+  const char *port = getenv("MASTER_PORT");
+  bool hasAddr = addr && *addr, hasPort = port && *port;
+  if (!hasAddr && !hasPort)
+    return "";
+  if (!hasAddr)
+    return "MASTER_PORT is set but MASTER_ADDR is not (rank 0's host)";
+  if (!hasPort)
+    return "MASTER_ADDR is set but MASTER_PORT is not (a free TCP port on "
+           "rank 0's host)";
+  std::string host = addr;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  for (char c : host)
+    if (c <= ' ' || c == 0x7f || c == '/' || c == '[' || c == ']')
+      return std::string("MASTER_ADDR is '") + addr +
+             "', not a host name or address";
+  int value = 0;
+  bool present = false;
+  if (std::string error =
+          launch_detail::readInt(getenv, "MASTER_PORT", 1, value, present);
+      !error.empty() || value > 65535)
+    return std::string("MASTER_PORT is '") + port +
+           "', not a TCP port (1 to 65535)";
+  const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  bool agentStore =
+      agent && (std::string(agent) == "True" || std::string(agent) == "true" ||
+                std::string(agent) == "1");
+  if (agentStore && value == 65535)
+    return "MASTER_PORT is 65535: under torchrun's agent the ranks meet on "
+           "MASTER_PORT + 1, which is no TCP port";
+  out.host = host;
+  out.port = agentStore ? value + 1 : value;
+  out.source = agentStore ? "MASTER_ADDR, MASTER_PORT + 1 (torchrun's agent "
+                            "store holds MASTER_PORT)"
+                          : "MASTER_ADDR, MASTER_PORT";
+  found = true;
   return "";
 }
 

@@ -7,7 +7,9 @@
 #include <map>
 #include <string>
 
+using autopar::rt::Endpoint;
 using autopar::rt::LaunchInfo;
+using autopar::rt::readEndpoint;
 using autopar::rt::readLaunchInfo;
 
 namespace {
@@ -128,6 +130,81 @@ TEST(RuntimeLaunchTest, Errors) {
   EXPECT_EQ(launch({{"PMI_RANK", "0"}, {"PMI_SIZE", "99999999999"}}, info),
             "the launcher's PMI_SIZE is '99999999999', not an integer >= 1");
   EXPECT_EQ(info.launcher, ""); // a failed read leaves the default
+}
+
+/// readEndpoint under `vars`: its error, `e` and whether one was found.
+std::string endpoint(std::map<std::string, std::string> vars, Endpoint &e,
+                     bool &found) {
+  env = std::move(vars);
+  return readEndpoint(e, found, fakeGetenv);
+}
+
+TEST(RuntimeLaunchTest, Endpoints) {
+  Endpoint e;
+  bool found = true;
+  EXPECT_EQ(endpoint({{"RANK", "0"}}, e, found), "");
+  EXPECT_FALSE(found);
+
+  EXPECT_EQ(
+      endpoint({{"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}}, e, found),
+      "");
+  EXPECT_TRUE(found);
+  EXPECT_EQ(e.text(), "node7:29500");
+  EXPECT_EQ(e.source, "MASTER_ADDR, MASTER_PORT");
+
+  // torchrun's agent store listens on MASTER_PORT: the ranks meet one up.
+  EXPECT_EQ(endpoint({{"MASTER_ADDR", "10.0.0.1"},
+                      {"MASTER_PORT", "29500"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "True"}},
+                     e, found),
+            "");
+  EXPECT_EQ(e.text(), "10.0.0.1:29501");
+  EXPECT_EQ(e.source,
+            "MASTER_ADDR, MASTER_PORT + 1 (torchrun's agent store holds "
+            "MASTER_PORT)");
+  EXPECT_EQ(endpoint({{"MASTER_ADDR", "10.0.0.1"},
+                      {"MASTER_PORT", "29500"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "False"}},
+                     e, found),
+            "");
+  EXPECT_EQ(e.port, 29500);
+
+  // IPv6, bare or in brackets.
+  EXPECT_EQ(
+      endpoint({{"MASTER_ADDR", "[fe80::1]"}, {"MASTER_PORT", "80"}}, e, found),
+      "");
+  EXPECT_EQ(e.host, "fe80::1");
+  EXPECT_EQ(e.text(), "[fe80::1]:80");
+}
+
+TEST(RuntimeLaunchTest, EndpointErrors) {
+  Endpoint e;
+  bool found = true;
+  EXPECT_EQ(endpoint({{"MASTER_PORT", "29500"}}, e, found),
+            "MASTER_PORT is set but MASTER_ADDR is not (rank 0's host)");
+  EXPECT_FALSE(found);
+  EXPECT_EQ(endpoint({{"MASTER_ADDR", "node0"}}, e, found),
+            "MASTER_ADDR is set but MASTER_PORT is not (a free TCP port on "
+            "rank 0's host)");
+  EXPECT_EQ(
+      endpoint({{"MASTER_ADDR", "node0"}, {"MASTER_PORT", "0"}}, e, found),
+      "MASTER_PORT is '0', not a TCP port (1 to 65535)");
+  EXPECT_EQ(
+      endpoint({{"MASTER_ADDR", "node0"}, {"MASTER_PORT", "65536"}}, e, found),
+      "MASTER_PORT is '65536', not a TCP port (1 to 65535)");
+  EXPECT_EQ(
+      endpoint({{"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29x"}}, e, found),
+      "MASTER_PORT is '29x', not a TCP port (1 to 65535)");
+  EXPECT_EQ(endpoint({{"MASTER_ADDR", "tcp://node0"}, {"MASTER_PORT", "1"}}, e,
+                     found),
+            "MASTER_ADDR is 'tcp://node0', not a host name or address");
+  EXPECT_EQ(endpoint({{"MASTER_ADDR", "node0"},
+                      {"MASTER_PORT", "65535"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "True"}},
+                     e, found),
+            "MASTER_PORT is 65535: under torchrun's agent the ranks meet on "
+            "MASTER_PORT + 1, which is no TCP port");
+  EXPECT_FALSE(found);
 }
 
 } // namespace
