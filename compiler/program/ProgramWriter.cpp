@@ -97,6 +97,8 @@ const char *const kTrainFiles[] = {
     "comm/Backend.h",
     "comm/MpiBackend.cpp",
     "comm/NcclBackend.cpp",
+    "comm/Rendezvous.h",
+    "comm/Rendezvous.cpp",
     "data/TokenFile.h",
     "data/TokenFile.cpp",
     "log/Logger.h",
@@ -981,7 +983,7 @@ bool Writer::run(const std::string &dir) {
   std::string cmake = replaceAll(
       replaceAll(replaceAll(cmakeTemplate, "@SOURCES@", sources), "@PROGRAM@",
                  o.forwardOnly ? "run" : "train"),
-      "@MPI@",
+      "@SEVERAL_RANKS@",
       !o.forwardOnly && dist::findMesh(module).getNumRanks() > 1 ? "ON"
                                                                  : "OFF");
   cmake = replaceAll(cmake, "@ARCHS@", o.cudaArch);

@@ -1,20 +1,26 @@
 //===- Backend.h - the transports of the communicator -----------*- C++ -*-===//
 //
 // Private to runtime/comm: Communicator (Comm.cpp) checks its arguments,
-// sizes the group, counts the bytes and hands every float32 / bfloat16
-// collective over a group of more than one rank to one CommBackend, the
-// transport of the build:
+// sizes the group, counts the bytes and hands every collective over a
+// group of more than one rank to one CommBackend, the transport of the
+// build:
 //
-//   build                     backend          buffers
-//   AUTOPAR_WITH_MPI          MPI (MpiBackend.cpp)    host memory
-//   + AUTOPAR_WITH_NCCL       NCCL (NcclBackend.cpp)  device memory
-//   AUTOPAR_WITH_NCCL alone   device copies (one rank; NcclBackend.cpp)
-//   neither                   host copies (one rank; Comm.cpp)
+//   build                        backend                  buffers
+//   AUTOPAR_WITH_MPI             MPI (MpiBackend.cpp)     host memory
+//   AUTOPAR_COMM_DEVICE          device copies (one rank;  device memory
+//                                NcclBackend.cpp)
+//   AUTOPAR_COMM_DEVICE          NCCL (NcclBackend.cpp)   device memory
+//   + AUTOPAR_WITH_NCCL
+//   none of them                 host copies (one rank;   host memory
+//                                Comm.cpp)
 //
-// A new collective is one virtual function here and one implementation per
-// backend; the control plane (MPI start-up, the groups' MPI
-// sub-communicators, the double sums, broadcasts and barriers) stays in
-// Comm.cpp.
+// (AUTOPAR_WITH_NCCL implies AUTOPAR_COMM_DEVICE.) Each backend owns its
+// groups (MPI sub-communicators, NCCL communicators), made from the same
+// list of CommGroups in the same order on every rank, and runs the control
+// plane too (sums of doubles, broadcasts, barriers): MPI on host memory, or
+// NCCL through a device staging buffer, so that a program linked with NCCL
+// needs MPI at most to start (Comm.cpp). A new collective is one virtual
+// function here and one implementation per backend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +29,7 @@
 
 #include "runtime/comm/Comm.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +37,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #ifdef AUTOPAR_WITH_MPI
 // The C API only: the deprecated C++ bindings warn and need libmpi_cxx.
@@ -42,14 +51,15 @@
 #include <mpi.h>
 #endif
 
-// What the float32 and bfloat16 collectives (the "float collectives") run
-// on: NCCL on device buffers (NCCL with MPI), local device copies (NCCL
-// without MPI), MPI on host buffers (MPI alone), local host copies
-// (neither).
-#ifdef AUTOPAR_WITH_NCCL
+// What the collectives run on: NCCL on device buffers (AUTOPAR_WITH_NCCL),
+// local device copies (AUTOPAR_COMM_DEVICE alone), MPI on host buffers (MPI
+// without a device), local host copies (neither).
+#if defined(AUTOPAR_WITH_NCCL) && !defined(AUTOPAR_COMM_DEVICE)
 #define AUTOPAR_COMM_DEVICE 1
+#endif
+#ifdef AUTOPAR_COMM_DEVICE
 #include <cuda_runtime.h>
-#ifdef AUTOPAR_WITH_MPI
+#ifdef AUTOPAR_WITH_NCCL
 #define AUTOPAR_COMM_NCCL 1
 #include <nccl.h>
 #endif
@@ -59,10 +69,20 @@
 
 namespace autopar::rt {
 
-/// Ends every rank: MPI_Abort while MPI is up, then this process.
+/// What ends this rank's share of the world before the process exits (the
+/// NCCL backend's ncclCommAbort of its communicators), or null.
+inline std::atomic<void (*)()> &abortHook() {
+  static std::atomic<void (*)()> hook{nullptr};
+  return hook;
+}
+
+/// Ends every rank: the abort hook, MPI_Abort while MPI is up, then this
+/// process (a launcher without MPI ends the others when it exits).
 [[noreturn]] inline void endWorld(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  if (void (*hook)() = abortHook().exchange(nullptr))
+    hook();
 #ifdef AUTOPAR_WITH_MPI
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -113,12 +133,23 @@ inline void checkCuda(cudaError_t rc, const char *call, const char *file,
   ::autopar::rt::checkCuda(fn(__VA_ARGS__), #fn, __FILE__, __LINE__, rank)
 #endif
 
-/// The transport of a Communicator's float collectives. The Communicator
-/// calls a collective only for a group of more than one rank and a
-/// non-empty tensor, after checking the arguments; `mask` is canonical (no
-/// size-1 axes), `group` its size, `chunk` = flatChunk(numElements, group),
-/// `index` this rank's group position. The contracts are Communicator's
-/// (runtime/comm/Comm.h); requests are the backend's own ids.
+/// One group of the mesh as this rank sees it: the ranks whose coordinates
+/// agree off the axes of `mask`. `color` is the same on exactly the
+/// group's ranks, `index` this rank's position in it (row-major over the
+/// mask's axes), `size` its rank count. The group of every axis of size > 1
+/// is the world (color 0, index = world rank).
+struct CommGroup {
+  AxisMask mask;
+  int color, index, size;
+};
+
+/// The transport of a Communicator's collectives. The Communicator calls a
+/// collective only for a group of more than one rank and a non-empty
+/// tensor, after checking the arguments; `mask` is canonical (no size-1
+/// axes) and one of the backend's groups, `group` its size, `chunk` =
+/// flatChunk(numElements, group), `index` this rank's group position. The
+/// contracts are Communicator's (runtime/comm/Comm.h); requests are the
+/// backend's own ids.
 class CommBackend {
 public:
   virtual ~CommBackend() = default;
@@ -151,6 +182,17 @@ public:
   virtual bool setComputeStream(void *) { return true; }
   /// For tests: the largest element count of one message (MPI's int).
   virtual void setMaxMessageElements(int64_t) {}
+
+  // The control plane, on HOST memory, blocking; called for a group (or a
+  // world) of more than one rank.
+  virtual void sumDoubles(double *data, int64_t numElements, AxisMask mask) = 0;
+  /// From world rank 0 to every rank.
+  virtual void broadcastBytes(void *data, int64_t bytes) = 0;
+  virtual void barrier() = 0;
+  /// An error the transport found on its own (NCCL's asynchronous errors: a
+  /// peer that died, a network failure), or ""; called from the watchdog's
+  /// thread while the backend lives.
+  virtual std::string asyncError() { return ""; }
 };
 
 /// The base of the one-rank backends: every group has one rank, so the only
@@ -175,6 +217,9 @@ public:
   }
   void wait(CommRequest) override {}
   void waitAll() override {}
+  void sumDoubles(double *, int64_t, AxisMask) override { noGroup(); }
+  void broadcastBytes(void *, int64_t) override { noGroup(); }
+  void barrier() override { noGroup(); }
 
 private:
   [[noreturn]] void noGroup() {
@@ -187,22 +232,26 @@ private:
 std::unique_ptr<CommBackend> makeHostBackend();
 
 #ifdef AUTOPAR_COMM_MPI_FLOATS
-/// MPI on host buffers over the groups' sub-communicators `comms` (one per
-/// mask). Frees what it made (the bfloat16 and half sums) when destroyed,
-/// after waiting for the outstanding requests.
+/// MPI on host buffers: one sub-communicator per group, split from
+/// MPI_COMM_WORLD in the order of `groups` (MPI ranks = group positions).
+/// Frees what it made (the sub-communicators, the bfloat16 and half sums)
+/// when destroyed, after waiting for the outstanding requests.
 std::unique_ptr<CommBackend>
-makeMpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank);
+makeMpiBackend(const std::vector<CommGroup> &groups, int rank);
 #endif
 
 #ifdef AUTOPAR_COMM_NCCL
+/// A new ncclUniqueId's bytes (world rank 0 makes the world's; Comm.cpp
+/// hands it to the others).
+std::string newNcclUniqueId(int rank);
 /// NCCL on device buffers: on the current device, a communication stream,
-/// a staging memory pool and one NCCL communicator per group of `comms`,
-/// bootstrapped over the group's MPI sub-communicator (`comm` gives group
-/// positions). Destroyed after the communication stream's work, dropping
-/// outstanding requests.
+/// a staging memory pool, the world's NCCL communicator from `worldId`
+/// (ncclCommInitRank) and one per other group (ncclCommSplit of the world,
+/// in the order of `groups`, which is the world's last). Destroyed after the
+/// communication stream's work, dropping outstanding requests.
 std::unique_ptr<CommBackend>
-makeNcclBackend(const std::map<AxisMask, MPI_Comm> &comms,
-                const Communicator &comm, int rank);
+makeNcclBackend(const std::vector<CommGroup> &groups,
+                const std::string &worldId, int rank, int worldSize);
 #endif
 
 #if defined(AUTOPAR_COMM_DEVICE) && !defined(AUTOPAR_COMM_NCCL)

@@ -4,21 +4,28 @@
 // the byte counters, one-rank groups; the transport of the float
 // collectives is the build's CommBackend (runtime/comm/Backend.h).
 //
-// With AUTOPAR_WITH_MPI: one MPI sub-communicator per group of mesh axes
-// (split from MPI_COMM_WORLD, key = position in the group so that MPI ranks
-// are group positions), made eagerly in one order on every rank; the
-// control plane (sums of doubles, broadcasts, barriers) runs on them in
-// every MPI build, the float collectives on MpiBackend (host memory) or, with
-// AUTOPAR_WITH_NCCL too, NcclBackend (device memory, bootstrapped over the
-// same sub-communicators). Without MPI: one rank, every group of size 1,
-// every collective a local copy (host, or device with AUTOPAR_WITH_NCCL:
-// no NCCL call, the program need not link NCCL).
+// How the world forms (create):
+//  - MPI build without NCCL (the CPU target): MPI_Init; MpiBackend splits
+//    one sub-communicator per group.
+//  - NCCL build (the CUDA target's programs over several ranks): the
+//    launcher's variables say who this rank is (runtime/comm/Launch.h).
+//    Under an MPI launcher, in a program linked with MPI, world rank 0's
+//    ncclUniqueId reaches the others by MPI_Bcast; otherwise by the
+//    rendezvous at MASTER_ADDR:MASTER_PORT (runtime/comm/Rendezvous.h),
+//    with no MPI at all. NcclBackend makes the world's communicator and
+//    splits the groups from it, and runs the control plane too.
+//  - neither: one rank, every group of size 1, every collective a local
+//    copy (host, or device in a one-rank CUDA program: no NCCL call).
+// Every build makes its groups eagerly, in one order (the CommGroups of
+// `groups`), so that no collective waits on a rank that never makes its
+// group; the watchdog runs from before the world forms.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Comm.h"
-#include "runtime/comm/Launch.h"
 #include "runtime/comm/Backend.h"
+#include "runtime/comm/Launch.h"
+#include "runtime/comm/Rendezvous.h"
 
 #include <algorithm>
 #include <atomic>
@@ -69,11 +76,11 @@ struct Communicator::Impl {
 #ifdef AUTOPAR_WITH_MPI
   /// Whether create() called MPI_Init_thread (and the destructor finalizes).
   bool ownsMpi = false;
-  /// One communicator per non-empty subset of `nontrivial`.
-  std::map<AxisMask, MPI_Comm> comms;
 #endif
-  /// The transport of the float collectives (made last, destroyed first).
+  /// The transport of the collectives (made last, destroyed first).
   std::unique_ptr<CommBackend> backend;
+  /// `backend` for the watchdog's thread, once made (asyncError).
+  std::atomic<CommBackend *> polled{nullptr};
 
   // The watchdog (setTimeout).
   double timeoutSeconds = 0;
@@ -159,8 +166,30 @@ void Communicator::setTimeout(double seconds, const char *program) {
     Impl &w = *impl;
     const auto poll = std::chrono::duration<double>(
         std::min(1.0, std::max(0.01, w.timeoutSeconds / 8)));
+    // Not MPI_Abort from this thread (MPI runs FUNNELED): the job ends when
+    // the launcher sees this rank exit. NCCL's communicators are aborted
+    // first (ncclCommAbort may be called from any thread).
+    auto leave = [] {
+      if (void (*hook)() = abortHook().exchange(nullptr))
+        hook();
+      std::_Exit(1);
+    };
     std::unique_lock<std::mutex> lock(w.mutex);
     while (!w.wake.wait_for(lock, poll, [&] { return w.stopping; })) {
+      if (CommBackend *backend = w.polled.load(std::memory_order_acquire)) {
+        std::string error = backend->asyncError();
+        if (!error.empty()) {
+          const int64_t since = w.blockedSince.load(std::memory_order_acquire);
+          std::fflush(stdout);
+          std::fprintf(stderr,
+                       "%s: rank %d: NCCL failed%s%s: %s; ending the "
+                       "job\n",
+                       w.program.c_str(), worldRank, since ? " in " : "",
+                       since ? w.blockedCall : "", error.c_str());
+          std::fflush(stderr);
+          leave();
+        }
+      }
       const int64_t since = w.blockedSince.load(std::memory_order_acquire);
       if (since == 0 || double(Impl::nowNs() - since) < w.timeoutSeconds * 1e9)
         continue;
@@ -177,9 +206,7 @@ void Communicator::setTimeout(double seconds, const char *program) {
                    "down; ending the job\n",
                    w.program.c_str(), worldRank, call, w.timeoutSeconds);
       std::fflush(stderr);
-      // Not MPI_Abort from this thread (MPI runs FUNNELED): the job ends
-      // when mpirun sees this rank exit.
-      std::_Exit(1);
+      leave();
     }
   });
 }
@@ -217,7 +244,8 @@ static std::string rankCount(int64_t n) {
 }
 
 Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
-                            int numAxes, std::unique_ptr<Communicator> &out) {
+                            int numAxes, std::unique_ptr<Communicator> &out,
+                            double timeoutSeconds, const char *program) {
   if (numAxes < 1 || numAxes > kMaxAxes)
     return Status::error("communicator: the mesh has " +
                          std::to_string(numAxes) + " axes (expected 1 to " +
@@ -247,51 +275,77 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
   std::string mismatch = "the plan's mesh has " + rankCount(meshRanks) + " (" +
                          meshText(axes, numAxes) +
                          ") but the program was launched with ";
+  // Who this process is, as its launcher says: the world of a program that
+  // does not start MPI, and how it starts NCCL.
+  LaunchInfo launch;
+  if (std::string error = readLaunchInfo(launch); !error.empty())
+    return Status::error(error);
 
   std::unique_ptr<Communicator> comm(new Communicator());
   Impl &impl = *comm->impl;
 #ifdef AUTOPAR_WITH_MPI
-  int initialized = 0;
-  AUTOPAR_MPI_CALL(-1, MPI_Initialized, &initialized);
-  if (!initialized) {
-    int provided = 0;
-    AUTOPAR_MPI_CALL(-1, MPI_Init_thread, argc, argv, MPI_THREAD_FUNNELED,
-                     &provided);
-    impl.ownsMpi = true;
-  }
-  AUTOPAR_MPI_CALL(-1, MPI_Comm_set_errhandler, MPI_COMM_WORLD,
-                   MPI_ERRORS_RETURN);
-  AUTOPAR_MPI_CALL(-1, MPI_Comm_rank, MPI_COMM_WORLD, &comm->worldRank);
-  AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_size, MPI_COMM_WORLD,
-                   &comm->numRanks);
-  if (comm->numRanks != meshRanks) {
-    // Every rank finds this alone, and must print it before any rank exits:
-    // mpirun kills the job when the first rank exits non-zero. So MPI stays
-    // up in `out` until the caller has printed the error and destroys it
-    // (MPI_Finalize synchronizes the ranks).
-    out = std::move(comm);
-    return Status::error(mismatch + std::to_string(out->numRanks) +
-                         "; run it with mpirun -np " +
-                         std::to_string(meshRanks));
-  }
+  bool useMpi = true;
+#ifdef AUTOPAR_COMM_NCCL
+  // NCCL needs MPI only to start, and only under MPI's own launchers.
+  useMpi = launch.launcher == "Open MPI" || launch.launcher == "MPICH (PMI)";
+#endif
 #else
+  const bool useMpi = false;
   (void)argc;
   (void)argv;
-  if (meshRanks != 1)
-    return Status::error("the plan's mesh has " + rankCount(meshRanks) + " (" +
-                         meshText(axes, numAxes) +
-                         ") but the program was built without MPI; rebuild it "
-                         "with MPI and run it with mpirun -np " +
-                         std::to_string(meshRanks));
-  // A launcher's world (mpirun, srun, torchrun), which a program without
-  // MPI cannot join.
-  LaunchInfo launch;
-  if (std::string error = readLaunchInfo(launch); !error.empty())
-    return Status::error(error);
-  if (launch.worldSize != 1)
-    return Status::error(mismatch + std::to_string(launch.worldSize) +
-                         "; run it with mpirun -np 1");
 #endif
+  if (useMpi) {
+#ifdef AUTOPAR_WITH_MPI
+    int initialized = 0;
+    AUTOPAR_MPI_CALL(-1, MPI_Initialized, &initialized);
+    if (!initialized) {
+      int provided = 0;
+      AUTOPAR_MPI_CALL(-1, MPI_Init_thread, argc, argv, MPI_THREAD_FUNNELED,
+                       &provided);
+      impl.ownsMpi = true;
+    }
+    AUTOPAR_MPI_CALL(-1, MPI_Comm_set_errhandler, MPI_COMM_WORLD,
+                     MPI_ERRORS_RETURN);
+    AUTOPAR_MPI_CALL(-1, MPI_Comm_rank, MPI_COMM_WORLD, &comm->worldRank);
+    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_size, MPI_COMM_WORLD,
+                     &comm->numRanks);
+    if (comm->numRanks != meshRanks) {
+      // Every rank finds this alone, and must print it before any rank
+      // exits: mpirun kills the job when the first rank exits non-zero. So
+      // MPI stays up in `out` until the caller has printed the error and
+      // destroys it (MPI_Finalize synchronizes the ranks).
+      out = std::move(comm);
+      return Status::error(mismatch + std::to_string(out->numRanks) +
+                           "; run it with mpirun -np " +
+                           std::to_string(meshRanks));
+    }
+#endif
+  } else {
+#ifdef AUTOPAR_COMM_NCCL
+    comm->worldRank = launch.rank;
+    comm->numRanks = launch.worldSize;
+    if (comm->numRanks != meshRanks)
+      return Status::error(
+          mismatch + std::to_string(comm->numRanks) +
+          (launch.launcher.empty() ? " (no launcher)"
+                                   : " (" + launch.launcher + ")") +
+          "; start " + std::to_string(meshRanks) +
+          " ranks (mpirun -np N, srun -n N, torchrun --nproc-per-node N)");
+#else
+    if (meshRanks != 1)
+      return Status::error(
+          "the plan's mesh has " + rankCount(meshRanks) + " (" +
+          meshText(axes, numAxes) +
+          ") but the program was built without MPI; rebuild it "
+          "with MPI and run it with mpirun -np " +
+          std::to_string(meshRanks));
+    // A launcher's world (mpirun, srun, torchrun), which a one-rank program
+    // cannot join.
+    if (launch.worldSize != 1)
+      return Status::error(mismatch + std::to_string(launch.worldSize) +
+                           "; run it with mpirun -np 1");
+#endif
+  }
 
   for (int i = 0; i < numAxes; ++i) {
     impl.names.push_back(axes[i].name);
@@ -305,40 +359,68 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
     impl.coords[i] = rest % impl.sizes[i];
     rest /= impl.sizes[i];
   }
-
-#ifdef AUTOPAR_WITH_MPI
-  // Every rank splits the world once per group, in the same order, now: a
-  // group created on first use could wait forever on a rank that never uses
-  // it.
+  // The groups, in the one order every rank makes them in (the world, the
+  // group of every axis of size > 1, last).
+  std::vector<CommGroup> groups;
   for (AxisMask mask = impl.nontrivial; mask;
        mask = (mask - 1) & impl.nontrivial) {
     int64_t color = 0;
     for (int i = 0; i < numAxes; ++i)
       color = color * impl.sizes[i] + ((mask >> i) & 1 ? 0 : impl.coords[i]);
-    int key = int(comm->groupIndex(mask));
-    MPI_Comm sub = MPI_COMM_NULL;
-    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_split, MPI_COMM_WORLD,
-                     int(color), key, &sub);
-    impl.comms[mask] = sub;
-    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_set_errhandler, sub,
-                     MPI_ERRORS_RETURN);
-    int subSize = 0, subRank = 0;
-    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_size, sub, &subSize);
-    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Comm_rank, sub, &subRank);
-    if (subSize != comm->groupSize(mask) || subRank != key)
-      comm->fail("create", "MPI_Comm_split made a group that is not the "
-                           "mesh's");
+    groups.push_back({mask, int(color), int(comm->groupIndex(mask)),
+                      int(comm->groupSize(mask))});
   }
-#endif
+  std::reverse(groups.begin(), groups.end());
+  // Armed before the world forms: a rank that never arrives ends this one.
+  comm->setTimeout(timeoutSeconds, program);
+
 #if defined(AUTOPAR_COMM_NCCL)
-  impl.backend = makeNcclBackend(impl.comms, *comm, comm->worldRank);
+  std::string worldId;
+  if (comm->worldRank == 0)
+    worldId = newNcclUniqueId(0);
+  if (useMpi) {
+#ifdef AUTOPAR_WITH_MPI
+    worldId.resize(sizeof(ncclUniqueId));
+    AUTOPAR_MPI_CALL(comm->worldRank, MPI_Bcast, &worldId[0],
+                     int(worldId.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
+  } else {
+    Endpoint endpoint;
+    bool found = false;
+    if (std::string error = readEndpoint(endpoint, found); !error.empty())
+      return Status::error(error);
+    if (!found)
+      return Status::error(
+          "rank " + std::to_string(comm->worldRank) + " of " +
+          std::to_string(comm->numRanks) +
+          " has no endpoint to meet the others at: set MASTER_ADDR (rank "
+          "0's host) and MASTER_PORT (a free TCP port there)" +
+#ifdef AUTOPAR_WITH_MPI
+          ", or start the program with mpirun"
+#else
+          ""
+#endif
+      );
+    double wait = timeoutSeconds > 0 ? timeoutSeconds : 600;
+    if (Status s = rendezvous(endpoint, comm->worldRank, comm->numRanks, wait,
+                              worldId);
+        !s)
+      return s;
+  }
+  {
+    Impl::Blocked blocked(impl, "the NCCL communicators' set-up (" +
+                                    rankCount(comm->numRanks) + ")");
+    impl.backend =
+        makeNcclBackend(groups, worldId, comm->worldRank, comm->numRanks);
+  }
 #elif defined(AUTOPAR_COMM_MPI_FLOATS)
-  impl.backend = makeMpiBackend(impl.comms, comm->worldRank);
+  impl.backend = makeMpiBackend(groups, comm->worldRank);
 #elif defined(AUTOPAR_COMM_DEVICE)
   impl.backend = makeDeviceBackend();
 #else
   impl.backend = makeHostBackend();
 #endif
+  impl.polled.store(impl.backend.get(), std::memory_order_release);
   out = std::move(comm);
   return Status::ok();
 }
@@ -353,9 +435,6 @@ Communicator::~Communicator() {
 #endif
   impl->backend.reset();
 #ifdef AUTOPAR_WITH_MPI
-  for (auto &[mask, sub] : impl->comms)
-    AUTOPAR_MPI_CALL(worldRank, MPI_Comm_free, &sub);
-  impl->comms.clear();
   if (impl->ownsMpi)
     MPI_Finalize();
 #endif
@@ -582,53 +661,33 @@ void Communicator::allReduceSumDouble(double *data, int64_t numElements,
   AxisMask mask = canonical(axes, "allReduceSumDouble");
   if (numElements < 0)
     fail("allReduceSumDouble", "negative element count");
-  if (groupSize(mask) == 1)
+  if (groupSize(mask) == 1 || numElements == 0)
     return;
-#ifdef AUTOPAR_WITH_MPI
   Impl::Blocked blocked(*impl, impl->watching()
                                    ? "an all-reduce of " +
                                          std::to_string(numElements) +
                                          " doubles over " + impl->axesText(mask)
                                    : std::string());
-  MPI_Comm sub = impl->comms.at(mask);
-  for (int64_t off = 0; off < numElements; off += impl->maxElements) {
-    int count = int(std::min(impl->maxElements, numElements - off));
-    AUTOPAR_MPI_CALL(worldRank, MPI_Allreduce, MPI_IN_PLACE, data + off, count,
-                     MPI_DOUBLE, MPI_SUM, sub);
-  }
-#else
-  (void)data;
-#endif
+  impl->backend->sumDoubles(data, numElements, mask);
 }
 
 void Communicator::broadcastBytes(void *data, int64_t bytes) {
   if (bytes < 0)
     fail("broadcastBytes", "negative byte count");
-  if (numRanks == 1)
+  if (numRanks == 1 || bytes == 0)
     return;
-#ifdef AUTOPAR_WITH_MPI
   Impl::Blocked blocked(*impl, impl->watching()
                                    ? "a broadcast of " + std::to_string(bytes) +
                                          " bytes from rank 0"
                                    : std::string());
-  char *base = static_cast<char *>(data);
-  for (int64_t off = 0; off < bytes; off += impl->maxElements) {
-    int count = int(std::min(impl->maxElements, bytes - off));
-    AUTOPAR_MPI_CALL(worldRank, MPI_Bcast, base + off, count, MPI_BYTE, 0,
-                     MPI_COMM_WORLD);
-  }
-#else
-  (void)data;
-#endif
+  impl->backend->broadcastBytes(data, bytes);
 }
 
 void Communicator::barrier() {
-#ifdef AUTOPAR_WITH_MPI
-  if (numRanks > 1) {
-    Impl::Blocked blocked(*impl, "a barrier");
-    AUTOPAR_MPI_CALL(worldRank, MPI_Barrier, MPI_COMM_WORLD);
-  }
-#endif
+  if (numRanks == 1)
+    return;
+  Impl::Blocked blocked(*impl, "a barrier");
+  impl->backend->barrier();
 }
 
 } // namespace autopar::rt

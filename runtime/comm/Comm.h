@@ -3,33 +3,39 @@
 // The ranks of a training program form the device mesh of its plan (a
 // `dist.mesh`, docs/dist-dialect.md): an n-dimensional array of ranks with
 // named axes, numbered row-major over the axes in their declared order (the
-// last axis varies fastest); a rank's number is its MPI_COMM_WORLD rank. A
-// collective runs over a group of axes: the ranks that share this rank's
-// coordinates on every other axis. A rank's position in a group is its
-// coordinates on the group's axes, major to minor in mesh axis order.
+// last axis varies fastest); a rank's number is its world rank (MPI's, or
+// the launcher's: runtime/comm/Launch.h). A collective runs over a group of
+// axes: the ranks that share this rank's coordinates on every other axis. A
+// rank's position in a group is its coordinates on the group's axes, major
+// to minor in mesh axis order.
 //
 // Three builds of the same source:
-//  - with AUTOPAR_WITH_MPI (linked with MPI; the CPU target): one MPI
+//  - with AUTOPAR_WITH_MPI alone (linked with MPI; the CPU target): one MPI
 //    sub-communicator per group, non-blocking collectives of float32 or
 //    bfloat16 buffers in HOST memory that the generated code overlaps with
 //    its kernels;
-//  - with AUTOPAR_WITH_NCCL and AUTOPAR_WITH_MPI (linked with MPI, NCCL and
-//    the CUDA runtime; the CUDA target): MPI starts the world, checks the
-//    mesh, makes the same sub-communicators and runs the host collectives
-//    (allReduceSumDouble, broadcastBytes, barrier); the float32 and
-//    bfloat16 collectives take DEVICE pointers and run as NCCL collectives on
-//    the communicator's own stream, ordered after the compute stream's work by
-//    CUDA events (setComputeStream), with one NCCL communicator per group;
-//  - without AUTOPAR_WITH_MPI (no MPI headers at all): a one-rank program
-//    where every group has one rank and every collective is a local copy or
-//    nothing; with AUTOPAR_WITH_NCCL the copies are device-to-device copies
-//    on the compute stream (and neither NCCL nor MPI need be linked).
+//  - with AUTOPAR_WITH_NCCL (linked with NCCL and the CUDA runtime, and with
+//    MPI where the machine has it; the CUDA target over several ranks): the
+//    world forms by MPI under mpirun (or MPICH's launcher) in a program
+//    linked with MPI, and otherwise with no MPI at all, through the
+//    rendezvous at MASTER_ADDR:MASTER_PORT (runtime/comm/Rendezvous.h; srun,
+//    torchrun, a script). One NCCL communicator per group runs everything:
+//    the float32 and bfloat16 collectives take DEVICE pointers and run on
+//    the communicator's own stream, ordered after the compute stream's work
+//    by CUDA events (setComputeStream); the host collectives
+//    (allReduceSumDouble, broadcastBytes, barrier) go through a device
+//    staging buffer;
+//  - with neither (no MPI or NCCL headers at all): a one-rank program where
+//    every group has one rank and every collective is a local copy or
+//    nothing; with AUTOPAR_COMM_DEVICE (a one-rank CUDA program) the copies
+//    are device-to-device copies on the compute stream.
 //
-// Errors of the launch (a world that is not the plan's mesh) come back as a
-// Status from create(), computed alike on every rank so that every rank
-// reports and stops: no hang. A failing MPI, CUDA or NCCL call is a bug or
-// a broken machine: it prints "FILE:LINE: rank R: CALL failed: REASON" and
-// ends every rank with MPI_Abort (exit status 1 without MPI). Only the
+// Errors of the launch (a world that is not the plan's mesh, no endpoint, a
+// rank that never arrives) come back as a Status from create(), computed
+// alike on every rank so that every rank reports and stops: no hang. A
+// failing MPI, CUDA or NCCL call is a bug or a broken machine: it prints
+// "FILE:LINE: rank R: CALL failed: REASON" and ends every rank
+// (ncclCommAbort, MPI_Abort while MPI is up, exit status 1). Only the
 // thread that called create() may call the communicator
 // (MPI_THREAD_FUNNELED).
 //
@@ -108,35 +114,38 @@ struct CommRequest {
 
 class Communicator {
 public:
-  /// Starts MPI (MPI_Init_thread with MPI_THREAD_FUNNELED) when built with
-  /// MPI and checks that the world is the mesh of `axes` (1 to 32 axes,
-  /// sizes >= 1, at most 8 of them > 1); otherwise returns "the plan's mesh
-  /// has N ranks (dp=2, tp=2) but the program was launched with M; run it
-  /// with mpirun -np N" on every rank. Then `out` still holds the (unusable)
-  /// communicator, whose destructor only finalizes MPI: print the error
-  /// first, then destroy it, so that every rank has printed before any rank
-  /// exits (mpirun kills the job when the first rank exits non-zero). Other
-  /// errors leave `out` empty. Without MPI the world has one rank, unless the
-  /// launcher's environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE) says otherwise,
-  /// which is the same error. Creates the sub-communicator of every group at
-  /// once, so that no collective can wait on a rank that never creates its
-  /// group.
+  /// Forms the world and checks that it is the mesh of `axes` (1 to 32
+  /// axes, sizes >= 1, at most 8 of them > 1); otherwise returns "the plan's
+  /// mesh has N ranks (dp=2, tp=2) but the program was launched with M; ..."
+  /// on every rank. MPI builds start MPI (MPI_Init_thread with
+  /// MPI_THREAD_FUNNELED) and, on that error, leave the (unusable)
+  /// communicator in `out`, whose destructor only finalizes MPI: print the
+  /// error first, then destroy it, so that every rank has printed before any
+  /// rank exits (mpirun kills the job when the first rank exits non-zero).
+  /// Other errors leave `out` empty. A one-rank build refuses a launcher's
+  /// world of several (OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, WORLD_SIZE...).
+  /// The watchdog (setTimeout(timeoutSeconds, program)) is armed before the
+  /// groups form, and the rendezvous of an NCCL build without MPI waits at
+  /// most `timeoutSeconds` (600 when <= 0). Every group is made at once, so
+  /// that no collective can wait on a rank that never makes its group.
   ///
   /// NCCL build: call it AFTER cudaSetDevice (the rank's GPU is the current
   /// device): it creates, on the current device, the communication stream
-  /// (cudaStreamNonBlocking), a memory pool for staging buffers, and one
-  /// NCCL communicator per group (the group's first rank makes the
-  /// ncclUniqueId, an MPI_Bcast on the group's MPI sub-communicator gives it
-  /// to the others, then ncclCommInitRank with rank = group position). A
-  /// failing CUDA or NCCL call here ends every rank (it is not a Status).
+  /// (cudaStreamNonBlocking), a memory pool for staging buffers, the world's
+  /// NCCL communicator (ncclCommInitRank from world rank 0's ncclUniqueId,
+  /// handed over by MPI_Bcast or the rendezvous) and one per other group
+  /// (ncclCommSplit). A failing CUDA or NCCL call here ends every rank (it
+  /// is not a Status).
   static Status create(int *argc, char ***argv, const MeshAxisInfo *axes,
-                       int numAxes, std::unique_ptr<Communicator> &out);
-  /// Waits for the outstanding requests, frees the sub-communicators and
-  /// calls MPI_Finalize (if create() started MPI). NCCL build: does not
-  /// touch the compute stream (it may be destroyed already): drops the
-  /// outstanding requests, synchronizes the communication stream, destroys
-  /// the NCCL communicators, the events, the pool and the stream (a failing
-  /// call ends every rank, as anywhere else), then the MPI part as above.
+                       int numAxes, std::unique_ptr<Communicator> &out,
+                       double timeoutSeconds = 0,
+                       const char *program = "train");
+  /// Waits for the outstanding requests, frees the groups and calls
+  /// MPI_Finalize (if create() started MPI). NCCL build: does not touch the
+  /// compute stream (it may be destroyed already): drops the outstanding
+  /// requests, synchronizes the communication stream, destroys the NCCL
+  /// communicators, the events, the pool and the stream (a failing call
+  /// ends every rank, as anywhere else), then the MPI part as above.
   ~Communicator();
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
@@ -272,13 +281,14 @@ public:
   /// (the GPU progresses NCCL collectives on its own).
   void progress();
   /// Blocking in-place sum of doubles in HOST memory over the group
-  /// (losses, squared norms); MPI in the NCCL build too.
+  /// (losses, squared norms). NCCL build: an ncclFloat64 sum on the
+  /// communication stream, after the collectives issued before it.
   void allReduceSumDouble(double *data, int64_t numElements, AxisMask axes);
   /// Blocking broadcast of `bytes` bytes of HOST memory from world rank 0 to
-  /// every rank (MPI in the NCCL build too).
+  /// every rank (NCCL build: ncclBroadcast, as above).
   void broadcastBytes(void *data, int64_t bytes);
-  /// Blocks until every rank has called it (MPI_Barrier in the NCCL build
-  /// too: it does not order any GPU work).
+  /// Blocks until every rank has called it (NCCL build: a sum over the
+  /// world, as above; it orders no compute-stream work).
   void barrier();
 
   /// Logical bytes sent per rank by each collective kind since the last
@@ -308,7 +318,8 @@ public:
   }
   void resetBytes();
 
-  /// Ends every rank of the world (MPI_Abort) after an error on this one.
+  /// Ends every rank of the world after an error on this one (ncclCommAbort,
+  /// MPI_Abort while MPI is up; without MPI the launcher ends the others).
   [[noreturn]] void abort(int code);
 
   /// The watchdog (plan comm.timeout_s, as PyTorch's NCCL watchdog): while
@@ -319,14 +330,17 @@ public:
   /// the job", and ends this process (mpirun then ends the others).
   /// `seconds` <= 0 turns it off; one rank has none. In the NCCL build the
   /// collectives run on the GPU's streams and the host blocks later, on the
-  /// device work that waits for them: a DeviceWork spans that (the step).
+  /// device work that waits for them: a DeviceWork spans that (the step);
+  /// the thread also polls NCCL's asynchronous errors (a peer that died, a
+  /// network failure) and ends this rank on one: "PROGRAM: rank R: NCCL
+  /// failed in <the call>: REASON; ending the job".
   void setTimeout(double seconds, const char *program);
 
   /// In the NCCL build, marks the calling thread as waiting on device work
   /// that includes this rank's NCCL collectives (a training step, from its
   /// first collective to the step's last host wait) for the watchdog,
-  /// described as `what`; the MPI calls inside it are watched on their
-  /// own. A no-op in MPI builds (their collectives block the host where
+  /// described as `what`; the host collectives inside it are watched on
+  /// their own. A no-op in MPI builds (their collectives block the host where
   /// they are called).
   class DeviceWork {
   public:
@@ -343,8 +357,7 @@ public:
   /// For tests: split every MPI message into pieces of at most `elements`
   /// elements (bytes for broadcastBytes; default and maximum INT_MAX, MPI's
   /// counts being int), which is what counts past INT_MAX get. Every rank
-  /// must set the same value. In the NCCL build it applies to the MPI
-  /// messages only (allReduceSumDouble, broadcastBytes): NCCL counts are
+  /// must set the same value. The NCCL build ignores it: NCCL counts are
   /// size_t and its collectives are never split.
   void setMaxMessageElements(int64_t elements);
 

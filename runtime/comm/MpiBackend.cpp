@@ -1,11 +1,14 @@
 //===- MpiBackend.cpp - float collectives over MPI on host memory ---------===//
 //
-// Non-blocking MPI collectives on the groups' sub-communicators, tracked per
-// request with the staging buffers and count arrays that MPI reads until
-// they complete. MPI has no bfloat16 or half type: such buffers travel as
-// MPI_UINT16_T and their sums use user-defined MPI_Ops that add in float and
-// round, as NCCL's ncclBfloat16 / ncclHalf sums do, so the two builds round
-// alike. Messages hold at most maxElements elements (MPI counts are int).
+// One MPI sub-communicator per group, split from MPI_COMM_WORLD in one
+// order on every rank when the backend is made (a group created on first
+// use could wait forever on a rank that never uses it). Non-blocking MPI
+// collectives on them, tracked per request with the staging buffers and count
+// arrays that MPI reads until they complete. MPI has no bfloat16 or half type:
+// such buffers travel as MPI_UINT16_T and their sums use user-defined MPI_Ops
+// that add in float and round, as NCCL's ncclBfloat16 / ncclHalf sums do, so
+// the two builds round alike. Messages hold at most maxElements elements (MPI
+// counts are int).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,8 +47,20 @@ void addHalf(void *in, void *inout, int *len, MPI_Datatype *) {
 
 class MpiBackend : public CommBackend {
 public:
-  MpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank)
-      : comms(comms), rank(rank) {
+  MpiBackend(const std::vector<CommGroup> &groups, int rank) : rank(rank) {
+    for (const CommGroup &g : groups) {
+      MPI_Comm sub = MPI_COMM_NULL;
+      AUTOPAR_MPI_CALL(rank, MPI_Comm_split, MPI_COMM_WORLD, g.color, g.index,
+                       &sub);
+      comms[g.mask] = sub;
+      AUTOPAR_MPI_CALL(rank, MPI_Comm_set_errhandler, sub, MPI_ERRORS_RETURN);
+      int subSize = 0, subRank = 0;
+      AUTOPAR_MPI_CALL(rank, MPI_Comm_size, sub, &subSize);
+      AUTOPAR_MPI_CALL(rank, MPI_Comm_rank, sub, &subRank);
+      if (subSize != g.size || subRank != g.index)
+        failedCall("MPI_Comm_split", "it made a group that is not the mesh's",
+                   __FILE__, __LINE__, rank);
+    }
     AUTOPAR_MPI_CALL(rank, MPI_Op_create, addBf16, 1, &bf16Sum);
     AUTOPAR_MPI_CALL(rank, MPI_Op_create, addHalf, 1, &halfSum);
   }
@@ -56,6 +71,8 @@ public:
       AUTOPAR_MPI_CALL(rank, MPI_Op_free, &bf16Sum);
     if (halfSum != MPI_OP_NULL)
       AUTOPAR_MPI_CALL(rank, MPI_Op_free, &halfSum);
+    for (auto &[mask, sub] : comms)
+      AUTOPAR_MPI_CALL(rank, MPI_Comm_free, &sub);
   }
 
   CommRequest allReduceSum(void *data, int64_t numElements, CommType type,
@@ -225,6 +242,28 @@ public:
     maxElements = elements;
   }
 
+  void sumDoubles(double *data, int64_t numElements, AxisMask mask) override {
+    MPI_Comm sub = comms.at(mask);
+    for (int64_t off = 0; off < numElements; off += maxElements) {
+      int count = int(std::min(maxElements, numElements - off));
+      AUTOPAR_MPI_CALL(rank, MPI_Allreduce, MPI_IN_PLACE, data + off, count,
+                       MPI_DOUBLE, MPI_SUM, sub);
+    }
+  }
+
+  void broadcastBytes(void *data, int64_t bytes) override {
+    char *base = static_cast<char *>(data);
+    for (int64_t off = 0; off < bytes; off += maxElements) {
+      int count = int(std::min(maxElements, bytes - off));
+      AUTOPAR_MPI_CALL(rank, MPI_Bcast, base + off, count, MPI_BYTE, 0,
+                       MPI_COMM_WORLD);
+    }
+  }
+
+  void barrier() override {
+    AUTOPAR_MPI_CALL(rank, MPI_Barrier, MPI_COMM_WORLD);
+  }
+
 private:
   /// A collective in flight and what MPI reads until it completes.
   struct Pending {
@@ -240,7 +279,8 @@ private:
                                     : halfSum;
   }
 
-  const std::map<AxisMask, MPI_Comm> &comms;
+  /// One sub-communicator per group mask.
+  std::map<AxisMask, MPI_Comm> comms;
   const int rank;
   int64_t maxElements = INT_MAX;
   MPI_Op bf16Sum = MPI_OP_NULL, halfSum = MPI_OP_NULL;
@@ -253,8 +293,8 @@ private:
 } // namespace
 
 std::unique_ptr<CommBackend>
-makeMpiBackend(const std::map<AxisMask, MPI_Comm> &comms, int rank) {
-  return std::make_unique<MpiBackend>(comms, rank);
+makeMpiBackend(const std::vector<CommGroup> &groups, int rank) {
+  return std::make_unique<MpiBackend>(groups, rank);
 }
 
 } // namespace autopar::rt

@@ -1,20 +1,25 @@
 //===- NcclBackend.cpp - float collectives over NCCL on device memory -----===//
 //
-// One NCCL communicator per group, made with ncclCommInitRank from an
-// ncclUniqueId that the group's first rank broadcasts over the group's MPI
-// sub-communicator (rather than ncclCommSplit of a world NCCL communicator:
-// no world communicator whose resources nobody uses, and the groups are
-// exactly the MPI ones). The collectives are NCCL calls on device buffers on
-// the backend's communication stream: an event recorded on the compute
+// The world's NCCL communicator made with ncclCommInitRank from the
+// ncclUniqueId that world rank 0 made and Comm.cpp handed to every rank (by
+// MPI_Bcast under an MPI launcher, by the rendezvous otherwise), and one per
+// other group split from it (ncclCommSplit, NCCL >= 2.18), in one order on
+// every rank. The collectives are NCCL calls on device buffers on the
+// backend's communication stream: an event recorded on the compute
 // stream orders them after the kernels, a completion event per request
 // orders the compute stream after them (wait). Staging buffers come from
 // the backend's own memory pool: allocated on the compute stream, freed on
 // the communication stream right after their last use (cudaFreeAsync), so
 // requests own no memory and nothing queries events.
 //
-// Without MPI (one rank) the device build has no NCCL call at all (the
-// program need not link NCCL): DeviceBackend only copies, on the compute
-// stream.
+// The control plane (sums of doubles, broadcasts, barriers on host memory)
+// runs over the same communicators through a device staging buffer on the
+// communication stream, which the host then waits for: after the
+// collectives issued before it, as every rank issues them in one order.
+// The watchdog polls ncclCommGetAsyncError; an abort is ncclCommAbort.
+//
+// Without NCCL (a one-rank program) the device build has no NCCL call at
+// all: DeviceBackend only copies, on the compute stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,10 +79,21 @@ ncclDataType_t ncclType(CommType type) {
                                   : ncclHalf;
 }
 
+/// The communicators endWorld aborts (abortHook): every live backend's.
+std::mutex abortMutex;
+std::vector<ncclComm_t> abortComms;
+
+void abortAll() {
+  std::lock_guard<std::mutex> lock(abortMutex);
+  for (ncclComm_t nccl : abortComms)
+    ncclCommAbort(nccl);
+  abortComms.clear();
+}
+
 class NcclBackend : public CommBackend {
 public:
-  NcclBackend(const std::map<AxisMask, MPI_Comm> &comms,
-              const Communicator &comm, int rank)
+  NcclBackend(const std::vector<CommGroup> &groups, const std::string &worldId,
+              int rank, int worldSize)
       : rank(rank) {
     int device = 0;
     AUTOPAR_COMM_CUDA_CALL(rank, cudaGetDevice, &device);
@@ -103,21 +120,30 @@ public:
     AUTOPAR_COMM_CUDA_CALL(rank, cudaMemPoolSetAttribute, pool,
                            cudaMemPoolReuseAllowInternalDependencies,
                            &internal);
-    // The same groups in the same order on every rank (Communicator::create
-    // made `comms` alike): ncclCommInitRank blocks until the whole group has
-    // called it, and groups of one mask are disjoint, so no rank waits on
-    // one that waits elsewhere.
-    for (auto &[mask, sub] : comms) {
-      ncclUniqueId id = {};
-      if (comm.groupIndex(mask) == 0)
-        AUTOPAR_NCCL_CALL(rank, ncclGetUniqueId, &id);
-      AUTOPAR_MPI_CALL(rank, MPI_Bcast, &id, int(sizeof(id)), MPI_BYTE, 0, sub);
-      ncclComm_t nccl = nullptr;
-      AUTOPAR_NCCL_CALL(rank, ncclCommInitRank, &nccl,
-                        int(comm.groupSize(mask)), id,
-                        int(comm.groupIndex(mask)));
-      ncclComms[mask] = nccl;
+    ncclUniqueId id = {};
+    if (worldId.size() != sizeof(id))
+      failedCall("ncclCommInitRank",
+                 "the world's ncclUniqueId has the wrong size", __FILE__,
+                 __LINE__, rank);
+    std::memcpy(&id, worldId.data(), sizeof(id));
+    AUTOPAR_NCCL_CALL(rank, ncclCommInitRank, &world, worldSize, id, rank);
+    registerForAbort(world);
+    // The same splits in the same order on every rank (every rank of the
+    // world takes part in each); the world's own group is the world.
+    for (const CommGroup &g : groups) {
+      if (g.size == worldSize) {
+        worldMask = g.mask;
+        ncclComms[g.mask] = world;
+        continue;
+      }
+      ncclComm_t sub = nullptr;
+      AUTOPAR_NCCL_CALL(rank, ncclCommSplit, world, g.color, g.index, &sub,
+                        nullptr);
+      ncclComms[g.mask] = sub;
+      registerForAbort(sub);
     }
+    abortHook().store(abortAll);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMalloc, &control, kControlBytes);
   }
 
   ~NcclBackend() override {
@@ -129,8 +155,17 @@ public:
     pending.clear();
     if (commStream)
       AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamSynchronize, commStream);
+    {
+      std::lock_guard<std::mutex> lock(abortMutex);
+      abortComms.clear();
+    }
     for (auto &[mask, nccl] : ncclComms)
-      AUTOPAR_NCCL_CALL(rank, ncclCommDestroy, nccl);
+      if (nccl != world)
+        AUTOPAR_NCCL_CALL(rank, ncclCommDestroy, nccl);
+    if (world)
+      AUTOPAR_NCCL_CALL(rank, ncclCommDestroy, world);
+    if (control)
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaFree, control);
     for (cudaEvent_t event : freeEvents)
       AUTOPAR_COMM_CUDA_CALL(rank, cudaEventDestroy, event);
     if (computeReady)
@@ -220,9 +255,6 @@ public:
 
   CommRequest exchange(const PointToPoint *ops, int count,
                        CommRequest *each) override {
-    // The world communicator: the group of every axis, whose positions are
-    // the world ranks.
-    ncclComm_t world = ncclComms.rbegin()->second;
     follow();
     AUTOPAR_NCCL_CALL(rank, ncclGroupStart);
     for (int i = 0; i < count; ++i) {
@@ -264,7 +296,67 @@ public:
     return true;
   }
 
+  void sumDoubles(double *data, int64_t numElements, AxisMask mask) override {
+    ncclComm_t nccl = ncclComms.at(mask);
+    for (int64_t off = 0; off < numElements; off += kControlBytes / 8) {
+      size_t count =
+          size_t(std::min<int64_t>(kControlBytes / 8, numElements - off));
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, control, data + off,
+                             count * 8, cudaMemcpyHostToDevice, commStream);
+      AUTOPAR_NCCL_CALL(rank, ncclAllReduce, control, control, count,
+                        ncclFloat64, ncclSum, nccl, commStream);
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, data + off, control,
+                             count * 8, cudaMemcpyDeviceToHost, commStream);
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamSynchronize, commStream);
+    }
+  }
+
+  void broadcastBytes(void *data, int64_t bytes) override {
+    char *base = static_cast<char *>(data);
+    for (int64_t off = 0; off < bytes; off += kControlBytes) {
+      size_t count = size_t(std::min<int64_t>(kControlBytes, bytes - off));
+      if (rank == 0)
+        AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, control, base + off,
+                               count, cudaMemcpyHostToDevice, commStream);
+      AUTOPAR_NCCL_CALL(rank, ncclBroadcast, control, control, count, ncclInt8,
+                        0, world, commStream);
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, base + off, control, count,
+                             cudaMemcpyDeviceToHost, commStream);
+      AUTOPAR_COMM_CUDA_CALL(rank, cudaStreamSynchronize, commStream);
+    }
+  }
+
+  void barrier() override {
+    double one = 1;
+    sumDoubles(&one, 1, worldMask);
+  }
+
+  std::string asyncError() override {
+    for (auto &[mask, nccl] : ncclComms) {
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t rc = ncclCommGetAsyncError(nccl, &state);
+      if (rc == ncclSuccess &&
+          (state == ncclSuccess || state == ncclInProgress))
+        continue;
+      std::string reason = ncclGetErrorString(rc != ncclSuccess ? rc : state);
+      const char *last = ncclGetLastError(nccl);
+      if (last && *last)
+        reason += std::string(" (") + last + ")";
+      return reason;
+    }
+    return "";
+  }
+
 private:
+  /// The control plane's device buffer (sums of doubles, broadcasts go
+  /// through it in pieces of this size).
+  static constexpr int64_t kControlBytes = 1 << 20;
+
+  static void registerForAbort(ncclComm_t nccl) {
+    std::lock_guard<std::mutex> lock(abortMutex);
+    abortComms.push_back(nccl);
+  }
+
   /// Makes the communication stream wait for the work issued on the
   /// compute stream so far.
   void follow() {
@@ -315,8 +407,13 @@ private:
   cudaEvent_t computeReady = nullptr;
   /// Completion events of finished requests, for reuse.
   std::vector<cudaEvent_t> freeEvents;
-  /// One NCCL communicator per group mask.
+  /// The world's communicator (exchange, broadcasts) and one per group
+  /// mask (the world's own mask maps to `world`).
+  ncclComm_t world = nullptr;
+  AxisMask worldMask = 0;
   std::map<AxisMask, ncclComm_t> ncclComms;
+  /// kControlBytes of device memory.
+  void *control = nullptr;
   /// Outstanding requests: their completion events by id.
   std::map<int64_t, cudaEvent_t> pending;
   int64_t nextId = 0;
@@ -342,10 +439,16 @@ private:
 } // namespace
 
 #ifdef AUTOPAR_COMM_NCCL
+std::string newNcclUniqueId(int rank) {
+  ncclUniqueId id = {};
+  AUTOPAR_NCCL_CALL(rank, ncclGetUniqueId, &id);
+  return std::string(reinterpret_cast<const char *>(&id), sizeof(id));
+}
+
 std::unique_ptr<CommBackend>
-makeNcclBackend(const std::map<AxisMask, MPI_Comm> &comms,
-                const Communicator &comm, int rank) {
-  return std::make_unique<NcclBackend>(comms, comm, rank);
+makeNcclBackend(const std::vector<CommGroup> &groups,
+                const std::string &worldId, int rank, int worldSize) {
+  return std::make_unique<NcclBackend>(groups, worldId, rank, worldSize);
 }
 #else
 std::unique_ptr<CommBackend> makeDeviceBackend() {

@@ -59,8 +59,8 @@ int main(int argc, char **argv) {
   if (!parseOptions(argc, argv, options, exitCode))
     return exitCode;
   // The device first: the communicator's GPU streams and NCCL communicators
-  // live on it. The launcher's variables say which rank this is before MPI
-  // starts (runtime/comm/Launch.h).
+  // live on it. The launcher's variables say which rank this is before the
+  // world forms (runtime/comm/Launch.h).
   autopar::rt::LaunchInfo launch;
   if (std::string error = autopar::rt::readLaunchInfo(launch); !error.empty()) {
     std::fprintf(stderr, "train: %s\n", error.c_str());
@@ -76,16 +76,15 @@ int main(int argc, char **argv) {
   for (int a = 0; a < info.numMeshAxes; ++a)
     axes.push_back({info.meshAxisNames[a], info.meshAxisSizes[a]});
   std::unique_ptr<Communicator> comm;
-  status = Communicator::create(&argc, &argv, axes.data(),
-                                static_cast<int>(axes.size()), comm);
+  status = Communicator::create(
+      &argc, &argv, axes.data(), static_cast<int>(axes.size()), comm,
+      options.commTimeout > 0 ? options.commTimeout : info.commTimeoutSeconds,
+      "train");
   if (!status.isOk()) {
     std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     return 1;
   }
   comm->setComputeStream(device->queue());
-  comm->setTimeout(options.commTimeout > 0 ? options.commTimeout
-                                           : info.commTimeoutSeconds,
-                   "train");
   // Set-up errors (inputs, checkpoints) are the same on every rank: each
   // prints its line and all exit together. Later ones (rank 0's writes) end
   // every rank at once so that none waits in a collective.
