@@ -5,16 +5,16 @@
 // group of more than one rank to one CommBackend, the transport of the
 // build:
 //
-//   build                        backend                  buffers
-//   AUTOPAR_WITH_MPI             MPI (MpiBackend.cpp)     host memory
-//   AUTOPAR_COMM_DEVICE          device copies (one rank;  device memory
-//                                NcclBackend.cpp)
-//   AUTOPAR_COMM_DEVICE          NCCL (NcclBackend.cpp)   device memory
-//   + AUTOPAR_WITH_NCCL
-//   none of them                 host copies (one rank;   host memory
-//                                Comm.cpp)
+//   defined                  backend                    buffers
+//   AUTOPAR_WITH_MPI         MPI (MpiBackend.cpp)       host memory
+//   AUTOPAR_WITH_NCCL        NCCL (NcclBackend.cpp)     device memory
+//   AUTOPAR_COMM_DEVICE      device copies, one rank    device memory
+//                            (NcclBackend.cpp)
+//   none                     host copies, one rank      host memory
+//                            (Comm.cpp)
 //
-// (AUTOPAR_WITH_NCCL implies AUTOPAR_COMM_DEVICE.) Each backend owns its
+// AUTOPAR_WITH_NCCL implies AUTOPAR_COMM_DEVICE and takes precedence over
+// AUTOPAR_WITH_MPI (which then only starts the world). Each backend owns its
 // groups (MPI sub-communicators, NCCL communicators), made from the same
 // list of CommGroups in the same order on every rank, and runs the control
 // plane too (sums of doubles, broadcasts, barriers): MPI on host memory, or
