@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
 # The CUDA target on a machine with a GPU: the runtime's kernel tests, the
 # e2e equivalence tests (per-step loss and grad norm of each CUDA program
-# against the CPU target's and PyTorch's within relative 1e-3), ONNX's node
+# against the CPU target's and PyTorch's within relative 1e-3), the
+# programs over several ranks sharing the one GPU (below), ONNX's node
 # conformance tests as forward-only CUDA programs (test/conformance/run.py
 # --target cuda), and the GPU benchmark; one summary table at the end. Exit 0
 # when everything passed.
+#
+# Several ranks on one GPU ("ranks"): started without MPI by
+# scripts/launch-local.sh --share-gpu (each rank its own NCCL_HOSTID, NCCL's
+# sockets on loopback; correct, not fast). The communicator's own test
+# (test/cuda/CommNcclTest.cpp: every group of a 2- and a 2 x 2-rank mesh,
+# the host collectives, a ring of transfers); then each plan of ranks_cases
+# below trains the same 4-layer GPT for 20 steps: its losses and gradient
+# norms against the one-GPU run of the model (fp32 within 1e-5, bf16-mixed
+# within 1e-2) and the CPU target's run of the same plan under mpirun
+# (within $rtol), every step's logged comm bytes equal to report.json's
+# (test/e2e/check_comm_bytes.py). dp2-zero1 also resumes the CPU target's
+# step-10 checkpoint (steps 10-19 against the CPU run), and is stopped
+# (SIGSTOP of rank 1: rank 0 ends within --comm-timeout with the
+# watchdog's line) and killed (SIGKILL of rank 1: the launcher ends rank 0;
+# the last checkpoint then resumes). Programs of one kind (one rank, several) share
+# one runtime build (AUTOPAR_RUNTIME_LIBRARY).
 #
 #   scripts/gpu-check.sh                 # autopar built here and a GPU here
 #   scripts/gpu-check.sh --prepare DIR   # where autopar is built (no GPU needed):
@@ -22,8 +39,9 @@
 # adding the options in GPU_CHECK_BENCH_ARGS (e.g. "--profile 10" for the
 # program's time per op kind, "--skip-torch").
 #
-# GPU_CHECK_ONLY="kernels programs conformance bench" (any subset; default
-# all) limits --run to those parts, e.g. to fit a per-command time limit.
+# GPU_CHECK_ONLY="kernels programs ranks conformance bench" (any subset;
+# default all) limits --run to those parts, e.g. to fit a per-command time
+# limit.
 #
 # GPU machines often lack LLVM/MLIR (autopar itself), so --prepare writes
 # self-contained program directories (sources, CMakeLists.txt, weights) and
@@ -53,6 +71,67 @@ cases=(
   "gpt-bf16-unfused|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"attention\": \"unfused\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
 )
 
+# The plans over several ranks: name | ranks | plan | environment.
+# pp cases run with a small NCCL_P2P_NET_CHUNKSIZE, so that every transfer
+# goes in many pieces and the grouping of sends and receives is stressed.
+ranks_opt='"optimizer": {"type": "adamw", "lr": 0.01, "weight_decay": 0.1, "max_grad_norm": 0.5}'
+ranks_bf16='"precision": "bf16-mixed"'
+ranks_mb='"batch": {"micro_batches": 4}'
+ranks_chunk=NCCL_P2P_NET_CHUNKSIZE=2048
+ranks_cases=(
+  "one|1|{$ranks_opt}|"
+  "one-bf16|1|{$ranks_bf16, $ranks_opt}|"
+  "dp2-zero0|2|{$ranks_opt, \"mesh\": {\"dp\": 2}}|"
+  "dp2-zero1|2|{$ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 1}}|"
+  "dp2-zero2|2|{$ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 2}, \"comm\": {\"bucket_mb\": 0.01}}|"
+  "dp2-zero3|2|{$ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 3}}|"
+  "dp2-zero2-offload|2|{$ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 2, \"offload\": \"cpu\"}}|"
+  "tp2-sp|2|{$ranks_opt, \"mesh\": {\"tp\": 2}}|"
+  "tp2-nosp|2|{$ranks_opt, \"mesh\": {\"tp\": 2}, \"tensor_parallel\": {\"sequence_parallel\": false}}|"
+  "pp2-1f1b|2|{$ranks_opt, $ranks_mb, \"mesh\": {\"pp\": 2}}|$ranks_chunk"
+  "pp2-gpipe|2|{$ranks_opt, $ranks_mb, \"mesh\": {\"pp\": 2}, \"pipeline\": {\"schedule\": \"gpipe\"}}|$ranks_chunk"
+  "pp2-interleaved|2|{$ranks_opt, $ranks_mb, \"mesh\": {\"pp\": 2}, \"pipeline\": {\"schedule\": \"interleaved\"}}|$ranks_chunk"
+  "pp2-zb-h1|2|{$ranks_opt, $ranks_mb, \"mesh\": {\"pp\": 2}, \"pipeline\": {\"schedule\": \"zb-h1\"}}|$ranks_chunk"
+  "dp2-tp2|4|{$ranks_opt, \"mesh\": {\"dp\": 2, \"tp\": 2}, \"zero\": {\"stage\": 1}}|"
+  "dp2-tp2-pp2|8|{$ranks_opt, $ranks_mb, \"mesh\": {\"dp\": 2, \"tp\": 2, \"pp\": 2}, \"zero\": {\"stage\": 1}}|$ranks_chunk"
+  "bf16-dp2-zero2|2|{$ranks_bf16, $ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 2}}|"
+  "bf16-dp2-tp2-pp2|8|{$ranks_bf16, $ranks_opt, $ranks_mb, \"mesh\": {\"dp\": 2, \"tp\": 2, \"pp\": 2}}|$ranks_chunk"
+)
+ranks_shape=(--input-shape "idx=8,16" --input-shape "targets=8,16")
+
+# The plans over several ranks (the "ranks" part): the model, each plan's
+# CUDA program, and the CPU target's run of it under mpirun (dp2-zero1 also
+# saves its step-10 checkpoint for the GPU to resume).
+prepare_ranks() {
+  local dir="$1/ranks" autopar="$2"
+  command -v mpirun > /dev/null || { echo "gpu-check: no mpirun here: the ranks part is not prepared" >&2; return 0; }
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$py" "$root/test/models/export.py" --model gpt --vocab 64 --d-model 32 --heads 4 --layers 4 \
+    --seq 16 --batch 8 --opset 17 --tied --no-constant-folding --dynamic-batch -o "$dir/gpt4.onnx" > /dev/null
+  for c in "${ranks_cases[@]}"; do
+    IFS='|' read -r name ranks plan _ <<< "$c"
+    local out="$dir/$name"
+    mkdir -p "$out"
+    echo "$plan" > "$out/plan.json"
+    "$autopar" compile "$dir/gpt4.onnx" --plan "$out/plan.json" "${ranks_shape[@]}" --target cuda --no-build -o "$out/cuda" > /dev/null
+    # All but the first program of a kind (one rank, several) link the
+    # first one's runtime (run_ranks): their runtime sources are not carried.
+    if [ "$name" != one ] && [ "$name" != dp2-zero0 ]; then
+      find "$out/cuda/runtime" \( -name '*.cpp' -o -name '*.cu' \) -delete
+    fi
+    if [ "$ranks" -gt 1 ]; then
+      local save=()
+      [ "$name" = dp2-zero1 ] && save=(--save "$out/cpu-ck" --save-every 10 --keep-last 2)
+      "$autopar" compile "$dir/gpt4.onnx" --plan "$out/plan.json" "${ranks_shape[@]}" -o "$out/cpu-program" > /dev/null
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 600 \
+        mpirun --oversubscribe -np "$ranks" "$out/cpu-program/train" --data "$1/tokens.bin" \
+        --steps $steps --log "$out/cpu.jsonl" "${save[@]}" > /dev/null
+      rm -rf "$out/cpu-program" "$out/cpu-ck"
+    fi
+    echo "prepared ranks $name"
+  done
+}
+
 prepare() {
   local dir="$1" autopar="$root/build/bin/autopar"
   [ -x "$autopar" ] || { echo "gpu-check: $autopar not built (scripts/build.sh)" >&2; exit 1; }
@@ -75,6 +154,7 @@ prepare() {
       --data "$dir/tokens.bin" --steps $steps -o "$out/torch.jsonl"
     echo "prepared $name"
   done
+  prepare_ranks "$dir" "$autopar"
   "$py" "$root/test/conformance/run.py" --target cuda --prepare "$dir/conformance" \
     --autopar "$autopar" --data "$root/build/test/onnx-node-data"
   if [ "${GPU_CHECK_BENCH:-0}" = 1 ]; then
@@ -83,12 +163,13 @@ prepare() {
 }
 
 # Prints "PASS" / "FAIL" and the worst relative difference of loss and
-# grad_norm between two logs.
+# grad_norm between two logs (further arguments go to compare_losses.py).
 compare() {
   local ours="$1" ref="$2" rtol="$3" result="PASS" worst=""
+  shift 3
   for key in loss grad_norm; do
     local out
-    if out=$("$py" "$root/test/e2e/compare_losses.py" "$ours" "$ref" --steps $steps --rtol $rtol --key "$key" 2>&1); then
+    if out=$("$py" "$root/test/e2e/compare_losses.py" "$ours" "$ref" --steps $steps --rtol "$rtol" --key "$key" "$@" 2>&1); then
       worst+="$(echo "$out" | sed -n 's/^OK: .*max rel diff \(.*\)$/\1/p') "
     else
       result="FAIL"
@@ -98,12 +179,182 @@ compare() {
   echo "$result $worst"
 }
 
+# Configures and builds the program in $1 into $2, linking the prebuilt
+# runtime $3 when given ($nvcc and the NCCL found by find_nccl).
+build_program() {
+  local args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc")
+  [ -z "$3" ] || args+=(-DAUTOPAR_RUNTIME_LIBRARY="$3")
+  [ -z "$nccl_inc" ] || args+=(-DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_lib")
+  cmake -S "$1" -B "$2" "${args[@]}" && cmake --build "$2" -j
+}
+
+# Sets nccl_inc and nccl_lib: NCCL's header folder and library, from the
+# CUDA toolkit, the system, or PyTorch's pip wheel (nvidia-nccl); empty
+# when none is found.
+find_nccl() {
+  nccl_inc="" nccl_lib=""
+  local wheel d l
+  wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2> /dev/null || true)
+  for d in "$(dirname "$(dirname "$nvcc")")" /usr "$wheel"; do
+    if [ -z "$d" ] || [ ! -f "$d/include/nccl.h" ]; then continue; fi
+    for l in "$d/lib64/libnccl.so" "$d/lib/libnccl.so" "$d/lib/libnccl.so.2" "$d/lib64/libnccl.so.2" \
+             /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
+      if [ -f "$l" ]; then nccl_inc="$d/include" nccl_lib="$l"; return 0; fi
+    done
+  done
+}
+
+# Starts `ranks` ranks of a program on the one GPU; the ranks' logs go to
+# $1/ranks-logs. Returns the launcher's status.
+launch_ranks() {
+  local out="$1" ranks="$2" env_vars="$3"
+  shift 3
+  rm -rf "$out/ranks-logs"
+  # shellcheck disable=SC2086 # env_vars: NAME=VALUE words
+  env $env_vars "$root/scripts/launch-local.sh" -n "$ranks" --share-gpu --log-dir "$out/ranks-logs" -- "$@"
+}
+
+# Waits until the log $1 has $2 lines (at most 120 s).
+wait_for_lines() {
+  for _ in $(seq 1200); do
+    [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# The ranks part of run(): adds its rows; returns 1 on any failure.
+run_ranks() {
+  local dir="$1/ranks" tokens="$1/tokens.bin" bad=0 runtime_one="" runtime_many="" line
+  find_nccl
+  # The communicator's own test, without MPI.
+  local ct="$dir/comm-test"
+  mkdir -p "$ct"
+  if [ -z "$nccl_inc" ]; then
+    rows+=("ranks comm test|FAIL|no NCCL (nccl.h and libnccl) in the CUDA toolkit, /usr or the nvidia-nccl wheel"); return 1
+  fi
+  local cuda_home
+  cuda_home="$(dirname "$(dirname "$nvcc")")"
+  if (cd "$root" && g++ -std=c++17 -O2 -Wall -Werror -I. -I"$cuda_home/include" -I"$nccl_inc" -DAUTOPAR_WITH_NCCL \
+        test/cuda/CommNcclTest.cpp runtime/comm/Comm.cpp runtime/comm/NcclBackend.cpp runtime/comm/Rendezvous.cpp \
+        -L"$cuda_home/lib64" -lcudart "$nccl_lib" -Wl,-rpath,"$(dirname "$nccl_lib")" -pthread -o "$ct/test") > "$ct/build.log" 2>&1; then
+    local mesh
+    for mesh in "2" "2 2"; do
+      local n=$(( ${mesh// /*} )) status=PASS
+      # shellcheck disable=SC2086 # mesh: the sizes as arguments
+      launch_ranks "$ct" "$n" "" "$ct/test" $mesh > /dev/null 2>&1 || status=FAIL
+      [ "$status" = PASS ] || bad=1
+      line=$(grep -h "autopar-comm-nccl-test:\|error\|failed" "$ct"/ranks-logs/rank-*.log | head -1 || true)
+      rows+=("ranks comm ${mesh// /x}|$status|$line")
+    done
+  else
+    rows+=("ranks comm test|FAIL|build failed ($ct/build.log)"); bad=1
+  fi
+  # Each plan: build, train on its ranks, compare.
+  for c in "${ranks_cases[@]}"; do
+    local name ranks plan env_vars
+    IFS='|' read -r name ranks plan env_vars <<< "$c"
+    local out="$dir/$name" lib tol=1e-5 one=one status=PASS detail=""
+    [[ "$name" == bf16* ]] && tol=1e-2 one=one-bf16
+    if [ "$ranks" = 1 ]; then lib="$runtime_one"; else lib="$runtime_many"; fi
+    if ! build_program "$out/cuda" "$out/build" "$lib" > "$out/build.log" 2>&1; then
+      rows+=("ranks $name|FAIL|build failed ($out/build.log)"); bad=1; continue
+    fi
+    if [ -z "$lib" ]; then
+      if [ "$ranks" = 1 ]; then runtime_one="$out/build/libautopar_runtime.a"; else runtime_many="$out/build/libautopar_runtime.a"; fi
+    fi
+    if ! launch_ranks "$out" "$ranks" "$env_vars" "$out/cuda/train" --data "$tokens" --steps $steps \
+           --log "$out/cuda.jsonl" --comm-timeout 60 > /dev/null 2>&1; then
+      line=$(tail -qn1 "$out"/ranks-logs/rank-*.log | grep -v '^{' | head -1 || true)
+      rows+=("ranks $name|FAIL|train failed: $line"); bad=1; continue
+    fi
+    if [ "$ranks" = 1 ]; then
+      rows+=("ranks $name|DONE|the one-GPU reference")
+      continue
+    fi
+    local vs_one vs_cpu bytes
+    vs_one=$(compare "$out/cuda.jsonl" "$dir/$one/cuda.jsonl" "$tol")
+    vs_cpu=$(compare "$out/cuda.jsonl" "$out/cpu.jsonl" "$rtol")
+    [[ "$vs_one" == PASS* && "$vs_cpu" == PASS* ]] || status=FAIL
+    if bytes=$("$py" "$root/test/e2e/check_comm_bytes.py" "$out/cuda.jsonl" "$out/cuda/report.json" 2>&1); then
+      bytes="comm bytes as reported"
+    else
+      status=FAIL
+    fi
+    detail="vs 1 GPU: ${vs_one#* }vs cpu: ${vs_cpu#* }$bytes"
+    if [ "$name" = dp2-zero1 ]; then
+      # The CPU target's step-10 checkpoint, resumed by the GPU ranks.
+      local resumed="PASS"
+      rm -f "$out/resumed.jsonl"
+      if launch_ranks "$out" 2 "" "$out/cuda/train" --data "$tokens" --steps $steps --resume "$out/cpu-ck.step-10" \
+           --log "$out/resumed.jsonl" --comm-timeout 60 > /dev/null 2>&1; then
+        resumed=$(compare "$out/resumed.jsonl" "$out/cpu.jsonl" "$rtol" --min-step 10)
+      else
+        resumed="FAIL (resume failed)"
+      fi
+      [[ "$resumed" == PASS* ]] || status=FAIL
+      detail+="; cpu step-10 checkpoint resumed: ${resumed%% *}"
+    fi
+    [ "$status" = PASS ] || bad=1
+    rows+=("ranks $name|$status|$detail")
+  done
+  run_faults "$dir/dp2-zero1" "$tokens" || bad=1
+  return $bad
+}
+
+# A stopped rank ends the others with the watchdog's line, a killed rank
+# ends the job through the launcher (the dp2-zero1 program, timeout 5 s);
+# the killed run's last checkpoint resumes.
+run_faults() {
+  local out="$1" tokens="$2" status line started bad=0
+  [ -x "$out/cuda/train" ] || return 1
+  for fault in STOP KILL; do
+    status=PASS
+    rm -rf "$out/fault-ck" "$out/fault.jsonl"
+    launch_ranks "$out" 2 "" "$out/cuda/train" --data "$tokens" --steps 1000000 --log "$out/fault.jsonl" \
+      --save "$out/fault-ck" --save-every 5 --comm-timeout 5 > /dev/null 2>&1 &
+    local launcher=$!
+    started=$(date +%s)
+    if wait_for_lines "$out/fault.jsonl" 12; then
+      kill -"$fault" "$(cat "$out/ranks-logs/rank-1.pid")" || true
+      started=$(date +%s)
+      # The launcher must report the failure.
+      if wait $launcher; then status=FAIL; fi
+    else
+      kill $launcher 2> /dev/null || true
+      wait $launcher || true
+      status=FAIL
+    fi
+    local took=$(( $(date +%s) - started ))
+    line=$(grep -h "comm.timeout_s\|NCCL failed" "$out/ranks-logs/rank-0.log" | head -1 || true)
+    # A stopped rank: the others end on their own, with the watchdog's line.
+    # A killed one: the launcher ends the others (as torchrun does).
+    [ "$fault" = KILL ] || [ -n "$line" ] || status=FAIL
+    # The job ends within the timeout plus the launcher's 5 s to kill.
+    [ "$took" -le 20 ] || status=FAIL
+    local detail="rank 0 after ${took} s: ${line:-no line}"
+    if [ "$fault" = KILL ]; then
+      local next
+      next=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1] + '/manifest.json'))['step'] + 2)" "$out/fault-ck" 2> /dev/null || echo 0)
+      if [ "$next" -gt 2 ] && launch_ranks "$out" 2 "" "$out/cuda/train" --data "$tokens" --steps "$next" \
+           --resume "$out/fault-ck" --comm-timeout 60 > /dev/null 2>&1; then
+        detail+="; the last checkpoint resumed"
+      else
+        status=FAIL; detail+="; the last checkpoint did not resume"
+      fi
+    fi
+    [ "$status" = PASS ] || bad=1
+    rows+=("ranks SIG$fault rank 1|$status|$detail")
+  done
+  return $bad
+}
+
 run() {
   local dir="$1" rows=() failed=0
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-  local nvcc
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  local only=" ${GPU_CHECK_ONLY:-kernels programs conformance bench} "
+  nccl_inc="" nccl_lib=""
+  local only=" ${GPU_CHECK_ONLY:-kernels programs ranks conformance bench} "
   # 1. The runtime's CUDA kernels against their CPU references.
   local kt="$dir/kernel-tests" blas=(-ldnnl) define=()
   [[ "$only" == *" kernels "* ]] || kernel_tests=()
@@ -127,17 +378,18 @@ run() {
     [ "$status" = PASS ] || failed=1
     rows+=("$test test|$status|$line")
   done
-  # 2. Each program: build, train, compare.
-  local program_cases=("${cases[@]}")
+  # 2. Each program: build (the first one's runtime serves the others),
+  # train, compare.
+  local program_cases=("${cases[@]}") runtime_lib=""
   [[ "$only" == *" programs "* ]] || program_cases=()
   for c in "${program_cases[@]}"; do
     local name case_rtol
     IFS='|' read -r name _ _ _ case_rtol <<< "$c"
     local out="$dir/$name" status vs_cpu vs_torch ms
-    if ! cmake -S "$out/cuda" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
-           > "$out/build.log" 2>&1 || ! cmake --build "$out/build" -j >> "$out/build.log" 2>&1; then
+    if ! build_program "$out/cuda" "$out/build" "$runtime_lib" > "$out/build.log" 2>&1; then
       rows+=("$name|FAIL|build failed ($out/build.log)"); failed=1; continue
     fi
+    [ -n "$runtime_lib" ] || runtime_lib="$out/build/libautopar_runtime.a"
     if ! "$out/cuda/train" --data "$dir/tokens.bin" --steps $steps --log "$out/cuda.jsonl" > "$out/train.log" 2>&1; then
       rows+=("$name|FAIL|train failed: $(tail -1 "$out/train.log")"); failed=1; continue
     fi
@@ -148,7 +400,11 @@ run() {
     [[ "$vs_cpu" == PASS* && "$vs_torch" == PASS* ]] || { status=FAIL; failed=1; }
     rows+=("$name|$status|vs cpu (loss, grad_norm): ${vs_cpu#* } vs torch: ${vs_torch#* } median ${ms} ms/step")
   done
-  # 3. ONNX's node tests as forward-only CUDA programs: the runtime built
+  # 3. Several ranks on the one GPU.
+  if [[ "$only" == *" ranks "* ]]; then
+    if [ -d "$dir/ranks" ]; then run_ranks "$dir" "$nvcc" || failed=1; else rows+=("ranks|SKIP|not prepared (no mpirun where it was prepared)"); fi
+  fi
+  # 4. ONNX's node tests as forward-only CUDA programs: the runtime built
   # once, each model.cu compiled, linked, run and compared (rtol 1e-5).
   if [[ "$only" != *" conformance "* ]]; then
     :
@@ -167,7 +423,7 @@ run() {
   else
     rows+=("conformance (cuda)|SKIP|not prepared")
   fi
-  # 4. The GPU benchmark (bench/gpu_gpt2), when prepared (GPU_CHECK_BENCH=1).
+  # 5. The GPU benchmark (bench/gpu_gpt2), when prepared (GPU_CHECK_BENCH=1).
   if [[ "$only" != *" bench "* ]]; then
     :
   elif [ -f "$dir/gpu_gpt2/bench.json" ]; then

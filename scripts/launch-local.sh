@@ -16,7 +16,8 @@
 #                 loopback (NCCL_SOCKET_IFNAME=lo, NCCL_IB_DISABLE=1,
 #                 NVLS and CollNet off). Correct, not fast.
 #   --log-dir DIR each rank's output (stdout and stderr) into DIR/rank-R.log
-#                 instead of this terminal
+#                 instead of this terminal, and its process id into
+#                 DIR/rank-R.pid
 set -uo pipefail
 usage() {
   echo "usage: scripts/launch-local.sh -n N [--port P] [--share-gpu] [--log-dir DIR] -- PROGRAM ARGS..." >&2
@@ -74,6 +75,7 @@ for ((r = 0; r < n; ++r)); do
     env "${env_vars[@]}" "$@" &
   fi
   pids+=($!)
+  [ -z "$logdir" ] || echo $! > "$logdir/rank-$r.pid"
 done
 
 # The first rank to fail ends the others; otherwise wait for all.
