@@ -93,10 +93,15 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                 o->getAttrOfType<nn::LossReductionAttr>("reduction").getValue();
             auto ignore = o->getAttrOfType<IntegerAttr>("ignore_index");
             bool labels64 = tensorType(labels).getElementType().isInteger(64);
+            // The real classes of a padded vocabulary: the kernels skip the
+            // padding (no mask over the logits).
+            auto classes = o->getAttrOfType<IntegerAttr>("classes");
             std::string common = formatv(
-                "{0}, {1}, {2}, autopar::rt::cpu::Reduction({3}), {4}, {5}LL",
+                "{0}, {1}, {2}, autopar::rt::cpu::Reduction({3}), {4}, {5}LL, "
+                "{6}LL",
                 shape[0], shape[1], inner, static_cast<int>(reduction),
-                ignore ? "true" : "false", ignore ? ignore.getInt() : 0);
+                ignore ? "true" : "false", ignore ? ignore.getInt() : 0,
+                classes ? classes.getInt() : shape[1]);
             if (isa<nn::SoftmaxCrossEntropyOp>(o))
               os << "  " << rt("softmaxCrossEntropyForward") << formatv(
                             "{0}, {1}, {2}, {3}, {4});\n",

@@ -142,7 +142,8 @@ LogicalResult SoftmaxGradOp::verify() {
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   FailureOr<RankedTensorType> loss =
       lossType(*this, getScores(), getLabels(), getReduction());
-  if (failed(loss))
+  if (failed(loss) ||
+      failed(verifyClassCount(*this, getScores(), getClasses())))
     return failure();
   if (!isLossType(getGrad().getType(), *loss))
     return emitOpError() << "operand 'grad' type " << getGrad().getType()

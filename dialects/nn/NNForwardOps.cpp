@@ -188,10 +188,22 @@ bool autopar::nn::isLossType(Type type, RankedTensorType loss) {
          type == loss.clone(Float32Type::get(type.getContext()));
 }
 
+LogicalResult autopar::nn::verifyClassCount(Operation *op, Value scores,
+                                            std::optional<int64_t> classes) {
+  if (!classes)
+    return success();
+  int64_t c = cast<RankedTensorType>(scores.getType()).getDimSize(1);
+  if (*classes < 1 || *classes > c)
+    return op->emitOpError() << "classes " << *classes << " must be within 1.."
+                             << c << " (the scores' class dim)";
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyOp::verify() {
   FailureOr<RankedTensorType> loss =
       lossType(*this, getScores(), getLabels(), getReduction());
-  if (failed(loss))
+  if (failed(loss) ||
+      failed(verifyClassCount(*this, getScores(), getClasses())))
     return failure();
   if (isLossType(getType(), *loss))
     return success();

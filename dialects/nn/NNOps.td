@@ -329,10 +329,14 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy"> {
     the number of non-ignored elements (PyTorch and ONNX semantics), `sum`
     does not divide, `none` returns the per-element losses. The loss has
     the scores' element type, or f32 for 16-bit scores (mixed precision).
+    With `classes` (1 <= classes <= C), only the first `classes` of the C
+    count: the others are padding (a vocabulary padded to a multiple),
+    outside the softmax, and a label among them is out of range.
   }];
   let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
                    NN_LossReduction:$reduction,
-                   OptionalAttr<I64Attr>:$ignore_index);
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   OptionalAttr<I64Attr>:$classes);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $scores `,` $labels `reduction` `(` $reduction `)` attr-dict `:`
@@ -595,10 +599,12 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad"> {
     the label is `ignore_index`; `mean` also divides by the number of
     non-ignored elements. `grad` has the forward result's type (f32 or
     the scores' type for 16-bit scores); the result the scores' type.
+    `classes` is the forward's: the padded classes' dscores are 0.
   }];
   let arguments = (ins NN_FloatTensor:$scores, NN_IndexTensor:$labels,
                    NN_FloatTensor:$grad, NN_LossReduction:$reduction,
-                   OptionalAttr<I64Attr>:$ignore_index);
+                   OptionalAttr<I64Attr>:$ignore_index,
+                   OptionalAttr<I64Attr>:$classes);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $scores `,` $labels `,` $grad `reduction` `(` $reduction `)` attr-dict `:`

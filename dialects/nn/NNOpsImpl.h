@@ -42,6 +42,9 @@ mlir::FailureOr<mlir::RankedTensorType> lossType(mlir::Operation *op,
                                                  mlir::Value labelsValue,
                                                  LossReduction reduction);
 bool isLossType(mlir::Type type, mlir::RankedTensorType loss);
+/// A loss's `classes` attribute, if any, is within 1..C of its scores.
+mlir::LogicalResult verifyClassCount(mlir::Operation *op, mlir::Value scores,
+                                     std::optional<int64_t> classes);
 mlir::FailureOr<mlir::RankedTensorType>
 shardStatsType(mlir::Operation *op, mlir::Value scores, mlir::Value labels);
 mlir::RankedTensorType gatherType(mlir::RankedTensorType data,

@@ -287,11 +287,11 @@ LogicalResult convertSoftmaxCrossEntropy(NodeContext &ctx) {
   IntegerAttr ignore;
   if (ctx.attr("ignore_index"))
     ignore = b.getI64IntegerAttr(ctx.intAttr("ignore_index", 0));
-  ctx.setOutput(0, nn::SoftmaxCrossEntropyOp::create(
-                       b, ctx.loc(),
-                       RankedTensorType::get(resultShape,
-                                             scores.getElementType()),
-                       *s, *l, *reduction, ignore));
+  ctx.setOutput(0,
+                nn::SoftmaxCrossEntropyOp::create(
+                    b, ctx.loc(),
+                    RankedTensorType::get(resultShape, scores.getElementType()),
+                    *s, *l, *reduction, ignore, /*classes=*/IntegerAttr()));
   return success();
 }
 

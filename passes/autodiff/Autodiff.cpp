@@ -386,7 +386,7 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
       .Case([&](SoftmaxCrossEntropyOp o) {
         return unary(SoftmaxCrossEntropyGradOp::create(
             b, loc, o.getScores().getType(), o.getScores(), o.getLabels(), g,
-            o.getReductionAttr(), o.getIgnoreIndexAttr()));
+            o.getReductionAttr(), o.getIgnoreIndexAttr(), o.getClassesAttr()));
       })
       .Case([&](MatMulOp o) { return matmul(o, g, active); })
       .Case([&](GemmOp o) { return gemm(o, g, active); })

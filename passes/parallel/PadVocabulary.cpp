@@ -3,7 +3,8 @@
 // Pads the vocabulary of the embedding tables and LM heads to a multiple of
 // `multiple` x the tensor-parallel size, as Megatron-LM does, so that they
 // split over tp and each rank's part is GEMM-aligned; the padded classes
-// are masked out of the loss. See Passes.td.
+// are left out of the loss (its `classes`, or a mask over tp). See
+// Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -181,10 +182,10 @@ struct PadVocabularyPass
       return;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal())
-        run(func, n);
+        run(func, n, /*vocabParallel=*/*size > 1);
   }
 
-  void run(func::FuncOp func, int64_t n) {
+  void run(func::FuncOp func, int64_t n, bool vocabParallel) {
     // Seeds: the class dims of the losses, then the rows of the tables
     // looked up at token ids.
     SmallVector<std::pair<Value, int64_t>> seeds;
@@ -206,14 +207,14 @@ struct PadVocabularyPass
         continue;
       for (auto &entry : g.dims)
         grouped.insert(entry.first);
-      pad(func, g, llvm::divideCeil(g.size, n) * n);
+      pad(func, g, llvm::divideCeil(g.size, n) * n, vocabParallel);
     }
     func.setType(FunctionType::get(func.getContext(),
                                    func.getBody().front().getArgumentTypes(),
                                    func.getResultTypes()));
   }
 
-  void pad(func::FuncOp func, VocabGroup &g, int64_t size) {
+  void pad(func::FuncOp func, VocabGroup &g, int64_t size, bool vocabParallel) {
     MLIRContext *ctx = func.getContext();
     OpBuilder b(ctx);
     // The uses that keep the vocabulary unpadded read a slice of it.
@@ -240,10 +241,13 @@ struct PadVocabularyPass
       }
       v.setType(padded(type, dims, size));
     }
-    // The padded classes are masked out of each loss: their scores become
-    // -inf (a mask [size, 1, ...] added to the [N, size, ...] scores), so
-    // the loss and every real class's gradient are those of the unpadded
-    // vocabulary, and the padded classes' gradients are zero.
+    // The padded classes are left out of each loss, so the loss and every
+    // real class's gradient are those of the unpadded vocabulary, and the
+    // padded classes' gradients are zero. On one rank the loss counts only
+    // the first g.size classes (`classes`: its kernels skip the padding, no
+    // pass over the logits). Split over tp (vocab-parallel), the scores
+    // are masked instead: -inf on the padded classes (a mask [size, 1, ...]
+    // added to the [N, size, ...] scores).
     SmallVector<nn::SoftmaxCrossEntropyOp> losses;
     for (auto &[v, dims] : g.dims)
       for (Operation *user : v.getUsers())
@@ -251,6 +255,10 @@ struct PadVocabularyPass
           if (loss.getScores() == v && llvm::is_contained(dims, 1))
             losses.push_back(loss);
     for (nn::SoftmaxCrossEntropyOp loss : losses) {
+      if (!vocabParallel) {
+        loss.setClassesAttr(b.getI64IntegerAttr(g.size));
+        continue;
+      }
       Value v = loss.getScores();
       auto scores = cast<RankedTensorType>(v.getType());
       auto elem = cast<FloatType>(scores.getElementType());

@@ -153,7 +153,7 @@ def SplitFusedProjectionsPass
 
 def PadVocabularyPass
     : Pass<"autopar-dist-pad-vocabulary", "mlir::ModuleOp"> {
-  let summary = "Pad a vocabulary to a multiple of `multiple` x tp, masked in the loss";
+  let summary = "Pad a vocabulary to a multiple of `multiple` x tp, left out of the loss";
   let description = [{
     Before autodiff, as Megatron-LM pads its vocabulary to a multiple of
     `--make-vocab-size-divisible-by` x tp: so that the embedding and the
@@ -168,10 +168,13 @@ def PadVocabularyPass
     bias, a tied embedding's rows. Those parameters become padded
     arguments (their `nn.logical_type`, which weights.bin, checkpoints and
     exports hold, stays the model's: the runtime adds zero rows), the ops
-    on the way take the padded types, and each loss's scores get -inf on
-    the padded classes (a mask added before the loss), so the losses and
-    the real classes' gradients are the unpadded model's and the padded
-    rows' gradients are zero (they stay zero). A use that cannot take the
+    on the way take the padded types, and each loss leaves the padded
+    classes out, so the losses and the real classes' gradients are the
+    unpadded model's and the padded rows' gradients are zero (they stay
+    zero): when `axis` has one rank, the loss's `classes` attribute holds
+    the real class count (its kernels skip the padding); over several
+    (vocab-parallel), its scores get -inf on the padded classes (a mask
+    added before the loss). A use that cannot take the
     padded tensor (a graph output, a softmax) reads its unpadded slice.
     Nothing changes where the vocabulary reaches an op the pass cannot
     pad through (the vocabulary then stays whole on every rank).
@@ -180,7 +183,12 @@ def PadVocabularyPass
     %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x5xf32>) -> tensor<8x5xf32>
     %l = nn.softmax_cross_entropy %y, %t reduction(mean) : (tensor<8x5xf32>, tensor<8xi64>) -> tensor<f32>
     ```
-    over tp = 2 becomes, `%w` now `tensor<4x6xf32>`,
+    becomes on one rank, `%w` now `tensor<4x8xf32>` (multiple=8),
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+    %l = nn.softmax_cross_entropy %y, %t reduction(mean) {classes = 5 : i64} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+    and over tp = 2, `%w` now `tensor<4x6xf32>`,
     ```mlir
     %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
     %m = nn.concat %zeros, %minus_inf {axis = 0 : i64} : (tensor<5xf32>, tensor<1xf32>) -> tensor<6xf32>

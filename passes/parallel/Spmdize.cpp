@@ -233,6 +233,12 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     SmallVector<StringRef> axes = splitOf(d.operands[0], 1);
     if (axes.empty())
       return out;
+    // (A vocabulary padded for tp is masked instead: PadVocabulary.)
+    if (loss.getClasses()) {
+      loss.emitOpError() << "with `classes` cannot split its classes over "
+                            "ranks";
+      return failure();
+    }
     b.setInsertionPointAfter(op);
     Value target;
     auto [lse, start] = lossStatistics(b, loc, loss.getScores(),
@@ -271,6 +277,11 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     SmallVector<StringRef> axes = splitOf(d.operands[0], 1);
     if (axes.empty())
       return out;
+    if (grad.getClasses()) {
+      grad.emitOpError() << "with `classes` cannot split its classes over "
+                            "ranks";
+      return failure();
+    }
     b.setInsertionPointAfter(op);
     // The forward's statistics, or (a gradient without its loss, scores
     // recomputed) the same computed again.

@@ -449,11 +449,12 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
                                 bool labels64, float *loss, int64_t outer,
                                 int64_t classes, int64_t inner,
                                 Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex) {
+                                int64_t ignoreIndex, int64_t validClasses) {
+  const int64_t valid = validClasses < 0 ? classes : validClasses;
   int64_t count = outer * inner;
   std::vector<double> perElement(count);
-  int64_t valid = 0;
-#pragma omp parallel for reduction(+ : valid) if (count * classes > 16384)
+  int64_t counted = 0;
+#pragma omp parallel for reduction(+ : counted) if (count * classes > 16384)
   for (int64_t e = 0; e < count; ++e) {
     int64_t o = e / inner, i = e % inner;
     int64_t label = labelAt(labels, labels64, e);
@@ -461,17 +462,21 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
       perElement[e] = 0;
       continue;
     }
-    ++valid;
+    ++counted;
+    if (label < 0 || label >= valid) {
+      perElement[e] = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
     const float *s = scores + o * classes * inner + i;
     if (inner == 1) {
       // Classes contiguous: vectorized max and exp (libmvec).
-      const float max = rowMax(s, classes);
-      const float sum = rowExpSum(s, classes, max, nullptr);
+      const float max = rowMax(s, valid);
+      const float sum = rowExpSum(s, valid, max, nullptr);
       perElement[e] = std::log(static_cast<double>(sum)) + max - s[label];
       continue;
     }
     float max;
-    const double sum = stridedExpSum(s, classes, inner, max);
+    const double sum = stridedExpSum(s, valid, inner, max);
     perElement[e] = std::log(sum) + max - s[label * inner];
   }
   if (reduction == Reduction::None) {
@@ -483,7 +488,7 @@ void softmaxCrossEntropyForward(const float *scores, const void *labels,
   for (double v : perElement)
     total += v;
   if (reduction == Reduction::Mean)
-    total /= static_cast<double>(valid); // all ignored: 0/0 = NaN (torch)
+    total /= static_cast<double>(counted); // all ignored: 0/0 = NaN (torch)
   loss[0] = static_cast<float>(total);
 }
 
@@ -491,7 +496,9 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
                                  bool labels64, const float *dloss,
                                  float *dscores, int64_t outer, int64_t classes,
                                  int64_t inner, Reduction reduction,
-                                 bool hasIgnoreIndex, int64_t ignoreIndex) {
+                                 bool hasIgnoreIndex, int64_t ignoreIndex,
+                                 int64_t validClasses) {
+  const int64_t validC = validClasses < 0 ? classes : validClasses;
   int64_t count = outer * inner;
   int64_t valid = count;
   if (hasIgnoreIndex) {
@@ -513,20 +520,26 @@ void softmaxCrossEntropyBackward(const float *scores, const void *labels,
     double g = reduction == Reduction::None ? dloss[e] : dloss[0];
     if (reduction == Reduction::Mean)
       g /= static_cast<double>(valid);
+    // The padded classes are outside the softmax.
+    for (int64_t c = validC; c < classes; ++c)
+      ds[c * inner] = 0.0f;
+    if (label < 0 || label >= validC)
+      g = std::numeric_limits<double>::quiet_NaN();
     if (inner == 1) {
       // ds = (exp(s - max) / sum - onehot) * g, vectorized.
-      const float max = rowMax(s, classes);
-      const float sum = rowExpSum(s, classes, max, ds);
+      const float max = rowMax(s, validC);
+      const float sum = rowExpSum(s, validC, max, ds);
       const float pg = static_cast<float>(g / sum), gf = static_cast<float>(g);
 #pragma omp simd
-      for (int64_t c = 0; c < classes; ++c)
+      for (int64_t c = 0; c < validC; ++c)
         ds[c] *= pg;
-      ds[label] -= gf;
+      if (label >= 0 && label < validC)
+        ds[label] -= gf;
       continue;
     }
     float max;
-    const double sum = stridedExpSum(s, classes, inner, max);
-    for (int64_t c = 0; c < classes; ++c) {
+    const double sum = stridedExpSum(s, validC, inner, max);
+    for (int64_t c = 0; c < validC; ++c) {
       double p = std::exp(static_cast<double>(s[c * inner]) - max) / sum;
       ds[c * inner] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g);
     }

@@ -121,18 +121,22 @@ enum class Reduction { None = 0, Sum = 1, Mean = 2 };
 /// of scores [outer, classes, inner] against labels [outer, inner]. `loss`
 /// gets one value (Sum, Mean) or outer*inner values (None). Labels equal to
 /// `ignoreIndex` (when hasIgnoreIndex) count as 0 and are not counted by
-/// Mean. Labels are int64 or int32 per `labels64`.
+/// Mean. Labels are int64 or int32 per `labels64`. Only the first
+/// `validClasses` classes count (a padded vocabulary: the rest are outside
+/// the softmax; a label among them is out of range); -1: all of them.
 void softmaxCrossEntropyForward(const float *scores, const void *labels,
                                 bool labels64, float *loss, int64_t outer,
                                 int64_t classes, int64_t inner,
                                 Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex);
-/// dscores of the above, given dloss (one value or outer*inner values).
+                                int64_t ignoreIndex, int64_t validClasses = -1);
+/// dscores of the above, given dloss (one value or outer*inner values);
+/// the classes past `validClasses` get 0.
 void softmaxCrossEntropyBackward(const float *scores, const void *labels,
                                  bool labels64, const float *dloss,
                                  float *dscores, int64_t outer, int64_t classes,
                                  int64_t inner, Reduction reduction,
-                                 bool hasIgnoreIndex, int64_t ignoreIndex);
+                                 bool hasIgnoreIndex, int64_t ignoreIndex,
+                                 int64_t validClasses = -1);
 
 /// Vocab-parallel cross-entropy: scores [outer, classes, inner] are the
 /// block of the classes that starts at class *offset, labels [outer, inner]

@@ -4,7 +4,9 @@
 // (float, bfloat16 or half scores; int32 or int64 labels; f32 loss) and
 // the vocab-parallel cuda::crossEntropyShardStats and
 // cuda::crossEntropyShardBackward: one block per (outer, inner) element,
-// the row's max and sum of exp in f32 and double. Sum and Mean losses add
+// the row's max and sum of exp in f32 and double, over the first
+// `validClasses` classes (a padded vocabulary's real ones; the padded
+// classes' dscores are 0, and no pass masks them). Sum and Mean losses add
 // per-element losses from cuda::scratch in one block in a fixed order;
 // ignored labels count nothing, labels out of range give NaN.
 //
@@ -46,8 +48,9 @@ template <typename S, typename L>
 __global__ void __launch_bounds__(kBlock)
     crossEntropyForwardKernel(const S *scores, const L *labels,
                               double *perElement, float *lossNone,
-                              int64_t count, int64_t classes, int64_t inner,
-                              bool hasIgnoreIndex, int64_t ignoreIndex) {
+                              int64_t count, int64_t classes, int64_t valid,
+                              int64_t inner, bool hasIgnoreIndex,
+                              int64_t ignoreIndex) {
   __shared__ float sharedF[kWarp];
   __shared__ double sharedD[kWarp];
   for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
@@ -59,8 +62,8 @@ __global__ void __launch_bounds__(kBlock)
       const S *s = scores + o * classes * inner + i;
       float max;
       double sum;
-      rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
-      value = label >= 0 && label < classes
+      rowLogSumExp(s, valid, inner, sharedF, sharedD, max, sum);
+      value = label >= 0 && label < valid
                   ? log(sum) + max - toFloat(s[label * inner])
                   : static_cast<double>(NAN);
     }
@@ -131,14 +134,15 @@ const long long *validLabels(DeviceContext &ctx, const L *labels, int64_t count,
 /// dscores 0 for an ignored label, else body(e, label, s, ds, g) with the
 /// element's classes in scores and dscores (class c at [c * inner]) and g
 /// its loss gradient (dloss[e] for Reduction::None, else dloss[0], over the
-/// count of valid labels for Mean; NaN for a label out of range with
-/// kNaNOutOfRange).
+/// count of valid labels for Mean; NaN for a label out of range, below
+/// validClasses, with kNaNOutOfRange).
 template <bool kNaNOutOfRange, typename S, typename L, typename Body>
 __device__ void
 forEachBackwardElement(const S *scores, const L *labels, const float *dloss,
                        S *dscores, int64_t count, int64_t classes,
-                       int64_t inner, int reduction, bool hasIgnoreIndex,
-                       int64_t ignoreIndex, const long long *valid, Body body) {
+                       int64_t validClasses, int64_t inner, int reduction,
+                       bool hasIgnoreIndex, int64_t ignoreIndex,
+                       const long long *valid, Body body) {
   for (int64_t e = blockIdx.x; e < count; e += gridDim.x) {
     const int64_t label = loadIndex(labels, e);
     const int64_t o = e / inner, i = e % inner;
@@ -153,7 +157,7 @@ forEachBackwardElement(const S *scores, const L *labels, const float *dloss,
         reduction == static_cast<int>(Reduction::None) ? dloss[e] : dloss[0];
     if (reduction == static_cast<int>(Reduction::Mean))
       g /= static_cast<double>(*valid);
-    if (kNaNOutOfRange && (label < 0 || label >= classes))
+    if (kNaNOutOfRange && (label < 0 || label >= validClasses))
       g = static_cast<double>(NAN);
     body(e, label, s, ds, g);
   }
@@ -165,23 +169,28 @@ template <typename S, typename L>
 __global__ void __launch_bounds__(kBlock)
     crossEntropyBackwardKernel(const S *scores, const L *labels,
                                const float *dloss, S *dscores,
-                               int64_t count, int64_t classes, int64_t inner,
+                               int64_t count, int64_t classes,
+                               int64_t validClasses, int64_t inner,
                                int reduction, bool hasIgnoreIndex,
                                int64_t ignoreIndex, const long long *valid) {
   __shared__ float sharedF[kWarp];
   __shared__ double sharedD[kWarp];
   forEachBackwardElement</*kNaNOutOfRange=*/true>(
-      scores, labels, dloss, dscores, count, classes, inner, reduction,
-      hasIgnoreIndex, ignoreIndex, valid,
+      scores, labels, dloss, dscores, count, classes, validClasses, inner,
+      reduction, hasIgnoreIndex, ignoreIndex, valid,
       [&](int64_t, int64_t label, const S *s, S *ds, double g) {
         float max;
         double sum;
-        rowLogSumExp(s, classes, inner, sharedF, sharedD, max, sum);
+        rowLogSumExp(s, validClasses, inner, sharedF, sharedD, max, sum);
         for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+          // The padded classes (c >= validClasses) are outside the softmax.
           const double p =
-              static_cast<double>(expf(toFloat(s[c * inner]) - max)) / sum;
-          ds[c * inner] = fromFloat<S>(
-              static_cast<float>((p - (c == label ? 1.0 : 0.0)) * g));
+              c < validClasses
+                  ? static_cast<double>(expf(toFloat(s[c * inner]) - max)) /
+                        sum
+                  : 0.0;
+          ds[c * inner] = fromFloat<S>(static_cast<float>(
+              c < validClasses ? (p - (c == label ? 1.0 : 0.0)) * g : 0.0));
         }
       });
 }
@@ -189,14 +198,15 @@ __global__ void __launch_bounds__(kBlock)
 template <typename S, typename L>
 void crossEntropyForwardT(DeviceContext &ctx, const S *scores,
                           const L *labels, float *loss, int64_t count,
-                          int64_t classes, int64_t inner, Reduction reduction,
-                          bool hasIgnoreIndex, int64_t ignoreIndex) {
+                          int64_t classes, int64_t valid, int64_t inner,
+                          Reduction reduction, bool hasIgnoreIndex,
+                          int64_t ignoreIndex) {
   if (reduction == Reduction::None) {
     if (count <= 0)
       return;
     crossEntropyForwardKernel<S, L>
         <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
-            scores, labels, nullptr, loss, count, classes, inner,
+            scores, labels, nullptr, loss, count, classes, valid, inner,
             hasIgnoreIndex, ignoreIndex);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
     return;
@@ -206,7 +216,7 @@ void crossEntropyForwardT(DeviceContext &ctx, const S *scores,
   if (count > 0) {
     crossEntropyForwardKernel<S, L>
         <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
-            scores, labels, perElement, nullptr, count, classes, inner,
+            scores, labels, perElement, nullptr, count, classes, valid, inner,
             hasIgnoreIndex, ignoreIndex);
     AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   }
@@ -219,7 +229,8 @@ void crossEntropyForwardT(DeviceContext &ctx, const S *scores,
 template <typename S, typename L>
 void crossEntropyBackwardT(DeviceContext &ctx, const S *scores,
                            const L *labels, const float *dloss, S *dscores,
-                           int64_t count, int64_t classes, int64_t inner,
+                           int64_t count, int64_t classes,
+                           int64_t validClasses, int64_t inner,
                            Reduction reduction, bool hasIgnoreIndex,
                            int64_t ignoreIndex) {
   if (count <= 0 || classes <= 0)
@@ -228,7 +239,7 @@ void crossEntropyBackwardT(DeviceContext &ctx, const S *scores,
       validLabels(ctx, labels, count, reduction, hasIgnoreIndex, ignoreIndex);
   crossEntropyBackwardKernel<S, L>
       <<<rowGrid(ctx, count), kBlock, 0, ctx.stream>>>(
-      scores, labels, dloss, dscores, count, classes, inner,
+      scores, labels, dloss, dscores, count, classes, validClasses, inner,
       static_cast<int>(reduction), hasIgnoreIndex, ignoreIndex, valid);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
@@ -271,8 +282,8 @@ __global__ void __launch_bounds__(kBlock)
                                     const long long *valid) {
   const int64_t first = *offset;
   forEachBackwardElement</*kNaNOutOfRange=*/false>(
-      scores, labels, dloss, dscores, count, classes, inner, reduction,
-      hasIgnoreIndex, ignoreIndex, valid,
+      scores, labels, dloss, dscores, count, classes, classes, inner,
+      reduction, hasIgnoreIndex, ignoreIndex, valid,
       [&](int64_t e, int64_t label, const float *s, float *ds, double g) {
         const float gf = static_cast<float>(g), l = lse[e];
         for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
@@ -305,16 +316,17 @@ void crossEntropyForwardS(DeviceContext &ctx, const S *scores,
                           const void *labels, bool labels64, float *loss,
                           int64_t outer, int64_t classes, int64_t inner,
                           Reduction reduction, bool hasIgnoreIndex,
-                          int64_t ignoreIndex) {
+                          int64_t ignoreIndex, int64_t validClasses) {
   const int64_t count = outer * inner;
+  const int64_t valid = validClasses < 0 ? classes : validClasses;
   if (labels64)
     crossEntropyForwardT(ctx, scores, static_cast<const int64_t *>(labels),
-                         loss, count, classes, inner, reduction, hasIgnoreIndex,
-                         ignoreIndex);
+                         loss, count, classes, valid, inner, reduction,
+                         hasIgnoreIndex, ignoreIndex);
   else
     crossEntropyForwardT(ctx, scores, static_cast<const int32_t *>(labels),
-                         loss, count, classes, inner, reduction, hasIgnoreIndex,
-                         ignoreIndex);
+                         loss, count, classes, valid, inner, reduction,
+                         hasIgnoreIndex, ignoreIndex);
 }
 
 template <typename S>
@@ -322,16 +334,18 @@ void crossEntropyBackwardS(DeviceContext &ctx, const S *scores,
                            const void *labels, bool labels64,
                            const float *dloss, S *dscores, int64_t outer,
                            int64_t classes, int64_t inner, Reduction reduction,
-                           bool hasIgnoreIndex, int64_t ignoreIndex) {
+                           bool hasIgnoreIndex, int64_t ignoreIndex,
+                           int64_t validClasses) {
   const int64_t count = outer * inner;
+  const int64_t valid = validClasses < 0 ? classes : validClasses;
   if (labels64)
     crossEntropyBackwardT(ctx, scores, static_cast<const int64_t *>(labels),
-                          dloss, dscores, count, classes, inner, reduction,
-                          hasIgnoreIndex, ignoreIndex);
+                          dloss, dscores, count, classes, valid, inner,
+                          reduction, hasIgnoreIndex, ignoreIndex);
   else
     crossEntropyBackwardT(ctx, scores, static_cast<const int32_t *>(labels),
-                          dloss, dscores, count, classes, inner, reduction,
-                          hasIgnoreIndex, ignoreIndex);
+                          dloss, dscores, count, classes, valid, inner,
+                          reduction, hasIgnoreIndex, ignoreIndex);
 }
 
 } // namespace
@@ -340,18 +354,20 @@ void crossEntropyBackwardS(DeviceContext &ctx, const S *scores,
   void softmaxCrossEntropyForward(                                             \
       DeviceContext &ctx, const S *scores, const void *labels, bool labels64,  \
       float *loss, int64_t outer, int64_t classes, int64_t inner,              \
-      Reduction reduction, bool hasIgnoreIndex, int64_t ignoreIndex) {         \
+      Reduction reduction, bool hasIgnoreIndex, int64_t ignoreIndex,           \
+      int64_t validClasses) {                                                  \
     crossEntropyForwardS(ctx, scores, labels, labels64, loss, outer, classes,  \
-                         inner, reduction, hasIgnoreIndex, ignoreIndex);       \
+                         inner, reduction, hasIgnoreIndex, ignoreIndex,        \
+                         validClasses);                                        \
   }                                                                            \
   void softmaxCrossEntropyBackward(                                            \
       DeviceContext &ctx, const S *scores, const void *labels, bool labels64,  \
       const float *dloss, S *dscores, int64_t outer, int64_t classes,          \
       int64_t inner, Reduction reduction, bool hasIgnoreIndex,                 \
-      int64_t ignoreIndex) {                                                   \
+      int64_t ignoreIndex, int64_t validClasses) {                             \
     crossEntropyBackwardS(ctx, scores, labels, labels64, dloss, dscores,       \
                           outer, classes, inner, reduction, hasIgnoreIndex,    \
-                          ignoreIndex);                                        \
+                          ignoreIndex, validClasses);                          \
   }
 AUTOPAR_CUDA_FOR_EACH_TYPE(AUTOPAR_CROSS_ENTROPY)
 #undef AUTOPAR_CROSS_ENTROPY

@@ -97,40 +97,40 @@ void softmaxCrossEntropyForward(DeviceContext &ctx, const float *scores,
                                 const void *labels, bool labels64, float *loss,
                                 int64_t outer, int64_t classes, int64_t inner,
                                 Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex);
+                                int64_t ignoreIndex, int64_t validClasses = -1);
 void softmaxCrossEntropyBackward(DeviceContext &ctx, const float *scores,
                                  const void *labels, bool labels64,
                                  const float *dloss, float *dscores,
                                  int64_t outer, int64_t classes, int64_t inner,
                                  Reduction reduction, bool hasIgnoreIndex,
-                                 int64_t ignoreIndex);
+                                 int64_t ignoreIndex,
+                                 int64_t validClasses = -1);
 /// The same on bfloat16 or IEEE half scores and dscores (f32 loss and
 /// dloss; bf16-mixed logits): the same f32/double arithmetic on the 16-bit
-/// values, dscores rounded once.
-void softmaxCrossEntropyForward(DeviceContext &ctx,
-                                const __nv_bfloat16 *scores,
+/// values, dscores rounded once. `validClasses` is cpu::'s: only the first
+/// ones count (-1: all).
+void softmaxCrossEntropyForward(DeviceContext &ctx, const __nv_bfloat16 *scores,
                                 const void *labels, bool labels64, float *loss,
                                 int64_t outer, int64_t classes, int64_t inner,
                                 Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex);
+                                int64_t ignoreIndex, int64_t validClasses = -1);
 void softmaxCrossEntropyForward(DeviceContext &ctx, const __half *scores,
                                 const void *labels, bool labels64, float *loss,
                                 int64_t outer, int64_t classes, int64_t inner,
                                 Reduction reduction, bool hasIgnoreIndex,
-                                int64_t ignoreIndex);
-void softmaxCrossEntropyBackward(DeviceContext &ctx,
-                                 const __nv_bfloat16 *scores,
-                                 const void *labels, bool labels64,
-                                 const float *dloss, __nv_bfloat16 *dscores,
-                                 int64_t outer, int64_t classes, int64_t inner,
-                                 Reduction reduction, bool hasIgnoreIndex,
-                                 int64_t ignoreIndex);
+                                int64_t ignoreIndex, int64_t validClasses = -1);
+void softmaxCrossEntropyBackward(
+    DeviceContext &ctx, const __nv_bfloat16 *scores, const void *labels,
+    bool labels64, const float *dloss, __nv_bfloat16 *dscores, int64_t outer,
+    int64_t classes, int64_t inner, Reduction reduction, bool hasIgnoreIndex,
+    int64_t ignoreIndex, int64_t validClasses = -1);
 void softmaxCrossEntropyBackward(DeviceContext &ctx, const __half *scores,
                                  const void *labels, bool labels64,
                                  const float *dloss, __half *dscores,
                                  int64_t outer, int64_t classes, int64_t inner,
                                  Reduction reduction, bool hasIgnoreIndex,
-                                 int64_t ignoreIndex);
+                                 int64_t ignoreIndex,
+                                 int64_t validClasses = -1);
 
 /// Vocab-parallel cross-entropy (cpu::crossEntropyShardStats and
 /// cpu::crossEntropyShardBackward; *offset is read on the device).

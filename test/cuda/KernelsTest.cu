@@ -587,6 +587,58 @@ void testCrossEntropy(Tester &t, int64_t outer, int64_t classes, int64_t inner,
       compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
 }
 
+/// A padded vocabulary: only the first `valid` of `classes` count; the
+/// padded scores are large, so that a kernel reading them would differ.
+void testCrossEntropyPadded(Tester &t, int64_t outer, int64_t classes,
+                            int64_t valid, int64_t inner,
+                            cpu::Reduction reduction) {
+  const std::string name = std::to_string(outer) + "x" +
+                           std::to_string(classes) + "x" +
+                           std::to_string(inner) + " first " +
+                           std::to_string(valid) + " " +
+                           reductionName(reduction);
+  const int64_t count = outer * inner;
+  const size_t numScores = static_cast<size_t>(outer * classes * inner);
+  std::vector<float> scores = t.uniform(numScores, -4.0f, 4.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = valid; c < classes; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        scores[static_cast<size_t>((o * classes + c) * inner + i)] = 40.0f;
+  std::vector<int64_t> labels(static_cast<size_t>(count));
+  for (int64_t &l : labels)
+    l = t.randomInt(0, valid - 1);
+  std::vector<unsigned char> labelBytes = t.indexBytes(labels, true);
+  const size_t numLoss =
+      reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
+  std::vector<float> loss(numLoss);
+  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), true,
+                                  loss.data(), outer, classes, inner, reduction,
+                                  false, 0, valid);
+  DeviceBuffer sD = t.upload(scores), lD = t.upload(labelBytes),
+               lossD = t.alloc(numLoss * 4);
+  gpu::softmaxCrossEntropyForward(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), true,
+      reinterpret_cast<float *>(lossD.get()), outer, classes, inner, reduction,
+      false, 0, valid);
+  t.check("softmaxCrossEntropyForward padded " + name,
+          compareFloats(t.download<float>(lossD.get(), numLoss), loss, kTol));
+  std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
+  std::vector<float> dscores(numScores);
+  cpu::softmaxCrossEntropyBackward(scores.data(), labelBytes.data(), true,
+                                   dloss.data(), dscores.data(), outer, classes,
+                                   inner, reduction, false, 0, valid);
+  DeviceBuffer dlD = t.upload(dloss);
+  DeviceBuffer dsD = t.upload(t.uniform(numScores)); // overwritten
+  gpu::softmaxCrossEntropyBackward(
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), true,
+      reinterpret_cast<const float *>(dlD.get()),
+      reinterpret_cast<float *>(dsD.get()), outer, classes, inner, reduction,
+      false, 0, valid);
+  t.check(
+      "softmaxCrossEntropyBackward padded " + name,
+      compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
+}
+
 /// One block of a vocab-parallel cross-entropy (classes [offset, offset +
 /// classes) of more): statistics and dscores against the CPU kernels, some
 /// labels in the block, some outside it, some ignored.
@@ -730,6 +782,11 @@ void kernels_test::testNormalizations(Tester &t) {
   testCrossEntropy(t, 5, 1, 1, true, R::Mean, false, 0, 0.0);
   testCrossEntropy(t, 4, 9, 1, true, R::Mean, true, -100, 1.0);
   testCrossEntropy(t, 3, 5, 2, false, R::Sum, true, -1, 1.0);
+  // GPT-2's vocabulary padded to 50304, and a strided one.
+  for (R r : {R::None, R::Mean}) {
+    testCrossEntropyPadded(t, 64, 50304, 50257, 1, r);
+    testCrossEntropyPadded(t, 6, 16, 11, 7, r);
+  }
   for (R r : {R::None, R::Sum, R::Mean}) {
     testCrossEntropyShard(t, 64, 25129, 1, 25128, true, r);
     testCrossEntropyShard(t, 6, 11, 7, 0, false, r);

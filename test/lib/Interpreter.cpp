@@ -829,6 +829,8 @@ FailureOr<Values> Evaluator::crossEntropy(SoftmaxCrossEntropyOp op,
   CrossEntropyLayout layout(s.shape);
   bool hasIgnore = op.getIgnoreIndex().has_value();
   int64_t ignore = op.getIgnoreIndex().value_or(0);
+  // A padded vocabulary: the classes past `classes` are not in the softmax.
+  const int64_t classes = op.getClasses().value_or(layout.classes);
   HostValue losses = zeros(labels.shape);
   double total = 0;
   int64_t count = 0;
@@ -836,13 +838,13 @@ FailureOr<Values> Evaluator::crossEntropy(SoftmaxCrossEntropyOp op,
     double label = labels.data[e];
     if (hasIgnore && toInt(label) == ignore)
       continue;
-    if (failed(checkLabel(op, label, layout.classes)))
+    if (failed(checkLabel(op, label, classes)))
       return failure();
     double max = -std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < layout.classes; ++c)
+    for (int64_t c = 0; c < classes; ++c)
       max = std::max(max, s.data[layout.score(e, c)]);
     double sum = 0;
-    for (int64_t c = 0; c < layout.classes; ++c)
+    for (int64_t c = 0; c < classes; ++c)
       sum += std::exp(s.data[layout.score(e, c)] - max);
     double loss = max + std::log(sum) - s.data[layout.score(e, toInt(label))];
     losses.data[e] = loss;
@@ -868,6 +870,7 @@ FailureOr<Values> Evaluator::crossEntropyGrad(SoftmaxCrossEntropyGradOp op,
   CrossEntropyLayout layout(s.shape);
   bool hasIgnore = op.getIgnoreIndex().has_value();
   int64_t ignore = op.getIgnoreIndex().value_or(0);
+  const int64_t classes = op.getClasses().value_or(layout.classes);
   auto ignored = [&](int64_t e) {
     return hasIgnore && toInt(labels.data[e]) == ignore;
   };
@@ -879,7 +882,7 @@ FailureOr<Values> Evaluator::crossEntropyGrad(SoftmaxCrossEntropyGradOp op,
     if (ignored(e))
       continue;
     double label = labels.data[e];
-    if (failed(checkLabel(op, label, layout.classes)))
+    if (failed(checkLabel(op, label, classes)))
       return failure();
     double dloss = 0;
     switch (op.getReduction()) {
@@ -894,12 +897,13 @@ FailureOr<Values> Evaluator::crossEntropyGrad(SoftmaxCrossEntropyGradOp op,
       break;
     }
     double max = -std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < layout.classes; ++c)
+    for (int64_t c = 0; c < classes; ++c)
       max = std::max(max, s.data[layout.score(e, c)]);
     double sum = 0;
-    for (int64_t c = 0; c < layout.classes; ++c)
+    for (int64_t c = 0; c < classes; ++c)
       sum += std::exp(s.data[layout.score(e, c)] - max);
-    for (int64_t c = 0; c < layout.classes; ++c) {
+    // The padded classes' dscores stay 0.
+    for (int64_t c = 0; c < classes; ++c) {
       double p = std::exp(s.data[layout.score(e, c)] - max) / sum;
       double onehot = c == toInt(label) ? 1.0 : 0.0;
       ds.data[layout.score(e, c)] = (p - onehot) * dloss;

@@ -628,6 +628,71 @@ TEST(RuntimeKernelsTest, SoftmaxCrossEntropyAllIgnored) {
   }
 }
 
+/// A padded vocabulary (validClasses < classes): the loss and the real
+/// classes' dscores are those of the unpadded scores, whatever the padded
+/// classes hold; their dscores are 0; a label among them is out of range
+/// (NaN).
+TEST(RuntimeKernelsTest, SoftmaxCrossEntropyPaddedClasses) {
+  for (auto [outer, valid, classes, inner] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{6, 5, 8, 1},
+        {4, 7, 64, 1},
+        {3, 5, 6, 3},
+        {2, 1, 4, 2}}) {
+    SCOPED_TRACE("outer=" + std::to_string(outer) + " valid=" +
+                 std::to_string(valid) + " classes=" + std::to_string(classes) +
+                 " inner=" + std::to_string(inner));
+    const int64_t count = outer * inner;
+    std::vector<float> real = randomFloats(outer * valid * inner, 7);
+    // The padded scores: the real ones, then large values that would
+    // dominate a softmax over every class.
+    std::vector<float> padded(outer * classes * inner, 40.0f);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t c = 0; c < valid; ++c)
+        for (int64_t i = 0; i < inner; ++i)
+          padded[(o * classes + c) * inner + i] =
+              real[(o * valid + c) * inner + i];
+    std::vector<int64_t> labels(count);
+    for (int64_t e = 0; e < count; ++e)
+      labels[e] = (e * 3) % valid;
+    for (Reduction red : {Reduction::Mean, Reduction::None}) {
+      const size_t n = red == Reduction::None ? size_t(count) : 1;
+      std::vector<float> want(n), got(n, kNaN);
+      softmaxCrossEntropyForward(real.data(), labels.data(), true, want.data(),
+                                 outer, valid, inner, red, false, 0);
+      softmaxCrossEntropyForward(padded.data(), labels.data(), true, got.data(),
+                                 outer, classes, inner, red, false, 0, valid);
+      for (size_t k = 0; k < n; ++k)
+        EXPECT_FLOAT_EQ(got[k], want[k]) << "loss " << k;
+      std::vector<float> dloss(n, 1.5f);
+      std::vector<float> dWant(real.size()), dGot(padded.size(), kNaN);
+      softmaxCrossEntropyBackward(real.data(), labels.data(), true,
+                                  dloss.data(), dWant.data(), outer, valid,
+                                  inner, red, false, 0);
+      softmaxCrossEntropyBackward(padded.data(), labels.data(), true,
+                                  dloss.data(), dGot.data(), outer, classes,
+                                  inner, red, false, 0, valid);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < classes; ++c)
+          for (int64_t i = 0; i < inner; ++i) {
+            float g = dGot[(o * classes + c) * inner + i];
+            if (c < valid)
+              EXPECT_FLOAT_EQ(g, dWant[(o * valid + c) * inner + i])
+                  << "dscores " << o << "," << c << "," << i;
+            else
+              EXPECT_EQ(g, 0.0f) << "padded dscores " << o << "," << c;
+          }
+    }
+    // A label among the padded classes: out of range.
+    std::vector<int64_t> bad = labels;
+    bad[0] = valid;
+    float loss = 0;
+    softmaxCrossEntropyForward(padded.data(), bad.data(), true, &loss, outer,
+                               classes, inner, Reduction::Mean, false, 0,
+                               valid);
+    EXPECT_TRUE(std::isnan(loss)) << "label " << valid << " of " << valid;
+  }
+}
+
 /// Vocab-parallel cross-entropy: the classes split into `blocks` blocks;
 /// the max over the blocks, then each block's statistics summed, give the
 /// loss of the whole, and each block's dscores are the whole's columns.

@@ -443,6 +443,22 @@ func.func @sce_grad_f16_grad_of_bf16(%s: tensor<8x16xbf16>, %l: tensor<8xi64>, %
 
 // -----
 
+func.func @sce_classes_zero(%s: tensor<8x16xf32>, %l: tensor<8xi64>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op classes 0 must be within 1..16 (the scores' class dim)}}
+  %0 = nn.softmax_cross_entropy %s, %l reduction(mean) {classes = 0 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sce_grad_classes_past_scores(%s: tensor<8x16xf32>, %l: tensor<8xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'nn.softmax_cross_entropy_grad' op classes 17 must be within 1..16 (the scores' class dim)}}
+  %0 = nn.softmax_cross_entropy_grad %s, %l, %g reduction(mean) {classes = 17 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
 func.func @sce_result_mean(%s: tensor<8x16xf32>, %l: tensor<8xi64>) {
   // expected-error @+1 {{'nn.softmax_cross_entropy' op result type 'tensor<8xf32>' differs from the inferred type 'tensor<f32>'}}
   %0 = nn.softmax_cross_entropy %s, %l reduction(sum) {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<8xf32>

@@ -247,6 +247,9 @@ func.func @softmax(%x: tensor<2x4x8x8xf32>, %h: tensor<5xf16>) {
 // CHECK: nn.softmax_cross_entropy [[S]], [[L]] reduction(none) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<8xf32>
 // CHECK: nn.softmax_cross_entropy [[S3]], [[L3]] reduction(none) {ignore_index = -1 : i64} : (tensor<2x16x5xf32>, tensor<2x5xi32>) -> tensor<2x5xf32>
 // CHECK: nn.softmax_cross_entropy [[S3]], [[L3]] reduction(mean) : (tensor<2x16x5xf32>, tensor<2x5xi32>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy [[S]], [[L]] reduction(mean) {classes = 11 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy [[S]], [[L]] reduction(sum) {classes = 16 : i64, ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+// CHECK: nn.softmax_cross_entropy_grad [[S]], [[L]], %{{.*}} reduction(mean) {classes = 1 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
 func.func @softmax_cross_entropy(%s: tensor<8x16xf32>, %l: tensor<8xi64>,
                                  %s3: tensor<2x16x5xf32>, %l3: tensor<2x5xi32>) {
   %0 = nn.softmax_cross_entropy %s, %l reduction(mean) {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
@@ -256,6 +259,10 @@ func.func @softmax_cross_entropy(%s: tensor<8x16xf32>, %l: tensor<8xi64>,
   %4 = nn.softmax_cross_entropy %s, %l reduction(none) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<8xf32>
   %5 = nn.softmax_cross_entropy %s3, %l3 reduction(none) {ignore_index = -1 : i64} : (tensor<2x16x5xf32>, tensor<2x5xi32>) -> tensor<2x5xf32>
   %6 = nn.softmax_cross_entropy %s3, %l3 reduction(mean) : (tensor<2x16x5xf32>, tensor<2x5xi32>) -> tensor<f32>
+  // A padded vocabulary: only the first `classes` count.
+  %7 = nn.softmax_cross_entropy %s, %l reduction(mean) {classes = 11 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+  %8 = nn.softmax_cross_entropy %s, %l reduction(sum) {classes = 16 : i64, ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
+  %9 = nn.softmax_cross_entropy_grad %s, %l, %7 reduction(mean) {classes = 1 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
   return
 }
 
