@@ -536,67 +536,22 @@ const char *reductionName(cpu::Reduction r) {
   return "?";
 }
 
+/// With `valid` < classes (a padded vocabulary) only the first `valid`
+/// classes count; the padded ones hold large scores, so that a kernel
+/// reading them would differ.
 void testCrossEntropy(Tester &t, int64_t outer, int64_t classes, int64_t inner,
                       bool labels64, cpu::Reduction reduction,
                       bool hasIgnoreIndex, int64_t ignoreIndex,
-                      double ignoredFraction) {
+                      double ignoredFraction, int64_t valid = -1) {
+  if (valid < 0)
+    valid = classes;
   const std::string name =
       std::to_string(outer) + "x" + std::to_string(classes) + "x" +
       std::to_string(inner) + (labels64 ? " int64 " : " int32 ") +
       reductionName(reduction) +
       (hasIgnoreIndex ? " ignore " + std::to_string(ignoreIndex) : "") +
-      (ignoredFraction >= 1.0 ? " all ignored" : "");
-  const int64_t count = outer * inner;
-  const size_t numScores = static_cast<size_t>(outer * classes * inner);
-  std::vector<float> scores = t.uniform(numScores, -4.0f, 4.0f);
-  std::vector<int64_t> labels(static_cast<size_t>(count));
-  std::bernoulli_distribution ignored(ignoredFraction);
-  for (int64_t &l : labels)
-    l = hasIgnoreIndex && ignored(t.rng) ? ignoreIndex
-                                         : t.randomInt(0, classes - 1);
-  std::vector<unsigned char> labelBytes = t.indexBytes(labels, labels64);
-  const size_t numLoss =
-      reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
-  std::vector<float> loss(numLoss);
-  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), labels64,
-                                  loss.data(), outer, classes, inner, reduction,
-                                  hasIgnoreIndex, ignoreIndex);
-  DeviceBuffer sD = t.upload(scores), lD = t.upload(labelBytes),
-               lossD = t.alloc(numLoss * 4);
-  gpu::softmaxCrossEntropyForward(
-      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
-      reinterpret_cast<float *>(lossD.get()), outer, classes, inner, reduction,
-      hasIgnoreIndex, ignoreIndex);
-  t.check("softmaxCrossEntropyForward " + name,
-          compareFloats(t.download<float>(lossD.get(), numLoss), loss, kTol));
-
-  std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
-  std::vector<float> dscores(numScores);
-  cpu::softmaxCrossEntropyBackward(
-      scores.data(), labelBytes.data(), labels64, dloss.data(), dscores.data(),
-      outer, classes, inner, reduction, hasIgnoreIndex, ignoreIndex);
-  DeviceBuffer dlD = t.upload(dloss);
-  DeviceBuffer dsD = t.upload(t.uniform(numScores)); // overwritten
-  gpu::softmaxCrossEntropyBackward(
-      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
-      reinterpret_cast<const float *>(dlD.get()),
-      reinterpret_cast<float *>(dsD.get()), outer, classes, inner, reduction,
-      hasIgnoreIndex, ignoreIndex);
-  t.check(
-      "softmaxCrossEntropyBackward " + name,
-      compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
-}
-
-/// A padded vocabulary: only the first `valid` of `classes` count; the
-/// padded scores are large, so that a kernel reading them would differ.
-void testCrossEntropyPadded(Tester &t, int64_t outer, int64_t classes,
-                            int64_t valid, int64_t inner,
-                            cpu::Reduction reduction) {
-  const std::string name = std::to_string(outer) + "x" +
-                           std::to_string(classes) + "x" +
-                           std::to_string(inner) + " first " +
-                           std::to_string(valid) + " " +
-                           reductionName(reduction);
+      (ignoredFraction >= 1.0 ? " all ignored" : "") +
+      (valid < classes ? " first " + std::to_string(valid) : "");
   const int64_t count = outer * inner;
   const size_t numScores = static_cast<size_t>(outer * classes * inner);
   std::vector<float> scores = t.uniform(numScores, -4.0f, 4.0f);
@@ -605,37 +560,40 @@ void testCrossEntropyPadded(Tester &t, int64_t outer, int64_t classes,
       for (int64_t i = 0; i < inner; ++i)
         scores[static_cast<size_t>((o * classes + c) * inner + i)] = 40.0f;
   std::vector<int64_t> labels(static_cast<size_t>(count));
+  std::bernoulli_distribution ignored(ignoredFraction);
   for (int64_t &l : labels)
-    l = t.randomInt(0, valid - 1);
-  std::vector<unsigned char> labelBytes = t.indexBytes(labels, true);
+    l = hasIgnoreIndex && ignored(t.rng) ? ignoreIndex
+                                         : t.randomInt(0, valid - 1);
+  std::vector<unsigned char> labelBytes = t.indexBytes(labels, labels64);
   const size_t numLoss =
       reduction == cpu::Reduction::None ? static_cast<size_t>(count) : 1;
   std::vector<float> loss(numLoss);
-  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), true,
+  cpu::softmaxCrossEntropyForward(scores.data(), labelBytes.data(), labels64,
                                   loss.data(), outer, classes, inner, reduction,
-                                  false, 0, valid);
+                                  hasIgnoreIndex, ignoreIndex, valid);
   DeviceBuffer sD = t.upload(scores), lD = t.upload(labelBytes),
                lossD = t.alloc(numLoss * 4);
   gpu::softmaxCrossEntropyForward(
-      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), true,
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
       reinterpret_cast<float *>(lossD.get()), outer, classes, inner, reduction,
-      false, 0, valid);
-  t.check("softmaxCrossEntropyForward padded " + name,
+      hasIgnoreIndex, ignoreIndex, valid);
+  t.check("softmaxCrossEntropyForward " + name,
           compareFloats(t.download<float>(lossD.get(), numLoss), loss, kTol));
+
   std::vector<float> dloss = t.uniform(numLoss, 0.5f, 2.0f);
   std::vector<float> dscores(numScores);
-  cpu::softmaxCrossEntropyBackward(scores.data(), labelBytes.data(), true,
-                                   dloss.data(), dscores.data(), outer, classes,
-                                   inner, reduction, false, 0, valid);
+  cpu::softmaxCrossEntropyBackward(
+      scores.data(), labelBytes.data(), labels64, dloss.data(), dscores.data(),
+      outer, classes, inner, reduction, hasIgnoreIndex, ignoreIndex, valid);
   DeviceBuffer dlD = t.upload(dloss);
   DeviceBuffer dsD = t.upload(t.uniform(numScores)); // overwritten
   gpu::softmaxCrossEntropyBackward(
-      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), true,
+      t.ctx, reinterpret_cast<const float *>(sD.get()), lD.get(), labels64,
       reinterpret_cast<const float *>(dlD.get()),
       reinterpret_cast<float *>(dsD.get()), outer, classes, inner, reduction,
-      false, 0, valid);
+      hasIgnoreIndex, ignoreIndex, valid);
   t.check(
-      "softmaxCrossEntropyBackward padded " + name,
+      "softmaxCrossEntropyBackward " + name,
       compareFloats(t.download<float>(dsD.get(), numScores), dscores, kTol));
 }
 
@@ -784,8 +742,8 @@ void kernels_test::testNormalizations(Tester &t) {
   testCrossEntropy(t, 3, 5, 2, false, R::Sum, true, -1, 1.0);
   // GPT-2's vocabulary padded to 50304, and a strided one.
   for (R r : {R::None, R::Mean}) {
-    testCrossEntropyPadded(t, 64, 50304, 50257, 1, r);
-    testCrossEntropyPadded(t, 6, 16, 11, 7, r);
+    testCrossEntropy(t, 64, 50304, 1, true, r, true, -100, 0.2, 50257);
+    testCrossEntropy(t, 6, 16, 7, false, r, false, 0, 0.0, 11);
   }
   for (R r : {R::None, R::Sum, R::Mean}) {
     testCrossEntropyShard(t, 64, 25129, 1, 25128, true, r);
