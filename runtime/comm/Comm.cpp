@@ -384,7 +384,7 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
     AUTOPAR_MPI_CALL(comm->worldRank, MPI_Bcast, &worldId[0],
                      int(worldId.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
 #endif
-  } else {
+  } else if (comm->numRanks > 1) {
     Endpoint endpoint;
     bool found = false;
     if (std::string error = readEndpoint(endpoint, found); !error.empty())
