@@ -185,9 +185,11 @@ compare() {
 }
 
 # Configures and builds the program in $1 into $2, linking the prebuilt
-# runtime $3 when given ($nvcc and the NCCL found by find_nccl).
+# runtime $3 when given ($nvcc, the NCCL found by find_nccl, and only this
+# GPU's architecture, $cuda_arch, not every one the program lists).
 build_program() {
   local args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc")
+  [ -z "$cuda_arch" ] || args+=(-DCMAKE_CUDA_ARCHITECTURES="$cuda_arch")
   [ -z "$3" ] || args+=(-DAUTOPAR_RUNTIME_LIBRARY="$3")
   [ -z "$nccl_inc" ] || args+=(-DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_lib")
   cmake -S "$1" -B "$2" "${args[@]}" && cmake --build "$2" -j
@@ -358,7 +360,12 @@ run() {
   local dir="$1" rows=() failed=0
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  nccl_inc="" nccl_lib=""
+  nccl_inc="" nccl_lib="" cuda_arch=""
+  # This GPU's architecture (9.0: 90a, as the programs' default list has it).
+  if command -v nvidia-smi > /dev/null; then
+    cuda_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | tr -d '. ' || true)
+    [ "$cuda_arch" != 90 ] || cuda_arch=90a
+  fi
   local only=" ${GPU_CHECK_ONLY:-kernels programs ranks conformance bench} "
   # 1. The runtime's CUDA kernels against their CPU references.
   local kt="$dir/kernel-tests" blas=(-ldnnl) define=()
