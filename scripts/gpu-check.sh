@@ -376,9 +376,11 @@ run() {
     blas=() define=(-DAUTOPAR_RT_NO_BLAS)
   fi
   for test in "${kernel_tests[@]}"; do
-    local status="FAIL" line="build failed ($kt/$test.build.log)"
+    local status="FAIL" line="build failed ($kt/$test.build.log)" sources=("test/cuda/${test}Test.cu")
+    # A test split over files (KernelsTest.cu and KernelsDataTest.cu).
+    [ ! -f "$root/test/cuda/${test}DataTest.cu" ] || sources+=("test/cuda/${test}DataTest.cu")
     if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. \
-          "${define[@]}" -Xcompiler=-fopenmp "test/cuda/${test}Test.cu" runtime/cuda/*.cu \
+          "${define[@]}" -Xcompiler=-fopenmp "${sources[@]}" runtime/cuda/*.cu \
           runtime/optim/Optimizer.cpp \
           runtime/cpu/Kernels.cpp runtime/cpu/Attention.cpp -lcublasLt "${blas[@]}" \
           -o "$kt/$test") > "$kt/$test.build.log" 2>&1; then
