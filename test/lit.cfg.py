@@ -64,5 +64,8 @@ if getattr(config, "nvcc", "") and os.path.exists(config.nvcc):
     config.substitutions.append(("%nvcc", config.nvcc))
     config.environment["PATH"] = os.pathsep.join(
         [os.path.dirname(config.nvcc), config.environment["PATH"]])
+# The communicator's NCCL build (autopar-comm-nccl-test) was built: NCCL found.
+if os.path.exists(os.path.join(config.autopar_tools_dir, "autopar-comm-nccl-test")):
+    config.available_features.add("nccl")
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L > /dev/null 2>&1") == 0:
     config.available_features.add("cuda-device")

@@ -278,10 +278,10 @@ class Runner:
             shutil.rmtree(work, ignore_errors=True)
             return {"outcome": outcome, "detail": detail}
         model, inputs, data = detail
+        # The runtime's sources, one per line of the program's runtime
+        # library (or executable) in its CMakeLists.txt.
         with open(os.path.join(work, "CMakeLists.txt")) as f:
-            m = re.search(r"add_executable\(run\s+([^)]*)\)", f.read())
-        sources = [s for s in (m.group(1).split() if m else [])
-                   if s.startswith("runtime/")]
+            sources = re.findall(r"^\s*(runtime/\S+)\s*$", f.read(), re.M)
         data = self.fix_bfloat16_inputs(inputs, data, work)
         dest = os.path.join(a.prepare, "tests", name)
         shutil.rmtree(dest, ignore_errors=True)

@@ -1,6 +1,6 @@
 //===- CommNcclTest.cpp - the NCCL build of runtime/comm, end to end ------===//
 //
-// autopar-comm-nccl-test [A [B]]
+// autopar-comm-nccl-test [--no-device] [A [B]]
 //
 // The communicator as the CUDA target's programs over several ranks build
 // it (runtime/comm/ with AUTOPAR_WITH_NCCL): autopar-comm-nccl-test without
@@ -18,6 +18,12 @@
 // and a ring of point-to-point transfers over the world; it prints what each
 // rank received against the expected values and the bytes counted, and
 // exits 1 on any mismatch (summed over the world, so that every rank agrees).
+//
+// --no-device: only forms the world, without selecting a GPU, and prints
+// create()'s error: the launch errors (a world that is not the mesh, no
+// endpoint, a rank 0 that never listens) come back before any CUDA or NCCL
+// call on ranks > 0, so test/cuda/comm-nccl-errors.test checks them on a
+// machine without a GPU. (A world that does form needs the GPU.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -260,9 +266,28 @@ int checkControlPlane(Communicator &comm, const std::vector<int64_t> &sizes,
 } // namespace
 
 int main(int argc, char **argv) {
-  std::vector<int64_t> sizes = {argc > 1 ? std::atoll(argv[1]) : 1};
-  if (argc > 2)
-    sizes.push_back(std::atoll(argv[2]));
+  const bool noDevice = argc > 1 && std::string(argv[1]) == "--no-device";
+  const int first = noDevice ? 2 : 1;
+  std::vector<int64_t> sizes = {argc > first ? std::atoll(argv[first]) : 1};
+  if (argc > first + 1)
+    sizes.push_back(std::atoll(argv[first + 1]));
+  if (noDevice) {
+    const char *names[] = {"a", "b"};
+    std::vector<MeshAxisInfo> axes;
+    for (size_t a = 0; a < sizes.size(); ++a)
+      axes.push_back({names[a], sizes[a]});
+    std::unique_ptr<Communicator> comm;
+    autopar::rt::Status status = Communicator::create(
+        &argc, &argv, axes.data(), int(axes.size()), comm, 1,
+        "autopar-comm-nccl-test");
+    std::fprintf(stderr, "%s\n",
+                 status.isOk() ? "the world formed"
+                               : ("error: " + status.message()).c_str());
+    // (A formed world's communicators live on a device this mode never
+    // chose: end without destroying them.)
+    std::fflush(stderr);
+    std::_Exit(status.isOk() ? 0 : 1);
+  }
   // The device first: Communicator::create makes its stream and NCCL
   // communicators on the current device.
   autopar::rt::LaunchInfo launch;
