@@ -174,30 +174,37 @@ void Communicator::setTimeout(double seconds, const char *program) {
         hook();
       std::_Exit(1);
     };
+    // When the blocking call in progress began (0: none) and, copied into
+    // `call`, what it is: only a copy the calling thread did not change
+    // meanwhile counts.
+    auto current = [&w](char(&call)[sizeof(w.blockedCall)]) -> int64_t {
+      const int64_t since = w.blockedSince.load(std::memory_order_acquire);
+      if (since == 0)
+        return 0;
+      std::memcpy(call, w.blockedCall, sizeof(call));
+      call[sizeof(call) - 1] = 0;
+      return w.blockedSince.load(std::memory_order_acquire) == since ? since
+                                                                     : 0;
+    };
     std::unique_lock<std::mutex> lock(w.mutex);
     while (!w.wake.wait_for(lock, poll, [&] { return w.stopping; })) {
+      char call[sizeof(w.blockedCall)];
       if (CommBackend *backend = w.polled.load(std::memory_order_acquire)) {
         std::string error = backend->asyncError();
         if (!error.empty()) {
-          const int64_t since = w.blockedSince.load(std::memory_order_acquire);
+          const bool blocked = current(call) != 0;
           std::fflush(stdout);
           std::fprintf(stderr,
                        "%s: rank %d: NCCL failed%s%s: %s; ending the "
                        "job\n",
-                       w.program.c_str(), worldRank, since ? " in " : "",
-                       since ? w.blockedCall : "", error.c_str());
+                       w.program.c_str(), worldRank, blocked ? " in " : "",
+                       blocked ? call : "", error.c_str());
           std::fflush(stderr);
           leave();
         }
       }
-      const int64_t since = w.blockedSince.load(std::memory_order_acquire);
+      const int64_t since = current(call);
       if (since == 0 || double(Impl::nowNs() - since) < w.timeoutSeconds * 1e9)
-        continue;
-      char call[sizeof(w.blockedCall)];
-      std::memcpy(call, w.blockedCall, sizeof(call));
-      call[sizeof(call) - 1] = 0;
-      // Still the same blocking call (not a later one being described).
-      if (w.blockedSince.load(std::memory_order_acquire) != since)
         continue;
       std::fflush(stdout);
       std::fprintf(stderr,
