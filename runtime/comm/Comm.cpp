@@ -294,7 +294,7 @@ Status Communicator::create(int *argc, char ***argv, const MeshAxisInfo *axes,
   bool useMpi = true;
 #ifdef AUTOPAR_COMM_NCCL
   // NCCL needs MPI only to start, and only under MPI's own launchers.
-  useMpi = launch.launcher == "Open MPI" || launch.launcher == "MPICH (PMI)";
+  useMpi = launch.byMpi;
 #endif
 #else
   const bool useMpi = false;

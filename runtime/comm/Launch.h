@@ -42,6 +42,8 @@ struct LaunchInfo {
   /// one process).
   std::string launcher;
   int rank = 0, worldSize = 1, localRank = 0;
+  /// An MPI launcher (Open MPI, MPICH): MPI_Init can join its world.
+  bool byMpi = false;
 };
 
 /// The environment lookup: the process's (processEnv), or a test's.
@@ -77,13 +79,14 @@ inline std::string readLaunchInfo(LaunchInfo &out,
                                   GetEnv getenv = processEnv) {
   struct Launcher {
     const char *name, *rank, *size, *localRank;
+    bool mpi;
   };
   static const Launcher kLaunchers[] = {
       {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-       "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"MPICH (PMI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
-      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+       "OMPI_COMM_WORLD_LOCAL_RANK", true},
+      {"MPICH (PMI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", true},
+      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", false},
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", false},
   };
   out = LaunchInfo();
   for (const Launcher &l : kLaunchers) {
@@ -109,6 +112,7 @@ inline std::string readLaunchInfo(LaunchInfo &out,
     if (!hasLocal)
       info.localRank = info.rank;
     info.launcher = l.name;
+    info.byMpi = l.mpi;
     out = info;
     return "";
   }

@@ -45,12 +45,14 @@ TEST(RuntimeLaunchTest, EachLauncher) {
                    info),
             "");
   EXPECT_EQ(info.launcher, "Open MPI");
+  EXPECT_TRUE(info.byMpi);
   EXPECT_EQ(info.rank, 5);
   EXPECT_EQ(info.worldSize, 8);
   EXPECT_EQ(info.localRank, 1);
 
   EXPECT_EQ(launch({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}}, info), "");
   EXPECT_EQ(info.launcher, "MPICH (PMI)");
+  EXPECT_TRUE(info.byMpi);
   EXPECT_EQ(info.rank, 2);
   EXPECT_EQ(info.localRank, 2); // no MPI_LOCALRANKID: one node
 
@@ -60,6 +62,7 @@ TEST(RuntimeLaunchTest, EachLauncher) {
                    info),
             "");
   EXPECT_EQ(info.launcher, "Slurm");
+  EXPECT_FALSE(info.byMpi);
   EXPECT_EQ(info.rank, 9);
   EXPECT_EQ(info.worldSize, 16);
   EXPECT_EQ(info.localRank, 1);
