@@ -20,6 +20,7 @@
 
 #include "runtime/Model.h"
 #include "runtime/Status.h"
+#include "runtime/cpu/Attention.h"
 
 #include <cstdint>
 #include <memory>
@@ -59,8 +60,14 @@ public:
 
   /// What the log summary calls it ("cpu", "NVIDIA H100 80GB HBM3").
   const std::string &name() const;
+  /// Which kernels compute attention (plan attention_backend), before the
+  /// first step: on the CUDA target the 16-bit attention runs through
+  /// cuDNN where it may (runtime/cuda/CudnnAttention.h); the CPU target has
+  /// only its own kernels. A backend the device cannot run is an error.
+  Status setAttentionBackend(AttentionBackend backend);
   /// What computes, in one line `train` prints at start: the CPU's GEMM
-  /// library (oneDNN), its kernels and the OpenMP threads; the GPU's name.
+  /// library (oneDNN), its kernels and the OpenMP threads; the GPU's name
+  /// and what runs its attention.
   std::string describe() const;
   /// One line when the environment makes the device slower than it can be
   /// (the CPU target: an ONEDNN_MAX_CPU_ISA capping oneDNN's kernels below

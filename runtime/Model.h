@@ -267,6 +267,9 @@ struct ModelInfo {
   /// The watchdog's timeout (plan comm.timeout_s): a rank blocked on one
   /// collective or transfer this long ends the job.
   double commTimeoutSeconds;
+  /// What runs the 16-bit attention (plan attention_backend): an
+  /// rt::AttentionBackend (runtime/cpu/Attention.h).
+  int32_t attentionBackend;
   /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
   /// schedule instead of trainStep (null); null without a pipeline.
   const PipelineInfo *pipeline;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing (scripts/install-deps.sh), configures build/ with
+# Installs what is missing (scripts/install-deps.sh, install-hf.sh,
+# install-cudnn-frontend.sh), configures build/ with
 # CMake + Ninja against Debian's LLVM/MLIR 22 (ccache when present) and builds
 # everything. Extra arguments are passed to ninja (e.g. a target name).
 set -euo pipefail
@@ -7,6 +8,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/install-deps.sh
 scripts/install-hf.sh
+scripts/install-cudnn-frontend.sh
 export CCACHE_BASEDIR="$root"
 # The CUDA toolkit's nvcc, where it is installed but not on PATH: the CUDA
 # runtime and its tests are built when CMake finds it.

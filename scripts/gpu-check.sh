@@ -160,6 +160,12 @@ prepare() {
     echo "prepared $name"
   done
   prepare_ranks "$dir" "$autopar"
+  # cudnn_frontend's headers (the GPU machine reaches no package registry).
+  rm -rf "$dir/cudnn-frontend"
+  if [ -f "$root/.deps/cudnn-frontend/include/cudnn_frontend.h" ]; then
+    cp -r "$root/.deps/cudnn-frontend/include" "$dir/cudnn-frontend"
+    cp "$root/.deps/cudnn-frontend/VERSION" "$dir/cudnn-frontend/VERSION"
+  fi
   "$py" "$root/test/conformance/run.py" --target cuda --prepare "$dir/conformance" \
     --autopar "$autopar" --data "$root/build/test/onnx-node-data"
   if [ "${GPU_CHECK_BENCH:-0}" = 1 ]; then
@@ -192,7 +198,27 @@ build_program() {
   [ -z "$cuda_arch" ] || args+=(-DCMAKE_CUDA_ARCHITECTURES="$cuda_arch")
   [ -z "$3" ] || args+=(-DAUTOPAR_RUNTIME_LIBRARY="$3")
   [ -z "$nccl_inc" ] || args+=(-DNCCL_INCLUDE_DIR="$nccl_inc" -DNCCL_LIBRARY="$nccl_lib")
+  [ -z "$cudnn_inc" ] || args+=(-DCUDNN_FRONTEND_INCLUDE_DIR="$frontend_inc"
+    -DCUDNN_INCLUDE_DIR="$cudnn_inc" -DCUDNN_LIBRARY="$cudnn_lib")
   cmake -S "$1" -B "$2" "${args[@]}" && cmake --build "$2" -j
+}
+
+# Sets cudnn_inc and cudnn_lib: cuDNN's header folder and library, from the
+# CUDA toolkit, the system, or PyTorch's pip wheel (nvidia-cudnn), when the
+# prepared folder has cudnn_frontend's headers ($frontend_inc); empty when
+# either is missing (the programs then run their own attention kernels).
+find_cudnn() {
+  cudnn_inc="" cudnn_lib=""
+  [ -f "$frontend_inc/cudnn_frontend.h" ] || return 0
+  local wheel d l
+  wheel=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2> /dev/null || true)
+  for d in "$(dirname "$(dirname "$nvcc")")" /usr "$wheel"; do
+    if [ -z "$d" ] || [ ! -f "$d/include/cudnn.h" ]; then continue; fi
+    for l in "$d/lib64/libcudnn.so" "$d/lib/libcudnn.so" "$d/lib/libcudnn.so.9" "$d/lib64/libcudnn.so.9" \
+             /usr/lib/x86_64-linux-gnu/libcudnn.so.9; do
+      if [ -f "$l" ]; then cudnn_inc="$d/include" cudnn_lib="$l"; return 0; fi
+    done
+  done
 }
 
 # Sets nccl_inc and nccl_lib: NCCL's header folder and library, from the
@@ -360,7 +386,16 @@ run() {
   local dir="$1" rows=() failed=0
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  nccl_inc="" nccl_lib="" cuda_arch=""
+  nccl_inc="" nccl_lib="" cuda_arch="" frontend_inc="$dir/cudnn-frontend"
+  find_cudnn
+  if [ -n "$cudnn_lib" ]; then
+    # cuDNN loads its engine libraries from its own folder.
+    LD_LIBRARY_PATH="$(dirname "$cudnn_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+    echo "gpu-check: cuDNN $cudnn_lib, cudnn_frontend $(cat "$frontend_inc/VERSION" 2> /dev/null || true)"
+  else
+    echo "gpu-check: no cuDNN or no cudnn_frontend headers: attention runs the own kernels"
+  fi
   # This GPU's architecture (9.0: 90a, as the programs' default list has it).
   if command -v nvidia-smi > /dev/null; then
     cuda_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -1 | tr -d '. ' || true)
@@ -368,7 +403,9 @@ run() {
   fi
   local only=" ${GPU_CHECK_ONLY:-kernels programs ranks conformance bench} "
   # 1. The runtime's CUDA kernels against their CPU references.
-  local kt="$dir/kernel-tests" blas=(-ldnnl) define=()
+  local kt="$dir/kernel-tests" blas=(-ldnnl) define=() cudnn=()
+  [ -z "$cudnn_lib" ] || cudnn=(-DAUTOPAR_WITH_CUDNN -isystem "$frontend_inc" -isystem "$cudnn_inc"
+    "$cudnn_lib" -Xlinker -rpath -Xlinker "$(dirname "$cudnn_lib")")
   [[ "$only" == *" kernels "* ]] || kernel_tests=()
   mkdir -p "$kt"
   if ! echo 'int main(){}' | g++ -x c++ - -ldnnl -o "$kt/probe" 2> /dev/null ||
@@ -381,7 +418,7 @@ run() {
     [ ! -f "$root/test/cuda/${test}DataTest.cu" ] || sources+=("test/cuda/${test}DataTest.cu")
     if (cd "$root" && "$nvcc" -std=c++17 -O2 -arch=native -I. \
           "${define[@]}" -Xcompiler=-fopenmp "${sources[@]}" runtime/cuda/*.cu \
-          runtime/optim/Optimizer.cpp \
+          runtime/cuda/CudnnAttention.cpp "${cudnn[@]}" runtime/optim/Optimizer.cpp \
           runtime/cpu/Kernels.cpp runtime/cpu/Attention.cpp -lcublasLt "${blas[@]}" \
           -o "$kt/$test") > "$kt/$test.build.log" 2>&1; then
       if "$kt/$test" > "$kt/$test.log" 2>&1; then status="PASS"; fi

@@ -57,6 +57,10 @@ config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 # found); the test prints a skip line itself where there is no GPU.
 if getattr(config, "autopar_cuda", "OFF") == "ON":
     config.available_features.add("cuda")
+# The CUDA runtime was built with cuDNN's fused attention (cudnn.h, libcudnn
+# and scripts/install-cudnn-frontend.sh's headers found).
+if getattr(config, "autopar_cudnn", "OFF") == "ON":
+    config.available_features.add("cudnn")
 # nvcc compiles the CUDA programs autopar emits (test/cuda); cuda-device:
 # this machine also has a GPU to run them on.
 if getattr(config, "nvcc", "") and os.path.exists(config.nvcc):

@@ -169,6 +169,10 @@ bool Compiler::checkPlan() {
                   "optimizer and runs on one device)");
     return true;
   }
+  if (o.target == "cpu" && planFile.attentionBackend == "cudnn")
+    return fail(planName() + ": attention_backend: \"cudnn\" needs --target "
+                             "cuda (the CPU target runs its own attention "
+                             "kernels)");
   // plan.json says what the target made of "auto".
   planFile.padVocabMultiple = padVocabMultiple(planFile, o.target);
   return true;

@@ -667,6 +667,8 @@ const std::vector<PlanKey> &planKeys() {
       enumKey("data.targets_from", {"next_tokens", "tokens"},
               PLAN_FIELD(targetsFrom)),
       enumKey("attention", {"fused", "unfused"}, PLAN_FIELD(attention)),
+      enumKey("attention_backend", {"auto", "cudnn", "own"},
+              PLAN_FIELD(attentionBackend)),
       {"pad_vocab_multiple", readPadVocabMultiple,
        [](const Plan &plan) {
          return plan.padVocabMultiple ? json(plan.padVocabMultiple)
@@ -1029,6 +1031,7 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   config.dataTargets = plan.dataTargets;
   config.targetsFrom = plan.targetsFrom;
   config.commTimeoutS = plan.commTimeoutS;
+  config.attentionBackend = plan.attentionBackend;
   return config;
 }
 

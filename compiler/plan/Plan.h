@@ -91,6 +91,11 @@ struct Plan {
   /// scores stored, as Hugging Face's "eager" attention and Megatron-LM
   /// before FlashAttention run them).
   std::string attention = "fused";
+  /// "attention_backend": what runs nn.attention on 16-bit tensors on the
+  /// CUDA target: "auto" (cuDNN's fused attention where it takes the
+  /// shape, else the own kernels), "cudnn" (cuDNN or the program fails),
+  /// "own" (the own kernels).
+  std::string attentionBackend = "auto";
   /// "pad_vocab_multiple": each vocabulary (embedding rows, LM head
   /// classes, the loss's classes) padded to a multiple of this times
   /// mesh.tp, as Megatron-LM's --make-vocab-size-divisible-by; 0 ("auto")
@@ -151,6 +156,7 @@ struct TrainingConfig {
   std::string dataInputs, dataTargets;
   std::string targetsFrom = "next_tokens";
   double commTimeoutS = 600;
+  std::string attentionBackend = "auto";
 };
 
 /// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,

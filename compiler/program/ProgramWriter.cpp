@@ -68,6 +68,8 @@ const char *const kCudaFiles[] = {
     "cuda/AttentionCommon.cuh",
     "cuda/Attention.cu",
     "cuda/Attention16.cu",
+    "cuda/CudnnAttention.h",
+    "cuda/CudnnAttention.cpp",
 };
 /// The Device interface (and the optimizer its implementations run).
 const char *const kDeviceFiles[] = {
@@ -209,6 +211,14 @@ std::string cString(StringRef s) {
 /// (`var.field = value;`): the tables do not depend on the order in which
 /// runtime/Model.h declares the fields, and a renamed field does not
 /// compile.
+/// model.cu's value of plan key attention_backend: an rt::AttentionBackend
+/// (runtime/cpu/Attention.h) and its name.
+std::string attentionBackendValue(StringRef plan) {
+  const int value = plan == "cudnn" ? 1 : plan == "own" ? 2 : 0;
+  return std::to_string(value) + "; // attention_backend \"" +
+         (value ? plan.str() : std::string("auto")) + "\"";
+}
+
 class Fields {
 public:
   Fields(llvm::raw_ostream &os, std::string var)
@@ -563,10 +573,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("numInputs", numInputs)
       .set("paramBytes", paramBytes)
       .set("trainStep", pipelined ? "nullptr" : "train_step_fn::train_step")
-      .set("trainStepArenaBytes",
-           pipelined
-               ? 0
-               : step->getAttrOfType<IntegerAttr>(nn::NNDialect::kArenaBytesAttr).getInt())
+      .set("trainStepArenaBytes", pipelined
+                                      ? 0
+                                      : step->getAttrOfType<IntegerAttr>(
+                                                nn::NNDialect::kArenaBytesAttr)
+                                            .getInt())
       .set("trainStepResults", pipelined ? 0 : step.getNumResults())
       .set("pipeline", pipelined ? "&kPipeline" : "nullptr")
       .set("forward", "forward_fn::forward")
@@ -586,7 +597,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("dpAxis", shape.dpAxis)
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload)
-      .set("commTimeoutSeconds", hex(config.commTimeoutS));
+      .set("commTimeoutSeconds", hex(config.commTimeoutS))
+      .set("attentionBackend", attentionBackendValue(config.attentionBackend));
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
@@ -987,6 +999,9 @@ bool Writer::run(const std::string &dir) {
       !o.forwardOnly && dist::findMesh(module).getNumRanks() > 1 ? "ON"
                                                                  : "OFF");
   cmake = replaceAll(cmake, "@ARCHS@", o.cudaArch);
+  const char *envFrontend = std::getenv("AUTOPAR_CUDNN_FRONTEND_DIR");
+  cmake = replaceAll(cmake, "@CUDNN_FRONTEND@",
+                     envFrontend ? envFrontend : AUTOPAR_CUDNN_FRONTEND_DIR);
   auto path = [&](StringRef rel) {
     llvm::SmallString<256> p(dir);
     llvm::sys::path::append(p, rel);

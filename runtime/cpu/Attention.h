@@ -32,6 +32,25 @@
 
 namespace autopar::rt {
 
+/// Which kernels compute attention on 16-bit tensors on the CUDA target
+/// (plan key attention_backend): cuDNN's fused SDPA where it takes the
+/// shape, else the own kernels (Auto); cuDNN or fail (Cudnn); the own
+/// kernels (Own). The f32 kernels and the CPU target have only their own.
+enum class AttentionBackend : int32_t { Auto = 0, Cudnn = 1, Own = 2 };
+
+/// The plan's spelling: "auto", "cudnn", "own".
+inline const char *attentionBackendName(AttentionBackend backend) {
+  switch (backend) {
+  case AttentionBackend::Cudnn:
+    return "cudnn";
+  case AttentionBackend::Own:
+    return "own";
+  case AttentionBackend::Auto:
+    break;
+  }
+  return "auto";
+}
+
 struct AttentionDesc {
   int64_t batch = 1, heads = 1, t = 1, s = 1, d = 1;
   float scale = 1.0f;

@@ -40,6 +40,12 @@ Status Device::create(int, int, std::unique_ptr<Device> &out) {
 }
 
 const std::string &Device::name() const { return impl->name; }
+Status Device::setAttentionBackend(AttentionBackend backend) {
+  if (backend == AttentionBackend::Cudnn)
+    return Status::error("attention_backend \"cudnn\": the CPU target has "
+                         "no cuDNN");
+  return Status::ok();
+}
 std::string Device::describe() const {
   return "cpu (" + cpu::blasDescription() + ")";
 }

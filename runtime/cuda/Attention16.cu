@@ -22,14 +22,20 @@
 //    rounded once to the 16-bit type. Fully masked rows behave as in the
 //    f32 kernels (NaN out, -inf lse, nothing in the backward).
 //
+// Where the program has cuDNN and the plan lets it (attention_backend),
+// cuDNN's fused attention runs instead (runtime/cuda/CudnnAttention.h);
+// these kernels run what it does not take.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/AttentionCommon.cuh"
+#include "runtime/cuda/CudnnAttention.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 namespace autopar::rt::cuda {
 
@@ -556,10 +562,17 @@ void backward16(DeviceContext &ctx, const AttentionDesc &d, const T *q,
 }
 
 template <typename T>
+constexpr Attention16Type kAttention16Type =
+    std::is_same_v<T, __nv_bfloat16> ? Attention16Type::Bf16
+                                     : Attention16Type::Half;
+
+template <typename T>
 void attentionForward16(DeviceContext &ctx, const AttentionDesc &desc,
                         const T *q, const T *k, const T *v, T *out,
                         float *lse) {
   checkShape(ctx, desc, __FILE__, __LINE__, "cuda::attentionForward");
+  if (cudnnAttentionForward(ctx, desc, kAttention16Type<T>, q, k, v, out, lse))
+    return;
   requireTensorCores(ctx, __LINE__, "cuda::attentionForward");
   if (desc.d <= 64)
     forward16<T, 64>(ctx, desc, q, k, v, out, lse);
@@ -573,6 +586,9 @@ void attentionBackward16(DeviceContext &ctx, const AttentionDesc &desc,
                          const float *lse, const T *dout, T *dq, T *dk,
                          T *dv) {
   checkShape(ctx, desc, __FILE__, __LINE__, "cuda::attentionBackward");
+  if (cudnnAttentionBackward(ctx, desc, kAttention16Type<T>, q, k, v, out, lse,
+                             dout, dq, dk, dv))
+    return;
   requireTensorCores(ctx, __LINE__, "cuda::attentionBackward");
   float *lseRows = rowStats(ctx, desc, out, lse, dout);
   const float *diRows = lseRows ? lseRows + desc.batch * desc.heads * desc.t

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 
 namespace autopar::rt {
 
@@ -35,6 +36,12 @@ struct DeviceContext {
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
   int numSMs = 1;
+  /// Which kernels the 16-bit attention runs (an rt::AttentionBackend:
+  /// Device::setAttentionBackend).
+  int32_t attentionBackend = 0;
+  /// cuDNN's handle and the attention graphs built for it
+  /// (runtime/cuda/CudnnAttention.cpp), made on first use.
+  std::shared_ptr<void> cudnn;
 };
 
 namespace cuda {

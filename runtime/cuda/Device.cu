@@ -20,6 +20,7 @@
 #include "runtime/Device.h"
 #include "runtime/Float16.h"
 #include "runtime/cuda/Context.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "runtime/optim/Optimizer.h"
 #include "runtime/optim/OptimizerMath.h"
 
@@ -203,6 +204,7 @@ Device::~Device() {
   for (auto &entry : impl->steps)
     if (entry.second.exec)
       static_cast<void>(cudaGraphExecDestroy(entry.second.exec));
+  ctx.cudnn.reset();
   if (ctx.lt)
     static_cast<void>(cublasLtDestroy(ctx.lt));
   if (ctx.gemmWorkspace)
@@ -262,7 +264,12 @@ Status Device::create(int localRank, int rank, std::unique_ptr<Device> &out) {
 }
 
 const std::string &Device::name() const { return impl->name; }
-std::string Device::describe() const { return impl->name; }
+Status Device::setAttentionBackend(AttentionBackend backend) {
+  return cuda::setCudnnAttentionBackend(impl->ctx, backend);
+}
+std::string Device::describe() const {
+  return impl->name + ", attention: " + cuda::describeAttention(impl->ctx);
+}
 std::string Device::performanceWarning() const { return ""; }
 
 bool Device::hostMemory() const { return false; }

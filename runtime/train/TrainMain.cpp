@@ -72,6 +72,13 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "train: %s\n", oneLine(status.message()).c_str());
     return 1;
   }
+  status = device->setAttentionBackend(
+      static_cast<autopar::rt::AttentionBackend>(info.attentionBackend));
+  if (!status.isOk()) {
+    std::fprintf(stderr, "train: rank %d: %s\n", launch.rank,
+                 oneLine(status.message()).c_str());
+    return 1;
+  }
   std::vector<autopar::rt::MeshAxisInfo> axes;
   for (int a = 0; a < info.numMeshAxes; ++a)
     axes.push_back({info.meshAxisNames[a], info.meshAxisSizes[a]});

@@ -20,6 +20,14 @@
 // worst rounding of one element; a misplaced fragment or mask is off by
 // the value's magnitude. lse is f32 and held to the f32 tolerance.
 //
+// The 16-bit cases run twice: on the own kernels (ctx.attentionBackend
+// Own) and on cuDNN's fused attention (runtime/cuda/CudnnAttention.h,
+// where the test is built with cuDNN), held to the same tolerances and
+// the same bit-identical repeat of the backward (its deterministic
+// algorithm). A case cuDNN does not take prints "CUDNN-SKIP name: reason";
+// the cases of the shapes transformers train (no mask, D 64 or 128, T = S
+// causal or not, T a multiple of 64) must be taken, else they fail.
+//
 // Prints "PASS name" or "FAIL name: detail" per case, then
 // "cuda attention: N passed, M failed", and exits 1 when any failed.
 // Without a usable CUDA device it prints "cuda attention: skipped (no CUDA
@@ -31,6 +39,7 @@
 #include "runtime/cpu/Attention.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/Attention.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "test/cuda/CudaTest.h"
 #include "test/unit/AttentionProblem.h"
 
@@ -45,6 +54,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace autopar::rt;
@@ -175,8 +185,18 @@ template <typename T> T *ptr16(const DeviceBuffer &b) {
   return reinterpret_cast<T *>(b.get());
 }
 
+/// Which kernels a 16-bit case runs on.
+enum class Kernels16 { Own, Cudnn };
+
+/// Whether cuDNN must take case `c`: the shapes a transformer trains.
+bool cudnnMustTake(const Case &c) {
+  return c.mask == MaskKind::None && (c.d == 64 || c.d == 128) &&
+         c.t == c.s && c.t % 64 == 0;
+}
+
 /// The 16-bit kernels on case `c` (see the file comment).
-template <typename T> void runCase16(Tester &t, const Case &c) {
+template <typename T>
+void runCase16(Tester &t, const Case &c, Kernels16 kernels) {
   test::AttentionProblem p(c, t.rng);
   const std::vector<T> q16 = roundTo<T>(p.q), k16 = roundTo<T>(p.k),
                        v16 = roundTo<T>(p.v), dout16 = roundTo<T>(p.dout);
@@ -193,8 +213,26 @@ template <typename T> void runCase16(Tester &t, const Case &c) {
     d.mask = reinterpret_cast<const bool *>(mask.get());
   }
   DeviceBuffer out = t.upload(sentinelQ), lse = t.upload(sentinelLse);
-  cuda::attentionForward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
-                         ptr16<T>(out), ptr(lse));
+  const cuda::Attention16Type type = std::is_same_v<T, __nv_bfloat16>
+                                         ? cuda::Attention16Type::Bf16
+                                         : cuda::Attention16Type::Half;
+  std::string name = std::string(Half16<T>::kName) +
+                     (kernels == Kernels16::Cudnn ? " cudnn " : " ") + c.name;
+  if (kernels == Kernels16::Own) {
+    t.ctx.attentionBackend = static_cast<int32_t>(AttentionBackend::Own);
+    cuda::attentionForward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
+                           ptr16<T>(out), ptr(lse));
+  } else {
+    t.ctx.attentionBackend = static_cast<int32_t>(AttentionBackend::Auto);
+    if (!cuda::cudnnAttentionForward(t.ctx, d, type, q.get(), k.get(),
+                                     v.get(), out.get(), ptr(lse))) {
+      if (cudnnMustTake(c))
+        t.check(name, "cuDNN did not take it (the line above says why)");
+      else
+        std::printf("CUDNN-SKIP %s\n", name.c_str());
+      return;
+    }
+  }
   const std::vector<float> gotOut = downloadAsFloat<T>(t, out, p.out.size());
   const std::vector<float> gotLse = t.download(lse, p.lse.size());
   p.forward();
@@ -211,14 +249,25 @@ template <typename T> void runCase16(Tester &t, const Case &c) {
   for (auto &run : grads) {
     DeviceBuffer dq = t.upload(sentinelQ), dk = t.upload(sentinelK),
                  dv = t.upload(sentinelK);
-    cuda::attentionBackward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
-                            ptr16<T>(out), ptr(lse), ptr16<T>(dout),
-                            ptr16<T>(dq), ptr16<T>(dk), ptr16<T>(dv));
+    if (kernels == Kernels16::Own) {
+      cuda::attentionBackward(t.ctx, d, ptr16<T>(q), ptr16<T>(k), ptr16<T>(v),
+                              ptr16<T>(out), ptr(lse), ptr16<T>(dout),
+                              ptr16<T>(dq), ptr16<T>(dk), ptr16<T>(dv));
+    } else if (!cuda::cudnnAttentionBackward(
+                   t.ctx, d, type, q.get(), k.get(), v.get(), out.get(),
+                   ptr(lse), dout.get(), dq.get(), dk.get(), dv.get())) {
+      if (cudnnMustTake(c))
+        t.check(name, "cuDNN did not take its backward (the line above says "
+                      "why)");
+      else
+        std::printf("CUDNN-SKIP %s (backward)\n", name.c_str());
+      return;
+    }
     run[0] = downloadAsFloat<T>(t, dq, p.dq.size());
     run[1] = downloadAsFloat<T>(t, dk, p.dk.size());
     run[2] = downloadAsFloat<T>(t, dv, p.dv.size());
   }
-  t.check(std::string(Half16<T>::kName) + " " + c.name,
+  t.check(name,
           firstError({forwardError,
                       test::compareFloats(grads[0][0], p.dq, tol, tol, "dq"),
                       test::compareFloats(grads[0][1], p.dk, tol, tol, "dk"),
@@ -254,10 +303,16 @@ void testAttention(Tester &t) {
   };
   for (const Case &c : cases)
     runCase(t, c);
-  for (const Case &c : cases)
-    runCase16<__nv_bfloat16>(t, c);
-  for (const Case &c : cases)
-    runCase16<__half>(t, c);
+  for (Kernels16 kernels : {Kernels16::Own, Kernels16::Cudnn}) {
+    if (kernels == Kernels16::Cudnn && !cuda::builtWithCudnn()) {
+      std::printf("CUDNN-SKIP every case: built without cuDNN\n");
+      continue;
+    }
+    for (const Case &c : cases)
+      runCase16<__nv_bfloat16>(t, c, kernels);
+    for (const Case &c : cases)
+      runCase16<__half>(t, c, kernels);
+  }
 }
 
 } // namespace

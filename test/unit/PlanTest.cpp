@@ -105,6 +105,7 @@ void expectSamePlan(const Plan &a, const Plan &b) {
   EXPECT_EQ(a.lrSchedule.decaySteps, b.lrSchedule.decaySteps);
   EXPECT_EQ(a.dataInputs, b.dataInputs);
   EXPECT_EQ(a.dataTargets, b.dataTargets);
+  EXPECT_EQ(a.attentionBackend, b.attentionBackend);
 }
 
 /// parsePlan(toJson(plan)) gives back plan, and toJson is a fixed point.
@@ -126,6 +127,7 @@ const char *fullAdamw = R"({
   "precision": "bf16-mixed",
   "recompute": "selective",
   "attention": "unfused",
+  "attention_backend": "own",
   "pad_vocab_multiple": 128,
   "pipeline": {"schedule": "gpipe", "split": [2, 5]},
   "tensor_parallel": {"rules": "auto", "sequence_parallel": false},
@@ -164,6 +166,7 @@ TEST(PlanTest, EmptyObjectGivesDefaults) {
   EXPECT_EQ(plan.precision, "fp32");
   EXPECT_EQ(plan.recompute, "none");
   EXPECT_EQ(plan.attention, "fused");
+  EXPECT_EQ(plan.attentionBackend, "auto");
   EXPECT_EQ(plan.pipelineSchedule, "1f1b");
   EXPECT_EQ(plan.pipelineChunks, 1);
   EXPECT_TRUE(plan.pipelineSplit.empty());
@@ -204,6 +207,7 @@ TEST(PlanTest, DefaultsResolved) {
                    "backoff_factor": 0.5, "growth_interval": 2000},
     "recompute": "none",
     "attention": "fused",
+    "attention_backend": "auto",
     "pad_vocab_multiple": "auto",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
@@ -237,6 +241,7 @@ TEST(PlanTest, FullAdamw) {
   EXPECT_FALSE(plan.fp32Grads());
   EXPECT_EQ(plan.recompute, "selective");
   EXPECT_EQ(plan.attention, "unfused");
+  EXPECT_EQ(plan.attentionBackend, "own");
   EXPECT_EQ(plan.pipelineSchedule, "gpipe");
   EXPECT_EQ(plan.pipelineChunks, 1);
   EXPECT_EQ(plan.pipelineSplit, (std::vector<int64_t>{2, 5}));
@@ -381,7 +386,7 @@ TEST(PlanTest, ErrorUnknownKey) {
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
             "optimizer, frozen, padding_idx, lr_schedule, data, attention, "
-            "pad_vocab_multiple)");
+            "attention_backend, pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
@@ -672,6 +677,19 @@ TEST(PlanTest, ErrorOutOfRange) {
       "decay": "linear", "decay_steps": 100}})"),
             "lr_schedule.decay_steps: must be 0 or > lr_schedule.warmup_steps "
             "(100), got 100");
+}
+
+TEST(PlanTest, AttentionBackend) {
+  for (const char *backend : {"auto", "cudnn", "own"}) {
+    Plan plan =
+        planOf(std::string(R"({"attention_backend": ")") + backend + "\"}");
+    EXPECT_EQ(plan.attentionBackend, backend);
+    EXPECT_EQ(trainingConfig(plan).attentionBackend, backend);
+    expectRoundTrip(plan);
+  }
+  EXPECT_EQ(errorOf(R"({"attention_backend": "flash"})"),
+            "attention_backend: expected one of \"auto\", \"cudnn\", "
+            "\"own\", got \"flash\"");
 }
 
 TEST(PlanTest, PadVocabMultiple) {
