@@ -4,9 +4,12 @@
 // (float, bfloat16 or half scores; int32 or int64 labels; f32 loss) and
 // the vocab-parallel cuda::crossEntropyShardStats and
 // cuda::crossEntropyShardBackward: one block per (outer, inner) element,
-// the row's max and sum of exp in f32 and double, over the first
-// `validClasses` classes (a padded vocabulary's real ones; the padded
-// classes' dscores are 0, and no pass masks them). Sum and Mean losses add
+// the row's max and sum of exp in one pass (a running max per thread, its
+// sum rescaled as the max grows; the threads' sums added in double), over
+// the first `validClasses` classes (a padded vocabulary's real ones; the
+// padded classes' dscores are 0, and no pass masks them). Rows of
+// contiguous classes are read in 16-byte words: the forward reads the
+// logits once, the backward twice and writes dscores once. Sum and Mean losses add
 // per-element losses from cuda::scratch in one block in a fixed order;
 // ignored labels count nothing, labels out of range give NaN.
 //
@@ -23,22 +26,60 @@ namespace autopar::rt::cuda {
 
 namespace {
 
+/// Calls f(c, x) for the thread's elements x = p[c] of a contiguous row of
+/// n elements, each thread a fixed set: 16-byte loads of consecutive
+/// elements from the row's first 16-byte boundary on, single elements
+/// before it and after the last whole word.
+template <typename S, typename F>
+__device__ void forRowElements(const S *p, int64_t n, F f) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(S));
+  const int64_t misaligned = reinterpret_cast<uintptr_t>(p) % 16;
+  const int64_t head =
+      min(n, misaligned ? (16 - misaligned) / static_cast<int64_t>(sizeof(S))
+                        : int64_t{0});
+  for (int64_t c = threadIdx.x; c < head; c += blockDim.x)
+    f(c, toFloat(p[c]));
+  const int64_t words = (n - head) / kV;
+  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) {
+    S x[kV];
+    loadVector<kV>(x, p + head + w * kV);
+#pragma unroll
+    for (int k = 0; k < kV; ++k)
+      f(head + w * kV + k, toFloat(x[k]));
+  }
+  for (int64_t c = head + words * kV + threadIdx.x; c < n; c += blockDim.x)
+    f(c, toFloat(p[c]));
+}
+
 /// max and sum of exp(s - max) over the classes of one row (class c at
-/// s[c * inner]); every thread of the block gets them.
+/// s[c * inner]); every thread of the block gets them. One pass over the
+/// row: each thread keeps a running max and its sum of exp (rescaled when
+/// the max grows), then the block takes the max and adds the threads'
+/// sums rescaled to it (in double, in a fixed tree).
 template <typename S>
 __device__ void rowLogSumExp(const S *s, int64_t classes, int64_t inner,
                              float *sharedF, double *sharedD, float &max,
                              double &sum) {
   const float kNegInf = -INFINITY;
-  float mx = kNegInf;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    mx = fmaxf(mx, toFloat(s[c * inner]));
-  mx = blockReduce(mx, MaxOp(), kNegInf, sharedF);
-  double sm = 0;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    sm += expf(toFloat(s[c * inner]) - mx);
-  sum = blockReduce(sm, SumOp(), 0.0, sharedD);
-  max = mx;
+  float mx = kNegInf, sm = 0.0f;
+  auto add = [&](int64_t, float x) {
+    if (x > mx) {
+      sm = sm * expf(mx - x) + 1.0f;
+      mx = x;
+    } else if (x != kNegInf) {
+      sm += expf(x - mx);
+    }
+  };
+  if (inner == 1)
+    forRowElements(s, classes, add);
+  else
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      add(c, toFloat(s[c * inner]));
+  max = blockReduce(mx, MaxOp(), kNegInf, sharedF);
+  const double mine =
+      sm > 0.0f ? static_cast<double>(sm) * exp(static_cast<double>(mx) - max)
+                : 0.0;
+  sum = blockReduce(mine, SumOp(), 0.0, sharedD);
 }
 
 /// Per-element losses: one block per element e = (o, i). Ignored labels
@@ -182,15 +223,34 @@ __global__ void __launch_bounds__(kBlock)
         float max;
         double sum;
         rowLogSumExp(s, validClasses, inner, sharedF, sharedD, max, sum);
-        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-          // The padded classes (c >= validClasses) are outside the softmax.
+        // The padded classes (c >= validClasses) are outside the softmax.
+        auto grad = [&](int64_t c, float x) {
           const double p =
-              c < validClasses
-                  ? static_cast<double>(expf(toFloat(s[c * inner]) - max)) /
-                        sum
-                  : 0.0;
-          ds[c * inner] = fromFloat<S>(static_cast<float>(
+              c < validClasses ? static_cast<double>(expf(x - max)) / sum
+                               : 0.0;
+          return fromFloat<S>(static_cast<float>(
               c < validClasses ? (p - (c == label ? 1.0 : 0.0)) * g : 0.0));
+        };
+        constexpr int kV = 16 / static_cast<int>(sizeof(S));
+        const int64_t words = classes / kV;
+        if (inner == 1 && reinterpret_cast<uintptr_t>(s) % 16 == 0 &&
+            reinterpret_cast<uintptr_t>(ds) % 16 == 0) {
+          // Rows aligned to 16 bytes (a vocabulary padded to a multiple
+          // of 8): a word of dscores from a word of scores.
+          for (int64_t w = threadIdx.x; w < words; w += blockDim.x) {
+            S x[kV];
+            loadVector<kV>(x, s + w * kV);
+#pragma unroll
+            for (int k = 0; k < kV; ++k)
+              x[k] = grad(w * kV + k, toFloat(x[k]));
+            storeVector<kV>(ds + w * kV, x);
+          }
+          for (int64_t c = words * kV + threadIdx.x; c < classes;
+               c += blockDim.x)
+            ds[c] = grad(c, toFloat(s[c]));
+        } else {
+          for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+            ds[c * inner] = grad(c, toFloat(s[c * inner]));
         }
       });
 }

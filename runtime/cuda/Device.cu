@@ -13,7 +13,10 @@
 // that the CPU code does not fuse: this file is compiled with -fmad=false.
 // gradSquaredSum adds squares in double per fixed chunk of each gradient
 // (a fixed tree in one block per chunk), then the chunks on the host in
-// order: the result depends neither on the GPU nor on the run.
+// order: the result depends neither on the GPU nor on the run. Both run
+// as one launch over every slice (multi-tensor kernels, as apex's and
+// torch's fused optimizers): a table of the slices and their chunks is
+// uploaded once per list of slices and reused every step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,13 +89,6 @@ constexpr int64_t kNormChunk = int64_t{1} << 16;
 /// cuBLASLt workspace.
 constexpr int64_t kGemmWorkspaceBytes = int64_t{32} << 20;
 
-__device__ inline int64_t threadIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline int64_t threadCount() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
-
 /// The sum of `v` over the block in a fixed tree (warp butterflies, then
 /// the per-warp sums); every thread gets it.
 __device__ double blockSum(double v, double *shared) {
@@ -116,45 +112,93 @@ __device__ inline float gradAt(const float *g, const uint16_t *g16,
   return g16 ? float16Value(kind, g16[i]) : g[i];
 }
 
-/// out[b] = the sum of g[i]^2 (in double) over chunk b of the gradient.
+/// A parameter slice as the multi-tensor kernels read it (ParamSlice on
+/// the device), with the index of its scalars among the launch's variants.
+struct DeviceSlice {
+  float *param;
+  const float *grad;
+  const uint16_t *gradLow;
+  uint16_t *paramLow;
+  float *state0;
+  float *state1;
+  int64_t numElements;
+  int32_t variant;
+  Float16Kind lowKind;
+};
+
+/// kNormChunk consecutive elements of one slice: the work of one block.
+struct SliceChunk {
+  int64_t slice;
+  int64_t begin;
+};
+
+/// The scalars of every slice of one optimizer launch: AdamW's by decay,
+/// SGD's by decay and momentum buffer (DeviceSlice::variant).
+struct AdamWVariants {
+  AdamWScalars v[2];
+};
+struct SgdVariants {
+  SgdScalars v[4];
+};
+
+/// out[c] = the sum of g[i]^2 (in double) over chunk c: a block per chunk,
+/// its threads adding the elements begin + t, begin + t + kBlock, ...,
+/// then the block tree.
 __global__ void __launch_bounds__(kBlock)
-    squaredSumChunksKernel(const float *g, const uint16_t *g16,
-                           Float16Kind kind, int64_t numElements,
-                           double *out) {
+    squaredSumChunksKernel(const DeviceSlice *slices, const SliceChunk *chunks,
+                           int64_t numChunks, double *out) {
   __shared__ double shared[kWarp];
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kNormChunk;
-  const int64_t end = min(numElements, begin + kNormChunk);
-  double sum = 0.0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const double gi = gradAt(g, g16, kind, i);
-    sum += gi * gi;
-  }
-  sum = blockSum(sum, shared);
-  if (threadIdx.x == 0)
-    out[blockIdx.x] = sum;
-}
-
-__global__ void __launch_bounds__(kBlock)
-    adamwKernel(AdamWScalars s, float *p, const float *g, const uint16_t *g16,
-                uint16_t *p16, Float16Kind kind, float gradScale, float *m,
-                float *v, int64_t numElements) {
-  for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
-    adamwElement(s, p[i], __fmul_rn(gradAt(g, g16, kind, i), gradScale), m[i],
-                 v[i]);
-    if (p16)
-      p16[i] = float16Bits(kind, p[i]);
+  for (int64_t c = blockIdx.x; c < numChunks; c += gridDim.x) {
+    const SliceChunk chunk = chunks[c];
+    const DeviceSlice &s = slices[chunk.slice];
+    const int64_t end = min(s.numElements, chunk.begin + kNormChunk);
+    double sum = 0.0;
+    for (int64_t i = chunk.begin + threadIdx.x; i < end; i += blockDim.x) {
+      const double gi = gradAt(s.grad, s.gradLow, s.lowKind, i);
+      sum += gi * gi;
+    }
+    sum = blockSum(sum, shared);
+    if (threadIdx.x == 0)
+      out[c] = sum;
   }
 }
 
+/// Every slice's AdamW update in one launch (a block per chunk).
 __global__ void __launch_bounds__(kBlock)
-    sgdKernel(SgdScalars s, float *p, const float *g, const uint16_t *g16,
-              uint16_t *p16, Float16Kind kind, float gradScale, float *buf,
-              int64_t numElements) {
-  for (int64_t i = threadIndex(); i < numElements; i += threadCount()) {
-    sgdElement(s, p[i], __fmul_rn(gradAt(g, g16, kind, i), gradScale),
-               buf ? buf + i : nullptr);
-    if (p16)
-      p16[i] = float16Bits(kind, p[i]);
+    adamwKernel(AdamWVariants variants, const DeviceSlice *slices,
+                const SliceChunk *chunks, int64_t numChunks, float gradScale) {
+  for (int64_t c = blockIdx.x; c < numChunks; c += gridDim.x) {
+    const SliceChunk chunk = chunks[c];
+    const DeviceSlice &s = slices[chunk.slice];
+    const AdamWScalars &a = variants.v[s.variant];
+    const int64_t end = min(s.numElements, chunk.begin + kNormChunk);
+    for (int64_t i = chunk.begin + threadIdx.x; i < end; i += blockDim.x) {
+      adamwElement(a, s.param[i],
+                   __fmul_rn(gradAt(s.grad, s.gradLow, s.lowKind, i),
+                             gradScale),
+                   s.state0[i], s.state1[i]);
+      if (s.paramLow)
+        s.paramLow[i] = float16Bits(s.lowKind, s.param[i]);
+    }
+  }
+}
+
+/// Every slice's SGD update in one launch (a block per chunk).
+__global__ void __launch_bounds__(kBlock)
+    sgdKernel(SgdVariants variants, const DeviceSlice *slices,
+              const SliceChunk *chunks, int64_t numChunks, float gradScale) {
+  for (int64_t c = blockIdx.x; c < numChunks; c += gridDim.x) {
+    const SliceChunk chunk = chunks[c];
+    const DeviceSlice &s = slices[chunk.slice];
+    const SgdScalars &a = variants.v[s.variant];
+    const int64_t end = min(s.numElements, chunk.begin + kNormChunk);
+    for (int64_t i = chunk.begin + threadIdx.x; i < end; i += blockDim.x) {
+      sgdElement(a, s.param[i],
+                 __fmul_rn(gradAt(s.grad, s.gradLow, s.lowKind, i), gradScale),
+                 s.state0 ? s.state0 + i : nullptr);
+      if (s.paramLow)
+        s.paramLow[i] = float16Bits(s.lowKind, s.param[i]);
+    }
   }
 }
 
@@ -187,12 +231,71 @@ struct RecordedStep {
   std::vector<void *> outputs;
 };
 
+/// A list of parameter slices on the device, for the multi-tensor kernels.
+struct SliceTable {
+  DeviceBuffer slices, chunks;
+  int64_t numChunks = 0;
+};
+
 struct Device::Impl {
   DeviceContext ctx;
   std::string name;
   /// By (step function, accumulate).
   std::map<std::pair<StepFunction, bool>, RecordedStep> steps;
+  /// By what the host's ParamSlice lists hold (the norm groups and all
+  /// slices: the same few lists every step, uploaded once).
+  std::map<std::vector<int64_t>, SliceTable> sliceTables;
+
+  const SliceTable &sliceTable(Device &device,
+                               const std::vector<ParamSlice> &slices);
 };
+
+/// The device copy of `slices` (and its chunks of kNormChunk elements),
+/// made on first use: a slice's variant is decay + 2 * (state0 != null),
+/// as AdamWVariants and SgdVariants index their scalars.
+const SliceTable &
+Device::Impl::sliceTable(Device &device,
+                         const std::vector<ParamSlice> &slices) {
+  std::vector<int64_t> key;
+  for (const ParamSlice &s : slices)
+    key.insert(key.end(),
+               {reinterpret_cast<int64_t>(s.param),
+                reinterpret_cast<int64_t>(s.grad),
+                reinterpret_cast<int64_t>(s.gradLow),
+                reinterpret_cast<int64_t>(s.paramLow),
+                reinterpret_cast<int64_t>(s.state0),
+                reinterpret_cast<int64_t>(s.state1), s.numElements, s.decay,
+                static_cast<int64_t>(s.lowKind)});
+  auto [it, added] = sliceTables.try_emplace(std::move(key));
+  SliceTable &table = it->second;
+  if (!added)
+    return table;
+  std::vector<DeviceSlice> hostSlices;
+  std::vector<SliceChunk> hostChunks;
+  for (const ParamSlice &s : slices) {
+    const int64_t index = static_cast<int64_t>(hostSlices.size());
+    hostSlices.push_back({s.param, s.grad, s.gradLow, s.paramLow, s.state0,
+                          s.state1, std::max<int64_t>(s.numElements, 0),
+                          static_cast<int32_t>(s.decay) +
+                              (s.state0 ? 2 : 0),
+                          s.lowKind});
+    for (int64_t begin = 0; begin < s.numElements; begin += kNormChunk)
+      hostChunks.push_back({index, begin});
+  }
+  table.numChunks = static_cast<int64_t>(hostChunks.size());
+  auto upload = [&](DeviceBuffer &buffer, const void *data, int64_t bytes) {
+    buffer = device.allocate(bytes);
+    if (!buffer)
+      cuda::fail(&ctx, __FILE__, __LINE__, "Device::allocate",
+                 "out of memory for the optimizer's slice table");
+    device.upload(buffer.get(), data, bytes);
+  };
+  upload(table.slices, hostSlices.data(),
+         static_cast<int64_t>(hostSlices.size() * sizeof(DeviceSlice)));
+  upload(table.chunks, hostChunks.data(),
+         static_cast<int64_t>(hostChunks.size() * sizeof(SliceChunk)));
+  return table;
+}
 
 Device::Device() : impl(std::make_unique<Impl>()) {}
 
@@ -401,30 +504,21 @@ static unsigned elementGrid(const DeviceContext &ctx, int64_t n) {
 
 double Device::gradSquaredSum(const std::vector<ParamSlice> &slices) {
   DeviceContext &ctx = impl->ctx;
-  std::vector<int64_t> firstChunk(slices.size() + 1, 0);
-  for (size_t k = 0; k < slices.size(); ++k)
-    firstChunk[k + 1] =
-        firstChunk[k] +
-        (std::max<int64_t>(slices[k].numElements, 0) + kNormChunk - 1) /
-            kNormChunk;
-  const int64_t numChunks = firstChunk.back();
-  if (numChunks == 0)
+  const SliceTable &table = impl->sliceTable(*this, slices);
+  if (table.numChunks == 0)
     return 0.0;
-  double *partial = static_cast<double *>(
-      cuda::scratch(ctx, numChunks * static_cast<int64_t>(sizeof(double))));
-  for (size_t k = 0; k < slices.size(); ++k) {
-    const int64_t chunks = firstChunk[k + 1] - firstChunk[k];
-    if (chunks == 0)
-      continue;
-    squaredSumChunksKernel<<<static_cast<unsigned>(chunks), kBlock, 0,
-                             ctx.stream>>>(
-        slices[k].grad, slices[k].gradLow, slices[k].lowKind,
-        slices[k].numElements, partial + firstChunk[k]);
-    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
-  }
-  std::vector<double> host(static_cast<size_t>(numChunks));
+  double *partial = static_cast<double *>(cuda::scratch(
+      ctx, table.numChunks * static_cast<int64_t>(sizeof(double))));
+  squaredSumChunksKernel<<<elementGrid(ctx, table.numChunks * kBlock), kBlock,
+                           0, ctx.stream>>>(
+      reinterpret_cast<const DeviceSlice *>(table.slices.get()),
+      reinterpret_cast<const SliceChunk *>(table.chunks.get()),
+      table.numChunks, partial);
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  std::vector<double> host(static_cast<size_t>(table.numChunks));
   download(host.data(), partial,
-           numChunks * static_cast<int64_t>(sizeof(double)));
+           table.numChunks * static_cast<int64_t>(sizeof(double)));
+  // The chunks in slice order, as the CPU target adds its partials.
   double total = 0.0;
   for (double p : host)
     total += p;
@@ -435,24 +529,27 @@ void Device::optimizerStep(const OptimizerConfig &config,
                            const std::vector<ParamSlice> &slices,
                            int64_t stepCount, double lr, float gradScale) {
   DeviceContext &ctx = impl->ctx;
-  for (const ParamSlice &s : slices) {
-    if (s.numElements <= 0)
-      continue;
-    const unsigned grid = elementGrid(ctx, s.numElements);
-    if (config.kind == OptimizerKind::AdamW) {
-      const AdamWScalars a = adamwScalars(config, stepCount, lr, s.decay);
-      adamwKernel<<<grid, kBlock, 0, ctx.stream>>>(
-          a, s.param, s.grad, s.gradLow, s.paramLow, s.lowKind, gradScale,
-          s.state0, s.state1, s.numElements);
-    } else {
-      const SgdScalars a =
-          sgdScalars(config, stepCount, lr, s.decay, s.state0 != nullptr);
-      sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(
-          a, s.param, s.grad, s.gradLow, s.paramLow, s.lowKind, gradScale,
-          s.state0, s.numElements);
-    }
-    AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
+  const SliceTable &table = impl->sliceTable(*this, slices);
+  if (table.numChunks == 0)
+    return;
+  const unsigned grid = elementGrid(ctx, table.numChunks * kBlock);
+  const auto *deviceSlices =
+      reinterpret_cast<const DeviceSlice *>(table.slices.get());
+  const auto *chunks = reinterpret_cast<const SliceChunk *>(table.chunks.get());
+  if (config.kind == OptimizerKind::AdamW) {
+    AdamWVariants variants;
+    for (int v = 0; v < 2; ++v)
+      variants.v[v] = adamwScalars(config, stepCount, lr, v == 1);
+    adamwKernel<<<grid, kBlock, 0, ctx.stream>>>(
+        variants, deviceSlices, chunks, table.numChunks, gradScale);
+  } else {
+    SgdVariants variants;
+    for (int v = 0; v < 4; ++v)
+      variants.v[v] = sgdScalars(config, stepCount, lr, v % 2 == 1, v >= 2);
+    sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(variants, deviceSlices, chunks,
+                                               table.numChunks, gradScale);
   }
+  AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
 } // namespace autopar::rt

@@ -5,7 +5,10 @@
 // double as cpu::rowStatistics, each result rounded once. The parameter
 // gradients (dscale, dbias) go through per-block column partials in
 // cuda::scratch, for a number of blocks that depends on the shape only,
-// which a second kernel adds in a fixed order.
+// which a second kernel adds in a fixed order. Rows of up to 2048 columns
+// are held in registers (layerNormForwardRowKernel,
+// layerNormBackwardRowKernel): the same sums in the same order, each
+// element read once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace autopar::rt::cuda {
 
@@ -108,6 +112,177 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+/// Rows of at most kBlock * kMaxRowWords columns run the kernels below
+/// instead: each thread holds its K = ceil(cols / kBlock) columns of a row
+/// in registers (x, dy and the scale read once; the parameter gradients'
+/// partials kept in registers across the block's rows, written once).
+/// They add in the same order as the kernels above (a thread's columns j,
+/// j + kBlock, ..., the same block trees), so their results are bitwise
+/// the same, with each element read once instead of three (forward) or six
+/// (backward) times and no per-row read-modify-write of the partials.
+constexpr int kMaxRowWords = 8;
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kBlock)
+    layerNormForwardRowKernel(const T *x, const T *scale, const T *bias, T *y,
+                              int64_t rows, int64_t cols, double epsilon) {
+  __shared__ double shared[kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * cols;
+    T *yr = y + r * cols;
+    float v[K];
+    double sum = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      v[k] = j < cols ? toFloat(xr[j]) : 0.0f;
+      if (j < cols)
+        sum += v[k];
+    }
+    sum = blockReduce(sum, SumOp(), 0.0, shared);
+    const double meanD = sum / static_cast<double>(cols);
+    double sq = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      if (j < cols) {
+        const double dv = v[k] - meanD;
+        sq += dv * dv;
+      }
+    }
+    sq = blockReduce(sq, SumOp(), 0.0, shared);
+    const float m = static_cast<float>(meanD);
+    const float rstd = static_cast<float>(
+        1.0 / sqrt(sq / static_cast<double>(cols) + epsilon));
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      if (j < cols) {
+        const float o = (v[k] - m) * rstd * toFloat(scale[j]);
+        yr[j] = fromFloat<T>(bias ? o + toFloat(bias[j]) : o);
+      }
+    }
+  }
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kBlock)
+    layerNormBackwardRowKernel(const T *x, const T *scale, const T *dy, T *dx,
+                               double *partial, int64_t rows, int64_t cols,
+                               double epsilon) {
+  __shared__ double shared[kWarp];
+  const int64_t numBlocks = gridDim.x;
+  const int64_t r0 = rows * blockIdx.x / numBlocks;
+  const int64_t r1 = rows * (blockIdx.x + 1) / numBlocks;
+  float sc[K];
+  double ps[K], pb[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+    sc[k] = j < cols ? toFloat(scale[j]) : 0.0f;
+    ps[k] = 0.0;
+    pb[k] = 0.0;
+  }
+  const double n = static_cast<double>(cols);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T *xr = x + r * cols, *gr = dy + r * cols;
+    T *dxr = dx + r * cols;
+    float xv[K], gv[K];
+    double sum = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      xv[k] = j < cols ? toFloat(xr[j]) : 0.0f;
+      gv[k] = j < cols ? toFloat(gr[j]) : 0.0f;
+      if (j < cols)
+        sum += xv[k];
+    }
+    sum = blockReduce(sum, SumOp(), 0.0, shared);
+    const double mean = sum / n;
+    double sq = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      if (j < cols) {
+        const double dv = xv[k] - mean;
+        sq += dv * dv;
+      }
+    }
+    sq = blockReduce(sq, SumOp(), 0.0, shared);
+    const double rstd = 1.0 / sqrt(sq / n + epsilon);
+    double sumGh = 0, sumGhXhat = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      if (j < cols) {
+        const double xhat = (xv[k] - mean) * rstd;
+        const double g = gv[k];
+        const double gh = g * sc[k];
+        sumGh += gh;
+        sumGhXhat += gh * xhat;
+        ps[k] += g * xhat;
+        pb[k] += g;
+      }
+    }
+    sumGh = blockReduce(sumGh, SumOp(), 0.0, shared);
+    sumGhXhat = blockReduce(sumGhXhat, SumOp(), 0.0, shared);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+      if (j < cols) {
+        const double xhat = (xv[k] - mean) * rstd;
+        const double gh = static_cast<double>(gv[k]) * sc[k];
+        dxr[j] = fromFloat<T>(static_cast<float>(
+            rstd / n * (n * gh - sumGh - xhat * sumGhXhat)));
+      }
+    }
+  }
+  if (!partial)
+    return;
+  double *pS = partial + 2 * cols * blockIdx.x, *pB = pS + cols;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t j = threadIdx.x + int64_t{k} * kBlock;
+    if (j < cols) {
+      pS[j] = ps[k];
+      pB[j] = pb[k];
+    }
+  }
+}
+
+/// f(std::integral_constant<int, K>()) for K = ceil(cols / kBlock) when
+/// the row kernels take `cols` (K <= kMaxRowWords); false otherwise.
+template <typename F> bool withRowWords(int64_t cols, F &&f) {
+  switch (ceilDiv(cols, kBlock)) {
+  case 1:
+    f(std::integral_constant<int, 1>());
+    return true;
+  case 2:
+    f(std::integral_constant<int, 2>());
+    return true;
+  case 3:
+    f(std::integral_constant<int, 3>());
+    return true;
+  case 4:
+    f(std::integral_constant<int, 4>());
+    return true;
+  case 5:
+    f(std::integral_constant<int, 5>());
+    return true;
+  case 6:
+    f(std::integral_constant<int, 6>());
+    return true;
+  case 7:
+    f(std::integral_constant<int, 7>());
+    return true;
+  case kMaxRowWords:
+    f(std::integral_constant<int, kMaxRowWords>());
+    return true;
+  default:
+    return false;
+  }
+}
+
 /// dscale[j] and dbias[j]: the partials of layerNormBackwardKernel added
 /// in a fixed order. A block of kFinalBlock threads takes 32 adjacent
 /// columns (each warp reads 32 consecutive doubles of a partial row): warp
@@ -160,8 +335,14 @@ void layerNormForwardT(DeviceContext &ctx, const T *x, const T *scale,
                        double epsilon) {
   if (rows <= 0 || cols <= 0)
     return;
-  layerNormForwardKernel<<<rowGrid(ctx, rows), kBlock, 0, ctx.stream>>>(
-      x, scale, bias, y, rows, cols, epsilon);
+  const bool rowKernel = withRowWords(cols, [&](auto words) {
+    layerNormForwardRowKernel<T, decltype(words)::value>
+        <<<rowGrid(ctx, rows), kBlock, 0, ctx.stream>>>(x, scale, bias, y,
+                                                        rows, cols, epsilon);
+  });
+  if (!rowKernel)
+    layerNormForwardKernel<<<rowGrid(ctx, rows), kBlock, 0, ctx.stream>>>(
+        x, scale, bias, y, rows, cols, epsilon);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 
@@ -177,9 +358,16 @@ void layerNormBackwardT(DeviceContext &ctx, const T *x, const T *scale,
   if (paramGrads)
     partial = static_cast<double *>(scratch(
         ctx, numBlocks * 2 * cols * static_cast<int64_t>(sizeof(double))));
-  layerNormBackwardKernel<<<static_cast<unsigned>(numBlocks), kBlock, 0,
-                            ctx.stream>>>(
-      x, scale, dy, dx, partial, std::max<int64_t>(rows, 0), cols, epsilon);
+  const int64_t numRows = std::max<int64_t>(rows, 0);
+  const bool rowKernel = withRowWords(cols, [&](auto words) {
+    layerNormBackwardRowKernel<T, decltype(words)::value>
+        <<<static_cast<unsigned>(numBlocks), kBlock, 0, ctx.stream>>>(
+            x, scale, dy, dx, partial, numRows, cols, epsilon);
+  });
+  if (!rowKernel)
+    layerNormBackwardKernel<<<static_cast<unsigned>(numBlocks), kBlock, 0,
+                              ctx.stream>>>(x, scale, dy, dx, partial, numRows,
+                                            cols, epsilon);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
   if (!paramGrads)
     return;
