@@ -160,11 +160,12 @@ prepare() {
     echo "prepared $name"
   done
   prepare_ranks "$dir" "$autopar"
-  # cudnn_frontend's headers (the GPU machine reaches no package registry).
+  # cudnn_frontend's headers (the GPU machine reaches no package registry;
+  # they include each other as ../include/...: the folder keeps its name).
   rm -rf "$dir/cudnn-frontend"
   if [ -f "$root/.deps/cudnn-frontend/include/cudnn_frontend.h" ]; then
-    cp -r "$root/.deps/cudnn-frontend/include" "$dir/cudnn-frontend"
-    cp "$root/.deps/cudnn-frontend/VERSION" "$dir/cudnn-frontend/VERSION"
+    mkdir -p "$dir/cudnn-frontend"
+    cp -r "$root/.deps/cudnn-frontend/include" "$root/.deps/cudnn-frontend/VERSION" "$dir/cudnn-frontend/"
   fi
   "$py" "$root/test/conformance/run.py" --target cuda --prepare "$dir/conformance" \
     --autopar "$autopar" --data "$root/build/test/onnx-node-data"
@@ -386,13 +387,13 @@ run() {
   local dir="$1" rows=() failed=0
   command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
   nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  nccl_inc="" nccl_lib="" cuda_arch="" frontend_inc="$dir/cudnn-frontend"
+  nccl_inc="" nccl_lib="" cuda_arch="" frontend_inc="$dir/cudnn-frontend/include"
   find_cudnn
   if [ -n "$cudnn_lib" ]; then
     # cuDNN loads its engine libraries from its own folder.
     LD_LIBRARY_PATH="$(dirname "$cudnn_lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
-    echo "gpu-check: cuDNN $cudnn_lib, cudnn_frontend $(cat "$frontend_inc/VERSION" 2> /dev/null || true)"
+    echo "gpu-check: cuDNN $cudnn_lib, cudnn_frontend $(cat "$frontend_inc/../VERSION" 2> /dev/null || true)"
   else
     echo "gpu-check: no cuDNN or no cudnn_frontend headers: attention runs the own kernels"
   fi
