@@ -481,7 +481,8 @@ run() {
   elif [ -f "$dir/gpu_gpt2/bench.json" ]; then
     local bench_log="$dir/gpu_gpt2.log" summary
     # shellcheck disable=SC2086 # GPU_CHECK_BENCH_ARGS: options, split on spaces
-    if python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" ${GPU_CHECK_BENCH_ARGS:-} \
+    if AUTOPAR_CUDNN_FRONTEND_DIR="$frontend_inc" \
+         python3 "$root/bench/gpu_gpt2/run.py" --run "$dir/gpu_gpt2" ${GPU_CHECK_BENCH_ARGS:-} \
          > "$bench_log" 2>&1; then
       # "compiled/torch.compile R.RRx (...), MFU M.M% (...), program PRECISION"
       summary=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"])' \

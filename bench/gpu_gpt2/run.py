@@ -418,6 +418,11 @@ def build_program(out, arch, build_name="build", extra=()):
                 shutil.rmtree(build)
     cfg = ["cmake", "-G", "Ninja", "-S", out, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
            f"-DCMAKE_CUDA_COMPILER={nvcc}", *extra]
+    # cudnn_frontend's headers where this machine has them elsewhere than
+    # where the program was compiled (scripts/gpu-check.sh carries them).
+    frontend = os.environ.get("AUTOPAR_CUDNN_FRONTEND_DIR")
+    if frontend:
+        cfg.append(f"-DCUDNN_FRONTEND_INCLUDE_DIR={frontend}")
     if arch:
         cfg.append(f"-DCMAKE_CUDA_ARCHITECTURES={arch}")
     with open(os.path.join(out, f"{build_name}.log"), "w") as logf:
@@ -480,6 +485,12 @@ def run_compiled(d, bench, steps, gpu_mem):
         steps_log = [json.loads(line) for line in open(jsonl) if line.strip()]
         ms = [s["ms"] for s in steps_log if "ms" in s]
         attempt["result"] = "ok"
+        # The start-up line: the GPU and what ran the attention.
+        for line in text.splitlines():
+            if line.startswith("train: ") and "attention: " in line:
+                row["attention"] = line.split("attention: ", 1)[1].rsplit(", ", 1)[0]
+                log(f"compiled, batch {batch}: attention: {row['attention']}")
+                break
         row.update(batch=batch, ms_per_step=median_ms(ms), step_ms=ms,
                    loss_first=steps_log[0].get("loss"), loss_last=steps_log[-1].get("loss"))
         log(f"compiled, batch {batch}: median {row['ms_per_step']:.1f} ms/step, loss "
