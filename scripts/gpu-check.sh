@@ -204,38 +204,39 @@ build_program() {
   cmake -S "$1" -B "$2" "${args[@]}" && cmake --build "$2" -j
 }
 
-# Sets cudnn_inc and cudnn_lib: cuDNN's header folder and library, from the
-# CUDA toolkit, the system, or PyTorch's pip wheel (nvidia-cudnn), when the
-# prepared folder has cudnn_frontend's headers ($frontend_inc); empty when
-# either is missing (the programs then run their own attention kernels).
-find_cudnn() {
-  cudnn_inc="" cudnn_lib=""
-  [ -f "$frontend_inc/cudnn_frontend.h" ] || return 0
+# Sets found_inc and found_lib: the header folder and library of a CUDA
+# library (header $1, library libNAME $2, so version $3, PyTorch's pip
+# wheel module $4), from the CUDA toolkit, the system, or the wheel; empty
+# when none is found.
+find_cuda_library() {
+  found_inc="" found_lib=""
   local wheel d l
-  wheel=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2> /dev/null || true)
+  wheel=$(python3 -c "import $4 as m; print(list(m.__path__)[0])" 2> /dev/null || true)
   for d in "$(dirname "$(dirname "$nvcc")")" /usr "$wheel"; do
-    if [ -z "$d" ] || [ ! -f "$d/include/cudnn.h" ]; then continue; fi
-    for l in "$d/lib64/libcudnn.so" "$d/lib/libcudnn.so" "$d/lib/libcudnn.so.9" "$d/lib64/libcudnn.so.9" \
-             /usr/lib/x86_64-linux-gnu/libcudnn.so.9; do
-      if [ -f "$l" ]; then cudnn_inc="$d/include" cudnn_lib="$l"; return 0; fi
+    if [ -z "$d" ] || [ ! -f "$d/include/$1" ]; then continue; fi
+    for l in "$d/lib64/lib$2.so" "$d/lib/lib$2.so" "$d/lib/lib$2.so.$3" "$d/lib64/lib$2.so.$3" \
+             "/usr/lib/x86_64-linux-gnu/lib$2.so.$3"; do
+      if [ -f "$l" ]; then found_inc="$d/include" found_lib="$l"; return 0; fi
     done
   done
 }
 
-# Sets nccl_inc and nccl_lib: NCCL's header folder and library, from the
-# CUDA toolkit, the system, or PyTorch's pip wheel (nvidia-nccl); empty
+# Sets cudnn_inc and cudnn_lib (cuDNN, or the pip wheel nvidia-cudnn) when
+# the prepared folder has cudnn_frontend's headers ($frontend_inc); empty
+# when either is missing (the programs then run their own attention
+# kernels).
+find_cudnn() {
+  cudnn_inc="" cudnn_lib=""
+  [ -f "$frontend_inc/cudnn_frontend.h" ] || return 0
+  find_cuda_library cudnn.h cudnn 9 nvidia.cudnn
+  cudnn_inc="$found_inc" cudnn_lib="$found_lib"
+}
+
+# Sets nccl_inc and nccl_lib (NCCL, or the pip wheel nvidia-nccl); empty
 # when none is found.
 find_nccl() {
-  nccl_inc="" nccl_lib=""
-  local wheel d l
-  wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2> /dev/null || true)
-  for d in "$(dirname "$(dirname "$nvcc")")" /usr "$wheel"; do
-    if [ -z "$d" ] || [ ! -f "$d/include/nccl.h" ]; then continue; fi
-    for l in "$d/lib64/libnccl.so" "$d/lib/libnccl.so" "$d/lib/libnccl.so.2" "$d/lib64/libnccl.so.2" \
-             /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
-      if [ -f "$l" ]; then nccl_inc="$d/include" nccl_lib="$l"; return 0; fi
-    done
-  done
+  find_cuda_library nccl.h nccl 2 nvidia.nccl
+  nccl_inc="$found_inc" nccl_lib="$found_lib"
 }
 
 # Starts `ranks` ranks of a program on the one GPU; the ranks' logs go to

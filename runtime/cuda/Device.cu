@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace autopar::rt {
@@ -163,39 +164,25 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-/// Every slice's AdamW update in one launch (a block per chunk).
+/// Every slice's AdamW (AdamWVariants) or SGD (SgdVariants) update in one
+/// launch (a block per chunk).
+template <typename Variants>
 __global__ void __launch_bounds__(kBlock)
-    adamwKernel(AdamWVariants variants, const DeviceSlice *slices,
-                const SliceChunk *chunks, int64_t numChunks, float gradScale) {
+    updateKernel(Variants variants, const DeviceSlice *slices,
+                 const SliceChunk *chunks, int64_t numChunks,
+                 float gradScale) {
   for (int64_t c = blockIdx.x; c < numChunks; c += gridDim.x) {
     const SliceChunk chunk = chunks[c];
     const DeviceSlice &s = slices[chunk.slice];
-    const AdamWScalars &a = variants.v[s.variant];
+    const auto &a = variants.v[s.variant];
     const int64_t end = min(s.numElements, chunk.begin + kNormChunk);
     for (int64_t i = chunk.begin + threadIdx.x; i < end; i += blockDim.x) {
-      adamwElement(a, s.param[i],
-                   __fmul_rn(gradAt(s.grad, s.gradLow, s.lowKind, i),
-                             gradScale),
-                   s.state0[i], s.state1[i]);
-      if (s.paramLow)
-        s.paramLow[i] = float16Bits(s.lowKind, s.param[i]);
-    }
-  }
-}
-
-/// Every slice's SGD update in one launch (a block per chunk).
-__global__ void __launch_bounds__(kBlock)
-    sgdKernel(SgdVariants variants, const DeviceSlice *slices,
-              const SliceChunk *chunks, int64_t numChunks, float gradScale) {
-  for (int64_t c = blockIdx.x; c < numChunks; c += gridDim.x) {
-    const SliceChunk chunk = chunks[c];
-    const DeviceSlice &s = slices[chunk.slice];
-    const SgdScalars &a = variants.v[s.variant];
-    const int64_t end = min(s.numElements, chunk.begin + kNormChunk);
-    for (int64_t i = chunk.begin + threadIdx.x; i < end; i += blockDim.x) {
-      sgdElement(a, s.param[i],
-                 __fmul_rn(gradAt(s.grad, s.gradLow, s.lowKind, i), gradScale),
-                 s.state0 ? s.state0 + i : nullptr);
+      const float g =
+          __fmul_rn(gradAt(s.grad, s.gradLow, s.lowKind, i), gradScale);
+      if constexpr (std::is_same_v<Variants, AdamWVariants>)
+        adamwElement(a, s.param[i], g, s.state0[i], s.state1[i]);
+      else
+        sgdElement(a, s.param[i], g, s.state0 ? s.state0 + i : nullptr);
       if (s.paramLow)
         s.paramLow[i] = float16Bits(s.lowKind, s.param[i]);
     }
@@ -540,14 +527,14 @@ void Device::optimizerStep(const OptimizerConfig &config,
     AdamWVariants variants;
     for (int v = 0; v < 2; ++v)
       variants.v[v] = adamwScalars(config, stepCount, lr, v == 1);
-    adamwKernel<<<grid, kBlock, 0, ctx.stream>>>(
+    updateKernel<<<grid, kBlock, 0, ctx.stream>>>(
         variants, deviceSlices, chunks, table.numChunks, gradScale);
   } else {
     SgdVariants variants;
     for (int v = 0; v < 4; ++v)
       variants.v[v] = sgdScalars(config, stepCount, lr, v % 2 == 1, v >= 2);
-    sgdKernel<<<grid, kBlock, 0, ctx.stream>>>(variants, deviceSlices, chunks,
-                                               table.numChunks, gradScale);
+    updateKernel<<<grid, kBlock, 0, ctx.stream>>>(
+        variants, deviceSlices, chunks, table.numChunks, gradScale);
   }
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }

@@ -122,6 +122,31 @@ __global__ void __launch_bounds__(kBlock)
 /// (backward) times and no per-row read-modify-write of the partials.
 constexpr int kMaxRowWords = 8;
 
+/// rowStatistics of a row held in registers: thread t's v[k] is column
+/// t + k * kBlock (the same sums in the same order).
+template <int K>
+__device__ void heldRowStatistics(const float (&v)[K], int64_t cols,
+                                  double epsilon, double *shared,
+                                  double &mean, double &rstd) {
+  double sum = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (threadIdx.x + int64_t{k} * kBlock < cols)
+      sum += v[k];
+  sum = blockReduce(sum, SumOp(), 0.0, shared);
+  const double m = sum / static_cast<double>(cols);
+  double sq = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (threadIdx.x + int64_t{k} * kBlock < cols) {
+      const double dv = v[k] - m;
+      sq += dv * dv;
+    }
+  sq = blockReduce(sq, SumOp(), 0.0, shared);
+  mean = m;
+  rstd = 1.0 / sqrt(sq / static_cast<double>(cols) + epsilon);
+}
+
 template <typename T, int K>
 __global__ void __launch_bounds__(kBlock)
     layerNormForwardRowKernel(const T *x, const T *scale, const T *bias, T *y,
@@ -131,29 +156,15 @@ __global__ void __launch_bounds__(kBlock)
     const T *xr = x + r * cols;
     T *yr = y + r * cols;
     float v[K];
-    double sum = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int64_t j = threadIdx.x + int64_t{k} * kBlock;
       v[k] = j < cols ? toFloat(xr[j]) : 0.0f;
-      if (j < cols)
-        sum += v[k];
     }
-    sum = blockReduce(sum, SumOp(), 0.0, shared);
-    const double meanD = sum / static_cast<double>(cols);
-    double sq = 0;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
-      if (j < cols) {
-        const double dv = v[k] - meanD;
-        sq += dv * dv;
-      }
-    }
-    sq = blockReduce(sq, SumOp(), 0.0, shared);
+    double meanD, rstdD;
+    heldRowStatistics(v, cols, epsilon, shared, meanD, rstdD);
     const float m = static_cast<float>(meanD);
-    const float rstd = static_cast<float>(
-        1.0 / sqrt(sq / static_cast<double>(cols) + epsilon));
+    const float rstd = static_cast<float>(rstdD);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int64_t j = threadIdx.x + int64_t{k} * kBlock;
@@ -188,28 +199,14 @@ __global__ void __launch_bounds__(kBlock)
     const T *xr = x + r * cols, *gr = dy + r * cols;
     T *dxr = dx + r * cols;
     float xv[K], gv[K];
-    double sum = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int64_t j = threadIdx.x + int64_t{k} * kBlock;
       xv[k] = j < cols ? toFloat(xr[j]) : 0.0f;
       gv[k] = j < cols ? toFloat(gr[j]) : 0.0f;
-      if (j < cols)
-        sum += xv[k];
     }
-    sum = blockReduce(sum, SumOp(), 0.0, shared);
-    const double mean = sum / n;
-    double sq = 0;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t j = threadIdx.x + int64_t{k} * kBlock;
-      if (j < cols) {
-        const double dv = xv[k] - mean;
-        sq += dv * dv;
-      }
-    }
-    sq = blockReduce(sq, SumOp(), 0.0, shared);
-    const double rstd = 1.0 / sqrt(sq / n + epsilon);
+    double mean, rstd;
+    heldRowStatistics(xv, cols, epsilon, shared, mean, rstd);
     double sumGh = 0, sumGhXhat = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -252,34 +249,14 @@ __global__ void __launch_bounds__(kBlock)
 
 /// f(std::integral_constant<int, K>()) for K = ceil(cols / kBlock) when
 /// the row kernels take `cols` (K <= kMaxRowWords); false otherwise.
-template <typename F> bool withRowWords(int64_t cols, F &&f) {
-  switch (ceilDiv(cols, kBlock)) {
-  case 1:
-    f(std::integral_constant<int, 1>());
-    return true;
-  case 2:
-    f(std::integral_constant<int, 2>());
-    return true;
-  case 3:
-    f(std::integral_constant<int, 3>());
-    return true;
-  case 4:
-    f(std::integral_constant<int, 4>());
-    return true;
-  case 5:
-    f(std::integral_constant<int, 5>());
-    return true;
-  case 6:
-    f(std::integral_constant<int, 6>());
-    return true;
-  case 7:
-    f(std::integral_constant<int, 7>());
-    return true;
-  case kMaxRowWords:
-    f(std::integral_constant<int, kMaxRowWords>());
-    return true;
-  default:
+template <int K = 1, typename F> bool withRowWords(int64_t cols, F &&f) {
+  if constexpr (K > kMaxRowWords) {
     return false;
+  } else {
+    if (ceilDiv(cols, kBlock) != K)
+      return withRowWords<K + 1>(cols, f);
+    f(std::integral_constant<int, K>());
+    return true;
   }
 }
 
