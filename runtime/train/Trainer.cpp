@@ -354,6 +354,9 @@ Status Trainer::run() {
   // From here SIGTERM and SIGINT end the run after the step in progress.
   struct sigaction action = {};
   action.sa_handler = onStopSignal;
+  // The handler only records the signal, which the loop reads after the
+  // step: calls it interrupts (a write to a pipe, a wait) carry on.
+  action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
