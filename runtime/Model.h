@@ -14,6 +14,7 @@ namespace autopar::rt {
 
 class Communicator;
 struct DeviceContext;
+struct RandomKey;
 
 /// Buffers of one call of a generated step function.
 struct StepIO {
@@ -35,6 +36,10 @@ struct StepIO {
   /// Every pointer above is device memory of this device, aligned to 64
   /// bytes (Device::allocate); the generated code relies on it.
   DeviceContext *device = nullptr;
+  /// The key of the dropout masks of this call: the seed, the step and the
+  /// micro-batch (runtime/support/Philox.h), in device memory (read by the
+  /// kernels). Null where the function has no dropout.
+  const RandomKey *random = nullptr;
 };
 
 using StepFunction = void (*)(const StepIO &io);
@@ -270,6 +275,9 @@ struct ModelInfo {
   /// What runs the 16-bit attention (plan attention_backend): an
   /// rt::AttentionBackend (runtime/cpu/Attention.h).
   int32_t attentionBackend;
+  /// Whether the step functions drop out (nn.dropout): they read the key
+  /// at StepIO::random.
+  bool dropout;
   /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
   /// schedule instead of trainStep (null); null without a pipeline.
   const PipelineInfo *pipeline;

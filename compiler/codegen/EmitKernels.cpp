@@ -159,6 +159,30 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                       tensorType(o.getIndices()).getNumElements());
         return success();
       })
+      .Case([&](nn::DropoutOp o) -> LogicalResult {
+        Value x = o.getInput();
+        Type element = tensorType(x).getElementType();
+        if (!element.isF32() && !element.isBF16() && !element.isF16())
+          return o.emitOpError() << "must be f32, bf16 or f16";
+        ArrayRef<int64_t> shape = dims(x);
+        SmallVector<int64_t> logical(o.getLogicalShape().value_or(shape));
+        std::string offsets = "{";
+        for (auto [i, v] : llvm::enumerate(o.getOffsets()))
+          offsets += (i ? ", " : "") + ptr(v);
+        offsets += o.getOffsets().empty() ? "nullptr}" : "}";
+        // The CPU runtime takes IEEE half as its bits (runtime/Float16.h).
+        bool halfBits = element.isF16() && !cuda();
+        std::string t = halfBits ? "uint16_t" : type(x);
+        os << "  { const autopar::rt::DropoutBlock block{"
+           << shape.size() << ", " << list(shape) << ", " << list(logical)
+           << ", " << list(elementStrides(x)) << ", " << offsets << "};\n"
+           << "    " << rt(halfBits ? "dropoutHalf" : "dropout")
+           << formatv("(const {0} *){1}, ({0} *){2}, block, io.random, {3}, "
+                      "{4}); }\n",
+                      t, ptr(x), ptr(o.getResult()),
+                      hexDouble(o.getRatio().convertToDouble()), o.getSite());
+        return success();
+      })
       .Case([&](nn::GatherGradOp o) {
         if (failed(requireF32(o)))
           return failure();

@@ -112,6 +112,7 @@ private:
   onnx_import::ImportOptions importOptions() const {
     onnx_import::ImportOptions options = o.import;
     options.shapesOnly = options.shapesOnly || o.reportOnly;
+    options.training = !o.forwardOnly;
     for (const auto &[name, value] : feedValues)
       options.inputValues[name] = value;
     for (const auto &[name, shift] : shiftedFeeds)

@@ -44,7 +44,7 @@ const char *const kCommonFiles[] = {
     "Profile.cpp",     "Program.h",        "Program.cpp",
     "Status.h",        "onnx/Wire.h",      "onnx/Wire.cpp",
     "cpu/Kernels.h",   "cpu/Attention.h",  "support/File.h",
-    "support/File.cpp",
+    "support/File.cpp", "support/Philox.h",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
@@ -64,6 +64,7 @@ const char *const kCudaFiles[] = {
     "cuda/Copy.cu",
     "cuda/Reduce.cu",
     "cuda/Accumulate.cu",
+    "cuda/Dropout.cu",
     "cuda/Attention.h",
     "cuda/AttentionCommon.cuh",
     "cuda/Attention.cu",
@@ -269,11 +270,13 @@ private:
       llvm::raw_ostream &os, llvm::raw_ostream &fill);
   /// The #include lines of the target's kernels for the generated source.
   std::string kernelIncludes() const {
-    return o.target == "cuda" ? "#include \"runtime/cuda/Attention.h\"\n"
-                                "#include \"runtime/cuda/Kernels.h\"\n"
-                              : "#include \"runtime/cpu/Attention.h\"\n"
-                                "#include \"runtime/cpu/Kernels.h\"\n"
-                                "#include \"runtime/cpu/Math.h\"\n";
+    return std::string(o.target == "cuda"
+                           ? "#include \"runtime/cuda/Attention.h\"\n"
+                             "#include \"runtime/cuda/Kernels.h\"\n"
+                           : "#include \"runtime/cpu/Attention.h\"\n"
+                             "#include \"runtime/cpu/Kernels.h\"\n"
+                             "#include \"runtime/cpu/Math.h\"\n") +
+           "#include \"runtime/support/Philox.h\"\n";
   }
 };
 
@@ -598,7 +601,12 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))
-      .set("attentionBackend", attentionBackendValue(config.attentionBackend));
+      .set("attentionBackend", attentionBackendValue(config.attentionBackend))
+      .flag("dropout", module
+                           .walk([](nn::DropoutOp) {
+                             return WalkResult::interrupt();
+                           })
+                           .wasInterrupted());
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"

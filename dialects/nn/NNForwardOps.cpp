@@ -151,6 +151,35 @@ LogicalResult SoftmaxOp::verify() {
   return verifyResultType(*this, getType(), getInput().getType());
 }
 
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0 && ratio < 1))
+    return emitOpError() << "ratio must be in [0, 1), got " << ratio;
+  if (getSite() > 0xFFFFFFFFull)
+    return emitOpError() << "site must be in [0, 2^32), got " << getSite();
+  RankedTensorType input = tensorType(getInput());
+  if (input.getRank() > 8)
+    return emitOpError() << "supports rank 8 at most, got " << input.getRank();
+  size_t rank = input.getRank();
+  if (!getOffsets().empty() && getOffsets().size() != rank)
+    return emitOpError() << "has " << getOffsets().size()
+                         << " offsets; expected none or one per dim ("
+                         << rank << ")";
+  if (std::optional<ArrayRef<int64_t>> logical = getLogicalShape()) {
+    if (logical->size() != rank)
+      return emitOpError() << "logical_shape " << shapeString(*logical)
+                           << " has not the rank of the operand's shape "
+                           << shapeString(input.getShape());
+    for (size_t d = 0; d < rank; ++d)
+      if ((*logical)[d] < input.getDimSize(d))
+        return emitOpError() << "logical_shape " << shapeString(*logical)
+                             << " is smaller than the operand's shape "
+                             << shapeString(input.getShape()) << " in dim "
+                             << d;
+  }
+  return success();
+}
+
 /// Checks the scores and labels of a cross-entropy op and returns the type
 /// of its loss: a scalar, or the labels' shape for reduction `none`.
 FailureOr<RankedTensorType> autopar::nn::lossType(Operation *op,

@@ -268,6 +268,46 @@ def NN_SoftmaxOp : NN_Op<"softmax"> {
   let hasVerifier = 1;
 }
 
+def NN_DropoutOp : NN_Op<"dropout", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "Inverted dropout whose mask is drawn per logical element";
+  let description = [{
+    Training-mode dropout: each element is zeroed with probability `ratio`
+    (in [0, 1)) and the others scaled by 1 / (1 - ratio). The mask is
+    Philox 4x32-10 keyed by the run's seed, the step, the micro-batch, the
+    `site` (the dropout's number in the model) and the element's index in
+    the logical tensor (runtime/support/Philox.h), so every plan and both
+    targets drop the same elements. Its gradient is the same dropout of
+    the output gradient (the mask drawn again, never stored); evaluation
+    runs the identity.
+
+    After `autopar-dist-spmdize` the operand can be a block of the logical
+    tensor `logical_shape`: `offsets` then holds its first index in each
+    dim (0-d i64 tensors, one per dim).
+
+    ```mlir
+    %y = nn.dropout %x ratio(1.000000e-01) site(3) : tensor<2x16x64xf32>
+    %b = nn.dropout %x offsets(%zero, %start, %zero : tensor<i64>,
+        tensor<i64>, tensor<i64>) ratio(1.000000e-01) site(3)
+        {logical_shape = array<i64: 2, 32, 64>} : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                   Variadic<0DTensorOf<[I64]>>:$offsets, F64Attr:$ratio,
+                   I64Attr:$site, OptionalAttr<DenseI64ArrayAttr>:$logical_shape);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`offsets` `(` $offsets^ `:` type($offsets) `)`)? `ratio` `(`
+    $ratio `)` `site` `(` $site `)` attr-dict `:` type($input)
+  }];
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "double":$ratio,
+                                 "int64_t":$site), [{
+    build($_builder, $_state, input.getType(), input, ::mlir::ValueRange{},
+          $_builder.getF64FloatAttr(ratio), $_builder.getI64IntegerAttr(site),
+          nullptr);
+  }]>];
+  let hasVerifier = 1;
+}
+
 def NN_AttentionOp : NN_Op<"attention"> {
   let summary = "Fused scaled dot-product attention";
   let description = [{

@@ -222,32 +222,56 @@ LogicalResult convertIdentity(NodeContext &ctx) {
 }
 
 LogicalResult convertDropout(NodeContext &ctx) {
+  bool training = false;
   if (ctx.hasInput(2)) {
     FailureOr<const HostTensor *> t = ctx.requireConst(2, "training_mode");
     if (failed(t))
       return failure();
     if ((*t)->size() != 1)
       return ctx.fail("training_mode must be a scalar");
-    // Training with ratio 0 drops nothing: the identity, like inference.
-    double ratio = 0.5;
-    if (ctx.hasInput(1)) {
-      FailureOr<const HostTensor *> r = ctx.requireConst(1, "ratio");
-      if (failed(r))
-        return failure();
-      ratio = (*r)->floatAt(0);
+    training = (*t)->intAt(0) != 0;
+  }
+  double ratio = 0.5;
+  if (ctx.hasInput(1)) {
+    FailureOr<const HostTensor *> r = ctx.requireConst(1, "ratio");
+    if (failed(r))
+      return failure();
+    if ((*r)->size() != 1)
+      return ctx.fail("ratio must be a scalar");
+    ratio = (*r)->floatAt(0);
+  }
+  // Inference, or training with ratio 0 (nothing dropped): the identity,
+  // the mask all true.
+  if (!training || ratio == 0) {
+    ctx.forwardInput(0, 0, /*aliasParam=*/false);
+    if (ctx.outputUsed(1)) {
+      RankedTensorType type = ctx.inputType(0);
+      ctx.setOutput(1, HostTensor::ofInts(DType::Bool, type.getShape(),
+                                          std::vector<int64_t>(
+                                              type.getNumElements(), 1)));
     }
-    if ((*t)->intAt(0) != 0 && ratio != 0)
-      return ctx.fail("training_mode = true with ratio > 0 is not supported "
-                      "(export the model in eval mode)");
+    return success();
   }
-  ctx.forwardInput(0, 0, /*aliasParam=*/false);
-  if (ctx.outputUsed(1)) {
-    // Nothing is dropped: the mask is all true.
-    RankedTensorType type = ctx.inputType(0);
-    ctx.setOutput(1, HostTensor::ofInts(DType::Bool, type.getShape(),
-                                        std::vector<int64_t>(
-                                            type.getNumElements(), 1)));
-  }
+  if (!ctx.training())
+    return ctx.fail("training_mode = true with ratio > 0 drops at random, "
+                    "which only training programs do (export the model in "
+                    "eval mode)");
+  if (!(ratio > 0 && ratio < 1))
+    return ctx.fail("ratio must be in [0, 1), got " + std::to_string(ratio));
+  if (ctx.outputUsed(1))
+    return ctx.fail("the mask output of a training-mode Dropout is not "
+                    "supported (only its data output)");
+  if (!isa<FloatType>(ctx.inputType(0).getElementType()))
+    return ctx.fail("training-mode Dropout of a non-float tensor");
+  // Sites are numbered in graph order: the same under every plan.
+  Block *block = ctx.builder().getInsertionBlock();
+  int64_t site = 0;
+  block->getParentOp()->walk([&](nn::DropoutOp) { ++site; });
+  FailureOr<Value> x = ctx.input(0);
+  if (failed(x))
+    return failure();
+  ctx.setOutput(
+      0, nn::DropoutOp::create(ctx.builder(), ctx.loc(), *x, ratio, site));
   return success();
 }
 

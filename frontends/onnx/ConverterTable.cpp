@@ -305,8 +305,9 @@ std::vector<OpConverter> buildTable() {
        {13},
        {"seed"},
        convertDropout,
-       "inference (training_mode absent or false), or training with ratio 0: "
-       "the identity, mask all true"},
+       "inference (training_mode absent or false) or ratio 0: the identity, "
+       "mask all true; training: nn.dropout (its mask output not "
+       "supported)"},
       {"Constant",
        {13},
        {"value", "value_float", "value_floats", "value_int", "value_ints"},

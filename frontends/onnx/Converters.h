@@ -54,6 +54,8 @@ public:
   virtual int64_t version() const = 0;
   virtual mlir::OpBuilder &builder() = 0;
   virtual mlir::Location loc() const = 0;
+  /// Whether the model is imported for training (ImportOptions::training).
+  virtual bool training() const = 0;
 
   /// Number of declared inputs (trailing optional inputs may be missing).
   virtual unsigned numInputs() const = 0;

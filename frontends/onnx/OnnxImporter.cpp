@@ -59,6 +59,7 @@ public:
   int64_t version() const override { return version_; }
   OpBuilder &builder() override;
   Location loc() const override { return loc_; }
+  bool training() const override;
   unsigned numInputs() const override { return node_.input_size(); }
   bool hasInput(unsigned i) const override {
     return i < static_cast<unsigned>(node_.input_size()) &&
@@ -97,6 +98,7 @@ public:
         error(error) {}
 
   ImportResult run();
+  bool training() const { return options.training; }
 
   // Used by NodeContextImpl.
   LogicalResult fail(const llvm::Twine &msg) {
@@ -224,6 +226,8 @@ FailureOr<const HostTensor *> NodeContext::requireConst(unsigned i,
 }
 
 OpBuilder &NodeContextImpl::builder() { return imp.builder; }
+
+bool NodeContextImpl::training() const { return imp.training(); }
 
 const HostTensor *NodeContextImpl::constInput(unsigned i) {
   if (!hasInput(i))

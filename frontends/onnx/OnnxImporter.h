@@ -50,6 +50,9 @@ struct ImportOptions {
   /// The most bytes one tensor of the model may hold (`--max-tensor-bytes`;
   /// 16 TiB: beyond any machine's memory, a guard against absurd dims).
   int64_t maxTensorBytes = int64_t(1) << 44;
+  /// Whether the model is imported for training: a training-mode Dropout
+  /// becomes nn.dropout; otherwise (forward-only programs) it is refused.
+  bool training = true;
 };
 
 struct ImportResult {

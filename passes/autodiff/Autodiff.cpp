@@ -274,6 +274,12 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
         Value y = o.getResult();
         return unary(mul(g, mul(y, sub(scalarLike(y, 1.0), y))));
       })
+      .Case([&](DropoutOp o) {
+        // The same mask (drawn again) scales the gradient.
+        return unary(DropoutOp::create(b, loc, g.getType(), g, o.getOffsets(),
+                                       o.getRatioAttr(), o.getSiteAttr(),
+                                       o.getLogicalShapeAttr()));
+      })
       .Case([&](GeluOp o) {
         return unary(GeluGradOp::create(b, loc, o.getType(), o.getInput(), g,
                                         o.getApproximateAttr()));

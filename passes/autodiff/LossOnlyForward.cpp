@@ -1,11 +1,14 @@
 //===- LossOnlyForward.cpp - the forward function returns the loss --------===//
 //
 // After differentiation the training program keeps the forward function
-// for evaluation (`train --eval-steps`), where only the loss is read.
+// for evaluation (`train --eval-steps`), where only the loss is read and
+// dropout is the identity.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/autodiff/Passes.h"
+
+#include "dialects/nn/NNOps.h"
 
 #define DEBUG_TYPE "autopar-loss-only-forward"
 
@@ -40,6 +43,11 @@ struct LossOnlyForwardPass
     f.setType(FunctionType::get(&getContext(), f.getArgumentTypes(),
                                 lossValue.getType()));
     f.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
+    // Evaluation runs the model in eval mode: dropout is the identity.
+    f.walk([](nn::DropoutOp d) {
+      d.getResult().replaceAllUsesWith(d.getInput());
+      d.erase();
+    });
   }
 };
 

@@ -93,7 +93,9 @@ def LossOnlyForwardPass : Pass<"autopar-loss-only-forward", "mlir::ModuleOp"> {
       return %loss : tensor<f32>
     }
     ```
-    A function without a loss is an error (autopar-autodiff's).
+    Evaluation runs the model in eval mode: each nn.dropout of the forward
+    function is replaced by its operand. A function without a loss is an
+    error (autopar-autodiff's).
   }];
   let options = [
     Option<"forward", "forward", "std::string", "\"forward\"",

@@ -359,6 +359,19 @@ FailureOr<FactorRule> builtinRule(Operation *op) {
       })
       .Case<nn::AttentionOp, nn::AttentionGradOp>(
           [](Operation *o) { return attentionRule(o); })
+      .Case<nn::DropoutOp>([](nn::DropoutOp o) -> FailureOr<FactorRule> {
+        // Elementwise, every dim splittable (spmdize gives the local op
+        // its block's offsets); not linear: a pending sum is resolved
+        // first, as Megatron drops after the row-parallel all-reduce.
+        if (!o.getOffsets().empty())
+          return failure();
+        FactorRule rule;
+        SmallVector<int64_t> f =
+            identityFactors(rule, shapeOf(o.getResult()).size());
+        rule.operandFactors.push_back(f);
+        rule.resultFactors.push_back(f);
+        return rule;
+      })
       .Case<nn::SoftmaxOp, nn::SoftmaxGradOp>([](Operation *o) {
         FactorRule rule;
         int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();

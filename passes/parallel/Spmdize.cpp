@@ -206,6 +206,29 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
                                  scalar(b, loc, result.getElementType(), 0));
     return out;
   }
+  if (auto drop = dyn_cast<nn::DropoutOp>(op)) {
+    // The mask is drawn over the logical tensor: the local op is told where
+    // its block starts in each split dim.
+    auto type = cast<RankedTensorType>(drop.getType());
+    SmallVector<int64_t> logical(type.getShape());
+    SmallVector<SmallVector<StringRef>> split;
+    for (int64_t dim = 0; dim < type.getRank(); ++dim) {
+      split.push_back(splitOf(d.results[0], dim));
+      logical[dim] *= groupSize(sizes, split.back());
+    }
+    if (llvm::all_of(split, [](const auto &axes) { return axes.empty(); }))
+      return out;
+    b.setInsertionPoint(op);
+    Value zero = scalar(b, loc, b.getI64Type(), 0);
+    SmallVector<Value> offsets;
+    for (auto [dim, axes] : llvm::enumerate(split))
+      offsets.push_back(axes.empty()
+                            ? zero
+                            : blockStart(b, loc, axes, type.getDimSize(dim)));
+    drop.getOffsetsMutable().assign(offsets);
+    drop.setLogicalShape(logical);
+    return out;
+  }
   if (auto grad = dyn_cast<nn::GatherGradOp>(op)) {
     // Each rank adds the slices of its own rows.
     int64_t axis = grad.getAxis();

@@ -3,6 +3,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Blas.h"
 #include "runtime/cpu/Math.h"
+#include "runtime/support/Philox.h"
 
 #include <algorithm>
 #include <cmath>
@@ -926,6 +927,76 @@ void accumulateIntoHalf(uint16_t *dst, const uint16_t *src,
   for (int64_t i = 0; i < numElements; ++i)
     dst[i] = halfBits((accumulate ? halfValue(dst[i]) : 0.0f) +
                       scale * halfValue(src[i]));
+}
+
+namespace {
+/// dropout over the rows of the block's last dim: each row is a run of
+/// consecutive logical elements, drawn four at a time (one Philox call per
+/// group of four).
+template <typename T, typename Load, typename Store>
+void dropoutRows(const T *x, T *y, const DropoutBlock &block,
+                 const RandomKey &key, double ratio, int64_t siteNumber,
+                 Load load, Store store) {
+  const int rank = block.rank;
+  int64_t logicalStrides[DropoutBlock::kMaxRank];
+  int64_t logicalElements = 1, numElements = 1, first = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    logicalStrides[d] = logicalElements;
+    logicalElements *= block.logicalShape[d];
+    numElements *= block.shape[d];
+    if (block.offsets[d])
+      first += *block.offsets[d] * logicalStrides[d];
+  }
+  const DropoutSite site =
+      dropoutSite(ratio, static_cast<uint32_t>(siteNumber),
+                  static_cast<uint64_t>(logicalElements));
+  const int64_t cols = rank ? block.shape[rank - 1] : 1;
+  const int64_t rows = cols ? numElements / cols : 0;
+#pragma omp parallel for if (numElements > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, element = first, at = 0;
+    for (int d = rank - 2; d >= 0; --d) {
+      const int64_t i = rest % block.shape[d];
+      element += i * logicalStrides[d];
+      at += i * block.strides[d];
+      rest /= block.shape[d];
+    }
+    const T *xr = x + at;
+    const int64_t step = rank ? block.strides[rank - 1] : 1;
+    T *yr = y + r * cols;
+    for (int64_t j = 0; j < cols;) {
+      const uint64_t counter = dropoutCounter(key, site, element + j);
+      const Philox4x32 words = dropoutWords(key, site, counter);
+      const int64_t lane = static_cast<int64_t>(counter & 3);
+      const int64_t run = std::min<int64_t>(4 - lane, cols - j);
+      for (int64_t k = 0; k < run; ++k, ++j)
+        yr[j] = store(words.v[lane + k] >= site.threshold
+                          ? load(xr[j * step]) * site.scale
+                          : 0.0f);
+    }
+  }
+}
+} // namespace
+
+void dropout(const float *x, float *y, const DropoutBlock &block,
+             const RandomKey *key, double ratio, int64_t site) {
+  dropoutRows(
+      x, y, block, *key, ratio, site, [](float v) { return v; },
+      [](float v) { return v; });
+}
+
+void dropout(const bf16 *x, bf16 *y, const DropoutBlock &block,
+             const RandomKey *key, double ratio, int64_t site) {
+  dropoutRows(
+      x, y, block, *key, ratio, site, [](bf16 v) { return float(v); },
+      [](float v) { return bf16(v); });
+}
+
+void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
+                 const RandomKey *key, double ratio, int64_t site) {
+  dropoutRows(
+      x, y, block, *key, ratio, site, [](uint16_t v) { return halfValue(v); },
+      [](float v) { return halfBits(v); });
 }
 
 } // namespace autopar::rt::cpu

@@ -18,6 +18,8 @@
 
 namespace autopar::rt {
 struct bf16;
+struct DropoutBlock;
+struct RandomKey;
 } // namespace autopar::rt
 
 namespace autopar::rt::cpu {
@@ -228,6 +230,17 @@ void accumulateInto(bf16 *dst, const bf16 *src, int64_t numElements,
 /// The same on IEEE half tensors given as their bits (runtime/Float16.h).
 void accumulateIntoHalf(uint16_t *dst, const uint16_t *src,
                         int64_t numElements, float scale, bool accumulate);
+
+/// y = dropout(x) of site `site` with ratio `ratio` in [0, 1) under *key
+/// (runtime/support/Philox.h): x (strided) and y (contiguous) are the block
+/// `block` of the logical tensor whose elements the mask is drawn over. The same on bfloat16 and on IEEE half given as its bits, computed
+/// in float and rounded once.
+void dropout(const float *x, float *y, const DropoutBlock &block,
+             const RandomKey *key, double ratio, int64_t site);
+void dropout(const bf16 *x, bf16 *y, const DropoutBlock &block,
+             const RandomKey *key, double ratio, int64_t site);
+void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
+                 const RandomKey *key, double ratio, int64_t site);
 
 } // namespace autopar::rt::cpu
 

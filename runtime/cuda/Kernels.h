@@ -185,6 +185,18 @@ void accumulateInto(DeviceContext &ctx, __nv_bfloat16 *dst,
 void accumulateInto(DeviceContext &ctx, __half *dst, const __half *src,
                     int64_t numElements, float scale, bool accumulate);
 
+/// cpu::dropout on the device: *key and the block's offsets are device
+/// memory, read by the kernel.
+void dropout(DeviceContext &ctx, const float *x, float *y,
+             const DropoutBlock &block, const RandomKey *key, double ratio,
+             int64_t site);
+void dropout(DeviceContext &ctx, const __nv_bfloat16 *x, __nv_bfloat16 *y,
+             const DropoutBlock &block, const RandomKey *key, double ratio,
+             int64_t site);
+void dropout(DeviceContext &ctx, const __half *x, __half *y,
+             const DropoutBlock &block, const RandomKey *key, double ratio,
+             int64_t site);
+
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);
 

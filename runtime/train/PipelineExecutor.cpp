@@ -27,6 +27,7 @@ PipelineExecutor::PipelineExecutor(const autopar::rt::ModelInfo &info,
 
 double PipelineExecutor::run(
     bool tracing, const std::function<void(int64_t micro)> &fillInputs,
+    const std::function<const RandomKey *(int64_t micro)> &randomKey,
     const std::vector<const void *> &inputPtrs, char *arena, char *lossBuffer) {
   const autopar::rt::PipelineInfo &pp = *info.pipeline;
   const autopar::rt::AxisMask ppMask = 1u << pp.ppAxis;
@@ -204,6 +205,7 @@ double PipelineExecutor::run(
                            true};
     io.comm = &comm;
     io.device = device.context();
+    io.random = randomKey(act.micro);
     ph.fn(io);
     if (tracing) {
       device.synchronize();

@@ -36,11 +36,13 @@ public:
   /// micro-batch) and returns the sum of the micro-batches' losses (over
   /// every pipeline rank). The phases read the graph inputs `inputPtrs`,
   /// which `fillInputs(micro)` fills with micro-batch `micro` of the step,
-  /// work in `arena`, and the last stage's forward writes its loss into
+  /// with the dropout key `randomKey(micro)` returns, work in `arena`, and
+  /// the last stage's forward writes its loss into
   /// `lossBuffer` (device memory); the gradients accumulate in the store's.
   /// With `tracing`, each action's start and end are kept for writeTrace.
   double run(bool tracing,
              const std::function<void(int64_t micro)> &fillInputs,
+             const std::function<const RandomKey *(int64_t micro)> &randomKey,
              const std::vector<const void *> &inputPtrs, char *arena,
              char *lossBuffer);
   /// Writes the traced step of this rank's pipeline as a Chrome trace.

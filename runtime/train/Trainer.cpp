@@ -12,6 +12,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/onnx/OnnxExport.h"
+#include "runtime/support/Philox.h"
 #include "runtime/train/TensorLayout.h"
 
 #include <algorithm>
@@ -152,7 +153,8 @@ Status Trainer::setUp() {
     }
   arena = device.allocate(arenaBytes);
   lossBuffer = device.allocate(sizeof(float));
-  if (!arena || !lossBuffer)
+  randomBuffer = device.allocate(sizeof(autopar::rt::RandomKey));
+  if (!arena || !lossBuffer || !randomBuffer)
     return outOfMemory();
   for (int i = 0; i < info.numInputs; ++i) {
     if (info.inputs[i].role == 2) {
@@ -281,6 +283,17 @@ void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
   }
 }
 
+const autopar::rt::RandomKey *Trainer::randomKey(int64_t step,
+                                                 int64_t micro) {
+  if (!info.dropout)
+    return nullptr;
+  const autopar::rt::RandomKey key{static_cast<uint64_t>(o.seed),
+                                   static_cast<uint64_t>(step),
+                                   static_cast<uint64_t>(micro)};
+  device.upload(randomBuffer.get(), &key, sizeof(key));
+  return reinterpret_cast<const autopar::rt::RandomKey *>(randomBuffer.get());
+}
+
 float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
                        autopar::rt::StepIO io) {
   io.comm = &comm;
@@ -379,16 +392,18 @@ Status Trainer::run() {
     if (info.pipeline)
       lossSum = pipeline.run(
           step == tracedStep,
-          [&](int64_t micro) { fillInputs(tokens, step, micro); }, inputPtrs,
+          [&](int64_t micro) { fillInputs(tokens, step, micro); },
+          [&](int64_t micro) { return randomKey(step, micro); }, inputPtrs,
           arena.get(), lossBuffer.get());
     for (int64_t micro = 0; micro < info.microBatches && !info.pipeline;
          ++micro) {
       fillInputs(tokens, step, micro);
-      lossSum += runStep(info.trainStep, info.trainStepResults,
-                         {store.params.get(), inputPtrs.data(), arena.get(),
-                          outputs.data(),
-                          1.0f / static_cast<float>(info.microBatches),
-                          micro > 0});
+      autopar::rt::StepIO io{store.params.get(), inputPtrs.data(), arena.get(),
+                             outputs.data(),
+                             1.0f / static_cast<float>(info.microBatches),
+                             micro > 0};
+      io.random = randomKey(step, micro);
+      lossSum += runStep(info.trainStep, info.trainStepResults, io);
     }
     // Gradients whose sum is still pending (ZeRO-1; gradient accumulation
     // at stage 0): reduce-scattered into the update's shard, or

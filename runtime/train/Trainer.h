@@ -69,6 +69,9 @@ private:
   Status evaluate(double &loss);
   void fillInputs(const autopar::rt::TokenFile &file, int64_t step,
                   int64_t micro);
+  /// The dropout key of micro-batch `micro` of step `step` (the seed from
+  /// --seed), uploaded to the device buffer the step functions read.
+  const autopar::rt::RandomKey *randomKey(int64_t step, int64_t micro);
   Status exportOnnx();
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
@@ -84,7 +87,7 @@ private:
   PipelineExecutor pipeline;
   int stopped = 0;
   std::string dir = programDir();
-  DeviceBuffer arena, lossBuffer;
+  DeviceBuffer arena, lossBuffer, randomBuffer;
   /// Graph inputs: device buffers and their host staging.
   std::vector<DeviceBuffer> inputs;
   std::vector<Buffer> hostInputs;
