@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 
 import torch
 import onnx
@@ -50,6 +51,9 @@ def parse_args(argv=None):
     p.add_argument("--loss", choices=models.LOSSES, default="cross_entropy",
                    help="how the GPT computes its loss (gpt only)")
     p.add_argument("--no-constant-folding", action="store_true")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="gpt: nanoGPT's dropout ratio; > 0 exports in training mode "
+                   "(Dropout nodes with training_mode = true)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", required=True)
     args = p.parse_args(argv)
@@ -77,10 +81,13 @@ def op_histogram(model_proto):
 
 
 def export(args):
+    # Training-mode export (--dropout) warns that constant folding could
+    # change parameters; the models here have none it would (no BatchNorm).
+    warnings.filterwarnings("ignore", message="It is recommended that constant folding")
     torch.manual_seed(args.seed)
     model = models.build(args.model, args.vocab, args.d_model, args.heads, args.layers,
                          args.seq, tied=args.tied, activation=args.activation,
-                         loss=args.loss, kv_heads=args.kv_heads)
+                         loss=args.loss, kv_heads=args.kv_heads, dropout=args.dropout)
     model.eval()
 
     gen = torch.Generator().manual_seed(args.seed)
@@ -106,6 +113,8 @@ def export(args):
                 output_names=["loss"],
                 opset_version=args.opset,
                 do_constant_folding=not args.no_constant_folding,
+                training=(torch.onnx.TrainingMode.TRAINING if args.dropout
+                          else torch.onnx.TrainingMode.EVAL),
                 dynamic_axes=dynamic_axes,
                 export_params=True,
             )

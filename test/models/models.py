@@ -8,8 +8,10 @@ attention, no biases) with a padding-masked loss.
 
 Both forward() methods return only the scalar cross-entropy loss so the
 exported graph has a single output "loss".  Attention is written by hand
-(no nn.MultiheadAttention / scaled_dot_product_attention) and there are no
-dropout modules.
+(no nn.MultiheadAttention / scaled_dot_product_attention). The GPT takes
+nanoGPT's dropout (`dropout` > 0: after the embeddings, on the attention
+probabilities and after each residual branch), which exports as Dropout
+nodes in training mode (export.py --dropout); the others have none.
 """
 import math
 
@@ -85,9 +87,11 @@ class CausalSelfAttention(nn.Module):
     flash attention on GPUs; the GPU benchmark's peer) instead of the
     attention written out (what the exported models hold)."""
 
-    def __init__(self, d_model, n_heads, seq_len, sdpa=False):
+    def __init__(self, d_model, n_heads, seq_len, sdpa=False, dropout=0.0):
         super().__init__()
         check_dims(d_model, n_heads)
+        self.attn_dropout = nn.Dropout(dropout) if dropout else nn.Identity()
+        self.resid_dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.n_heads = n_heads
         self.d_model = d_model
         self.sdpa = sdpa
@@ -108,30 +112,32 @@ class CausalSelfAttention(nn.Module):
         else:
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(F.softmax(att, dim=-1))
             y = att @ v  # B,H,T,hd
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        return self.resid_dropout(self.c_proj(y))
 
 
 class MLP(nn.Module):
-    def __init__(self, d_model, activation):
+    def __init__(self, d_model, activation, dropout=0.0):
         super().__init__()
         self.c_fc = nn.Linear(d_model, 4 * d_model)
         self.act = make_activation(activation)
         self.c_proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
 
     def forward(self, x):
-        return self.c_proj(self.act(self.c_fc(x)))
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
 class GPTBlock(nn.Module):
-    def __init__(self, d_model, n_heads, seq_len, activation, sdpa=False):
+    def __init__(self, d_model, n_heads, seq_len, activation, sdpa=False,
+                 dropout=0.0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads, seq_len, sdpa)
+        self.attn = CausalSelfAttention(d_model, n_heads, seq_len, sdpa, dropout)
         self.ln_2 = nn.LayerNorm(d_model)
-        self.mlp = MLP(d_model, activation)
+        self.mlp = MLP(d_model, activation, dropout)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -141,7 +147,7 @@ class GPTBlock(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab, d_model, n_heads, n_layers, seq_len, tied=False,
-                 activation="gelu", loss="cross_entropy", sdpa=False):
+                 activation="gelu", loss="cross_entropy", sdpa=False, dropout=0.0):
         super().__init__()
         check_dims(d_model, n_heads)
         make_activation(activation)  # validate early
@@ -153,8 +159,10 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(vocab, d_model)
         self.wpe = nn.Embedding(seq_len, d_model)
         self.h = nn.ModuleList(
-            [GPTBlock(d_model, n_heads, seq_len, layer_activation(activation, i), sdpa)
+            [GPTBlock(d_model, n_heads, seq_len, layer_activation(activation, i), sdpa,
+                      dropout)
              for i in range(n_layers)])
+        self.drop = nn.Dropout(dropout) if dropout else nn.Identity()
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
         if tied:
@@ -163,7 +171,7 @@ class GPT(nn.Module):
     def forward(self, idx, targets):
         B, T = idx.size()
         pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
             x = block(x)
         x = self.ln_f(x)
@@ -348,11 +356,13 @@ class Llama(nn.Module):
 
 
 def build(model, vocab, d_model, heads, layers, seq, tied=False, activation="gelu",
-          loss="cross_entropy", kv_heads=None):
-    """Construct a model by name ("gpt" or "bert")."""
+          loss="cross_entropy", kv_heads=None, dropout=0.0):
+    """Construct a model by name ("gpt" or "bert"); dropout: the GPT's."""
+    if dropout and model != "gpt":
+        raise ValueError("dropout is a gpt option")
     if model == "gpt":
         return GPT(vocab, d_model, heads, layers, seq, tied=tied, activation=activation,
-                   loss=loss)
+                   loss=loss, dropout=dropout)
     if model == "llama":
         if tied or activation != "gelu" or loss != "cross_entropy":
             raise ValueError("--tied, --activation and --loss are gpt options")
