@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from onnx import TensorProto, numpy_helper
 
+import dropout_reference
+
 
 TORCH_DTYPES = {
     TensorProto.FLOAT: torch.float32,
@@ -229,15 +231,44 @@ def _identity(ins, attrs, n_out):
     return ins[0]
 
 
+class DropoutState:
+    """What training-mode Dropout draws its mask from: the run's seed, the
+    step and micro-batch in progress (set by the trainer), the site (the
+    node's number among the graph's training-mode Dropouts with a ratio
+    above 0, counted by the graph run) and the plan's dropout.ratio (None:
+    each node's own)."""
+    seed = 0
+    step = 0
+    micro = 0
+    site = 0
+    ratio = None
+
+
+DROPOUT = DropoutState()
+
+
 @op("Dropout", ("seed",))
 def _dropout(ins, attrs, n_out):
     x = ins[0]
     training = optional_input(ins, 2)
-    if training is not None and bool(training.item()):
-        raise ValueError("Dropout in training mode is not supported")
-    if n_out > 1:
-        return x, torch.ones(x.shape, dtype=torch.bool)
-    return x
+    given = optional_input(ins, 1)
+    ratio = float(given.item()) if given is not None else 0.5
+    if training is None or not bool(training.item()) or ratio == 0:
+        if n_out > 1:
+            return x, torch.ones(x.shape, dtype=torch.bool)
+        return x
+    site = DROPOUT.site
+    DROPOUT.site += 1
+    if DROPOUT.ratio is not None:
+        ratio = DROPOUT.ratio
+    if ratio == 0:
+        keep = np.ones(tuple(x.shape), dtype=bool)
+    else:
+        keep = dropout_reference.keep_mask(tuple(x.shape), DROPOUT.seed, DROPOUT.step,
+                                           DROPOUT.micro, site, ratio)
+    mask = torch.from_numpy(keep.astype(np.float32) * dropout_reference.scale(ratio))
+    y = x * mask.to(x.dtype)
+    return (y, torch.from_numpy(keep)) if n_out > 1 else y
 
 
 @op("Cast", ("to",))

@@ -8,8 +8,14 @@ same optimizer, learning-rate schedule, gradient clipping and micro-batching.
 
 Usage:
   /usr/bin/python3 test/e2e/torch_ref.py MODEL.onnx --data TOKENS.bin --steps N \\
-      [--plan PLAN.json] [--batch B] [--threads K] [--dump-grads DIR]
+      [--plan PLAN.json] [--batch B] [--threads K] [--seed S] [--dump-grads DIR]
       [--save-weights WEIGHTS.npz] -o LOSSES.jsonl
+
+Dropout: a training-mode Dropout node drops the elements autopar's program
+drops (test/e2e/dropout_reference.py: the masks from the seed, the step, the
+micro-batch, the node's number and each element's index), so the reference
+trains with the program's masks; the plan's dropout.ratio overrides every
+node's ratio.
 
 Parameters: every floating-point initializer is a float32 parameter unless a
 `frozen` glob of the plan matches its name (globs follow fnmatch(3) as
@@ -58,7 +64,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
-from torch_ops import OPS, RefError, padded_gather, tensor_from_proto, torch_dtype
+from torch_ops import (DROPOUT, OPS, RefError, padded_gather, tensor_from_proto,
+                       torch_dtype)
 
 TOKEN_MAGIC = 20240520
 TOKEN_VERSION = 1
@@ -271,6 +278,7 @@ class OnnxModel:
         """Execute the graph on feeds (input name -> tensor); returns the outputs."""
         env = dict(self.tensors)
         env.update(feeds)
+        DROPOUT.site = 0
         for node, (fn, attrs) in self.nodes:
             where = f"node {node.name!r} ({node.op_type})"
             try:
@@ -445,6 +453,7 @@ class Plan:
     targets: str = None
     feeds: tuple = ()  # (graph input, "ones" | "zeros" | "arange") pairs
     targets_from: str = "next_tokens"
+    dropout_ratio: float = None
 
 
 def _is_number(v):
@@ -502,6 +511,7 @@ PLAN_SCHEMA = {
         "decay_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     },
     "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1")},
+    "dropout": {"ratio": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")},
     "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "targets": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "feeds": (lambda v: isinstance(v, dict) and all(
@@ -512,7 +522,7 @@ PLAN_SCHEMA = {
              "targets_from": (lambda v: v in ("next_tokens", "tokens"),
                               '"next_tokens" or "tokens"')},
 }
-PLAN_FIELDS = {("optimizer", "type"): "optimizer"}  # key -> Plan field, where they differ
+PLAN_FIELDS = {("optimizer", "type"): "optimizer", ("dropout", "ratio"): "dropout_ratio"}  # key -> Plan field, where they differ
 
 
 def parse_plan(obj, where="plan"):
@@ -642,6 +652,7 @@ def train(named_params, loss_fn, batch_fn, steps, plan, dump_grads=None, frozen_
         optimizer.zero_grad(set_to_none=True)
         losses = []
         for k in range(micro):
+            DROPOUT.step, DROPOUT.micro = step, k
             rows = slice(k * chunk, (k + 1) * chunk)
             loss = loss_fn(inputs[rows], targets[rows])
             (loss / micro).backward()
@@ -674,6 +685,8 @@ def parse_args(argv=None):
     p.add_argument("--plan", metavar="PLAN.json")
     p.add_argument("--batch", type=int, help="the batch of a model whose batch is dynamic")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the seed of the dropout masks (the program's --seed)")
     p.add_argument("--dump-grads", metavar="DIR",
                    help="write step 0's gradients (before clipping) as DIR/<param>.npy")
     p.add_argument("--save-weights", metavar="WEIGHTS.npz",
@@ -692,6 +705,7 @@ def run(args):
     """Train as the command line says and write the log (only when every step ran);
     returns the last step's record."""
     plan = load_plan(args.plan)
+    DROPOUT.seed, DROPOUT.ratio = args.seed, plan.dropout_ratio
     model = OnnxModel(args.model, frozen=plan.frozen, padding_idx=plan.padding_idx)
     loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch, plan.feeds)
     data = TokenData(args.data)
