@@ -90,6 +90,11 @@ void addLowering(OpPassManager &pm, StringRef target) {
 void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
                                  StringRef target) {
   pm.addPass(dist::createApplyPlanPass(applyPlanOptions(plan)));
+  if (plan.dropoutRatio >= 0) {
+    DropoutRatioPassOptions dropout;
+    dropout.ratio = plan.dropoutRatio;
+    pm.addPass(createDropoutRatioPass(dropout));
+  }
   pm.addPass(createCanonicalizerPass());
   // Before autodiff: for tensor parallelism, a fused QKV split per part;
   // a vocabulary pad_vocab_multiple x tp does not divide padded.

@@ -530,6 +530,18 @@ bool readFeeds(PlanParser &r, const json &v, const std::string &at,
   return true;
 }
 
+bool readDropoutRatio(PlanParser &r, const json &v, const std::string &at,
+                      Plan &plan) {
+  const auto *s = v.get_ptr<const json::string_t *>();
+  if (s && *s == "model") {
+    plan.dropoutRatio = -1;
+    return true;
+  }
+  return r.readNumber(
+      v, at, "\"model\" or a number in [0, 1)",
+      [](double x) { return x >= 0 && x < 1; }, plan.dropoutRatio);
+}
+
 bool readPadVocabMultiple(PlanParser &r, const json &v, const std::string &at,
                           Plan &plan) {
   const auto *s = v.get_ptr<const json::string_t *>();
@@ -669,6 +681,10 @@ const std::vector<PlanKey> &planKeys() {
       enumKey("attention", {"fused", "unfused"}, PLAN_FIELD(attention)),
       enumKey("attention_backend", {"auto", "cudnn", "own"},
               PLAN_FIELD(attentionBackend)),
+      {"dropout.ratio", readDropoutRatio,
+       [](const Plan &plan) {
+         return plan.dropoutRatio < 0 ? json("model") : json(plan.dropoutRatio);
+       }},
       {"pad_vocab_multiple", readPadVocabMultiple,
        [](const Plan &plan) {
          return plan.padVocabMultiple ? json(plan.padVocabMultiple)

@@ -96,6 +96,9 @@ struct Plan {
   /// shape, else the own kernels), "cudnn" (cuDNN or the program fails),
   /// "own" (the own kernels).
   std::string attentionBackend = "auto";
+  /// "dropout.ratio": the ratio of every training-mode Dropout of the model
+  /// (0: none drops), or -1 ("model", the default): each its own.
+  double dropoutRatio = -1;
   /// "pad_vocab_multiple": each vocabulary (embedding rows, LM head
   /// classes, the loss's classes) padded to a multiple of this times
   /// mesh.tp, as Megatron-LM's --make-vocab-size-divisible-by; 0 ("auto")

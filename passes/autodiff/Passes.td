@@ -5,6 +5,30 @@
 
 include "mlir/Pass/PassBase.td"
 
+def DropoutRatioPass : Pass<"autopar-dropout-ratio", "mlir::ModuleOp"> {
+  let summary = "Set the ratio of every nn.dropout (plan dropout.ratio)";
+  let description = [{
+    Run before autopar-autodiff. With `ratio` in (0, 1), every nn.dropout
+    drops with that ratio (its site, and so its mask's stream, unchanged);
+    with 0 each is replaced by its operand, so the model computes what it
+    computes without dropout, bit for bit; a negative `ratio` (the
+    default, the plan's "model") leaves each its own.
+
+    ```mlir
+    %y = nn.dropout %x ratio(1.000000e-01) site(0) : tensor<2x8xf32>
+    ```
+    with `ratio=0.25` becomes
+    ```mlir
+    %y = nn.dropout %x ratio(2.500000e-01) site(0) : tensor<2x8xf32>
+    ```
+    and with `ratio=0` the uses of %y read %x.
+  }];
+  let options = [
+    Option<"ratio", "ratio", "double", "-1.0",
+           "The ratio of every dropout (< 0: each its own; 0: no dropout)">,
+  ];
+}
+
 def AutodiffPass : Pass<"autopar-autodiff", "mlir::ModuleOp"> {
   let summary = "Differentiate the loss of @forward into @train_step";
   let description = [{

@@ -219,12 +219,15 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     if (llvm::all_of(split, [](const auto &axes) { return axes.empty(); }))
       return out;
     b.setInsertionPoint(op);
-    Value zero = scalar(b, loc, b.getI64Type(), 0);
+    Value zero;
     SmallVector<Value> offsets;
-    for (auto [dim, axes] : llvm::enumerate(split))
+    for (auto [dim, axes] : llvm::enumerate(split)) {
+      if (axes.empty() && !zero)
+        zero = scalar(b, loc, b.getI64Type(), 0);
       offsets.push_back(axes.empty()
                             ? zero
                             : blockStart(b, loc, axes, type.getDimSize(dim)));
+    }
     drop.getOffsetsMutable().assign(offsets);
     drop.setLogicalShape(logical);
     return out;

@@ -1186,3 +1186,43 @@ func.func private @output_grad_param(tensor<4xf32> {nn.output_grad, nn.param = "
 
 // expected-error @+1 {{result attribute 'nn.input_grad' must be a unit attribute}}
 func.func private @input_grad_string() -> (tensor<4xf32> {nn.input_grad = "x"})
+
+// -----
+
+func.func @dropout_ratio_one(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.dropout' op ratio must be in [0, 1), got 1}}
+  %0 = nn.dropout %x ratio(1.0) site(0) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_site(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.dropout' op site must be in [0, 2^32), got 4294967296}}
+  %0 = nn.dropout %x ratio(0.5) site(4294967296) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_offsets(%x: tensor<4x2xf32>, %o: tensor<i64>) {
+  // expected-error @+1 {{'nn.dropout' op has 1 offsets; expected none or one per dim (2)}}
+  %0 = nn.dropout %x offsets(%o : tensor<i64>) ratio(0.5) site(0) : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_logical_shape(%x: tensor<4x2xf32>) {
+  // expected-error @+1 {{'nn.dropout' op logical_shape [4, 1] is smaller than the operand's shape [4, 2] in dim 1}}
+  %0 = nn.dropout %x ratio(0.5) site(0) {logical_shape = array<i64: 4, 1>} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_int(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'nn.dropout' op operand #0 must be statically shaped tensor of floating-point values}}
+  %0 = nn.dropout %x ratio(0.5) site(0) : tensor<4xi32>
+  return
+}

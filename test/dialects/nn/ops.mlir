@@ -116,6 +116,16 @@ func.func @gelu(%x: tensor<2x4xf32>) {
   return
 }
 
+// CHECK-LABEL: func.func @dropout(
+// CHECK-SAME: [[X:%[a-z0-9_]+]]: tensor<2x4xf32>, [[O:%[a-z0-9_]+]]: tensor<i64>)
+// CHECK: nn.dropout [[X]] ratio(1.000000e-01) site(0) : tensor<2x4xf32>
+// CHECK: nn.dropout [[X]] offsets([[O]], [[O]] : tensor<i64>, tensor<i64>) ratio(5.000000e-01) site(7) {logical_shape = array<i64: 4, 8>} : tensor<2x4xf32>
+func.func @dropout(%x: tensor<2x4xf32>, %o: tensor<i64>) {
+  %0 = nn.dropout %x ratio(0.1) site(0) : tensor<2x4xf32>
+  %1 = nn.dropout %x offsets(%o, %o : tensor<i64>, tensor<i64>) ratio(0.5) site(7) {logical_shape = array<i64: 4, 8>} : tensor<2x4xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @binary(
 // CHECK-SAME: [[A:%[a-z0-9_]+]]: tensor<2x3xf32>, [[B:%[a-z0-9_]+]]: tensor<3xf32>, [[C:%[a-z0-9_]+]]: tensor<4x1x3xf32>, [[S:%[a-z0-9_]+]]: tensor<f32>, [[I:%[a-z0-9_]+]]: tensor<2x1xi64>, [[J:%[a-z0-9_]+]]: tensor<1x5xi64>)
 // CHECK: [[ADD:%[0-9]+]] = nn.add [[A]], [[B]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
