@@ -13,6 +13,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace autopar;
 
@@ -256,8 +258,11 @@ LogicalResult convertDropout(NodeContext &ctx) {
     return ctx.fail("training_mode = true with ratio > 0 drops at random, "
                     "which only training programs do (export the model in "
                     "eval mode)");
-  if (!(ratio > 0 && ratio < 1))
-    return ctx.fail("ratio must be in [0, 1), got " + std::to_string(ratio));
+  if (!(ratio > 0 && ratio < 1)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", ratio);
+    return ctx.fail("ratio must be in [0, 1), got " + std::string(text));
+  }
   if (ctx.outputUsed(1))
     return ctx.fail("the mask output of a training-mode Dropout is not "
                     "supported (only its data output)");
