@@ -208,6 +208,7 @@ TEST(PlanTest, DefaultsResolved) {
     "recompute": "none",
     "attention": "fused",
     "attention_backend": "auto",
+    "dropout": {"ratio": "model"},
     "pad_vocab_multiple": "auto",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
@@ -380,13 +381,21 @@ TEST(PlanTest, ErrorTopLevelNotObject) {
             "expected a JSON object at the top level, got \"plan\"");
 }
 
+TEST(PlanTest, DropoutRatio) {
+  EXPECT_EQ(planOf(R"({"dropout": {"ratio": 0.25}})").dropoutRatio, 0.25);
+  EXPECT_EQ(planOf(R"({"dropout": {"ratio": 0}})").dropoutRatio, 0);
+  EXPECT_EQ(planOf(R"({"dropout": {"ratio": "model"}})").dropoutRatio, -1);
+  EXPECT_EQ(errorOf(R"({"dropout": {"ratio": 1}})"),
+            "dropout.ratio: expected \"model\" or a number in [0, 1), got 1");
+}
+
 TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
             "optimizer, frozen, padding_idx, lr_schedule, data, attention, "
-            "attention_backend, pad_vocab_multiple)");
+            "attention_backend, dropout, pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
