@@ -1,13 +1,19 @@
 //===- KernelsDataTest.cu - CUDA data movement, reductions, Device ------===//
 //
 // The second half of autopar-cuda-kernels-test (KernelsTest.cu has the
-// first and main): gather, strided copies and scatters, reductions, and the
+// first and main): dropout, gather, strided copies and scatters, reductions, and the
 // CUDA Device's own methods (allocation, zeroing, the optimizer step, the
 // gradient norm) against their CPU references.
 //
 //===----------------------------------------------------------------------===//
 
 #include "test/cuda/KernelsTest.h"
+
+#include "runtime/Float16.h"
+#include "runtime/cpu/Math.h"
+#include "runtime/support/Philox.h"
+
+#include <type_traits>
 
 using namespace autopar::rt;
 using namespace autopar::rt::kernels_test;
@@ -168,7 +174,75 @@ void testCopyAxisBlock(Tester &t, const std::string &name, int64_t outer,
 
 } // namespace
 
+/// dropout on a block of a logical tensor [4, 6, 40] (offsets in device
+/// memory, the input read through the whole tensor's strides) and on the
+/// whole tensor, against the CPU kernel: the same mask and values, exactly,
+/// in float, bfloat16 and half.
+template <typename T>
+void testDropout(Tester &t, const std::string &type, double ratio) {
+  const int64_t shape[3] = {4, 6, 40}, block[3] = {2, 3, 40};
+  const int64_t offsets[3] = {2, 3, 0}, strides[3] = {240, 40, 1};
+  const int64_t n = 4 * 6 * 40, m = 2 * 3 * 40;
+  std::vector<T> x(n);
+  std::vector<float> values = t.uniform(n, -2.0f, 2.0f);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = T(values[i]);
+  const RandomKey key{0x9e3779b97f4a7c15ull, 12345, 3};
+  DeviceBuffer xD = t.upload(x), yD = t.alloc(n * sizeof(T));
+  DeviceBuffer keyD = t.upload(std::vector<RandomKey>{key});
+  DeviceBuffer offD = t.upload(std::vector<int64_t>(offsets, offsets + 3));
+  const auto *keyPtr = reinterpret_cast<const RandomKey *>(keyD.get());
+  for (bool whole : {true, false}) {
+    DropoutBlock hostBlock{}, deviceBlock{};
+    for (DropoutBlock *b : {&hostBlock, &deviceBlock}) {
+      b->rank = 3;
+      for (int d = 0; d < 3; ++d) {
+        b->shape[d] = whole ? shape[d] : block[d];
+        b->logicalShape[d] = shape[d];
+        b->strides[d] = strides[d];
+      }
+    }
+    const int64_t count = whole ? n : m;
+    const int64_t first = whole ? 0 : 2 * 240 + 3 * 40;
+    if (!whole)
+      for (int d = 0; d < 3; ++d) {
+        hostBlock.offsets[d] = &offsets[d];
+        deviceBlock.offsets[d] = reinterpret_cast<const int64_t *>(offD.get()) + d;
+      }
+    std::vector<T> want(count);
+    if constexpr (std::is_same_v<T, float>)
+      cpu::dropout(x.data() + first, want.data(), hostBlock, &key, ratio, 9);
+    else if constexpr (std::is_same_v<T, bf16>)
+      cpu::dropout(x.data() + first, want.data(), hostBlock, &key, ratio, 9);
+    else
+      cpu::dropoutHalf(reinterpret_cast<const uint16_t *>(x.data()) + first,
+                       reinterpret_cast<uint16_t *>(want.data()), hostBlock,
+                       &key, ratio, 9);
+    using Device = std::conditional_t<
+        std::is_same_v<T, float>, float,
+        std::conditional_t<std::is_same_v<T, bf16>, __nv_bfloat16, __half>>;
+    gpu::dropout(t.ctx, reinterpret_cast<const Device *>(xD.get()) + first,
+                 reinterpret_cast<Device *>(yD.get()), deviceBlock, keyPtr,
+                 ratio, 9);
+    std::vector<T> got = t.download<T>(yD.get(), static_cast<size_t>(count));
+    t.check("dropout " + type + (whole ? " whole" : " block") + " ratio " +
+                std::to_string(ratio),
+            compareBytes(got.data(), want.data(), count * sizeof(T)));
+  }
+}
+
+/// IEEE half held as its bits on the host (cpu::dropoutHalf).
+struct HalfBits {
+  uint16_t bits;
+  HalfBits() = default;
+  explicit HalfBits(float f) : bits(halfBits(f)) {}
+};
+
 void kernels_test::testDataMovement(Tester &t) {
+  testDropout<float>(t, "f32", 0.1);
+  testDropout<float>(t, "f32", 0.75);
+  testDropout<bf16>(t, "bf16", 0.1);
+  testDropout<HalfBits>(t, "f16", 0.3);
   testGather(t, "embedding int64 768 floats", 1, 1000, 768 * 4, 300, true);
   testGather(t, "embedding int32 768 floats", 1, 1000, 768 * 4, 300, false);
   testGather(t, "3-byte rows int32", 3, 17, 3, 11, false);
