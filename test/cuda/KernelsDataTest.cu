@@ -1,9 +1,9 @@
 //===- KernelsDataTest.cu - CUDA data movement, reductions, Device ------===//
 //
 // The second half of autopar-cuda-kernels-test (KernelsTest.cu has the
-// first and main): dropout, gather, strided copies and scatters, reductions, and the
-// CUDA Device's own methods (allocation, zeroing, the optimizer step, the
-// gradient norm) against their CPU references.
+// first and main): dropout, gather, strided copies and scatters,
+// reductions, and the CUDA Device's own methods (allocation, zeroing, the
+// optimizer step, the gradient norm) against their CPU references.
 //
 //===----------------------------------------------------------------------===//
 
