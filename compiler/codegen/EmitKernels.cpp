@@ -173,9 +173,9 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         // The CPU runtime takes IEEE half as its bits (runtime/Float16.h).
         bool halfBits = element.isF16() && !cuda();
         std::string t = halfBits ? "uint16_t" : type(x);
-        os << "  { const autopar::rt::DropoutBlock block{"
-           << shape.size() << ", " << list(shape) << ", " << list(logical)
-           << ", " << list(elementStrides(x)) << ", " << offsets << "};\n"
+        os << "  { const autopar::rt::DropoutBlock block{" << shape.size()
+           << ", " << list(shape) << ", " << list(logical) << ", "
+           << list(elementStrides(x)) << ", " << offsets << "};\n"
            << "    " << rt(halfBits ? "dropoutHalf" : "dropout")
            << formatv("(const {0} *){1}, ({0} *){2}, block, io.random, {3}, "
                       "{4}); }\n",

@@ -163,8 +163,8 @@ LogicalResult DropoutOp::verify() {
   size_t rank = input.getRank();
   if (!getOffsets().empty() && getOffsets().size() != rank)
     return emitOpError() << "has " << getOffsets().size()
-                         << " offsets; expected none or one per dim ("
-                         << rank << ")";
+                         << " offsets; expected none or one per dim (" << rank
+                         << ")";
   if (std::optional<ArrayRef<int64_t>> logical = getLogicalShape()) {
     if (logical->size() != rank)
       return emitOpError() << "logical_shape " << shapeString(*logical)
@@ -172,10 +172,10 @@ LogicalResult DropoutOp::verify() {
                            << shapeString(input.getShape());
     for (size_t d = 0; d < rank; ++d)
       if ((*logical)[d] < input.getDimSize(d))
-        return emitOpError() << "logical_shape " << shapeString(*logical)
-                             << " is smaller than the operand's shape "
-                             << shapeString(input.getShape()) << " in dim "
-                             << d;
+        return emitOpError()
+               << "logical_shape " << shapeString(*logical)
+               << " is smaller than the operand's shape "
+               << shapeString(input.getShape()) << " in dim " << d;
   }
   return success();
 }

@@ -248,9 +248,9 @@ LogicalResult convertDropout(NodeContext &ctx) {
     ctx.forwardInput(0, 0, /*aliasParam=*/false);
     if (ctx.outputUsed(1)) {
       RankedTensorType type = ctx.inputType(0);
-      ctx.setOutput(1, HostTensor::ofInts(DType::Bool, type.getShape(),
-                                          std::vector<int64_t>(
-                                              type.getNumElements(), 1)));
+      ctx.setOutput(1, HostTensor::ofInts(
+                           DType::Bool, type.getShape(),
+                           std::vector<int64_t>(type.getNumElements(), 1)));
     }
     return success();
   }

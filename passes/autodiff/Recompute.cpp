@@ -37,10 +37,10 @@ constexpr int64_t kMaxChain = 6;
 bool isCheap(Operation *op) {
   return isa<nn::NegOp, nn::SqrtOp, nn::ErfOp, nn::TanhOp, nn::ExpOp, nn::LogOp,
              nn::ReciprocalOp, nn::ReluOp, nn::SigmoidOp, nn::IdentityOp,
-             nn::GeluOp, nn::DropoutOp, nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::PowOp,
-             nn::CompareOp, nn::WhereOp, nn::CastOp, nn::LayerNormOp,
-             nn::SoftmaxOp, nn::ReduceSumOp, nn::ReduceMeanOp, nn::ReduceMaxOp>(
-      op);
+             nn::GeluOp, nn::DropoutOp, nn::AddOp, nn::SubOp, nn::MulOp,
+             nn::DivOp, nn::PowOp, nn::CompareOp, nn::WhereOp, nn::CastOp,
+             nn::LayerNormOp, nn::SoftmaxOp, nn::ReduceSumOp, nn::ReduceMeanOp,
+             nn::ReduceMaxOp>(op);
 }
 
 struct RecomputePass : public autopar::impl::RecomputePassBase<RecomputePass> {

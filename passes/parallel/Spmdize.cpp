@@ -224,9 +224,8 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     for (auto [dim, axes] : llvm::enumerate(split)) {
       if (axes.empty() && !zero)
         zero = scalar(b, loc, b.getI64Type(), 0);
-      offsets.push_back(axes.empty()
-                            ? zero
-                            : blockStart(b, loc, axes, type.getDimSize(dim)));
+      offsets.push_back(
+          axes.empty() ? zero : blockStart(b, loc, axes, type.getDimSize(dim)));
     }
     drop.getOffsetsMutable().assign(offsets);
     drop.setLogicalShape(logical);

@@ -947,9 +947,8 @@ void dropoutRows(const T *x, T *y, const DropoutBlock &block,
     if (block.offsets[d])
       first += *block.offsets[d] * logicalStrides[d];
   }
-  const DropoutSite site =
-      dropoutSite(ratio, static_cast<uint32_t>(siteNumber),
-                  static_cast<uint64_t>(logicalElements));
+  const DropoutSite site = dropoutSite(ratio, static_cast<uint32_t>(siteNumber),
+                                       static_cast<uint64_t>(logicalElements));
   const int64_t cols = rank ? block.shape[rank - 1] : 1;
   const int64_t rows = cols ? numElements / cols : 0;
 #pragma omp parallel for if (numElements > 65536)

@@ -233,8 +233,9 @@ void accumulateIntoHalf(uint16_t *dst, const uint16_t *src,
 
 /// y = dropout(x) of site `site` with ratio `ratio` in [0, 1) under *key
 /// (runtime/support/Philox.h): x (strided) and y (contiguous) are the block
-/// `block` of the logical tensor whose elements the mask is drawn over. The same on bfloat16 and on IEEE half given as its bits, computed
-/// in float and rounded once.
+/// `block` of the logical tensor whose elements the mask is drawn over. The
+/// same on bfloat16 and on IEEE half given as its bits, computed in float and
+/// rounded once.
 void dropout(const float *x, float *y, const DropoutBlock &block,
              const RandomKey *key, double ratio, int64_t site);
 void dropout(const bf16 *x, bf16 *y, const DropoutBlock &block,

@@ -103,21 +103,19 @@ AUTOPAR_RT_HOST_DEVICE inline uint64_t dropoutCounter(const RandomKey &key,
 
 /// The four words of the group of generator element `counter` (counter /
 /// 4); word counter mod 4 is the element's.
-AUTOPAR_RT_HOST_DEVICE inline Philox4x32 dropoutWords(const RandomKey &key,
-                                                      const DropoutSite &site,
-                                                      uint64_t counter) {
+AUTOPAR_RT_HOST_DEVICE inline Philox4x32
+dropoutWords(const RandomKey &key, const DropoutSite &site, uint64_t counter) {
   const uint64_t group = counter >> 2;
-  return philox4x32(
-      Philox4x32{{static_cast<uint32_t>(group),
-                  static_cast<uint32_t>(group >> 32), site.site,
-                  static_cast<uint32_t>(key.step)}},
-      static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+  return philox4x32(Philox4x32{{static_cast<uint32_t>(group),
+                                static_cast<uint32_t>(group >> 32), site.site,
+                                static_cast<uint32_t>(key.step)}},
+                    static_cast<uint32_t>(key.seed),
+                    static_cast<uint32_t>(key.seed >> 32));
 }
 
 /// Whether logical element `element` is kept.
-AUTOPAR_RT_HOST_DEVICE inline bool dropoutKeeps(const RandomKey &key,
-                                                const DropoutSite &site,
-                                                uint64_t element) {
+AUTOPAR_RT_HOST_DEVICE inline bool
+dropoutKeeps(const RandomKey &key, const DropoutSite &site, uint64_t element) {
   const uint64_t counter = dropoutCounter(key, site, element);
   return dropoutWords(key, site, counter).v[counter & 3] >= site.threshold;
 }

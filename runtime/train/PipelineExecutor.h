@@ -40,8 +40,7 @@ public:
   /// the last stage's forward writes its loss into
   /// `lossBuffer` (device memory); the gradients accumulate in the store's.
   /// With `tracing`, each action's start and end are kept for writeTrace.
-  double run(bool tracing,
-             const std::function<void(int64_t micro)> &fillInputs,
+  double run(bool tracing, const std::function<void(int64_t micro)> &fillInputs,
              const std::function<const RandomKey *(int64_t micro)> &randomKey,
              const std::vector<const void *> &inputPtrs, char *arena,
              char *lossBuffer);

@@ -283,8 +283,7 @@ void Trainer::fillInputs(const autopar::rt::TokenFile &file, int64_t step,
   }
 }
 
-const autopar::rt::RandomKey *Trainer::randomKey(int64_t step,
-                                                 int64_t micro) {
+const autopar::rt::RandomKey *Trainer::randomKey(int64_t step, int64_t micro) {
   if (!info.dropout)
     return nullptr;
   const autopar::rt::RandomKey key{static_cast<uint64_t>(o.seed),
@@ -398,7 +397,9 @@ Status Trainer::run() {
     for (int64_t micro = 0; micro < info.microBatches && !info.pipeline;
          ++micro) {
       fillInputs(tokens, step, micro);
-      autopar::rt::StepIO io{store.params.get(), inputPtrs.data(), arena.get(),
+      autopar::rt::StepIO io{store.params.get(),
+                             inputPtrs.data(),
+                             arena.get(),
                              outputs.data(),
                              1.0f / static_cast<float>(info.microBatches),
                              micro > 0};

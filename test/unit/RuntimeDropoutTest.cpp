@@ -30,7 +30,10 @@ TEST(Philox, KnownAnswers) {
     uint32_t k0, k1;
     Philox4x32 want;
   } cases[] = {
-      {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
+      {{{0, 0, 0, 0}},
+       0,
+       0,
+       {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
       {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
        0xffffffff,
        0xffffffff,
@@ -85,8 +88,8 @@ TEST(Dropout, WholeTensorIsTheDefinition) {
                      0x56789abcu, 0x1234u)
               .v[c & 3] >= static_cast<uint32_t>(ratio * 4294967296.0);
       ASSERT_EQ(dropoutKeeps(key, site, i), keep) << i;
-      ASSERT_EQ(y[i], keep ? x[i] * static_cast<float>(1.0 / (1.0 - ratio))
-                           : 0.0f)
+      ASSERT_EQ(y[i],
+                keep ? x[i] * static_cast<float>(1.0 / (1.0 - ratio)) : 0.0f)
           << i;
     }
   }
@@ -122,16 +125,16 @@ TEST(Dropout, BlocksReassembleTheWholeTensor) {
           b.strides[1] = shape[2];
           b.strides[2] = 1;
           std::vector<float> y(bs[0] * bs[1] * bs[2]);
-          const float *in = x.data() + off[0] * b.strides[0] +
-                            off[1] * b.strides[1] + off[2];
+          const float *in =
+              x.data() + off[0] * b.strides[0] + off[1] * b.strides[1] + off[2];
           cpu::dropout(in, y.data(), b, &key, 0.5, 2);
           for (int64_t i = 0; i < bs[0]; ++i)
             for (int64_t j = 0; j < bs[1]; ++j)
               for (int64_t k = 0; k < bs[2]; ++k)
-                ASSERT_EQ(y[(i * bs[1] + j) * bs[2] + k],
-                          whole[((off[0] + i) * shape[1] + off[1] + j) *
-                                    shape[2] +
-                                off[2] + k]);
+                ASSERT_EQ(
+                    y[(i * bs[1] + j) * bs[2] + k],
+                    whole[((off[0] + i) * shape[1] + off[1] + j) * shape[2] +
+                          off[2] + k]);
         }
   }
 }
@@ -154,8 +157,7 @@ TEST(Dropout, KeptFractionAndSites) {
   EXPECT_LT(std::fabs(kept - n * p), 3 * sigma) << kept;
   // Another site draws another mask: agreement as independent masks.
   const double agree = p * p + (1 - p) * (1 - p);
-  EXPECT_LT(std::fabs(same - n * agree),
-            3 * std::sqrt(n * agree * (1 - agree)))
+  EXPECT_LT(std::fabs(same - n * agree), 3 * std::sqrt(n * agree * (1 - agree)))
       << same;
 }
 
