@@ -122,6 +122,26 @@ struct TensorInfo {
   /// "GLOB[ROWS]"): numFrozenRanges sorted [begin, end) pairs; null: none.
   const int64_t *frozenRows;
   int32_t numFrozenRanges;
+  /// Where its initial value comes from: 0 weights.bin; 1 PEFT's
+  /// initialization of a LoRA A (kaiming_uniform_(a = sqrt(5)): uniform in
+  /// +-1 / sqrt(initFanIn)), drawn from the run's --seed with Philox stream
+  /// initStream (runtime/support/Philox.h loraInitValue), whatever the
+  /// plan.
+  int32_t init;
+  uint32_t initStream;
+  int64_t initFanIn;
+};
+
+/// A LoRA adapter (plan `lora`): the frozen weight `base` (a tensor index)
+/// and its trained A [r, in] and B [out, r]; the merged weight is base +
+/// scale * B A ([out, in]; transposed where `inOut`, GPT-2's Conv1D).
+/// `module` is PEFT's module name (the weight's name less ".weight" and the
+/// plan's lora.module_prefix).
+struct LoraAdapter {
+  int32_t base, a, b;
+  double scale;
+  bool inOut;
+  const char *module;
 };
 
 /// One non-parameter argument or one result of a pipeline phase function.
@@ -281,6 +301,11 @@ struct ModelInfo {
   /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
   /// schedule instead of trainStep (null); null without a pipeline.
   const PipelineInfo *pipeline;
+  /// LoRA (plan `lora`): the adapters, and the adapter_config.json of PEFT
+  /// that `train --export-adapter` writes beside them.
+  const LoraAdapter *lora;
+  int32_t numLora;
+  const char *loraConfig;
 };
 
 /// A graph input or output of a forward-only program.

@@ -527,7 +527,7 @@ private:
 
 std::string Compiler::pipelineError(StringRef pass,
                                     const FirstError &diag) const {
-  if (pass == "autopar-apply-plan")
+  if (pass == "autopar-apply-plan" || pass == "autopar-lora")
     return planName() + ": " + diag.text;
   if (pass == "autopar-mixed-precision")
     return o.model + ": precision: " + diag.message;

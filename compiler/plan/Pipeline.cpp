@@ -95,6 +95,16 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     dropout.ratio = plan.dropoutRatio;
     pm.addPass(createDropoutRatioPass(dropout));
   }
+  if (plan.lora.enabled()) {
+    dist::LoraPassOptions lora;
+    lora.targets.assign(plan.lora.targets.begin(), plan.lora.targets.end());
+    lora.rank = plan.lora.r;
+    lora.alpha = plan.lora.alpha;
+    lora.dropout = plan.lora.dropout;
+    lora.alsoTrain.assign(plan.lora.alsoTrain.begin(),
+                          plan.lora.alsoTrain.end());
+    pm.addPass(dist::createLoraPass(lora));
+  }
   pm.addPass(createCanonicalizerPass());
   // Before autodiff: for tensor parallelism, a fused QKV split per part;
   // a vocabulary pad_vocab_multiple x tp does not divide padded.

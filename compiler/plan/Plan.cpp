@@ -647,6 +647,15 @@ const std::vector<PlanKey> &planKeys() {
                 PLAN_FIELD(optimizer.maxGradNorm)),
       globsKey("optimizer.no_decay", PLAN_FIELD(optimizer.noDecay)),
       globsKey("frozen", PLAN_FIELD(frozen)),
+      globsKey("lora.targets", PLAN_FIELD(lora.targets)),
+      intKey("lora.r", 1, PLAN_FIELD(lora.r)),
+      numberKey("lora.alpha", "a number > 0", positive, PLAN_FIELD(lora.alpha)),
+      numberKey(
+          "lora.dropout", "a number in [0, 1)",
+          [](double x) { return x >= 0 && x < 1; }, PLAN_FIELD(lora.dropout)),
+      stringKey("lora.init_adapter", PLAN_FIELD(lora.initAdapter)),
+      globsKey("lora.also_train", PLAN_FIELD(lora.alsoTrain)),
+      stringKey("lora.module_prefix", PLAN_FIELD(lora.modulePrefix)),
       {"padding_idx", readPaddingIdx, printPaddingIdx},
       intKey("lr_schedule.warmup_steps", 0, PLAN_FIELD(lrSchedule.warmupSteps)),
       enumKey("lr_schedule.decay", {"constant", "cosine", "linear"},
@@ -699,6 +708,14 @@ const std::vector<PlanKey> &planKeys() {
 /// The rules between keys of different objects, checked once every key is
 /// read.
 bool checkPlan(PlanParser &r, const Plan &plan) {
+  // The other lora keys say how to adapt what lora.targets names.
+  const LoraPlan lora;
+  if (!plan.lora.enabled() &&
+      (plan.lora.r != lora.r || plan.lora.alpha != lora.alpha ||
+       plan.lora.dropout != lora.dropout || !plan.lora.initAdapter.empty() ||
+       !plan.lora.alsoTrain.empty() || !plan.lora.modulePrefix.empty()))
+    return r.fail("lora.targets", "the lora keys need lora.targets (globs "
+                                  "of the weights to adapt), got none");
   if (plan.pipelineSchedule == "interleaved" && plan.microBatches % plan.meshPp)
     return r.fail("batch.micro_batches",
                   "the interleaved schedule runs the micro-batches in groups "
@@ -1048,6 +1065,7 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   config.targetsFrom = plan.targetsFrom;
   config.commTimeoutS = plan.commTimeoutS;
   config.attentionBackend = plan.attentionBackend;
+  config.lora = plan.lora;
   return config;
 }
 

@@ -70,6 +70,27 @@ struct LossScalePlan {
   int64_t growthInterval = 2000;
 };
 
+/// `lora`: low-rank adapters beside the matching projections, with PEFT's
+/// LoraConfig meaning (docs/fine-tuning.md). No targets: no LoRA.
+struct LoraPlan {
+  std::vector<std::string> targets; // globs over weight initializers
+  int64_t r = 8;
+  double alpha = 8;
+  double dropout = 0;
+  /// A PEFT adapter folder (adapter_config.json,
+  /// adapter_model.safetensors) the adapters start from; "" = PEFT's
+  /// initialization from the program's --seed.
+  std::string initAdapter;
+  /// Globs of further parameters to train (PEFT's modules_to_save).
+  std::vector<std::string> alsoTrain;
+  /// The prefix of the initializer names that PEFT's module names lack (a
+  /// wrapper module's attribute, "model." for LossOnly(model)).
+  std::string modulePrefix;
+  bool enabled() const { return !targets.empty(); }
+  /// The update's scale, PEFT's lora_alpha / r.
+  double scale() const { return alpha / static_cast<double>(r); }
+};
+
 struct Plan {
   int64_t meshDp = 1, meshTp = 1, meshPp = 1;
   int64_t microBatches = 1;
@@ -129,6 +150,7 @@ struct Plan {
   bool sequenceParallel = true;          // with mesh.tp > 1
   OptimizerPlan optimizer;
   std::vector<std::string> frozen; // globs over initializer names
+  LoraPlan lora;
   /// "padding_idx": {glob: row}: the lookups of that row of the matching
   /// embedding tables give it no gradient (nn.Embedding(padding_idx=row)).
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
@@ -160,6 +182,7 @@ struct TrainingConfig {
   std::string targetsFrom = "next_tokens";
   double commTimeoutS = 600;
   std::string attentionBackend = "auto";
+  LoraPlan lora;
 };
 
 /// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,

@@ -45,6 +45,10 @@ struct ProgramOptions {
   llvm::StringMap<int64_t> valueBounds;
   /// Training programs: the plan beyond its parallel decisions.
   TrainingConfig training;
+  /// LoRA's lora.init_adapter: the adapters' initial bytes (float32) by
+  /// parameter name; null: PEFT's initialization (A from the run's seed,
+  /// B zeros).
+  const llvm::StringMap<std::vector<char>> *loraInit = nullptr;
 };
 
 /// The rows of the tables `input` (an argument of `func`) indexes or the

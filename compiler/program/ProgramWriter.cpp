@@ -220,6 +220,23 @@ std::string attentionBackendValue(StringRef plan) {
          (value ? plan.str() : std::string("auto")) + "\"";
 }
 
+/// The Philox stream of a LoRA A's initialization: FNV-1a (32 bits) of its
+/// name, the same under every plan.
+uint32_t loraStream(StringRef name) {
+  uint32_t h = 2166136261u;
+  for (char c : name) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+/// The tensors (indices in kTensors) of one adapted weight's LoRA.
+struct LoraTensors {
+  int a = -1, b = -1;
+  bool inOut = false;
+};
+
 class Fields {
 public:
   Fields(llvm::raw_ostream &os, std::string var)
@@ -258,6 +275,11 @@ private:
     std::string why;
     return readTextFile(path, text, why) || fail(why);
   }
+  /// kLora (one LoraAdapter per adapted weight, in tensor order) into `os`
+  /// and its fill into `fill`; PEFT's adapter_config.json into `config`.
+  bool loraTables(const llvm::StringMap<LoraTensors> &loraOf,
+                  const llvm::StringMap<int> &tensorOf, llvm::raw_ostream &os,
+                  llvm::raw_ostream &fill, std::string &config, int &count);
   bool modelSource(func::FuncOp step, const std::string &stepCode,
                    const std::string &forwardCode, std::string &source);
   bool forwardSource(func::FuncOp forward, const std::string &code,
@@ -323,6 +345,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   std::string fill;
   llvm::raw_string_ostream fs(fill);
   int numTensors = 0;
+  // LoRA: each adapted weight's A and B, and every tensor's index.
+  llvm::StringMap<LoraTensors> loraOf;
+  llvm::StringMap<int> tensorOf;
   // Mesh axis names as the runtime's AxisMask bits (mesh order).
   auto axisMask = [&](ArrayRef<StringRef> axes) {
     uint32_t mask = 0;
@@ -421,6 +446,17 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     auto frozenRows = trainable ? step.getArgAttrOfType<DenseI64ArrayAttr>(
                                       i, nn::NNDialect::kFrozenRowsAttr)
                                 : DenseI64ArrayAttr();
+    // LoRA: A starts from the run's seed unless lora.init_adapter gives it.
+    auto loraA = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraAAttr);
+    auto loraB = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraBAttr);
+    if (loraA)
+      loraOf[loraA.getValue()].a = numTensors;
+    if (loraB)
+      loraOf[loraB.getValue()].b = numTensors;
+    if (loraA && step.getArgAttr(i, nn::NNDialect::kLoraInOutAttr))
+      loraOf[loraA.getValue()].inOut = true;
+    tensorOf[name.getValue()] = numTensors;
+    const bool seeded = loraA && !o.loraInit;
     const std::string var = "kTensors[" + std::to_string(numTensors) + "]";
     const std::string rowsVar = "kFrozenRows" + std::to_string(numTensors++);
     if (frozenRows) {
@@ -467,8 +503,18 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         // where no stage reads it) unless summed over them already.
         .set("normAxes", trainable ? (updateAxes | splitUnion |
                                       (pipelined && !shared ? ppMask : 0))
-                                   : 0);
+                                   : 0)
+        .set("init", seeded ? 1 : 0)
+        .set("initStream",
+             seeded ? llvm::Twine(loraStream(name.getValue())) + "u"
+                    : llvm::Twine("0u"))
+        .set("initFanIn", seeded ? type.getDimSize(1) : 0);
   }
+  std::string loraConfig;
+  int numLora = 0;
+  if (!loraOf.empty() &&
+      !loraTables(loraOf, tensorOf, os, fs, loraConfig, numLora))
+    return false;
   int numInputs = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (slots[i].kind != ArgSlot::Input)
@@ -606,11 +652,84 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                            .walk([](nn::DropoutOp) {
                              return WalkResult::interrupt();
                            })
-                           .wasInterrupted());
+                           .wasInterrupted())
+      .set("lora", numLora ? "kLora" : "nullptr")
+      .set("numLora", numLora)
+      .set("loraConfig", numLora ? cString(loraConfig) : "nullptr");
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
      << "  return info;\n}\n";
+  return true;
+}
+
+bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
+                        const llvm::StringMap<int> &tensorOf,
+                        llvm::raw_ostream &os, llvm::raw_ostream &fill,
+                        std::string &config, int &count) {
+  const LoraPlan &lora = o.training.lora;
+  std::vector<std::pair<int, std::string>> bases;
+  for (const auto &entry : loraOf) {
+    auto it = tensorOf.find(entry.getKey());
+    if (it == tensorOf.end() || entry.getValue().a < 0 ||
+        entry.getValue().b < 0)
+      return fail(o.model + ": internal error: the LoRA of '" +
+                  entry.getKey().str() + "' lacks its weight, A or B");
+    bases.emplace_back(it->second, entry.getKey().str());
+  }
+  llvm::sort(bases);
+  nlohmann::json modules = nlohmann::json::array();
+  bool inOut = false;
+  for (const auto &[index, base] : bases) {
+    const LoraTensors &t = loraOf.find(base)->getValue();
+    std::string module = base;
+    if (StringRef(module).ends_with(".weight"))
+      module.resize(module.size() - 7);
+    if (!lora.modulePrefix.empty()) {
+      if (!StringRef(module).starts_with(lora.modulePrefix))
+        return fail(o.model + ": lora.module_prefix: \"" + lora.modulePrefix +
+                    "\" does not begin '" + base + "'");
+      module = module.substr(lora.modulePrefix.size());
+    }
+    modules.push_back(module);
+    inOut |= t.inOut;
+    Fields(fill, "kLora[" + std::to_string(count++) + "]")
+        .set("base", index)
+        .set("a", t.a)
+        .set("b", t.b)
+        .set("scale", [&] {
+          char buf[64];
+          std::snprintf(buf, sizeof(buf), "%a", lora.scale());
+          return std::string(buf);
+        }())
+        .flag("inOut", t.inOut)
+        .string("module", module);
+  }
+  os << "static autopar::rt::LoraAdapter kLora[" << count << "];\n";
+  // PEFT 0.13's LoraConfig fields (adapter_config.json), for
+  // PeftModel.from_pretrained.
+  nlohmann::json c = {
+      {"alpha_pattern", nlohmann::json::object()},
+      {"auto_mapping", nullptr},
+      {"base_model_name_or_path", nullptr},
+      {"bias", "none"},
+      {"fan_in_fan_out", inOut},
+      {"inference_mode", true},
+      {"init_lora_weights", true},
+      {"layers_pattern", nullptr},
+      {"layers_to_transform", nullptr},
+      {"lora_alpha", lora.alpha},
+      {"lora_dropout", lora.dropout},
+      {"modules_to_save", nullptr},
+      {"peft_type", "LORA"},
+      {"r", lora.r},
+      {"rank_pattern", nlohmann::json::object()},
+      {"revision", nullptr},
+      {"target_modules", modules},
+      {"task_type", nullptr},
+      {"use_dora", false},
+      {"use_rslora", false}};
+  config = c.dump(2) + "\n";
   return true;
 }
 
@@ -1092,8 +1211,22 @@ bool Writer::run(const std::string &dir) {
   };
   for (unsigned i : inFileOrder) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+    // LoRA's adapters: lora.init_adapter's, or zeros (B; A is drawn from
+    // the run's seed).
+    const bool adapter = step.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
+                         step.getArgAttr(i, nn::NNDialect::kLoraBAttr);
+    auto loraBytes = [&]() -> llvm::Expected<std::vector<char>> {
+      if (o.loraInit) {
+        auto it = o.loraInit->find(name.getValue());
+        if (it == o.loraInit->end())
+          return llvm::createStringError("lora.init_adapter has no '" +
+                                         name.getValue() + "'");
+        return it->second;
+      }
+      return std::vector<char>(tensorBytes(globalArgTypes[i]), 0);
+    };
     llvm::Expected<std::vector<char>> bytes =
-        o.weights->readBytes(name.getValue());
+        adapter ? loraBytes() : o.weights->readBytes(name.getValue());
     if (!bytes)
       return fail(o.model + ": " + llvm::toString(bytes.takeError()));
     int64_t expected = tensorBytes(globalArgTypes[i]);

@@ -87,6 +87,12 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kOutputAttr = "nn.output";
     static constexpr llvm::StringLiteral kFrozenAttr = "nn.frozen";
     static constexpr llvm::StringLiteral kNoDecayAttr = "nn.no_decay";
+    // LoRA (autopar-lora): the adapters' parameters name their weight; the
+    // update's ops are marked nn.lora.
+    static constexpr llvm::StringLiteral kLoraAAttr = "nn.lora_a";
+    static constexpr llvm::StringLiteral kLoraBAttr = "nn.lora_b";
+    static constexpr llvm::StringLiteral kLoraInOutAttr = "nn.lora_in_out";
+    static constexpr llvm::StringLiteral kLoraAttr = "nn.lora";
     /// On a trained parameter (plan `frozen` "GLOB[ROWS]"): sorted,
     /// disjoint [begin, end) ranges of rows of dim 0, as an i64 array
     /// begin0, end0, begin1, ...; the optimizer leaves them unchanged and

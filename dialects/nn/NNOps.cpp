@@ -55,13 +55,13 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   StringRef what = isResult ? "result" : "argument";
   static constexpr StringLiteral argStringAttrs[] = {
       NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr,
-      NNDialect::kSavedAttr};
+      NNDialect::kSavedAttr, NNDialect::kLoraAAttr,    NNDialect::kLoraBAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
       NNDialect::kBufferAttr,    NNDialect::kFrozenAttr,
       NNDialect::kNoDecayAttr,   NNDialect::kTrilAttr,
       NNDialect::kTriuAttr,      NNDialect::kCausalBiasAttr,
       NNDialect::kLossScaleAttr, NNDialect::kStageInputAttr,
-      NNDialect::kOutputGradAttr};
+      NNDialect::kOutputGradAttr, NNDialect::kLoraInOutAttr};
   bool unit = isResult ? name == NNDialect::kInputGradAttr
                        : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;

@@ -67,6 +67,59 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
                            "autopar::nn::NNDialect"];
 }
 
+def LoraPass : Pass<"autopar-lora", "mlir::ModuleOp"> {
+  let summary = "Low-rank adapters beside the matching projections (plan lora)";
+  let description = [{
+    Run after autopar-apply-plan (and autopar-dropout-ratio), before
+    autopar-autodiff. Each weight parameter a glob of `targets` matches
+    (by its nn.param name) must be used only as the weight of projections:
+    the right operand of nn.matmul, directly ([in, out], GPT-2's Conv1D)
+    or through nn.transpose [1, 0] ([out, in], PyTorch's Linear), or the
+    `b` of nn.gemm. Every such use y = x W gets PEFT's LoRA update,
+
+      y + dropout(x) A^T B^T * (alpha / r),
+
+    with two new parameters after the weight, A [r, in] ("M.lora_A.weight",
+    M the weight's name less ".weight") and B [out, r] ("M.lora_B.weight"),
+    each with nn.logical_type and nn.lora_a / nn.lora_b naming the weight
+    (nn.lora_in_out on A when the weight is [in, out]). The update's ops
+    carry nn.lora (tensor parallelism seeds no split at them: A and B
+    follow their weight's split). `dropout` > 0 adds an nn.dropout on x per
+    use, its site 2^31 + k for the k-th in op order (the model's sites
+    count from 0). As PEFT's default, every other
+    parameter is frozen but those a glob of `also-train` matches.
+
+    ```mlir
+    %t = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+    %y = nn.matmul %x, %t : (tensor<2x4xf32>, tensor<4x6xf32>) -> tensor<2x6xf32>
+    ```
+    with `targets=w rank=2 alpha=4` also computes
+    ```mlir
+    %at = nn.transpose %a {nn.lora, perm = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
+    %h = nn.matmul %x, %at {nn.lora} : (tensor<2x4xf32>, tensor<4x2xf32>) -> tensor<2x2xf32>
+    %bt = nn.transpose %b {nn.lora, perm = array<i64: 1, 0>} : tensor<6x2xf32> -> tensor<2x6xf32>
+    %d = nn.matmul %h, %bt {nn.lora} : (tensor<2x2xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+    %s = nn.mul %d, %two {nn.lora} : (tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
+    %y2 = nn.add %y, %s {nn.lora} : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
+    ```
+    Fails (one line) on a glob that matches no parameter, a matched tensor
+    that is not only a projection weight, and an `also-train` glob that
+    matches nothing.
+  }];
+  let options = [
+    ListOption<"targets", "targets", "std::string",
+               "Globs of the weights to adapt">,
+    Option<"rank", "rank", "int64_t", "8", "The adapters' rank r">,
+    Option<"alpha", "alpha", "double", "8.0",
+           "PEFT's lora_alpha: the update is scaled by alpha / r">,
+    Option<"dropout", "dropout", "double", "0.0",
+           "The dropout ratio of the adapters' input (PEFT's lora_dropout)">,
+    ListOption<"alsoTrain", "also-train", "std::string",
+               "Globs of further parameters to train (modules_to_save)">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
 def AnnotateShardingPass : Pass<"autopar-annotate-sharding", "mlir::ModuleOp"> {
   let summary = "Turn the mesh's dp axis and the ZeRO stage into shardings";
   let description = [{

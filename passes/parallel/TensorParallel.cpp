@@ -53,7 +53,9 @@ struct Projection {
 };
 
 std::optional<Projection> asProjection(Operation *op) {
-  if (!isa<nn::MatMulOp, nn::GemmOp>(op) || op->getNumOperands() < 2)
+  // LoRA's products follow their weight's split (autopar-lora).
+  if (!isa<nn::MatMulOp, nn::GemmOp>(op) || op->getNumOperands() < 2 ||
+      op->hasAttr(nn::NNDialect::kLoraAttr))
     return std::nullopt;
   bool lhs = isParameter(op->getOperand(0)),
        rhs = isParameter(op->getOperand(1));

@@ -28,6 +28,8 @@
 
 #include <stdint.h>
 
+#include <cmath>
+
 #ifndef AUTOPAR_RT_HOST_DEVICE
 #if defined(__CUDACC__)
 #define AUTOPAR_RT_HOST_DEVICE __host__ __device__
@@ -118,6 +120,25 @@ AUTOPAR_RT_HOST_DEVICE inline bool
 dropoutKeeps(const RandomKey &key, const DropoutSite &site, uint64_t element) {
   const uint64_t counter = dropoutCounter(key, site, element);
   return dropoutWords(key, site, counter).v[counter & 3] >= site.threshold;
+}
+
+/// Element `element` (row-major) of a LoRA A [r, in] as PEFT initializes
+/// it (torch.nn.init.kaiming_uniform_ with a = sqrt(5): uniform in
+/// [-1/sqrt(in), 1/sqrt(in))): 24 bits of word element mod 4 of
+/// philox4x32_10((element/4 mod 2^32, element/2^34, stream, 2^32 - 1),
+/// (seed mod 2^32, seed/2^32)) as u in [0, 1), the value (2u - 1) /
+/// sqrt(fanIn) rounded to float. The counter's last word is never a step
+/// of dropout's below 2^32 - 1.
+inline float loraInitValue(uint64_t seed, uint32_t stream, uint64_t element,
+                           int64_t fanIn) {
+  const uint64_t group = element >> 2;
+  Philox4x32 w = philox4x32(
+      Philox4x32{{static_cast<uint32_t>(group),
+                  static_cast<uint32_t>(group >> 32), stream, 0xFFFFFFFFu}},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  const double u = static_cast<double>(w.v[element & 3] >> 8) * 0x1p-24;
+  return static_cast<float>((2 * u - 1) *
+                            (1.0 / std::sqrt(static_cast<double>(fanIn))));
 }
 
 /// Where a dropout's tensor lies in its logical tensor: this rank's block

@@ -18,7 +18,7 @@ namespace {
 const char *const kUsage =
     "usage: train --data TOKENS.bin --steps N [--log LOG.jsonl] "
     "[--save DIR [--save-every K] [--keep-last N]] [--resume DIR] "
-    "[--export-onnx OUT.onnx] "
+    "[--export-onnx OUT.onnx] [--export-adapter DIR] "
     "[--seed S] [--eval-data TOKENS.bin --eval-every K [--eval-steps M]] "
     "[--trace TRACE.json] [--comm-timeout S]\n";
 
@@ -70,6 +70,8 @@ bool parseOptions(int argc, char **argv, Options &o, int &exitCode) {
       text = &o.resume;
     else if (arg == "--export-onnx")
       text = &o.exportOnnx;
+    else if (arg == "--export-adapter")
+      text = &o.exportAdapter;
     else if (arg == "--eval-data")
       text = &o.evalData;
     else if (arg == "--trace")

@@ -2,7 +2,7 @@
 //
 //   train --data TOKENS.bin --steps N [--log LOG.jsonl]
 //         [--save DIR [--save-every K] [--keep-last N]] [--resume DIR]
-//         [--export-onnx OUT.onnx] [--seed S]
+//         [--export-onnx OUT.onnx] [--export-adapter DIR] [--seed S]
 //         [--eval-data TOKENS.bin --eval-every K [--eval-steps M]]
 //         [--trace TRACE.json] [--comm-timeout S]
 //
@@ -21,7 +21,8 @@
 namespace autopar::rt::train {
 
 struct Options {
-  std::string data, log, save, resume, exportOnnx, evalData, trace;
+  std::string data, log, save, resume, exportOnnx, exportAdapter, evalData,
+      trace;
   int64_t steps = -1, saveEvery = 0, seed = 0, evalEvery = 0, evalSteps = 1;
   int64_t keepLast = 1;
   /// --comm-timeout S (seconds > 0): the watchdog's timeout instead of the

@@ -11,6 +11,7 @@
 #include "runtime/train/TensorStore.h"
 
 #include "runtime/train/TensorLayout.h"
+#include "runtime/support/Philox.h"
 
 #include <algorithm>
 #include <cstring>
@@ -43,7 +44,27 @@ TensorStore::TensorStore(const autopar::rt::ModelInfo &info,
                          const autopar::rt::OptimizerConfig &config)
     : info(info), comm(comm), device(device), config(config) {}
 
-Status TensorStore::setUp() {
+namespace {
+
+/// The tensors drawn at the start (TensorInfo::init 1, a LoRA A: float32
+/// in weights.bin's layout) written over their zeros at `file` + their
+/// offset there.
+void drawInitialValues(const autopar::rt::ModelInfo &info, char *file,
+                       bool fileLayout, uint64_t seed) {
+  for (int t = 0; t < info.numTensors; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (ti.init != 1)
+      continue;
+    float *to = reinterpret_cast<float *>(
+        file + (fileLayout ? ti.fileOffset : ti.offset));
+    for (int64_t e = 0; e < ti.fileElements; ++e)
+      to[e] = autopar::rt::loraInitValue(seed, ti.initStream, e, ti.initFanIn);
+  }
+}
+
+} // namespace
+
+Status TensorStore::setUp(uint64_t seed) {
   auto outOfMemory = [&] {
     return Status::error("out of memory on " + device.name());
   };
@@ -149,6 +170,7 @@ Status TensorStore::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(readFileExactly(dir + "/weights.bin",
                                                params.get(), info.paramBytes,
                                                "initial weights"));
+    drawInitialValues(info, params.get(), /*fileLayout=*/false, seed);
   } else {
     Buffer file = allocate(info.weightFileBytes);
     if (!file)
@@ -156,6 +178,7 @@ Status TensorStore::setUp() {
     AUTOPAR_RT_RETURN_IF_ERROR(
         readFileExactly(dir + "/weights.bin", file.get(), info.weightFileBytes,
                         "initial weights"));
+    drawInitialValues(info, file.get(), /*fileLayout=*/true, seed);
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
     AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
     for (int t = 0; t < info.numTensors; ++t)

@@ -58,8 +58,9 @@ public:
               autopar::rt::Communicator &comm, autopar::rt::Device &device,
               const autopar::rt::OptimizerConfig &config);
   /// Allocates this rank's parameters, gradients, optimizer state and
-  /// masters, and loads the initial weights (weights.bin).
-  Status setUp();
+  /// masters, and loads the initial weights (weights.bin; a LoRA A drawn
+  /// from `seed`, TensorInfo::init).
+  Status setUp(uint64_t seed);
 
   /// Pipeline parallelism: whether tensor `t`'s gradient is another
   /// pipeline rank's alone (no stage of this rank reads it, and it is not

@@ -12,6 +12,8 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/onnx/OnnxExport.h"
+#include "runtime/support/File.h"
+#include "runtime/support/Json.h"
 #include "runtime/support/Philox.h"
 #include "runtime/train/TensorLayout.h"
 
@@ -139,7 +141,7 @@ Status Trainer::setUp() {
   auto outOfMemory = [&] {
     return Status::error("out of memory on " + device.name());
   };
-  AUTOPAR_RT_RETURN_IF_ERROR(store.setUp());
+  AUTOPAR_RT_RETURN_IF_ERROR(store.setUp(static_cast<uint64_t>(o.seed)));
   // The training step and the forward function never run at once.
   int64_t arenaBytes =
       std::max(info.trainStepArenaBytes, info.forwardArenaBytes);
@@ -198,6 +200,18 @@ Status Trainer::setUp() {
   if (!o.save.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(autopar::rt::checkSaveTarget(o.save));
   AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportOnnx));
+  if (!o.exportAdapter.empty()) {
+    if (!info.numLora)
+      return Status::error("--export-adapter " + o.exportAdapter +
+                           ": the program has no LoRA adapters (plan lora)");
+    struct stat st;
+    if (stat(o.exportAdapter.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return Status::error(o.exportAdapter + ": is not a directory");
+    } else {
+      AUTOPAR_RT_RETURN_IF_ERROR(checkWritable(o.exportAdapter));
+    }
+  }
   if (leader())
     return logger.open(o.log, /*append=*/!o.resume.empty());
   return Status::ok();
@@ -253,9 +267,110 @@ Status Trainer::exportOnnx() {
     AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
   std::vector<Buffer> full;
   std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
+  // LoRA: the merged model, each adapted weight W + scale B A in W's own
+  // orientation; the adapters are no initializers of the model.
+  std::vector<std::vector<float>> merged;
+  merged.reserve(info.numLora);
+  std::vector<bool> adapterTensor(info.numTensors);
+  for (int k = 0; k < info.numLora; ++k) {
+    const autopar::rt::LoraAdapter &l = info.lora[k];
+    adapterTensor[l.a] = adapterTensor[l.b] = true;
+    auto at = [&](int t) -> autopar::rt::ExportTensor * {
+      for (autopar::rt::ExportTensor &e : tensors)
+        if (e.name == info.tensors[t].name)
+          return &e;
+      return nullptr;
+    };
+    autopar::rt::ExportTensor *w = at(l.base), *a = at(l.a), *b = at(l.b);
+    if (!w || !a || !b || w->onnxDataType != 1 || a->onnxDataType != 1 ||
+        b->onnxDataType != 1 || a->dims.size() != 2 || b->dims.size() != 2)
+      return Status::error(std::string("--export-onnx: the LoRA of '") +
+                           info.tensors[l.base].name +
+                           "' is not three float32 matrices");
+    const int64_t r = a->dims[0], in = a->dims[1], out = b->dims[0];
+    const float *wa = static_cast<const float *>(a->data);
+    const float *wb = static_cast<const float *>(b->data);
+    std::vector<float> m(static_cast<const float *>(w->data),
+                         static_cast<const float *>(w->data) + in * out);
+    // delta[o][i] = scale sum_j B[o][j] A[j][i]; W is [out, in] or [in, out].
+    for (int64_t oi = 0; oi < out; ++oi)
+      for (int64_t ii = 0; ii < in; ++ii) {
+        double sum = 0;
+        for (int64_t j = 0; j < r; ++j)
+          sum += static_cast<double>(wb[oi * r + j]) * wa[j * in + ii];
+        m[l.inOut ? ii * out + oi : oi * in + ii] +=
+            static_cast<float>(l.scale * sum);
+      }
+    merged.push_back(std::move(m));
+    w->data = merged.back().data();
+  }
+  if (info.numLora) {
+    std::vector<autopar::rt::ExportTensor> kept;
+    for (int t = 0, e = 0; t < info.numTensors; ++t) {
+      if (info.tensors[t].buffer)
+        continue;
+      if (!adapterTensor[t])
+        kept.push_back(tensors[e]);
+      ++e;
+    }
+    tensors = std::move(kept);
+  }
   Status status = leader() ? autopar::rt::exportOnnxWeights(
                                  dir + "/model.onnx", o.exportOnnx, tensors)
                            : Status::ok();
+  AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
+  AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
+  return status;
+}
+
+Status Trainer::exportAdapter() {
+  if (info.pipeline)
+    AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  std::vector<Buffer> full;
+  std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
+  Status status = Status::ok();
+  if (leader()) {
+    // safetensors: an 8-byte little-endian header size, the JSON header
+    // (name -> dtype, shape, [begin, end) of the data), the data.
+    std::vector<std::pair<std::string, const autopar::rt::ExportTensor *>>
+        named;
+    for (int k = 0; k < info.numLora; ++k)
+      for (int t : {info.lora[k].a, info.lora[k].b})
+        for (const autopar::rt::ExportTensor &e : tensors)
+          if (e.name == info.tensors[t].name)
+            named.emplace_back(std::string("base_model.model.") +
+                                   info.lora[k].module +
+                                   (t == info.lora[k].a ? ".lora_A.weight"
+                                                        : ".lora_B.weight"),
+                               &e);
+    std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+    int64_t offset = 0;
+    for (const auto &[name, e] : named) {
+      header += "," + autopar::rt::jsonQuote(name) +
+                ":{\"dtype\":\"F32\",\"shape\":[";
+      for (size_t d = 0; d < e->dims.size(); ++d)
+        header += (d ? "," : "") + std::to_string(e->dims[d]);
+      header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+                std::to_string(offset + e->numBytes) + "]}";
+      offset += e->numBytes;
+    }
+    header += "}";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+    bytes += header;
+    for (const auto &[name, e] : named)
+      bytes.append(static_cast<const char *>(e->data), e->numBytes);
+    ::mkdir(o.exportAdapter.c_str(), 0755);
+    status = autopar::rt::writeFileAtomically(
+        o.exportAdapter + "/adapter_model.safetensors", bytes.data(),
+        bytes.size());
+    if (status.isOk())
+      status = autopar::rt::writeFileAtomically(
+          o.exportAdapter + "/adapter_config.json", info.loraConfig,
+          std::strlen(info.loraConfig));
+  }
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
   return status;
@@ -567,6 +682,8 @@ Status Trainer::run() {
   }
   if (!o.exportOnnx.empty())
     AUTOPAR_RT_RETURN_IF_ERROR(exportOnnx());
+  if (!o.exportAdapter.empty())
+    AUTOPAR_RT_RETURN_IF_ERROR(exportAdapter());
   return Status::ok();
 }
 

@@ -73,6 +73,8 @@ private:
   /// --seed), uploaded to the device buffer the step functions read.
   const autopar::rt::RandomKey *randomKey(int64_t step, int64_t micro);
   Status exportOnnx();
+  /// The LoRA adapters in PEFT's format (--export-adapter DIR).
+  Status exportAdapter();
   /// Runs the step function `fn` (with `numResults` results) on `io` and
   /// returns its loss (result 0).
   float runStep(autopar::rt::StepFunction fn, int numResults,

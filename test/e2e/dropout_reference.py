@@ -54,6 +54,33 @@ def keep_mask(shape, seed, step, micro, site, ratio):
     return (bits >= np.uint64(threshold(ratio))).reshape(shape)
 
 
+def lora_stream(name):
+    """The Philox stream of a LoRA A's initialization: FNV-1a (32 bits) of
+    its name ("M.lora_A.weight")."""
+    h = 2166136261
+    for c in name.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def lora_init(shape, seed, stream, fan_in):
+    """A LoRA A [r, in] as the program draws it (runtime/support/Philox.h
+    loraInitValue): element e is (2u - 1) / sqrt(fan_in) rounded to float32,
+    u the top 24 bits of word e mod 4 of philox4x32_10((e/4 mod 2^32, e/2^34,
+    stream, 2^32 - 1), key) over 2^24: PEFT's kaiming_uniform_(a=sqrt(5))."""
+    n = int(np.prod(shape, dtype=np.int64))
+    element = np.arange(n, dtype=np.uint64)
+    group = element >> np.uint64(2)
+    words = philox4x32(group & MASK32, group >> np.uint64(32),
+                       np.full(n, stream, dtype=np.uint64),
+                       np.full(n, 0xFFFFFFFF, dtype=np.uint64),
+                       seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    lane = (element & np.uint64(3)).astype(np.int64)
+    bits = np.choose(lane, words) >> np.uint64(8)
+    u = bits.astype(np.float64) * 2.0 ** -24
+    return ((2 * u - 1) * (1.0 / np.sqrt(np.float64(fan_in)))).astype(np.float32).reshape(shape)
+
+
 def scale(ratio):
     """1 / (1 - ratio) rounded to float32, as the kernels multiply by it."""
     return np.float32(1.0 / (1.0 - float(ratio)))

@@ -64,6 +64,7 @@ import onnx
 import torch
 from onnx import TensorProto, helper
 
+import dropout_reference
 from torch_ops import (DROPOUT, OPS, RefError, padded_gather, tensor_from_proto,
                        torch_dtype)
 
@@ -191,11 +192,14 @@ class OnnxModel:
     that are not initializers.
     """
 
-    def __init__(self, path, frozen=(), padding_idx=()):
+    def __init__(self, path, frozen=(), padding_idx=(), lora=None, seed=0):
         """path: an ONNX file or a ModelProto; frozen: globs of initializers not trained;
         padding_idx: (glob, row) pairs: the lookups of that row of a matching
         table (a Gather along axis 0) give it no gradient, as
-        nn.Embedding(padding_idx=row)."""
+        nn.Embedding(padding_idx=row); lora: the plan's lora object (a dict),
+        PEFT's LoRA beside each MatMul and Gemm of a weight its targets match
+        (A from `seed` as the program draws it, B zeros), everything else
+        frozen but also_train."""
         if isinstance(path, onnx.ModelProto):
             model, path = path, "<model>"
         else:
@@ -240,6 +244,11 @@ class OnnxModel:
             self.nodes.append((node, (fn, attrs)))
         self.inputs = [vi for vi in graph.input if vi.name not in initializers]
         self.outputs = [vi.name for vi in graph.output]
+        if lora:  # PEFT: only the adapters (and modules_to_save) train
+            also = tuple(lora.get("also_train", ()))
+            for name in [n for n in self.params if not matches_any(n, also)]:
+                self.tensors[name] = self.params.pop(name).detach()
+            self._add_lora(lora, seed)
         # {parameter: [(begin, end)]}: rows of dim 0 the optimizer leaves as they are.
         self.frozen_rows = {}
         for entry in row_entries:
@@ -248,6 +257,75 @@ class OnnxModel:
             for name in self.params:
                 if glob_regex(entry[0]).match(name):
                     self.frozen_rows.setdefault(name, []).extend(entry[1])
+
+    def _add_lora(self, lora, seed):
+        """Wraps each MatMul (weight [in, out], or [out, in] through a
+        Transpose) and Gemm of a targeted weight as PEFT's LoRA layer:
+        y + dropout(x) A^T B^T alpha / r."""
+        targets = tuple(lora["targets"])
+        r, alpha = lora.get("r", 8), lora.get("alpha", 8)
+        ratio = lora.get("dropout", 0.0)
+        transposed = {node.output[0]: node.input[0] for node, (fn, attrs) in self.nodes
+                      if node.op_type == "Transpose" and attrs.get("perm") == [1, 0]}
+        adapters = {}  # weight -> (A, B)
+        self.lora_merge = {}  # weight -> (A, B, alpha / r, whether it is [in, out])
+        site = 2 ** 31  # the adapters' dropout sites, in node order
+        for i, (node, (fn, attrs)) in enumerate(self.nodes):
+            if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
+                continue
+            w = node.input[1]
+            in_out = True
+            if node.op_type == "MatMul" and w in transposed:
+                w, in_out = transposed[w], False
+            elif node.op_type == "Gemm" and attrs.get("transB", 0):
+                in_out = False
+            if not matches_any(w, targets) or w not in self.tensors:
+                continue
+            shape = tuple(self.tensors[w].shape)
+            fan_in, out = shape if in_out else shape[::-1]
+            if w not in adapters:
+                module = w[:-len(".weight")] if w.endswith(".weight") else w
+                a_name, b_name = module + ".lora_A.weight", module + ".lora_B.weight"
+                a = torch.from_numpy(dropout_reference.lora_init(
+                    (r, fan_in), seed, dropout_reference.lora_stream(a_name), fan_in))
+                self.params[a_name] = torch.nn.Parameter(a)
+                self.params[b_name] = torch.nn.Parameter(torch.zeros(out, r))
+                adapters[w] = (self.params[a_name], self.params[b_name])
+                self.lora_merge[w] = adapters[w] + (alpha / r, in_out)
+            a, b = adapters[w]
+            gemm = node.op_type == "Gemm"
+            scale = alpha / r * (attrs.get("alpha", 1.0) if gemm else 1.0)
+
+            def adapted(ins, attrs, n_out, fn=fn, a=a, b=b, scale=scale, gemm=gemm,
+                        site=site):
+                y = fn(ins, attrs, n_out)
+                x = ins[0]
+                if gemm and attrs.get("transA", 0):
+                    x = x.t()
+                if ratio > 0:
+                    keep = dropout_reference.keep_mask(tuple(x.shape), DROPOUT.seed,
+                                                       DROPOUT.step, DROPOUT.micro, site, ratio)
+                    x = x * torch.from_numpy(keep.astype(np.float32) *
+                                             dropout_reference.scale(ratio))
+                return y + ((x @ a.t()) @ b.t()) * scale
+
+            self.nodes[i] = (node, (adapted, attrs))
+            site += 1
+        missing = [g for g in targets if not any(glob_regex(g).match(w) for w in adapters)]
+        if missing:
+            raise RefError(f"plan lora.targets {missing} adapt no MatMul or Gemm weight")
+
+    def merged_params(self):
+        """The trained parameters as an ONNX export holds them: with LoRA the
+        adapted weights merged (W + B A alpha / r, in W's orientation) instead
+        of the adapters."""
+        out = {n: p for n, p in self.params.items()
+               if not getattr(self, "lora_merge", None) or (".lora_A." not in n and
+                                                            ".lora_B." not in n)}
+        for w, (a, b, scale, in_out) in getattr(self, "lora_merge", {}).items():
+            delta = (b.detach() @ a.detach()) * scale
+            out[w] = self.tensors[w] + (delta.t() if in_out else delta)
+        return out
 
     def _add_initializer(self, name, value, is_float, frozen):
         if not is_float:
@@ -454,6 +532,7 @@ class Plan:
     feeds: tuple = ()  # (graph input, "ones" | "zeros" | "arange") pairs
     targets_from: str = "next_tokens"
     dropout_ratio: float = None
+    lora: tuple = ()  # the plan's lora object as (key, value) pairs; () = none
 
 
 def _is_number(v):
@@ -512,6 +591,12 @@ PLAN_SCHEMA = {
     },
     "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1")},
     "dropout": {"ratio": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")},
+    "lora": {"targets": (_is_globs, "a list of well-formed globs"),
+             "r": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+             "alpha": (lambda v: _is_number(v) and v > 0, "a number > 0"),
+             "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+             "also_train": (_is_globs, "a list of well-formed globs"),
+             "module_prefix": (lambda v: isinstance(v, str), "a string")},
     "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "targets": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "feeds": (lambda v: isinstance(v, dict) and all(
@@ -565,6 +650,9 @@ def parse_plan(obj, where="plan"):
                 v = tuple(v.items())
             if section == "data" and v == "":  # "": the default inputs
                 v = None
+            if section == "lora":
+                plan.lora = plan.lora + ((key, v),)
+                continue
             setattr(plan, PLAN_FIELDS.get((section, key), key), v)
     if plan.optimizer == "sgd" and "weight_decay" not in obj.get("optimizer", {}):
         plan.weight_decay = 0.0
@@ -691,6 +779,9 @@ def parse_args(argv=None):
                    help="write step 0's gradients (before clipping) as DIR/<param>.npy")
     p.add_argument("--save-weights", metavar="WEIGHTS.npz",
                    help="write the trained parameters after the last step, by name")
+    p.add_argument("--save-lora", metavar="ADAPTERS.npz",
+                   help="with the plan's lora: write the trained adapters (M.lora_A.weight, "
+                   "M.lora_B.weight) after the last step")
     p.add_argument("-o", "--output", required=True, metavar="LOSSES.jsonl")
     args = p.parse_args(argv)
     for name in ("steps", "threads"):
@@ -706,7 +797,8 @@ def run(args):
     returns the last step's record."""
     plan = load_plan(args.plan)
     DROPOUT.seed, DROPOUT.ratio = args.seed, plan.dropout_ratio
-    model = OnnxModel(args.model, frozen=plan.frozen, padding_idx=plan.padding_idx)
+    model = OnnxModel(args.model, frozen=plan.frozen, padding_idx=plan.padding_idx,
+                      lora=dict(plan.lora) if plan.lora else None, seed=args.seed)
     loss_fn = LossFunction(model, plan.inputs, plan.targets, args.batch, plan.feeds)
     data = TokenData(args.data)
     batch, seq = loss_fn.batch, loss_fn.seq
@@ -726,7 +818,10 @@ def run(args):
                            f"batch)") from e
         raise
     if args.save_weights:
-        save_weights(args.save_weights, model.params)
+        save_weights(args.save_weights, model.merged_params())
+    if args.save_lora:
+        save_weights(args.save_lora, {n: p for n, p in model.params.items()
+                                      if ".lora_A." in n or ".lora_B." in n})
     tmp = args.output + ".tmp"
     with open(tmp, "w") as out:
         out.writelines(json.dumps(r) + "\n" for r in records)
@@ -736,7 +831,7 @@ def run(args):
 
 def save_weights(path, params):
     """Write {name: float32 array} of the parameters as an .npz archive (atomically)."""
-    arrays = {name: p.detach().numpy().copy() for name, p in params.items()}
+    arrays = {name: p.detach().numpy().astype(np.float32) for name, p in params.items()}
     tmp = path + ".tmp.npz"  # np.savez appends .npz to names without it
     np.savez(tmp, **arrays)
     os.replace(tmp, path)

@@ -216,6 +216,8 @@ TEST(PlanTest, DefaultsResolved) {
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
                   "no_decay": []},
     "frozen": [],
+    "lora": {"targets": [], "r": 8, "alpha": 8.0, "dropout": 0.0,
+             "init_adapter": "", "also_train": [], "module_prefix": ""},
     "padding_idx": {},
     "lr_schedule": {"warmup_steps": 0, "decay": "constant", "min_lr": 0.0,
                     "decay_steps": 0},
@@ -389,13 +391,43 @@ TEST(PlanTest, DropoutRatio) {
             "dropout.ratio: expected \"model\" or a number in [0, 1), got 1");
 }
 
+TEST(PlanTest, Lora) {
+  Plan p = planOf(R"({"lora": {"targets": ["*.q_proj.weight", "*v_proj*"],
+      "r": 16, "alpha": 32, "dropout": 0.05, "also_train": ["lm_head.*"],
+      "module_prefix": "model.", "init_adapter": "adapter"}})");
+  EXPECT_TRUE(p.lora.enabled());
+  EXPECT_EQ(p.lora.targets,
+            (std::vector<std::string>{"*.q_proj.weight", "*v_proj*"}));
+  EXPECT_EQ(p.lora.r, 16);
+  EXPECT_EQ(p.lora.scale(), 2.0);
+  EXPECT_EQ(p.lora.dropout, 0.05);
+  EXPECT_EQ(p.lora.alsoTrain, std::vector<std::string>{"lm_head.*"});
+  EXPECT_EQ(p.lora.modulePrefix, "model.");
+  EXPECT_EQ(p.lora.initAdapter, "adapter");
+  // PEFT's defaults: r 8, alpha 8, no dropout.
+  Plan d = planOf(R"({"lora": {"targets": ["w"]}})");
+  EXPECT_EQ(d.lora.r, 8);
+  EXPECT_EQ(d.lora.scale(), 1.0);
+  EXPECT_FALSE(Plan().lora.enabled());
+  expectRoundTrip(p);
+  EXPECT_EQ(errorOf(R"({"lora": {"r": 4}})"),
+            "lora.targets: the lora keys need lora.targets (globs of the "
+            "weights to adapt), got none");
+  EXPECT_EQ(errorOf(R"({"lora": {"targets": ["w"], "r": 0}})"),
+            "lora.r: expected an integer >= 1, got 0");
+  EXPECT_EQ(errorOf(R"({"lora": {"targets": ["w"], "dropout": 1}})"),
+            "lora.dropout: expected a number in [0, 1), got 1");
+  EXPECT_EQ(errorOf(R"({"lora": {"targets": ["w["]}})").substr(0, 16),
+            "lora.targets[0]:");
+}
+
 TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
-            "optimizer, frozen, padding_idx, lr_schedule, data, attention, "
-            "attention_backend, dropout, pad_vocab_multiple)");
+            "optimizer, frozen, lora, padding_idx, lr_schedule, data, "
+            "attention, attention_backend, dropout, pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
