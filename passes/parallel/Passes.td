@@ -187,7 +187,10 @@ def SplitFusedProjectionsPass
     computes its heads of q, k and v, as Megatron splits a fused QKV. A
     weight stored as `nn.Linear`'s `[3h, h]` and transposed at its use (an
     export without constant folding) is viewed as `[parts, h / parts, h]`,
-    each part's slice transposed.
+    each part's slice transposed. A LoRA update beside the projection
+    (autopar-lora: `y + (h B^T) s`, `h = x' A^T`) is split with it: B
+    `[3h, r]` viewed as `[parts, h / parts, r]`, each part adding its
+    slice's update to its projection, `h` computed once.
 
     ```mlir
     %y = nn.matmul %x, %w : (tensor<8x4xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>

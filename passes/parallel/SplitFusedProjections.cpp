@@ -84,6 +84,31 @@ struct SplitFusedProjectionsPass
       if (!bias)
         return;
     }
+    // LoRA's update beside the projection (autopar-lora): y + (h B^T) s,
+    // h = x' A^T: B [k*m, r] is split as the weight, h is shared.
+    nn::AddOp loraAdd = y.getDefiningOp<nn::AddOp>();
+    nn::MulOp loraScale;
+    nn::MatMulOp loraUp;
+    nn::TransposeOp loraBt;
+    BlockArgument loraB;
+    if (loraAdd) {
+      if (!loraAdd->hasAttr(nn::NNDialect::kLoraAttr) ||
+          !loraAdd->hasOneUse() || loraAdd.getType() != in)
+        return;
+      loraScale = loraAdd.getRhs().getDefiningOp<nn::MulOp>();
+      loraUp = loraScale ? loraScale.getLhs().getDefiningOp<nn::MatMulOp>()
+                         : nn::MatMulOp();
+      loraBt = loraUp ? loraUp.getRhs().getDefiningOp<nn::TransposeOp>()
+                      : nn::TransposeOp();
+      loraB = loraBt ? singleUseParameter(func, loraBt.getInput())
+                     : BlockArgument();
+      if (!loraB || !loraScale->hasOneUse() || !loraUp->hasOneUse() ||
+          !loraBt->hasOneUse() ||
+          cast<RankedTensorType>(loraB.getType()).getDimSize(0) !=
+              in.getDimSize(last))
+        return;
+      y = loraAdd.getLhs();
+    }
     auto matmul = y.getDefiningOp<nn::MatMulOp>();
     if (!matmul || !matmul->hasOneUse())
       return;
@@ -106,7 +131,7 @@ struct SplitFusedProjectionsPass
     int64_t h = wType.getDimSize(1 - out), m = wType.getDimSize(out) / k;
     Type elem = wType.getElementType();
     // The logical tensors (weights.bin, checkpoints) keep their shapes.
-    for (BlockArgument arg : {weight, bias})
+    for (BlockArgument arg : {weight, bias, loraB})
       if (arg &&
           !func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr))
         func.setArgAttr(arg.getArgNumber(), nn::NNDialect::kLogicalTypeAttr,
@@ -116,6 +141,10 @@ struct SplitFusedProjectionsPass
     if (bias)
       bias.setType(RankedTensorType::get(
           {k, m}, cast<RankedTensorType>(bias.getType()).getElementType()));
+    const int64_t r =
+        loraB ? cast<RankedTensorType>(loraB.getType()).getDimSize(1) : 0;
+    if (loraB)
+      loraB.setType(RankedTensorType::get({k, m, r}, elem));
 
     OpBuilder b(s);
     Location loc = s.getLoc();
@@ -140,10 +169,26 @@ struct SplitFusedProjectionsPass
     SmallVector<Value> bs;
     if (bias)
       bs = parts(bias, 0, {1, m}, {m});
+    SmallVector<Value> loraBs;
+    if (loraB) {
+      loraBs = parts(loraB, 0, {1, m, r}, {m, r});
+      for (Value &part : loraBs)
+        part = nn::TransposeOp::create(b, loc, part, ArrayRef<int64_t>{1, 0});
+    }
     Type partType = s.getResult(0).getType();
+    auto lora = [&](Operation *op) {
+      op->setAttr(nn::NNDialect::kLoraAttr, b.getUnitAttr());
+      return op->getResult(0);
+    };
     for (int64_t i = 0; i < k; ++i) {
       Value part =
           nn::MatMulOp::create(b, loc, partType, matmul.getLhs(), ws[i]);
+      if (loraB) {
+        Value up =
+            lora(nn::MatMulOp::create(b, loc, loraUp.getLhs(), loraBs[i]));
+        up = lora(nn::MulOp::create(b, loc, up, loraScale.getRhs()));
+        part = lora(nn::AddOp::create(b, loc, partType, part, up));
+      }
       if (bias)
         part = nn::AddOp::create(b, loc, partType, part, bs[i]);
       s.getResult(i).replaceAllUsesWith(part);
@@ -151,6 +196,12 @@ struct SplitFusedProjectionsPass
     s.erase();
     if (add)
       add.erase();
+    if (loraAdd) {
+      loraAdd.erase();
+      loraScale.erase();
+      loraUp.erase();
+      loraBt.erase();
+    }
     matmul.erase();
     if (transpose)
       transpose.erase();

@@ -73,3 +73,42 @@ module {
     return %p#0, %w, %q#1 : tensor<8x4xf32>, tensor<4x12xf32>, tensor<8x8xf32>
   }
 }
+
+// -----
+
+// A LoRA update beside the fused projection (autopar-lora) is split with
+// it: B [12, 2] viewed as [3, 4, 2], each part's slice transposed; h = x
+// A^T computed once and shared.
+
+// CHECK-LABEL: func.func @fused_qkv_lora
+// CHECK-SAME: %arg3: tensor<3x4x2xf32> {nn.logical_type = tensor<12x2xf32>, nn.lora_b = "w", nn.param = "lb"}
+// CHECK: %[[H:.*]] = nn.matmul %arg0, %{{.*}} {nn.lora} : (tensor<2x8x4xf32>, tensor<4x2xf32>) -> tensor<2x8x2xf32>
+// CHECK: %[[S:.*]] = nn.constant {nn.lora} dense<2.000000e+00>
+// CHECK: %[[LB:.*]]:3 = nn.split %arg3 {axis = 0 : i64} : (tensor<3x4x2xf32>) -> (tensor<1x4x2xf32>, tensor<1x4x2xf32>, tensor<1x4x2xf32>)
+// CHECK: %[[LB0:.*]] = nn.reshape %[[LB]]#0 : tensor<1x4x2xf32> -> tensor<4x2xf32>
+// CHECK: %[[LB0T:.*]] = nn.transpose %[[LB0]] {perm = array<i64: 1, 0>} : tensor<4x2xf32> -> tensor<2x4xf32>
+// CHECK: %[[Q:.*]] = nn.matmul %arg0, %{{.*}} : (tensor<2x8x4xf32>, tensor<4x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[QU:.*]] = nn.matmul %[[H]], %[[LB0T]] {nn.lora} : (tensor<2x8x2xf32>, tensor<2x4xf32>) -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[QS:.*]] = nn.mul %[[QU]], %[[S]] {nn.lora}
+// CHECK-NEXT: %[[QL:.*]] = nn.add %[[Q]], %[[QS]] {nn.lora}
+// CHECK-NEXT: %[[QB:.*]] = nn.add %[[QL]], %{{.*}} : (tensor<2x8x4xf32>, tensor<4xf32>) -> tensor<2x8x4xf32>
+// CHECK: return %[[QB]],
+func.func @fused_qkv_lora(%x: tensor<2x8x4xf32>,
+    %w: tensor<12x4xf32> {nn.param = "w", nn.frozen},
+    %a: tensor<2x4xf32> {nn.param = "a", nn.lora_a = "w"},
+    %lb: tensor<12x2xf32> {nn.param = "lb", nn.lora_b = "w", nn.logical_type = tensor<12x2xf32>},
+    %b: tensor<12xf32> {nn.param = "b"})
+    -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) {
+  %wt = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<12x4xf32> -> tensor<4x12xf32>
+  %y = nn.matmul %x, %wt : (tensor<2x8x4xf32>, tensor<4x12xf32>) -> tensor<2x8x12xf32>
+  %at = nn.transpose %a {nn.lora, perm = array<i64: 1, 0>} : tensor<2x4xf32> -> tensor<4x2xf32>
+  %h = nn.matmul %x, %at {nn.lora} : (tensor<2x8x4xf32>, tensor<4x2xf32>) -> tensor<2x8x2xf32>
+  %bt = nn.transpose %lb {nn.lora, perm = array<i64: 1, 0>} : tensor<12x2xf32> -> tensor<2x12xf32>
+  %d = nn.matmul %h, %bt {nn.lora} : (tensor<2x8x2xf32>, tensor<2x12xf32>) -> tensor<2x8x12xf32>
+  %s = nn.constant {nn.lora} dense<2.000000e+00> : tensor<f32>
+  %u = nn.mul %d, %s {nn.lora} : (tensor<2x8x12xf32>, tensor<f32>) -> tensor<2x8x12xf32>
+  %z = nn.add %y, %u {nn.lora} : (tensor<2x8x12xf32>, tensor<2x8x12xf32>) -> tensor<2x8x12xf32>
+  %zb = nn.add %z, %b : (tensor<2x8x12xf32>, tensor<12xf32>) -> tensor<2x8x12xf32>
+  %p:3 = nn.split %zb {axis = 2 : i64} : (tensor<2x8x12xf32>) -> (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>)
+  return %p#0, %p#1, %p#2 : tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
+}
