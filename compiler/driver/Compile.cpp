@@ -17,6 +17,7 @@
 #include "frontends/onnx/Validate.h"
 
 #include "compiler/driver/Driver.h"
+#include "compiler/driver/LoraAdapter.h"
 #include "compiler/plan/Pipeline.h"
 #include "compiler/plan/Plan.h"
 #include "compiler/plan/PlanAttr.h"
@@ -83,7 +84,7 @@ public:
       return false;
     warnZeroRows();
     warnLogitBiases();
-    return lower();
+    return lower() && readAdapter();
   }
   ModuleOp module() { return *imported.module; }
   /// What the program writer and the report take besides the IR.
@@ -140,6 +141,17 @@ private:
   bool findDataInputs(func::FuncOp func, DataInputs &data);
   /// Puts the plan on the imported module and runs the pipeline on it.
   bool lower();
+  /// lora.init_adapter's tensors into loraInit (not for a report alone).
+  bool readAdapter() {
+    if (o.forwardOnly || o.reportOnly || planFile.lora.initAdapter.empty())
+      return true;
+    return readLoraAdapter(
+               planFile.lora,
+               imported.module->lookupSymbol<func::FuncOp>("forward"),
+               loraInit, error) ||
+           fail(planName() + ": " + error);
+  }
+  llvm::StringMap<std::vector<char>> loraInit;
   /// The one-line error of a pipeline that failed in pass `pass`.
   std::string pipelineError(StringRef pass, const FirstError &diag) const;
   bool build(const std::string &dir);
@@ -593,6 +605,7 @@ ProgramOptions Compiler::programOptions() const {
   p.valueBounds = valueBounds;
   p.pipelineText = pipelineText;
   p.training = trainingConfig(planFile);
+  p.loraInit = loraInit.empty() ? nullptr : &loraInit;
   return p;
 }
 
