@@ -145,11 +145,14 @@ private:
   bool readAdapter() {
     if (o.forwardOnly || o.reportOnly || planFile.lora.initAdapter.empty())
       return true;
-    return readLoraAdapter(
-               planFile.lora,
-               imported.module->lookupSymbol<func::FuncOp>("forward"),
-               loraInit, error) ||
-           fail(planName() + ": " + error);
+    std::string why;
+    if (readLoraAdapter(planFile.lora,
+                        imported.module->lookupSymbol<func::FuncOp>("forward"),
+                        loraInit, why))
+      return true;
+    // Errors in the adapter's files name the file, the others the plan.
+    return fail(StringRef(why).starts_with("lora.") ? planName() + ": " + why
+                                                    : why);
   }
   llvm::StringMap<std::vector<char>> loraInit;
   /// The one-line error of a pipeline that failed in pass `pass`.

@@ -314,6 +314,17 @@ class OnnxModel:
         missing = [g for g in targets if not any(glob_regex(g).match(w) for w in adapters)]
         if missing:
             raise RefError(f"plan lora.targets {missing} adapt no MatMul or Gemm weight")
+        if lora.get("init_adapter"):  # PEFT's names: base_model.model.<M less the prefix>
+            given = read_safetensors(os.path.join(lora["init_adapter"],
+                                                  "adapter_model.safetensors"))
+            prefix = lora.get("module_prefix", "")
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    if ".lora_A." in name or ".lora_B." in name:
+                        key = "base_model.model." + name[len(prefix):]
+                        if key not in given:
+                            raise RefError(f"lora.init_adapter has no {key!r}")
+                        p.copy_(torch.from_numpy(given[key].astype(np.float32)))
 
     def merged_params(self):
         """The trained parameters as an ONNX export holds them: with LoRA the
@@ -373,6 +384,28 @@ class OnnxModel:
                 if name:
                     env[name] = value
         return [env[name] for name in self.outputs]
+
+
+def read_safetensors(path):
+    """{name: array} of a safetensors file, read from its format (an 8-byte
+    little-endian header size, the JSON header, the data)."""
+    dtypes = {"F32": "<f4", "F16": "<f2", "BF16": None}
+    with open(path, "rb") as f:
+        data = f.read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = data[8 + size + begin:8 + size + end]
+        if info["dtype"] == "BF16":
+            array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype=dtypes[info["dtype"]])
+        out[name] = array.reshape(info["shape"])
+    return out
 
 
 def input_dims(value_info):
@@ -596,6 +629,7 @@ PLAN_SCHEMA = {
              "alpha": (lambda v: _is_number(v) and v > 0, "a number > 0"),
              "dropout": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
              "also_train": (_is_globs, "a list of well-formed globs"),
+             "init_adapter": (lambda v: isinstance(v, str), "a string"),
              "module_prefix": (lambda v: isinstance(v, str), "a string")},
     "data": {"inputs": (lambda v: isinstance(v, str), 'a graph input name or ""'),
              "targets": (lambda v: isinstance(v, str), 'a graph input name or ""'),
