@@ -44,6 +44,8 @@ if os.path.exists(hf_python) and os.system(
         hf_python + " -c 'import transformers' > /dev/null 2>&1") == 0:
     config.available_features.add("transformers")
     config.substitutions.append(("%hfpython", hf_python))
+    if os.system(hf_python + " -c 'import peft' > /dev/null 2>&1") == 0:
+        config.available_features.add("peft")
 
 # Multi-rank tests need OpenMPI (scripts/install-deps.sh installs it); mpirun
 # refuses to run as root without these two variables.
