@@ -139,9 +139,25 @@ struct TensorInfo {
 /// plan's lora.module_prefix).
 struct LoraAdapter {
   int32_t base, a, b;
+  /// The weight's name (`base` is -1 where it is quantized, a
+  /// QuantizedWeight).
+  const char *baseName;
   double scale;
   bool inOut;
   const char *module;
+};
+
+/// A frozen weight held quantized (plan `quantize`): the tensors of its
+/// codes and absmax scales, as runtime/support/Quantize.h reads them (kind
+/// 0 NF4 in blocks of blockSize, 1 INT8 per output feature along `axis`),
+/// and its [rows, cols].
+struct QuantizedWeight {
+  const char *name;
+  int32_t codes, absmax;
+  int32_t kind;
+  int64_t blockSize;
+  int32_t axis;
+  int64_t rows, cols;
 };
 
 /// One non-parameter argument or one result of a pipeline phase function.
@@ -301,6 +317,9 @@ struct ModelInfo {
   /// Pipeline parallelism (mesh.pp > 1): the stages' phases run by the
   /// schedule instead of trainStep (null); null without a pipeline.
   const PipelineInfo *pipeline;
+  /// The quantized frozen weights (plan `quantize`).
+  const QuantizedWeight *quantized;
+  int32_t numQuantized;
   /// LoRA (plan `lora`): the adapters, and the adapter_config.json of PEFT
   /// that `train --export-adapter` writes beside them.
   const LoraAdapter *lora;

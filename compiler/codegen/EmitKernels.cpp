@@ -159,6 +159,16 @@ LogicalResult Emitter::emitKernel(Operation *op) {
                       tensorType(o.getIndices()).getNumElements());
         return success();
       })
+      .Case([&](nn::DequantizeOp o) -> LogicalResult {
+        ArrayRef<int64_t> shape = dims(o.getResult());
+        os << "  " << rt("dequantize")
+           << formatv("(const int8_t *){0}, (const float *){1}, (float *){2}, "
+                      "{3}, {4}, {5}, {6}, {7});\n",
+                      ptr(o.getCodes()), ptr(o.getAbsmax()), ptr(o.getResult()),
+                      shape[0], shape[1], o.getKind() == "nf4" ? 0 : 1,
+                      o.getBlockSize(), o.getAxis());
+        return success();
+      })
       .Case([&](nn::DropoutOp o) -> LogicalResult {
         Value x = o.getInput();
         Type element = tensorType(x).getElementType();

@@ -542,7 +542,8 @@ private:
 
 std::string Compiler::pipelineError(StringRef pass,
                                     const FirstError &diag) const {
-  if (pass == "autopar-apply-plan" || pass == "autopar-lora")
+  if (pass == "autopar-apply-plan" || pass == "autopar-lora" ||
+      pass == "autopar-quantize")
     return planName() + ": " + diag.text;
   if (pass == "autopar-mixed-precision")
     return o.model + ": precision: " + diag.message;

@@ -75,9 +75,13 @@ void addPipelineStages(OpPassManager &pm, const Plan &plan, bool fp16) {
   }
 }
 
-void addLowering(OpPassManager &pm, StringRef target) {
+void addLowering(OpPassManager &pm, StringRef target,
+                 bool quantized = false) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // After CSE, which would merge the copies again.
+  if (quantized)
+    pm.addPass(dist::createDequantizeAtUsePass());
   LegalizePrecisionPassOptions legalize;
   legalize.target = target.str();
   pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
@@ -104,6 +108,14 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     lora.alsoTrain.assign(plan.lora.alsoTrain.begin(),
                           plan.lora.alsoTrain.end());
     pm.addPass(dist::createLoraPass(lora));
+  }
+  if (plan.quantize.enabled()) {
+    dist::QuantizePassOptions quantize;
+    quantize.weights.assign(plan.quantize.weights.begin(),
+                            plan.quantize.weights.end());
+    quantize.kind = plan.quantize.type;
+    quantize.blockSize = plan.quantize.blockSize;
+    pm.addPass(dist::createQuantizePass(quantize));
   }
   pm.addPass(createCanonicalizerPass());
   // Before autodiff: for tensor parallelism, a fused QKV split per part;
@@ -193,7 +205,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     schedule.microBatches = options.microBatches;
     pm.addPass(dist::createPipelineSchedulePass(schedule));
   }
-  addLowering(pm, target);
+  addLowering(pm, target, plan.quantize.enabled());
 }
 
 void autopar::buildForwardPipeline(OpPassManager &pm, StringRef target) {

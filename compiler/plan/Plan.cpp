@@ -656,6 +656,17 @@ const std::vector<PlanKey> &planKeys() {
       stringKey("lora.init_adapter", PLAN_FIELD(lora.initAdapter)),
       globsKey("lora.also_train", PLAN_FIELD(lora.alsoTrain)),
       stringKey("lora.module_prefix", PLAN_FIELD(lora.modulePrefix)),
+      globsKey("quantize.weights", PLAN_FIELD(quantize.weights)),
+      enumKey("quantize.type", {"nf4", "int8"}, PLAN_FIELD(quantize.type)),
+      intKey("quantize.block_size", 1, PLAN_FIELD(quantize.blockSize)),
+      withRule(boolKey("quantize.double_quant", PLAN_FIELD(quantize.doubleQuant)),
+               [](PlanParser &r, const json &, Plan &plan) {
+                 if (!plan.quantize.doubleQuant)
+                   return true;
+                 return r.fail("quantize.double_quant",
+                               "true is not supported yet (the absmax "
+                               "values stay float32)");
+               }),
       {"padding_idx", readPaddingIdx, printPaddingIdx},
       intKey("lr_schedule.warmup_steps", 0, PLAN_FIELD(lrSchedule.warmupSteps)),
       enumKey("lr_schedule.decay", {"constant", "cosine", "linear"},
@@ -716,6 +727,13 @@ bool checkPlan(PlanParser &r, const Plan &plan) {
        !plan.lora.alsoTrain.empty() || !plan.lora.modulePrefix.empty()))
     return r.fail("lora.targets", "the lora keys need lora.targets (globs "
                                   "of the weights to adapt), got none");
+  const QuantizePlan quantize;
+  if (!plan.quantize.enabled() &&
+      (plan.quantize.type != quantize.type ||
+       plan.quantize.blockSize != quantize.blockSize))
+    return r.fail("quantize.weights", "the quantize keys need "
+                                      "quantize.weights (globs of the "
+                                      "weights to quantize), got none");
   if (plan.pipelineSchedule == "interleaved" && plan.microBatches % plan.meshPp)
     return r.fail("batch.micro_batches",
                   "the interleaved schedule runs the micro-batches in groups "
@@ -1066,6 +1084,7 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   config.commTimeoutS = plan.commTimeoutS;
   config.attentionBackend = plan.attentionBackend;
   config.lora = plan.lora;
+  config.quantize = plan.quantize;
   return config;
 }
 

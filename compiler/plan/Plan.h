@@ -91,6 +91,16 @@ struct LoraPlan {
   double scale() const { return alpha / static_cast<double>(r); }
 };
 
+/// `quantize`: frozen weights held quantized (QLoRA's NF4, or INT8) and
+/// dequantized at each use (docs/fine-tuning.md). No weights: none.
+struct QuantizePlan {
+  std::vector<std::string> weights; // globs over weight initializers
+  std::string type = "nf4";         // "nf4" | "int8"
+  int64_t blockSize = 64;           // NF4's absmax block
+  bool doubleQuant = false;
+  bool enabled() const { return !weights.empty(); }
+};
+
 struct Plan {
   int64_t meshDp = 1, meshTp = 1, meshPp = 1;
   int64_t microBatches = 1;
@@ -151,6 +161,7 @@ struct Plan {
   OptimizerPlan optimizer;
   std::vector<std::string> frozen; // globs over initializer names
   LoraPlan lora;
+  QuantizePlan quantize;
   /// "padding_idx": {glob: row}: the lookups of that row of the matching
   /// embedding tables give it no gradient (nn.Embedding(padding_idx=row)).
   std::vector<std::pair<std::string, int64_t>> paddingIdx;
@@ -183,6 +194,7 @@ struct TrainingConfig {
   double commTimeoutS = 600;
   std::string attentionBackend = "auto";
   LoraPlan lora;
+  QuantizePlan quantize;
 };
 
 /// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,

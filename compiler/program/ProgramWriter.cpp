@@ -11,6 +11,7 @@
 #include "passes/parallel/Passes.h"
 #include "passes/parallel/Schedule.h"
 #include "runtime/comm/CommBytes.h"
+#include "runtime/support/Quantize.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -44,7 +45,7 @@ const char *const kCommonFiles[] = {
     "Profile.cpp",     "Program.h",        "Program.cpp",
     "Status.h",        "onnx/Wire.h",      "onnx/Wire.cpp",
     "cpu/Kernels.h",   "cpu/Attention.h",  "support/File.h",
-    "support/File.cpp", "support/Philox.h",
+    "support/File.cpp", "support/Philox.h", "support/Quantize.h",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
@@ -65,6 +66,7 @@ const char *const kCudaFiles[] = {
     "cuda/Reduce.cu",
     "cuda/Accumulate.cu",
     "cuda/Dropout.cu",
+    "cuda/Quantize.cu",
     "cuda/Attention.h",
     "cuda/AttentionCommon.cuh",
     "cuda/Attention.cu",
@@ -237,6 +239,12 @@ struct LoraTensors {
   bool inOut = false;
 };
 
+/// The tensors (indices in kTensors) of one quantized weight.
+struct QuantTensors {
+  int codes = -1, absmax = -1;
+  bool axis1 = false;
+};
+
 class Fields {
 public:
   Fields(llvm::raw_ostream &os, std::string var)
@@ -278,8 +286,10 @@ private:
   /// kLora (one LoraAdapter per adapted weight, in tensor order) into `os`
   /// and its fill into `fill`; PEFT's adapter_config.json into `config`.
   bool loraTables(const llvm::StringMap<LoraTensors> &loraOf,
-                  const llvm::StringMap<int> &tensorOf, llvm::raw_ostream &os,
-                  llvm::raw_ostream &fill, std::string &config, int &count);
+                  const llvm::StringMap<int> &tensorOf,
+                  const llvm::StringMap<QuantTensors> &quantOf,
+                  llvm::raw_ostream &os, llvm::raw_ostream &fill,
+                  std::string &config, int &count);
   bool modelSource(func::FuncOp step, const std::string &stepCode,
                    const std::string &forwardCode, std::string &source);
   bool forwardSource(func::FuncOp forward, const std::string &code,
@@ -348,6 +358,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   // LoRA: each adapted weight's A and B, and every tensor's index.
   llvm::StringMap<LoraTensors> loraOf;
   llvm::StringMap<int> tensorOf;
+  llvm::StringMap<QuantTensors> quantOf;
   // Mesh axis names as the runtime's AxisMask bits (mesh order).
   auto axisMask = [&](ArrayRef<StringRef> axes) {
     uint32_t mask = 0;
@@ -456,6 +467,13 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     if (loraA && step.getArgAttr(i, nn::NNDialect::kLoraInOutAttr))
       loraOf[loraA.getValue()].inOut = true;
     tensorOf[name.getValue()] = numTensors;
+    if (auto q = step.getArgAttrOfType<StringAttr>(
+            i, nn::NNDialect::kQuantizedAttr)) {
+      QuantTensors &t = quantOf[q.getValue()];
+      (storedType.getElementType().isInteger(8) ? t.codes : t.absmax) =
+          numTensors;
+      t.axis1 |= step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) != nullptr;
+    }
     const bool seeded = loraA && !o.loraInit;
     const std::string var = "kTensors[" + std::to_string(numTensors) + "]";
     const std::string rowsVar = "kFrozenRows" + std::to_string(numTensors++);
@@ -513,8 +531,29 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   std::string loraConfig;
   int numLora = 0;
   if (!loraOf.empty() &&
-      !loraTables(loraOf, tensorOf, os, fs, loraConfig, numLora))
+      !loraTables(loraOf, tensorOf, quantOf, os, fs, loraConfig, numLora))
     return false;
+  // Quantized weights (plan quantize), for the ONNX export.
+  int numQuantized = 0;
+  for (const auto &entry : quantOf) {
+    const onnx_import::ParamInfo *w = o.weights->lookup(entry.getKey());
+    const QuantTensors &t = entry.getValue();
+    if (!w || w->shape.size() != 2 || t.codes < 0 || t.absmax < 0)
+      return fail(o.model + ": internal error: the quantized weight '" +
+                  entry.getKey().str() + "' lacks its codes or scales");
+    Fields(fs, "kQuantized[" + std::to_string(numQuantized++) + "]")
+        .string("name", entry.getKey())
+        .set("codes", t.codes)
+        .set("absmax", t.absmax)
+        .set("kind", config.quantize.type == "nf4" ? 0 : 1)
+        .set("blockSize", config.quantize.blockSize)
+        .set("axis", t.axis1 ? 1 : 0)
+        .set("rows", w->shape[0])
+        .set("cols", w->shape[1]);
+  }
+  if (numQuantized)
+    os << "static autopar::rt::QuantizedWeight kQuantized[" << numQuantized
+       << "];\n";
   int numInputs = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     if (slots[i].kind != ArgSlot::Input)
@@ -653,6 +692,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                              return WalkResult::interrupt();
                            })
                            .wasInterrupted())
+      .set("quantized", numQuantized ? "kQuantized" : "nullptr")
+      .set("numQuantized", numQuantized)
       .set("lora", numLora ? "kLora" : "nullptr")
       .set("numLora", numLora)
       .set("loraConfig", numLora ? cString(loraConfig) : "nullptr");
@@ -665,22 +706,26 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
 
 bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
                         const llvm::StringMap<int> &tensorOf,
+                        const llvm::StringMap<QuantTensors> &quantOf,
                         llvm::raw_ostream &os, llvm::raw_ostream &fill,
                         std::string &config, int &count) {
   const LoraPlan &lora = o.training.lora;
-  std::vector<std::pair<int, std::string>> bases;
+  // In A's order (a quantized weight is no tensor of its own).
+  std::vector<std::tuple<int, int, std::string>> bases;
   for (const auto &entry : loraOf) {
     auto it = tensorOf.find(entry.getKey());
-    if (it == tensorOf.end() || entry.getValue().a < 0 ||
-        entry.getValue().b < 0)
+    if ((it == tensorOf.end() && !quantOf.count(entry.getKey())) ||
+        entry.getValue().a < 0 || entry.getValue().b < 0)
       return fail(o.model + ": internal error: the LoRA of '" +
                   entry.getKey().str() + "' lacks its weight, A or B");
-    bases.emplace_back(it->second, entry.getKey().str());
+    bases.emplace_back(entry.getValue().a,
+                       it == tensorOf.end() ? -1 : it->second,
+                       entry.getKey().str());
   }
   llvm::sort(bases);
   nlohmann::json modules = nlohmann::json::array();
   bool inOut = false;
-  for (const auto &[index, base] : bases) {
+  for (const auto &[aIndex, index, base] : bases) {
     const LoraTensors &t = loraOf.find(base)->getValue();
     std::string module = base;
     if (StringRef(module).ends_with(".weight"))
@@ -695,6 +740,7 @@ bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
     inOut |= t.inOut;
     Fields(fill, "kLora[" + std::to_string(count++) + "]")
         .set("base", index)
+        .string("baseName", base)
         .set("a", t.a)
         .set("b", t.b)
         .set("scale", [&] {
@@ -1192,6 +1238,19 @@ bool Writer::run(const std::string &dir) {
          {"shape", type.getShape().vec()},
          {"offset", fileSlots[i].offset},
          {"bytes", tensorBytes(type)}});
+    // A quantized weight's codes or scales: how to read them back.
+    if (auto q = step.getArgAttrOfType<StringAttr>(
+            i, nn::NNDialect::kQuantizedAttr)) {
+      const onnx_import::ParamInfo *w = o.weights->lookup(q.getValue());
+      manifest["tensors"].back()["quantized"] = {
+          {"weight", q.getValue().str()},
+          {"role", type.getElementType().isInteger(8) ? "codes" : "absmax"},
+          {"type", o.training.quantize.type},
+          {"block_size", o.training.quantize.blockSize},
+          {"axis", step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) ? 1 : 0},
+          {"shape", w ? std::vector<int64_t>(w->shape.begin(), w->shape.end())
+                      : std::vector<int64_t>()}};
+    }
   }
   llvm::stable_sort(inFileOrder, [&](unsigned a, unsigned b) {
     return fileSlots[a].offset < fileSlots[b].offset;
@@ -1225,8 +1284,53 @@ bool Writer::run(const std::string &dir) {
       }
       return std::vector<char>(tensorBytes(globalArgTypes[i]), 0);
     };
+    // A quantized weight's codes and scales: its initializer quantized.
+    auto quantized =
+        step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kQuantizedAttr);
+    auto quantBytes = [&]() -> llvm::Expected<std::vector<char>> {
+      const onnx_import::ParamInfo *w = o.weights->lookup(quantized);
+      llvm::Expected<std::vector<char>> raw =
+          o.weights->readBytes(quantized.getValue());
+      if (!raw)
+        return raw.takeError();
+      if (!w || w->shape.size() != 2 ||
+          raw->size() != static_cast<size_t>(w->shape[0] * w->shape[1] * 4))
+        return llvm::createStringError("the quantized weight '" +
+                                       quantized.getValue() +
+                                       "' is not a float32 matrix");
+      const int64_t rows = w->shape[0], cols = w->shape[1], n = rows * cols;
+      const auto *values = reinterpret_cast<const float *>(raw->data());
+      const bool codes = cast<RankedTensorType>(globalArgTypes[i])
+                             .getElementType()
+                             .isInteger(8);
+      const int axis =
+          step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) ? 1 : 0;
+      const QuantizePlan &q = o.training.quantize;
+      std::vector<char> out;
+      if (q.type == "nf4") {
+        std::vector<uint8_t> c((n + 1) / 2);
+        std::vector<float> m((n + q.blockSize - 1) / q.blockSize);
+        autopar::rt::nf4Quantize(values, n, q.blockSize, c.data(), m.data());
+        out = codes ? std::vector<char>(c.begin(), c.end())
+                    : std::vector<char>(reinterpret_cast<char *>(m.data()),
+                                        reinterpret_cast<char *>(m.data() +
+                                                                 m.size()));
+      } else {
+        std::vector<int8_t> c(n);
+        std::vector<float> m(axis ? cols : rows);
+        autopar::rt::int8Quantize(values, rows, cols, axis, c.data(),
+                                  m.data());
+        out = codes ? std::vector<char>(c.begin(), c.end())
+                    : std::vector<char>(reinterpret_cast<char *>(m.data()),
+                                        reinterpret_cast<char *>(m.data() +
+                                                                 m.size()));
+      }
+      return out;
+    };
     llvm::Expected<std::vector<char>> bytes =
-        adapter ? loraBytes() : o.weights->readBytes(name.getValue());
+        adapter     ? loraBytes()
+        : quantized ? quantBytes()
+                    : o.weights->readBytes(name.getValue());
     if (!bytes)
       return fail(o.model + ": " + llvm::toString(bytes.takeError()));
     int64_t expected = tensorBytes(globalArgTypes[i]);

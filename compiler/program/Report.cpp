@@ -55,6 +55,20 @@ nlohmann::json attrJson(Attribute a) {
   return list;
 }
 
+/// The elements argument `i` of `f` (`n` stored) adds to the model's
+/// parameter count: a quantized weight's codes count the weight's
+/// elements, its scales none (plan quantize).
+int64_t modelElements(func::FuncOp f, unsigned i, int64_t n) {
+  if (!f.getArgAttr(i, nn::NNDialect::kQuantizedAttr))
+    return n;
+  for (Operation *user : f.getArgument(i).getUsers())
+    if (auto d = dyn_cast<nn::DequantizeOp>(user))
+      return d.getCodes() == f.getArgument(i)
+                 ? cast<RankedTensorType>(d.getType()).getNumElements()
+                 : 0;
+  return 0;
+}
+
 /// report.json's description of the run: model, target, parameter counts,
 /// batch and sequence.
 void describeRun(nlohmann::json &r, const std::string &model,
@@ -200,7 +214,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
       continue;
     auto type = cast<RankedTensorType>(forward.getArgument(i).getType());
     auto full = cast<RankedTensorType>(logicalType(forward, i));
-    paramCount += full.getNumElements();
+    paramCount += modelElements(forward, i, full.getNumElements());
     const PipelineTensor &t = staged.lookup(name.getValue());
     if (!t.trained)
       continue;
@@ -401,7 +415,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
             rt::allGatherFlatBytes(n, updateGroup,
                                    tensorBytes(type) / type.getNumElements()));
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
-      paramCount += n;
+      paramCount += modelElements(step, i, n);
     }
   }
   // The collectives of the generated step, once per micro-batch.

@@ -151,6 +151,42 @@ LogicalResult SoftmaxOp::verify() {
   return verifyResultType(*this, getType(), getInput().getType());
 }
 
+LogicalResult DequantizeOp::verify() {
+  RankedTensorType result = tensorType(getResult());
+  const int64_t n = result.getNumElements();
+  const int64_t codes = tensorType(getCodes()).getNumElements();
+  const int64_t scales = tensorType(getAbsmax()).getNumElements();
+  if (result.getRank() != 2)
+    return emitOpError() << "dequantizes a matrix, got rank "
+                         << result.getRank();
+  if (getKind() == "nf4") {
+    const int64_t block = static_cast<int64_t>(getBlockSize());
+    if (block < 1)
+      return emitOpError() << "block_size must be >= 1, got " << block;
+    if (codes != (n + 1) / 2)
+      return emitOpError() << "nf4 needs " << (n + 1) / 2
+                           << " code bytes for " << n << " elements, got "
+                           << codes;
+    if (scales != (n + block - 1) / block)
+      return emitOpError() << "nf4 needs one absmax per block of " << block
+                           << " (" << (n + block - 1) / block << "), got "
+                           << scales;
+    return success();
+  }
+  if (getKind() != "int8")
+    return emitOpError() << "kind must be \"nf4\" or \"int8\", got \""
+                         << getKind() << "\"";
+  const int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis != 0 && axis != 1)
+    return emitOpError() << "axis must be 0 or 1, got " << axis;
+  if (tensorType(getCodes()).getShape() != result.getShape())
+    return emitOpError() << "int8 codes must have the result's shape";
+  if (scales != result.getDimSize(axis))
+    return emitOpError() << "int8 needs one absmax per output feature ("
+                         << result.getDimSize(axis) << "), got " << scales;
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double ratio = getRatio().convertToDouble();
   if (!(ratio >= 0 && ratio < 1))

@@ -308,6 +308,33 @@ def NN_DropoutOp : NN_Op<"dropout", [AllTypesMatch<["input", "result"]>]> {
   let hasVerifier = 1;
 }
 
+def NN_DequantizeOp : NN_Op<"dequantize"> {
+  let summary = "A quantized frozen weight, dequantized where it is used";
+  let description = [{
+    The plan's `quantize` (autopar-quantize): a frozen weight held as i8
+    codes and f32 `absmax` scales, as bitsandbytes stores it
+    (runtime/support/Quantize.h). `kind` "nf4": blocks of `block_size`
+    consecutive elements (row-major), one absmax per block, two 4-bit codes
+    per byte (codes: ceil(n / 2) bytes), w = NF4[code] * absmax. `kind`
+    "int8": one code per element (codes: the weight's shape), one absmax
+    per output feature (the result's dim `axis`), w = code * absmax / 127.
+    The result is the f32 weight; it has no gradient.
+
+    ```mlir
+    %w = nn.dequantize %codes, %absmax {kind = "nf4", block_size = 64 : i64, axis = 0 : i64}
+        : (tensor<2048xi8>, tensor<64xf32>) -> tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I8]>:$codes,
+                   StaticShapeTensorOf<[F32]>:$absmax, StrAttr:$kind,
+                   I64Attr:$block_size, I64Attr:$axis);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $codes `,` $absmax attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def NN_AttentionOp : NN_Op<"attention"> {
   let summary = "Fused scaled dot-product attention";
   let description = [{

@@ -120,6 +120,57 @@ def LoraPass : Pass<"autopar-lora", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }
 
+def QuantizePass : Pass<"autopar-quantize", "mlir::ModuleOp"> {
+  let summary = "Frozen weights held quantized, dequantized at each use (plan quantize)";
+  let description = [{
+    Run after autopar-lora, before autopar-autodiff. Each weight parameter
+    a glob of `weights` matches must be a frozen f32 matrix (plan `frozen`,
+    or a LoRA base). It is replaced by two frozen parameters, its codes
+    ("W.quant_codes", i8) and scales ("W.quant_absmax", f32), both marked
+    nn.quantized = "W" (nn.quant_axis1 on the scales where INT8's output
+    features are the weight's columns), and each of its uses reads an
+    nn.dequantize of them placed right before it (runtime/support/Quantize.h; the program writer
+    quantizes the initializer into them). `kind` "nf4": blocks of
+    `block-size` elements; "int8": one scale per output feature (the rows
+    of a Linear weight read through its transpose, the columns of a
+    Conv1D weight).
+
+    ```mlir
+    %y = nn.matmul %x, %w : (tensor<2x64xf32>, tensor<64x64xf32>) -> tensor<2x64xf32>
+    ```
+    with `weights=w kind=nf4 block-size=64`, %w replaced by %codes
+    (tensor<2048xi8>) and %absmax (tensor<64xf32>):
+    ```mlir
+    %w = nn.dequantize %codes, %absmax {axis = 1 : i64, block_size = 64 : i64, kind = "nf4"}
+        : (tensor<2048xi8>, tensor<64xf32>) -> tensor<64x64xf32>
+    %y = nn.matmul %x, %w : (tensor<2x64xf32>, tensor<64x64xf32>) -> tensor<2x64xf32>
+    ```
+    Fails (one line) on a glob that matches no parameter and on a matched
+    tensor that is trained or not an f32 matrix.
+  }];
+  let options = [
+    ListOption<"weights", "weights", "std::string",
+               "Globs of the frozen weights to quantize">,
+    Option<"kind", "kind", "std::string", "\"nf4\"", "nf4 or int8">,
+    Option<"blockSize", "block-size", "int64_t", "64",
+           "NF4: elements per absmax block">,
+  ];
+  let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
+}
+
+def DequantizeAtUsePass
+    : Pass<"autopar-dequantize-at-use", "mlir::ModuleOp"> {
+  let summary = "Each use of a quantized weight dequantizes it again";
+  let description = [{
+    After autodiff and CSE (which would merge the copies): an nn.dequantize with
+    several uses (the forward's projection and the backward's input
+    gradient) is cloned before each one, so that no dequantized weight
+    lives from the forward to the backward: each copy is a temporary of
+    the arena, freed after its use (plan `quantize` keeps only the codes).
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
+}
+
 def AnnotateShardingPass : Pass<"autopar-annotate-sharding", "mlir::ModuleOp"> {
   let summary = "Turn the mesh's dp axis and the ZeRO stage into shardings";
   let description = [{

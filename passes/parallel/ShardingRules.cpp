@@ -469,6 +469,22 @@ FailureOr<FactorRule> builtinRule(Operation *op) {
         rule.linearOperand.assign(o->getNumOperands(), true);
         return rule;
       })
+      .Case<nn::DequantizeOp>([](nn::DequantizeOp o) {
+        // Whole: the codes and scales of a frozen weight, replicated, and
+        // the weight (a rank that needs a block slices it).
+        FactorRule rule;
+        for (Value v : o->getOperands()) {
+          SmallVector<int64_t> f;
+          for (size_t d = 0; d < shapeOf(v).size(); ++d)
+            f.push_back(rule.addFactor(false));
+          rule.operandFactors.push_back(f);
+        }
+        SmallVector<int64_t> r;
+        for (size_t d = 0; d < shapeOf(o.getResult()).size(); ++d)
+          r.push_back(rule.addFactor(false));
+        rule.resultFactors.push_back(r);
+        return rule;
+      })
       .Case<nn::SoftmaxCrossEntropyOp>([](nn::SoftmaxCrossEntropyOp o) {
         return lossRule(o, o.getReduction(), false);
       })

@@ -243,6 +243,13 @@ void dropout(const bf16 *x, bf16 *y, const DropoutBlock &block,
 void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
                  const RandomKey *key, double ratio, int64_t site);
 
+/// out [rows, cols] (float) = the quantized weight (codes, absmax) of the
+/// plan's `quantize` (runtime/support/Quantize.h): kind 0 NF4 in blocks of
+/// `block` elements, 1 INT8 with one absmax per output feature along
+/// `axis`.
+void dequantize(const int8_t *codes, const float *absmax, float *out,
+                int64_t rows, int64_t cols, int kind, int64_t block, int axis);
+
 } // namespace autopar::rt::cpu
 
 #endif // AUTOPAR_RUNTIME_CPU_KERNELS_H

@@ -15,6 +15,7 @@
 #include "runtime/support/File.h"
 #include "runtime/support/Json.h"
 #include "runtime/support/Philox.h"
+#include "runtime/support/Quantize.h"
 #include "runtime/train/TensorLayout.h"
 
 #include <algorithm>
@@ -267,26 +268,55 @@ Status Trainer::exportOnnx() {
     AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
   std::vector<Buffer> full;
   std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
+  // Quantized weights (plan quantize): the model's initializer holds the
+  // dequantized values, not its codes and scales.
+  std::vector<bool> notExported(info.numTensors);
+  std::vector<std::vector<float>> made;
+  made.reserve(info.numQuantized + info.numLora);
+  auto named = [&](const char *name) -> autopar::rt::ExportTensor * {
+    for (autopar::rt::ExportTensor &e : tensors)
+      if (e.name == name)
+        return &e;
+    return nullptr;
+  };
+  std::vector<autopar::rt::ExportTensor> added;
+  for (int k = 0; k < info.numQuantized; ++k) {
+    const autopar::rt::QuantizedWeight &q = info.quantized[k];
+    notExported[q.codes] = notExported[q.absmax] = true;
+    autopar::rt::ExportTensor *codes = named(info.tensors[q.codes].name);
+    autopar::rt::ExportTensor *absmax = named(info.tensors[q.absmax].name);
+    if (!codes || !absmax)
+      return Status::error(std::string("--export-onnx: the codes of '") +
+                           q.name + "' are missing");
+    std::vector<float> w(q.rows * q.cols);
+    const auto *c = static_cast<const int8_t *>(codes->data);
+    const auto *m = static_cast<const float *>(absmax->data);
+    for (int64_t e = 0; e < q.rows * q.cols; ++e)
+      w[e] = q.kind == 0 ? autopar::rt::nf4Dequantize(
+                               reinterpret_cast<const uint8_t *>(c), m,
+                               q.blockSize, e)
+                         : autopar::rt::int8Dequantize(c, m, q.cols, q.axis, e);
+    made.push_back(std::move(w));
+    added.push_back({q.name, 1, {q.rows, q.cols}, made.back().data(),
+                     q.rows * q.cols * 4});
+  }
   // LoRA: the merged model, each adapted weight W + scale B A in W's own
   // orientation; the adapters are no initializers of the model.
-  std::vector<std::vector<float>> merged;
-  merged.reserve(info.numLora);
-  std::vector<bool> adapterTensor(info.numTensors);
   for (int k = 0; k < info.numLora; ++k) {
     const autopar::rt::LoraAdapter &l = info.lora[k];
-    adapterTensor[l.a] = adapterTensor[l.b] = true;
-    auto at = [&](int t) -> autopar::rt::ExportTensor * {
-      for (autopar::rt::ExportTensor &e : tensors)
-        if (e.name == info.tensors[t].name)
-          return &e;
-      return nullptr;
-    };
-    autopar::rt::ExportTensor *w = at(l.base), *a = at(l.a), *b = at(l.b);
+    notExported[l.a] = notExported[l.b] = true;
+    autopar::rt::ExportTensor *w = nullptr;
+    for (autopar::rt::ExportTensor &e : added)
+      if (e.name == l.baseName)
+        w = &e;
+    if (!w)
+      w = named(l.baseName);
+    autopar::rt::ExportTensor *a = named(info.tensors[l.a].name);
+    autopar::rt::ExportTensor *b = named(info.tensors[l.b].name);
     if (!w || !a || !b || w->onnxDataType != 1 || a->onnxDataType != 1 ||
         b->onnxDataType != 1 || a->dims.size() != 2 || b->dims.size() != 2)
       return Status::error(std::string("--export-onnx: the LoRA of '") +
-                           info.tensors[l.base].name +
-                           "' is not three float32 matrices");
+                           l.baseName + "' is not three float32 matrices");
     const int64_t r = a->dims[0], in = a->dims[1], out = b->dims[0];
     const float *wa = static_cast<const float *>(a->data);
     const float *wb = static_cast<const float *>(b->data);
@@ -301,18 +331,19 @@ Status Trainer::exportOnnx() {
         m[l.inOut ? ii * out + oi : oi * in + ii] +=
             static_cast<float>(l.scale * sum);
       }
-    merged.push_back(std::move(m));
-    w->data = merged.back().data();
+    made.push_back(std::move(m));
+    w->data = made.back().data();
   }
-  if (info.numLora) {
+  if (info.numLora || info.numQuantized) {
     std::vector<autopar::rt::ExportTensor> kept;
     for (int t = 0, e = 0; t < info.numTensors; ++t) {
       if (info.tensors[t].buffer)
         continue;
-      if (!adapterTensor[t])
+      if (!notExported[t])
         kept.push_back(tensors[e]);
       ++e;
     }
+    kept.insert(kept.end(), added.begin(), added.end());
     tensors = std::move(kept);
   }
   Status status = leader() ? autopar::rt::exportOnnxWeights(

@@ -12,6 +12,7 @@
 #include "runtime/Float16.h"
 #include "runtime/cpu/Math.h"
 #include "runtime/support/Philox.h"
+#include "runtime/support/Quantize.h"
 
 #include <type_traits>
 
@@ -231,6 +232,46 @@ void testDropout(Tester &t, const std::string &type, double ratio) {
   }
 }
 
+/// A quantized weight (plan quantize) dequantized on the device against
+/// cpu::dequantize: NF4 (a last block shorter, an odd element count) and
+/// INT8 per row and per column; exact.
+void testDequantize(Tester &t) {
+  const int64_t rows = 7, cols = 19, n = rows * cols, block = 64;
+  std::vector<float> w = t.uniform(n, -3.0f, 3.0f);
+  std::vector<uint8_t> nf4((n + 1) / 2);
+  std::vector<float> absmax((n + block - 1) / block);
+  nf4Quantize(w.data(), n, block, nf4.data(), absmax.data());
+  struct Case {
+    std::string name;
+    std::vector<int8_t> codes;
+    std::vector<float> absmax;
+    int kind, axis;
+  };
+  std::vector<Case> cases = {
+      {"nf4", std::vector<int8_t>(nf4.begin(), nf4.end()), absmax, 0, 0}};
+  for (int axis : {0, 1}) {
+    std::vector<int8_t> codes(n);
+    std::vector<float> scales(axis ? cols : rows);
+    int8Quantize(w.data(), rows, cols, axis, codes.data(), scales.data());
+    cases.push_back({"int8 axis " + std::to_string(axis), codes, scales, 1,
+                     axis});
+  }
+  for (const Case &c : cases) {
+    std::vector<float> want(n);
+    cpu::dequantize(c.codes.data(), c.absmax.data(), want.data(), rows, cols,
+                    c.kind, block, c.axis);
+    DeviceBuffer codesD = t.upload(c.codes), absmaxD = t.upload(c.absmax);
+    DeviceBuffer outD = t.alloc(n * sizeof(float));
+    gpu::dequantize(t.ctx, reinterpret_cast<const int8_t *>(codesD.get()),
+                    reinterpret_cast<const float *>(absmaxD.get()),
+                    reinterpret_cast<float *>(outD.get()), rows, cols, c.kind,
+                    block, c.axis);
+    std::vector<float> got = t.download<float>(outD.get(), n);
+    t.check("dequantize " + c.name,
+            compareBytes(got.data(), want.data(), n * sizeof(float)));
+  }
+}
+
 /// IEEE half held as its bits on the host (cpu::dropoutHalf).
 struct HalfBits {
   uint16_t bits;
@@ -239,6 +280,7 @@ struct HalfBits {
 };
 
 void kernels_test::testDataMovement(Tester &t) {
+  testDequantize(t);
   testDropout<float>(t, "f32", 0.1);
   testDropout<float>(t, "f32", 0.75);
   testDropout<bf16>(t, "bf16", 0.1);

@@ -1189,6 +1189,38 @@ func.func private @input_grad_string() -> (tensor<4xf32> {nn.input_grad = "x"})
 
 // -----
 
+func.func @dequantize_codes(%c: tensor<3xi8>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op nf4 needs 4 code bytes for 8 elements, got 3}}
+  %0 = nn.dequantize %c, %m {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<3xi8>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_blocks(%c: tensor<4xi8>, %m: tensor<1xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op nf4 needs one absmax per block of 4 (2), got 1}}
+  %0 = nn.dequantize %c, %m {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<4xi8>, tensor<1xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_int8_scales(%c: tensor<2x4xi8>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op int8 needs one absmax per output feature (4), got 2}}
+  %0 = nn.dequantize %c, %m {kind = "int8", block_size = 64 : i64, axis = 1 : i64} : (tensor<2x4xi8>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_kind(%c: tensor<2x4xi8>, %m: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op kind must be "nf4" or "int8", got "int4"}}
+  %0 = nn.dequantize %c, %m {kind = "int4", block_size = 64 : i64, axis = 0 : i64} : (tensor<2x4xi8>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @dropout_ratio_one(%x: tensor<4xf32>) {
   // expected-error @+1 {{'nn.dropout' op ratio must be in [0, 1), got 1}}
   %0 = nn.dropout %x ratio(1.0) site(0) : tensor<4xf32>
