@@ -218,6 +218,8 @@ TEST(PlanTest, DefaultsResolved) {
     "frozen": [],
     "lora": {"targets": [], "r": 8, "alpha": 8.0, "dropout": 0.0,
              "init_adapter": "", "also_train": [], "module_prefix": ""},
+    "quantize": {"weights": [], "type": "nf4", "block_size": 64,
+                 "double_quant": false},
     "padding_idx": {},
     "lr_schedule": {"warmup_steps": 0, "decay": "constant", "min_lr": 0.0,
                     "decay_steps": 0},
@@ -421,13 +423,38 @@ TEST(PlanTest, Lora) {
             "lora.targets[0]:");
 }
 
+TEST(PlanTest, Quantize) {
+  Plan p = planOf(R"({"quantize": {"weights": ["*.q_proj.weight"],
+      "type": "int8"}})");
+  EXPECT_TRUE(p.quantize.enabled());
+  EXPECT_EQ(p.quantize.type, "int8");
+  EXPECT_EQ(p.quantize.blockSize, 64);
+  expectRoundTrip(p);
+  EXPECT_FALSE(Plan().quantize.enabled());
+  EXPECT_EQ(planOf(R"({"quantize": {"weights": ["w"], "block_size": 32}})")
+                .quantize.blockSize,
+            32);
+  EXPECT_EQ(errorOf(R"({"quantize": {"type": "int8"}})"),
+            "quantize.weights: the quantize keys need quantize.weights (globs "
+            "of the weights to quantize), got none");
+  EXPECT_EQ(errorOf(R"({"quantize": {"weights": ["w"], "type": "int4"}})"),
+            "quantize.type: expected one of \"nf4\", \"int8\", got \"int4\"");
+  EXPECT_EQ(
+      errorOf(R"({"quantize": {"weights": ["w"], "double_quant": true}})"),
+      "quantize.double_quant: true is not supported yet (the absmax values "
+      "stay float32)");
+  EXPECT_EQ(errorOf(R"({"quantize": {"weights": ["w"], "block_size": 0}})"),
+            "quantize.block_size: expected an integer >= 1, got 0");
+}
+
 TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
             "tensor_parallel, "
-            "optimizer, frozen, lora, padding_idx, lr_schedule, data, "
-            "attention, attention_backend, dropout, pad_vocab_multiple)");
+            "optimizer, frozen, lora, quantize, padding_idx, lr_schedule, "
+            "data, attention, attention_backend, dropout, "
+            "pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
