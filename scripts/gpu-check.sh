@@ -69,6 +69,9 @@ cases=(
   "gpt-pad-vocab|gpt_opset17_static.onnx||{\"pad_vocab_multiple\": 48, \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}"
   "gpt-bf16|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
   "gpt-bf16-unfused|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"attention\": \"unfused\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
+  "gpt-lora-dropout|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.01, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_attn.weight\", \"*.c_proj.weight\"], \"r\": 4, \"alpha\": 8, \"dropout\": 0.1}}"
+  "gpt-qlora-nf4|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_attn.weight\"], \"r\": 4, \"alpha\": 8}, \"quantize\": {\"weights\": [\"h.*.attn.c_*.weight\", \"h.*.mlp.c_*.weight\"], \"type\": \"nf4\", \"block_size\": 32}}"
+  "gpt-qlora-int8|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_proj.weight\"], \"r\": 4, \"alpha\": 8}, \"quantize\": {\"weights\": [\"h.*.c_fc.weight\", \"h.*.c_proj.weight\"], \"type\": \"int8\"}}"
 )
 
 # The plans over several ranks: name | ranks | plan | environment.
@@ -152,10 +155,17 @@ prepare() {
     # shellcheck disable=SC2086
     "$autopar" compile "$model" --plan "$out/plan.json" $flags -o "$out/cpu-program" > /dev/null
     "$out/cpu-program/train" --data "$dir/tokens.bin" --steps $steps --log "$out/cpu.jsonl" > /dev/null
+    # A quantized base (plan quantize): PyTorch trains the program's
+    # dequantized weights.
+    local ref="$model"
+    if grep -q '"quantize"' "$out/plan.json"; then
+      ref="$out/dequantized.onnx"
+      "$py" "$root/test/e2e/dequantize_weights.py" "$out/cpu-program" "$model" -o "$ref" --check > /dev/null
+    fi
     rm -rf "$out/cpu-program"
     local batch=()
     [ -n "$flags" ] && batch=(--batch 4)
-    "$py" "$root/test/e2e/torch_ref.py" "$model" --plan "$out/plan.json" "${batch[@]}" \
+    "$py" "$root/test/e2e/torch_ref.py" "$ref" --plan "$out/plan.json" "${batch[@]}" \
       --data "$dir/tokens.bin" --steps $steps -o "$out/torch.jsonl"
     echo "prepared $name"
   done

@@ -61,6 +61,20 @@ DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}},
                                          "zero": {"stage": 1},
                                          "batch": {"micro_batches": 2},
                                          "pipeline": {"schedule": "zb-h1"}}}
+# Fine-tuning, on the fixtures that keep the modules' names (no constant
+# folding): LoRA with its dropout over an NF4 base (the dequantize kernel,
+# the dropout masks), and bf16-mixed LoRA over an INT8 base under tp.
+NOFOLD_PLANS = {"qlora-nf4-dropout": {
+                    "lora": {"targets": ["*.c_attn.weight"], "r": 4,
+                             "alpha": 8, "dropout": 0.1},
+                    "quantize": {"weights": ["h.*.mlp.c_*.weight"],
+                                 "type": "nf4"}},
+                "bf16-lora-int8-tp2": {
+                    "precision": "bf16-mixed", "mesh": {"tp": 2},
+                    "lora": {"targets": ["*.c_attn.weight",
+                                         "*.c_proj.weight"], "r": 4},
+                    "quantize": {"weights": ["h.*.mlp.c_fc.weight"],
+                                 "type": "int8"}}}
 # None: a forward-only program instead of a training one.
 PLANS["forward-only"] = None
 def input_shapes(model_path):
@@ -126,6 +140,8 @@ def main():
     jobs = [(f, n, p) for f in fixtures for n, p in PLANS.items()]
     jobs += [(f, n, p) for f in fixtures if input_shapes(f)
              for n, p in DYNAMIC_PLANS.items()]
+    jobs += [(f, n, p) for f in fixtures if f.endswith("_nofold.onnx")
+             for n, p in NOFOLD_PLANS.items()]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for name, error in pool.map(lambda j: compile_one(args, *j), jobs):
             if error:
