@@ -101,10 +101,10 @@ bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
   auto alpha = config.find("lora_alpha");
   if (alpha == config.end() || !alpha->is_number() ||
       alpha->get<double>() != plan.alpha)
-    return fail(configPath + ": lora_alpha is " +
-                (alpha == config.end() ? std::string("missing")
-                                       : alpha->dump()) +
-                ", the plan's lora.alpha is " + json(plan.alpha).dump());
+    return fail(
+        configPath + ": lora_alpha is " +
+        (alpha == config.end() ? std::string("missing") : alpha->dump()) +
+        ", the plan's lora.alpha is " + json(plan.alpha).dump());
 
   // safetensors: an 8-byte little-endian header size, the JSON header, the
   // data.
@@ -159,9 +159,9 @@ bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
         dims.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
     std::vector<int64_t> want(type.getShape().begin(), type.getShape().end());
     if (dims != want)
-      return fail(tensorsPath + ": '" + key + "' has shape " +
-                  shapeText(dims) + ", the model's adapter " +
-                  shapeText(want) + " (r " + std::to_string(plan.r) + ")");
+      return fail(tensorsPath + ": '" + key + "' has shape " + shapeText(dims) +
+                  ", the model's adapter " + shapeText(want) + " (r " +
+                  std::to_string(plan.r) + ")");
     const uint64_t width = d == "F32" ? 4 : 2;
     const uint64_t n = type.getNumElements();
     if (offsets == entry->end() || !offsets->is_array() ||

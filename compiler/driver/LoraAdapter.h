@@ -1,4 +1,5 @@
-//===- LoraAdapter.h - a PEFT adapter folder as initial adapters -*- C++ -*-===//
+//===- LoraAdapter.h - a PEFT adapter folder as initial adapters -*- C++
+//-*-===//
 //
 // The plan's lora.init_adapter: PEFT's adapter_config.json and
 // adapter_model.safetensors, checked against the plan and the model's

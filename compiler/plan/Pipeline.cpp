@@ -75,8 +75,7 @@ void addPipelineStages(OpPassManager &pm, const Plan &plan, bool fp16) {
   }
 }
 
-void addLowering(OpPassManager &pm, StringRef target,
-                 bool quantized = false) {
+void addLowering(OpPassManager &pm, StringRef target, bool quantized = false) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // After CSE, which would merge the copies again.

@@ -458,8 +458,10 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                                       i, nn::NNDialect::kFrozenRowsAttr)
                                 : DenseI64ArrayAttr();
     // LoRA: A starts from the run's seed unless lora.init_adapter gives it.
-    auto loraA = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraAAttr);
-    auto loraB = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraBAttr);
+    auto loraA =
+        step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraAAttr);
+    auto loraB =
+        step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraBAttr);
     if (loraA)
       loraOf[loraA.getValue()].a = numTensors;
     if (loraB)
@@ -523,9 +525,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                                       (pipelined && !shared ? ppMask : 0))
                                    : 0)
         .set("init", seeded ? 1 : 0)
-        .set("initStream",
-             seeded ? llvm::Twine(loraStream(name.getValue())) + "u"
-                    : llvm::Twine("0u"))
+        .set("initStream", seeded
+                               ? llvm::Twine(loraStream(name.getValue())) + "u"
+                               : llvm::Twine("0u"))
         .set("initFanIn", seeded ? type.getDimSize(1) : 0);
   }
   std::string loraConfig;
@@ -687,11 +689,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .flag("offload", shape.offload)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))
       .set("attentionBackend", attentionBackendValue(config.attentionBackend))
-      .flag("dropout", module
-                           .walk([](nn::DropoutOp) {
-                             return WalkResult::interrupt();
-                           })
-                           .wasInterrupted())
+      .flag("dropout",
+            module.walk([](nn::DropoutOp) { return WalkResult::interrupt(); })
+                .wasInterrupted())
       .set("quantized", numQuantized ? "kQuantized" : "nullptr")
       .set("numQuantized", numQuantized)
       .set("lora", numLora ? "kLora" : "nullptr")
@@ -743,38 +743,38 @@ bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
         .string("baseName", base)
         .set("a", t.a)
         .set("b", t.b)
-        .set("scale", [&] {
-          char buf[64];
-          std::snprintf(buf, sizeof(buf), "%a", lora.scale());
-          return std::string(buf);
-        }())
+        .set("scale",
+             [&] {
+               char buf[64];
+               std::snprintf(buf, sizeof(buf), "%a", lora.scale());
+               return std::string(buf);
+             }())
         .flag("inOut", t.inOut)
         .string("module", module);
   }
   os << "static autopar::rt::LoraAdapter kLora[" << count << "];\n";
   // PEFT 0.13's LoraConfig fields (adapter_config.json), for
   // PeftModel.from_pretrained.
-  nlohmann::json c = {
-      {"alpha_pattern", nlohmann::json::object()},
-      {"auto_mapping", nullptr},
-      {"base_model_name_or_path", nullptr},
-      {"bias", "none"},
-      {"fan_in_fan_out", inOut},
-      {"inference_mode", true},
-      {"init_lora_weights", true},
-      {"layers_pattern", nullptr},
-      {"layers_to_transform", nullptr},
-      {"lora_alpha", lora.alpha},
-      {"lora_dropout", lora.dropout},
-      {"modules_to_save", nullptr},
-      {"peft_type", "LORA"},
-      {"r", lora.r},
-      {"rank_pattern", nlohmann::json::object()},
-      {"revision", nullptr},
-      {"target_modules", modules},
-      {"task_type", nullptr},
-      {"use_dora", false},
-      {"use_rslora", false}};
+  nlohmann::json c = {{"alpha_pattern", nlohmann::json::object()},
+                      {"auto_mapping", nullptr},
+                      {"base_model_name_or_path", nullptr},
+                      {"bias", "none"},
+                      {"fan_in_fan_out", inOut},
+                      {"inference_mode", true},
+                      {"init_lora_weights", true},
+                      {"layers_pattern", nullptr},
+                      {"layers_to_transform", nullptr},
+                      {"lora_alpha", lora.alpha},
+                      {"lora_dropout", lora.dropout},
+                      {"modules_to_save", nullptr},
+                      {"peft_type", "LORA"},
+                      {"r", lora.r},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"revision", nullptr},
+                      {"target_modules", modules},
+                      {"task_type", nullptr},
+                      {"use_dora", false},
+                      {"use_rslora", false}};
   config = c.dump(2) + "\n";
   return true;
 }
@@ -1312,18 +1312,17 @@ bool Writer::run(const std::string &dir) {
         std::vector<float> m((n + q.blockSize - 1) / q.blockSize);
         autopar::rt::nf4Quantize(values, n, q.blockSize, c.data(), m.data());
         out = codes ? std::vector<char>(c.begin(), c.end())
-                    : std::vector<char>(reinterpret_cast<char *>(m.data()),
-                                        reinterpret_cast<char *>(m.data() +
-                                                                 m.size()));
+                    : std::vector<char>(
+                          reinterpret_cast<char *>(m.data()),
+                          reinterpret_cast<char *>(m.data() + m.size()));
       } else {
         std::vector<int8_t> c(n);
         std::vector<float> m(axis ? cols : rows);
-        autopar::rt::int8Quantize(values, rows, cols, axis, c.data(),
-                                  m.data());
+        autopar::rt::int8Quantize(values, rows, cols, axis, c.data(), m.data());
         out = codes ? std::vector<char>(c.begin(), c.end())
-                    : std::vector<char>(reinterpret_cast<char *>(m.data()),
-                                        reinterpret_cast<char *>(m.data() +
-                                                                 m.size()));
+                    : std::vector<char>(
+                          reinterpret_cast<char *>(m.data()),
+                          reinterpret_cast<char *>(m.data() + m.size()));
       }
       return out;
     };

@@ -164,9 +164,8 @@ LogicalResult DequantizeOp::verify() {
     if (block < 1)
       return emitOpError() << "block_size must be >= 1, got " << block;
     if (codes != (n + 1) / 2)
-      return emitOpError() << "nf4 needs " << (n + 1) / 2
-                           << " code bytes for " << n << " elements, got "
-                           << codes;
+      return emitOpError() << "nf4 needs " << (n + 1) / 2 << " code bytes for "
+                           << n << " elements, got " << codes;
     if (scales != (n + block - 1) / block)
       return emitOpError() << "nf4 needs one absmax per block of " << block
                            << " (" << (n + block - 1) / block << "), got "

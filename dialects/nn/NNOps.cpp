@@ -54,14 +54,14 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   StringRef name = attr.getName().getValue();
   StringRef what = isResult ? "result" : "argument";
   static constexpr StringLiteral argStringAttrs[] = {
-      NNDialect::kParamAttr, NNDialect::kInitFromAttr, NNDialect::kInputAttr,
-      NNDialect::kSavedAttr, NNDialect::kLoraAAttr,    NNDialect::kLoraBAttr,
+      NNDialect::kParamAttr,    NNDialect::kInitFromAttr, NNDialect::kInputAttr,
+      NNDialect::kSavedAttr,    NNDialect::kLoraAAttr,    NNDialect::kLoraBAttr,
       NNDialect::kQuantizedAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
-      NNDialect::kBufferAttr,    NNDialect::kFrozenAttr,
-      NNDialect::kNoDecayAttr,   NNDialect::kTrilAttr,
-      NNDialect::kTriuAttr,      NNDialect::kCausalBiasAttr,
-      NNDialect::kLossScaleAttr, NNDialect::kStageInputAttr,
+      NNDialect::kBufferAttr,     NNDialect::kFrozenAttr,
+      NNDialect::kNoDecayAttr,    NNDialect::kTrilAttr,
+      NNDialect::kTriuAttr,       NNDialect::kCausalBiasAttr,
+      NNDialect::kLossScaleAttr,  NNDialect::kStageInputAttr,
       NNDialect::kOutputGradAttr, NNDialect::kLoraInOutAttr,
       NNDialect::kQuantAxis1Attr};
   bool unit = isResult ? name == NNDialect::kInputGradAttr

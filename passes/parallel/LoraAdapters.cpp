@@ -36,8 +36,7 @@ struct ProjectionUse {
 /// The module name of a weight: its name less ".weight" (PEFT's lora_A and
 /// lora_B hang off the module).
 std::string moduleOf(StringRef weight) {
-  return weight.ends_with(".weight") ? weight.drop_back(7).str()
-                                     : weight.str();
+  return weight.ends_with(".weight") ? weight.drop_back(7).str() : weight.str();
 }
 
 struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
@@ -120,9 +119,8 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
 
   /// The uses of `w` as a projection weight, or failure (one line) where it
   /// has another.
-  FailureOr<SmallVector<ProjectionUse>> projectionUses(func::FuncOp func,
-                                                       BlockArgument w,
-                                                       StringRef name) {
+  FailureOr<SmallVector<ProjectionUse>>
+  projectionUses(func::FuncOp func, BlockArgument w, StringRef name) {
     SmallVector<ProjectionUse> uses;
     auto describe = [&](Operation *user) {
       fail("lora.targets: '" + name.str() +
@@ -132,7 +130,8 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
       return failure();
     };
     auto type = dyn_cast<RankedTensorType>(w.getType());
-    if (!type || type.getRank() != 2 || !isa<FloatType>(type.getElementType()) ||
+    if (!type || type.getRank() != 2 ||
+        !isa<FloatType>(type.getElementType()) ||
         func.getArgAttr(w.getArgNumber(), nn::NNDialect::kBufferAttr)) {
       fail("lora.targets: '" + name.str() +
            "' is not a projection weight (a float matrix parameter)");
@@ -174,8 +173,7 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
     StringRef name =
         func.getArgAttrOfType<StringAttr>(index, nn::NNDialect::kParamAttr)
             .getValue();
-    FailureOr<SmallVector<ProjectionUse>> uses =
-        projectionUses(func, w, name);
+    FailureOr<SmallVector<ProjectionUse>> uses = projectionUses(func, w, name);
     if (failed(uses))
       return failure();
     auto type = cast<RankedTensorType>(w.getType());
@@ -195,9 +193,9 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
     Builder b(ctx);
     auto attrs = [&](RankedTensorType t, StringRef role, StringRef which) {
       SmallVector<NamedAttribute> list = {
-          b.getNamedAttr(nn::NNDialect::kParamAttr,
-                         b.getStringAttr(module + "." + which.str() +
-                                         ".weight")),
+          b.getNamedAttr(
+              nn::NNDialect::kParamAttr,
+              b.getStringAttr(module + "." + which.str() + ".weight")),
           b.getNamedAttr(nn::NNDialect::kLogicalTypeAttr, TypeAttr::get(t)),
           b.getNamedAttr(role, b.getStringAttr(name))};
       if (which == "lora_A" && inOut)
@@ -216,7 +214,8 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
     }
     func.setArgAttr(index, nn::NNDialect::kFrozenAttr, b.getUnitAttr());
     func.removeArgAttr(index, nn::NNDialect::kFrozenRowsAttr);
-    Value a = func.getArgument(index + 1), bWeight = func.getArgument(index + 2);
+    Value a = func.getArgument(index + 1),
+          bWeight = func.getArgument(index + 2);
     const double scale = alpha / static_cast<double>(rank);
     for (const ProjectionUse &use : *uses) {
       OpBuilder ob(ctx);
@@ -237,10 +236,10 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
         auto yType = cast<RankedTensorType>(gemm.getType());
         auto hType = RankedTensorType::get({yType.getDimSize(0), rank},
                                            yType.getElementType());
-        Value h = mark(nn::GemmOp::create(
-            ob, loc, hType, x, a, Value(), ob.getF64FloatAttr(1.0),
-            ob.getF64FloatAttr(1.0), gemm.getTransAAttr(),
-            ob.getBoolAttr(true)));
+        Value h = mark(
+            nn::GemmOp::create(ob, loc, hType, x, a, Value(),
+                               ob.getF64FloatAttr(1.0), ob.getF64FloatAttr(1.0),
+                               gemm.getTransAAttr(), ob.getBoolAttr(true)));
         update = mark(nn::GemmOp::create(
             ob, loc, yType, h, bWeight, Value(),
             ob.getF64FloatAttr(gemm.getAlpha().convertToDouble() * scale),

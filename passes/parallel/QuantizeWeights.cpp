@@ -49,8 +49,8 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     if (weights.empty())
       return;
     if (kind != "nf4" && kind != "int8")
-      return fail("quantize.type: expected \"nf4\" or \"int8\", got \"" +
-                  kind + "\"");
+      return fail("quantize.type: expected \"nf4\" or \"int8\", got \"" + kind +
+                  "\"");
     if (blockSize < 1)
       return fail("quantize.block_size: expected an integer >= 1, got " +
                   std::to_string(blockSize));
@@ -98,8 +98,7 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     auto type = cast<RankedTensorType>(w.getType());
     if (type.getRank() != 2 || !type.getElementType().isF32() ||
         func.getArgAttr(index, nn::NNDialect::kBufferAttr)) {
-      fail("quantize.weights: '" + name +
-           "' is not a float32 weight matrix");
+      fail("quantize.weights: '" + name + "' is not a float32 weight matrix");
       return failure();
     }
     if (!func.getArgAttr(index, nn::NNDialect::kFrozenAttr) ||
@@ -116,10 +115,10 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     auto codesType = RankedTensorType::get(
         kind == "nf4" ? ArrayRef<int64_t>{(n + 1) / 2} : type.getShape(),
         IntegerType::get(ctx, 8));
-    auto scalesType = RankedTensorType::get(
-        {kind == "nf4" ? (n + blockSize - 1) / blockSize
-                       : type.getDimSize(axis)},
-        b.getF32Type());
+    auto scalesType =
+        RankedTensorType::get({kind == "nf4" ? (n + blockSize - 1) / blockSize
+                                             : type.getDimSize(axis)},
+                              b.getF32Type());
     auto attrs = [&](RankedTensorType t, StringRef suffix) {
       SmallVector<NamedAttribute> list = {
           b.getNamedAttr(nn::NNDialect::kParamAttr,

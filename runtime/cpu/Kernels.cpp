@@ -1000,8 +1000,7 @@ void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
 }
 
 void dequantize(const int8_t *codes, const float *absmax, float *out,
-                int64_t rows, int64_t cols, int kind, int64_t block,
-                int axis) {
+                int64_t rows, int64_t cols, int kind, int64_t block, int axis) {
   const int64_t n = rows * cols;
   const auto *nf4 = reinterpret_cast<const uint8_t *>(codes);
 #pragma omp parallel for schedule(static) if (n > 65536)

@@ -199,8 +199,8 @@ void dropout(DeviceContext &ctx, const __half *x, __half *y,
 
 /// cpu::dequantize on the device.
 void dequantize(DeviceContext &ctx, const int8_t *codes, const float *absmax,
-                float *out, int64_t rows, int64_t cols, int kind,
-                int64_t block, int axis);
+                float *out, int64_t rows, int64_t cols, int kind, int64_t block,
+                int axis);
 
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);

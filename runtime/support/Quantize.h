@@ -1,4 +1,5 @@
-//===- Quantize.h - NF4 and INT8 weights, as bitsandbytes stores them -*- C++ -*-===//
+//===- Quantize.h - NF4 and INT8 weights, as bitsandbytes stores them -*- C++
+//-*-===//
 //
 // A quantized frozen weight (plan `quantize`) is held as codes plus f32
 // scales and dequantized at each use; the compiler quantizes it at compile

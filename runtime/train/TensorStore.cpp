@@ -10,8 +10,8 @@
 
 #include "runtime/train/TensorStore.h"
 
-#include "runtime/train/TensorLayout.h"
 #include "runtime/support/Philox.h"
+#include "runtime/train/TensorLayout.h"
 
 #include <algorithm>
 #include <cstring>

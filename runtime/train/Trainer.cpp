@@ -292,13 +292,13 @@ Status Trainer::exportOnnx() {
     const auto *c = static_cast<const int8_t *>(codes->data);
     const auto *m = static_cast<const float *>(absmax->data);
     for (int64_t e = 0; e < q.rows * q.cols; ++e)
-      w[e] = q.kind == 0 ? autopar::rt::nf4Dequantize(
-                               reinterpret_cast<const uint8_t *>(c), m,
-                               q.blockSize, e)
-                         : autopar::rt::int8Dequantize(c, m, q.cols, q.axis, e);
+      w[e] = q.kind == 0
+                 ? autopar::rt::nf4Dequantize(
+                       reinterpret_cast<const uint8_t *>(c), m, q.blockSize, e)
+                 : autopar::rt::int8Dequantize(c, m, q.cols, q.axis, e);
     made.push_back(std::move(w));
-    added.push_back({q.name, 1, {q.rows, q.cols}, made.back().data(),
-                     q.rows * q.cols * 4});
+    added.push_back(
+        {q.name, 1, {q.rows, q.cols}, made.back().data(), q.rows * q.cols * 4});
   }
   // LoRA: the merged model, each adapted weight W + scale B A in W's own
   // orientation; the adapters are no initializers of the model.
@@ -369,11 +369,10 @@ Status Trainer::exportAdapter() {
       for (int t : {info.lora[k].a, info.lora[k].b})
         for (const autopar::rt::ExportTensor &e : tensors)
           if (e.name == info.tensors[t].name)
-            named.emplace_back(std::string("base_model.model.") +
-                                   info.lora[k].module +
-                                   (t == info.lora[k].a ? ".lora_A.weight"
-                                                        : ".lora_B.weight"),
-                               &e);
+            named.emplace_back(
+                std::string("base_model.model.") + info.lora[k].module +
+                    (t == info.lora[k].a ? ".lora_A.weight" : ".lora_B.weight"),
+                &e);
     std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
     int64_t offset = 0;
     for (const auto &[name, e] : named) {
@@ -394,9 +393,9 @@ Status Trainer::exportAdapter() {
     for (const auto &[name, e] : named)
       bytes.append(static_cast<const char *>(e->data), e->numBytes);
     ::mkdir(o.exportAdapter.c_str(), 0755);
-    status = autopar::rt::writeFileAtomically(
-        o.exportAdapter + "/adapter_model.safetensors", bytes.data(),
-        bytes.size());
+    status = autopar::rt::writeFileAtomically(o.exportAdapter +
+                                                  "/adapter_model.safetensors",
+                                              bytes.data(), bytes.size());
     if (status.isOk())
       status = autopar::rt::writeFileAtomically(
           o.exportAdapter + "/adapter_config.json", info.loraConfig,
