@@ -14,16 +14,10 @@
 #ifndef AUTOPAR_RUNTIME_FLOAT16_H
 #define AUTOPAR_RUNTIME_FLOAT16_H
 
+#include "runtime/HostDevice.h"
+
 #include <stdint.h>
 #include <string.h>
-
-#ifndef AUTOPAR_RT_HOST_DEVICE
-#if defined(__CUDACC__)
-#define AUTOPAR_RT_HOST_DEVICE __host__ __device__
-#else
-#define AUTOPAR_RT_HOST_DEVICE
-#endif
-#endif
 
 namespace autopar::rt {
 

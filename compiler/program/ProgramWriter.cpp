@@ -41,11 +41,12 @@ namespace {
 /// target's kernels (kCpuFiles, kCudaFiles); training programs add
 /// kTrainFiles and their target's Device, forward-only programs kRunFiles.
 const char *const kCommonFiles[] = {
-    "Float16.h",       "Model.h",          "Profile.h",
-    "Profile.cpp",     "Program.h",        "Program.cpp",
-    "Status.h",        "onnx/Wire.h",      "onnx/Wire.cpp",
-    "cpu/Kernels.h",   "cpu/Attention.h",  "support/File.h",
-    "support/File.cpp", "support/Philox.h", "support/Quantize.h",
+    "Float16.h",          "HostDevice.h",     "Model.h",
+    "Profile.h",          "Profile.cpp",      "Program.h",
+    "Program.cpp",        "Status.h",         "onnx/Wire.h",
+    "onnx/Wire.cpp",      "cpu/Kernels.h",    "cpu/Attention.h",
+    "support/File.h",     "support/File.cpp", "support/Philox.h",
+    "support/Quantize.h",
 };
 const char *const kCpuFiles[] = {
     "cpu/Blas.h",
@@ -1268,6 +1269,7 @@ bool Writer::run(const std::string &dir) {
     for (; n > 0; n -= std::min<int64_t>(n, sizeof(block)))
       weights.write(block, std::min<int64_t>(n, sizeof(block)));
   };
+  llvm::StringMap<std::vector<char>> quantPending;
   for (unsigned i : inFileOrder) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     // LoRA's adapters: lora.init_adapter's, or zeros (B; A is drawn from
@@ -1288,6 +1290,18 @@ bool Writer::run(const std::string &dir) {
     auto quantized =
         step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kQuantizedAttr);
     auto quantBytes = [&]() -> llvm::Expected<std::vector<char>> {
+      const bool codes = cast<RankedTensorType>(globalArgTypes[i])
+                             .getElementType()
+                             .isInteger(8);
+      auto key = [&](bool isCodes) {
+        return quantized.getValue().str() + (isCodes ? "#codes" : "#absmax");
+      };
+      // Both parts are made at once; the one asked for second waits here.
+      if (auto it = quantPending.find(key(codes)); it != quantPending.end()) {
+        std::vector<char> part = std::move(it->second);
+        quantPending.erase(it);
+        return part;
+      }
       const onnx_import::ParamInfo *w = o.weights->lookup(quantized);
       llvm::Expected<std::vector<char>> raw =
           o.weights->readBytes(quantized.getValue());
@@ -1300,31 +1314,29 @@ bool Writer::run(const std::string &dir) {
                                        "' is not a float32 matrix");
       const int64_t rows = w->shape[0], cols = w->shape[1], n = rows * cols;
       const auto *values = reinterpret_cast<const float *>(raw->data());
-      const bool codes = cast<RankedTensorType>(globalArgTypes[i])
-                             .getElementType()
-                             .isInteger(8);
       const int axis =
           step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) ? 1 : 0;
       const QuantizePlan &q = o.training.quantize;
-      std::vector<char> out;
-      if (q.type == "nf4") {
-        std::vector<uint8_t> c((n + 1) / 2);
-        std::vector<float> m((n + q.blockSize - 1) / q.blockSize);
-        autopar::rt::nf4Quantize(values, n, q.blockSize, c.data(), m.data());
-        out = codes ? std::vector<char>(c.begin(), c.end())
-                    : std::vector<char>(
-                          reinterpret_cast<char *>(m.data()),
-                          reinterpret_cast<char *>(m.data() + m.size()));
-      } else {
-        std::vector<int8_t> c(n);
-        std::vector<float> m(axis ? cols : rows);
-        autopar::rt::int8Quantize(values, rows, cols, axis, c.data(), m.data());
-        out = codes ? std::vector<char>(c.begin(), c.end())
-                    : std::vector<char>(
-                          reinterpret_cast<char *>(m.data()),
-                          reinterpret_cast<char *>(m.data() + m.size()));
+      const bool nf4 = q.type == "nf4";
+      std::vector<char> c(nf4 ? (n + 1) / 2 : n);
+      std::vector<float> m(nf4 ? (n + q.blockSize - 1) / q.blockSize
+                               : (axis ? cols : rows));
+      if (nf4)
+        autopar::rt::nf4Quantize(values, n, q.blockSize,
+                                 reinterpret_cast<uint8_t *>(c.data()),
+                                 m.data());
+      else
+        autopar::rt::int8Quantize(values, rows, cols, axis,
+                                  reinterpret_cast<int8_t *>(c.data()),
+                                  m.data());
+      std::vector<char> scales(reinterpret_cast<char *>(m.data()),
+                               reinterpret_cast<char *>(m.data() + m.size()));
+      if (codes) {
+        quantPending[key(false)] = std::move(scales);
+        return c;
       }
-      return out;
+      quantPending[key(true)] = std::move(c);
+      return scales;
     };
     llvm::Expected<std::vector<char>> bytes =
         adapter     ? loraBytes()

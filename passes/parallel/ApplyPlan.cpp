@@ -39,12 +39,11 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
       if (size < 1)
         return fail(std::string("mesh.") + key +
                     ": expected an integer >= 1, got " + std::to_string(size));
-    for (const std::string &glob : frozen)
-      if (std::string why = globProblem(glob); !why.empty())
-        return fail("frozen: " + why + " \"" + glob + "\"");
-    for (const std::string &glob : noDecay)
-      if (std::string why = globProblem(glob); !why.empty())
-        return fail("optimizer.no_decay: " + why + " \"" + glob + "\"");
+    for (std::string why :
+         {globsProblem("frozen", {frozen.begin(), frozen.end()}),
+          globsProblem("optimizer.no_decay", {noDecay.begin(), noDecay.end()})})
+      if (!why.empty())
+        return fail(why);
     std::vector<std::pair<std::string, int64_t>> padding;
     for (const std::string &entry : paddingIdx) {
       size_t eq = entry.rfind('=');

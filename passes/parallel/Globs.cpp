@@ -196,4 +196,21 @@ bool globMatchAny(const std::vector<std::string> &patterns,
   return false;
 }
 
+std::string globsProblem(std::string_view key,
+                         const std::vector<std::string> &patterns) {
+  for (const std::string &pattern : patterns)
+    if (std::string why = globProblem(pattern); !why.empty())
+      return std::string(key) + ": " + why + " \"" + pattern + "\"";
+  return "";
+}
+
+bool globMatchMarking(const std::vector<std::string> &patterns,
+                      std::string_view name, std::vector<bool> &used) {
+  bool any = false;
+  for (size_t k = 0; k < patterns.size(); ++k)
+    if (globMatch(patterns[k], name))
+      used[k] = any = true;
+  return any;
+}
+
 } // namespace autopar

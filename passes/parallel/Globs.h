@@ -47,6 +47,16 @@ std::optional<FrozenRows> parseFrozenRows(std::string_view pattern);
 /// "" for a valid one.
 std::string globProblem(std::string_view pattern);
 
+/// The first of `patterns` that is no glob, as "<key>: <problem> \"<glob>\"",
+/// or "" when all are valid.
+std::string globsProblem(std::string_view key,
+                         const std::vector<std::string> &patterns);
+
+/// True if any of `patterns` matches `name`; marks each one that does in
+/// `used` (one flag per pattern).
+bool globMatchMarking(const std::vector<std::string> &patterns,
+                      std::string_view name, std::vector<bool> &used);
+
 } // namespace autopar
 
 #endif // AUTOPAR_PASSES_PARALLEL_GLOBS_H

@@ -53,12 +53,12 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
       return fail("lora.alpha: expected a number > 0");
     if (!(dropout >= 0 && dropout < 1))
       return fail("lora.dropout: expected a number in [0, 1)");
-    for (const std::string &glob : targets)
-      if (std::string why = globProblem(glob); !why.empty())
-        return fail("lora.targets: " + why + " \"" + glob + "\"");
-    for (const std::string &glob : alsoTrain)
-      if (std::string why = globProblem(glob); !why.empty())
-        return fail("lora.also_train: " + why + " \"" + glob + "\"");
+    std::vector<std::string> targetGlobs(targets.begin(), targets.end()),
+        alsoTrainGlobs(alsoTrain.begin(), alsoTrain.end());
+    for (std::string why : {globsProblem("lora.targets", targetGlobs),
+                            globsProblem("lora.also_train", alsoTrainGlobs)})
+      if (!why.empty())
+        return fail(why);
     std::vector<bool> targetUsed(targets.size()),
         alsoTrainUsed(alsoTrain.size());
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -71,12 +71,7 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
             arg.getArgNumber(), nn::NNDialect::kParamAttr);
         if (!name)
           continue;
-        bool matched = false;
-        for (auto [k, glob] : llvm::enumerate(targets))
-          if (globMatch(glob, name.getValue())) {
-            targetUsed[k] = matched = true;
-          }
-        if (matched)
+        if (globMatchMarking(targetGlobs, name.getValue(), targetUsed))
           weights.push_back(arg);
       }
       for (BlockArgument w : weights)
@@ -96,11 +91,7 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
         if (!name || func.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
             func.getArgAttr(i, nn::NNDialect::kLoraBAttr))
           continue;
-        bool keep = false;
-        for (auto [k, glob] : llvm::enumerate(alsoTrain))
-          if (globMatch(glob, name.getValue()))
-            alsoTrainUsed[k] = keep = true;
-        if (keep)
+        if (globMatchMarking(alsoTrainGlobs, name.getValue(), alsoTrainUsed))
           continue;
         func.setArgAttr(i, nn::NNDialect::kFrozenAttr,
                         UnitAttr::get(&getContext()));

@@ -54,9 +54,9 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     if (blockSize < 1)
       return fail("quantize.block_size: expected an integer >= 1, got " +
                   std::to_string(blockSize));
-    for (const std::string &glob : weights)
-      if (std::string why = globProblem(glob); !why.empty())
-        return fail("quantize.weights: " + why + " \"" + glob + "\"");
+    std::vector<std::string> globs(weights.begin(), weights.end());
+    if (std::string why = globsProblem("quantize.weights", globs); !why.empty())
+      return fail(why);
     std::vector<bool> used(weights.size());
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
@@ -70,11 +70,7 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
             func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kLoraAAttr) ||
             func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kLoraBAttr))
           continue;
-        bool match = false;
-        for (auto [k, glob] : llvm::enumerate(weights))
-          if (globMatch(glob, name.getValue()))
-            used[k] = match = true;
-        if (match)
+        if (globMatchMarking(globs, name.getValue(), used))
           matched.push_back(arg);
       }
       // Back to front: replacing an argument leaves the earlier ones'

@@ -13,13 +13,9 @@
 #ifndef AUTOPAR_RUNTIME_OPTIM_OPTIMIZERMATH_H
 #define AUTOPAR_RUNTIME_OPTIM_OPTIMIZERMATH_H
 
-#include <math.h>
+#include "runtime/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define AUTOPAR_RT_HOST_DEVICE __host__ __device__
-#else
-#define AUTOPAR_RT_HOST_DEVICE
-#endif
+#include <math.h>
 
 namespace autopar::rt {
 

@@ -22,17 +22,11 @@
 #ifndef AUTOPAR_RUNTIME_SUPPORT_QUANTIZE_H
 #define AUTOPAR_RUNTIME_SUPPORT_QUANTIZE_H
 
+#include "runtime/HostDevice.h"
+
 #include <stdint.h>
 
 #include <cmath>
-
-#ifndef AUTOPAR_RT_HOST_DEVICE
-#if defined(__CUDACC__)
-#define AUTOPAR_RT_HOST_DEVICE __host__ __device__
-#else
-#define AUTOPAR_RT_HOST_DEVICE
-#endif
-#endif
 
 namespace autopar::rt {
 

@@ -7,10 +7,10 @@
 DIR must hold PEFT's two files:
 - adapter_config.json: peft_type "LORA", r R, lora_alpha A, and as
   target_modules exactly the modules of the reference's adapters;
-- adapter_model.safetensors (read here from its format, without the
-  safetensors package: an 8-byte little-endian header size, the JSON
-  header, the data): one F32 tensor "base_model.model.<M>.lora_A.weight"
-  [r, in] and "...lora_B.weight" [out, r] per module M, where the
+- adapter_model.safetensors (read from its format by torch_ref.py's
+  read_safetensors, without the safetensors package): one F32 tensor
+  "base_model.model.<M>.lora_A.weight" [r, in] and "...lora_B.weight"
+  [out, r] per module M, where the
   reference (torch_ref.py --save-lora) names them "<P><M>.lora_A.weight";
   each within ||ours - ref|| <= rtol * ||ref|| + atol * sqrt(size).
 Prints "OK: N tensors of M modules" or what differs, and exits 1.
@@ -18,32 +18,11 @@ Prints "OK: N tensors of M modules" or what differs, and exits 1.
 import argparse
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"{path}: shorter than its header size")
-    (size,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + size])
-    body = data[8 + size:]
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] != "F32":
-            raise ValueError(f"{path}: {name} is {info['dtype']}, expected F32")
-        begin, end = info["data_offsets"]
-        array = np.frombuffer(body[begin:end], dtype="<f4")
-        if array.size != int(np.prod(info["shape"], dtype=np.int64)):
-            raise ValueError(f"{path}: {name}: {array.size} elements for shape {info['shape']}")
-        tensors[name] = array.reshape(info["shape"])
-    return tensors
+from torch_ref import read_safetensors
 
 
 def main():
@@ -60,7 +39,10 @@ def main():
     errors = []
     with open(os.path.join(args.dir, "adapter_config.json")) as f:
         config = json.load(f)
-    ours = read_safetensors(os.path.join(args.dir, "adapter_model.safetensors"))
+    dtypes = {}
+    ours = read_safetensors(os.path.join(args.dir, "adapter_model.safetensors"), dtypes)
+    errors += [f"{name}: {dtype}, expected F32" for name, dtype in sorted(dtypes.items())
+               if dtype != "F32"]
     with np.load(args.ref) as npz:
         ref = {k: npz[k] for k in npz.files}
     modules = sorted({n.rsplit(".lora_", 1)[0][len(args.module_prefix):] for n in ref})

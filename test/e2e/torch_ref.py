@@ -244,6 +244,8 @@ class OnnxModel:
             self.nodes.append((node, (fn, attrs)))
         self.inputs = [vi for vi in graph.input if vi.name not in initializers]
         self.outputs = [vi.name for vi in graph.output]
+        self.lora_merge = {}  # weight -> (A, B, alpha / r, whether it is [in, out])
+        self.lora_names = set()  # the adapters' parameter names
         if lora:  # PEFT: only the adapters (and modules_to_save) train
             also = tuple(lora.get("also_train", ()))
             for name in [n for n in self.params if not matches_any(n, also)]:
@@ -268,7 +270,6 @@ class OnnxModel:
         transposed = {node.output[0]: node.input[0] for node, (fn, attrs) in self.nodes
                       if node.op_type == "Transpose" and attrs.get("perm") == [1, 0]}
         adapters = {}  # weight -> (A, B)
-        self.lora_merge = {}  # weight -> (A, B, alpha / r, whether it is [in, out])
         site = 2 ** 31  # the adapters' dropout sites, in node order
         for i, (node, (fn, attrs)) in enumerate(self.nodes):
             if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
@@ -292,6 +293,7 @@ class OnnxModel:
                 self.params[b_name] = torch.nn.Parameter(torch.zeros(out, r))
                 adapters[w] = (self.params[a_name], self.params[b_name])
                 self.lora_merge[w] = adapters[w] + (alpha / r, in_out)
+                self.lora_names.update((a_name, b_name))
             a, b = adapters[w]
             gemm = node.op_type == "Gemm"
             scale = alpha / r * (attrs.get("alpha", 1.0) if gemm else 1.0)
@@ -319,21 +321,18 @@ class OnnxModel:
                                                   "adapter_model.safetensors"))
             prefix = lora.get("module_prefix", "")
             with torch.no_grad():
-                for name, p in self.params.items():
-                    if ".lora_A." in name or ".lora_B." in name:
-                        key = "base_model.model." + name[len(prefix):]
-                        if key not in given:
-                            raise RefError(f"lora.init_adapter has no {key!r}")
-                        p.copy_(torch.from_numpy(given[key].astype(np.float32)))
+                for name in self.lora_names:
+                    key = "base_model.model." + name[len(prefix):]
+                    if key not in given:
+                        raise RefError(f"lora.init_adapter has no {key!r}")
+                    self.params[name].copy_(torch.from_numpy(given[key].astype(np.float32)))
 
     def merged_params(self):
         """The trained parameters as an ONNX export holds them: with LoRA the
         adapted weights merged (W + B A alpha / r, in W's orientation) instead
         of the adapters."""
-        out = {n: p for n, p in self.params.items()
-               if not getattr(self, "lora_merge", None) or (".lora_A." not in n and
-                                                            ".lora_B." not in n)}
-        for w, (a, b, scale, in_out) in getattr(self, "lora_merge", {}).items():
+        out = {n: p for n, p in self.params.items() if n not in self.lora_names}
+        for w, (a, b, scale, in_out) in self.lora_merge.items():
             delta = (b.detach() @ a.detach()) * scale
             out[w] = self.tensors[w] + (delta.t() if in_out else delta)
         return out
@@ -386,9 +385,11 @@ class OnnxModel:
         return [env[name] for name in self.outputs]
 
 
-def read_safetensors(path):
+def read_safetensors(path, dtypes_out=None):
     """{name: array} of a safetensors file, read from its format (an 8-byte
-    little-endian header size, the JSON header, the data)."""
+    little-endian header size, the JSON header, the data); BF16 is read as
+    float32. dtypes_out, a dict, gets each tensor's dtype as the file
+    names it ("F32", ...)."""
     dtypes = {"F32": "<f4", "F16": "<f2", "BF16": None}
     with open(path, "rb") as f:
         data = f.read()
@@ -398,6 +399,10 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
+        if info["dtype"] not in dtypes:
+            raise RefError(f"{path}: {name} is {info['dtype']}, not F32, F16 or BF16")
+        if dtypes_out is not None:
+            dtypes_out[name] = info["dtype"]
         begin, end = info["data_offsets"]
         raw = data[8 + size + begin:8 + size + end]
         if info["dtype"] == "BF16":
@@ -854,8 +859,7 @@ def run(args):
     if args.save_weights:
         save_weights(args.save_weights, model.merged_params())
     if args.save_lora:
-        save_weights(args.save_lora, {n: p for n, p in model.params.items()
-                                      if ".lora_A." in n or ".lora_B." in n})
+        save_weights(args.save_lora, {n: model.params[n] for n in model.lora_names})
     tmp = args.output + ".tmp"
     with open(tmp, "w") as out:
         out.writelines(json.dumps(r) + "\n" for r in records)

@@ -27,7 +27,6 @@ Prints "FAMILY: OK: ..." and exits 0, or what differs and exits 1.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -39,16 +38,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, E2E)
 import hf_models  # noqa: E402
 import torch_ref  # noqa: E402
+from check_family import run  # noqa: E402
 
 PREFIX = "model."  # what hf_models.py's export wrapper puts before the names
-
-
-def run(cmd, what):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        print(f"{what} failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}")
-        sys.exit(1)
-    return proc.stdout
 
 
 def norm_diff(a, b):
