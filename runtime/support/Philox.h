@@ -17,7 +17,8 @@
 //   y       = dropped ? 0 : x * float(1 / (1 - ratio))
 //
 // docs/fine-tuning.md states the same; test/e2e/dropout_reference.py
-// reimplements it in Python.
+// reimplements it in Python. LoRA's A is drawn from the same generator
+// (loraInitValue, its own streams).
 //
 // Header only, inline by design: innermost loop bodies of both targets.
 //
