@@ -154,6 +154,7 @@ struct LoraAdapter {
 struct QuantizedWeight {
   const char *name;
   int32_t codes, absmax;
+  int32_t state2; // double quantization's offset and scales, or -1
   int32_t kind;
   int64_t blockSize;
   int32_t axis;

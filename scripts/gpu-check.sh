@@ -71,6 +71,7 @@ cases=(
   "gpt-bf16-unfused|gpt_opset17_static_nofold.onnx||{\"precision\": \"bf16-mixed\", \"attention\": \"unfused\", \"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}}|1e-2"
   "gpt-lora-dropout|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.01, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_attn.weight\", \"*.c_proj.weight\"], \"r\": 4, \"alpha\": 8, \"dropout\": 0.1}}"
   "gpt-qlora-nf4|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_attn.weight\"], \"r\": 4, \"alpha\": 8}, \"quantize\": {\"weights\": [\"h.*.attn.c_*.weight\", \"h.*.mlp.c_*.weight\"], \"type\": \"nf4\", \"block_size\": 32}}"
+  "gpt-qlora-nf4-dq|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_attn.weight\"], \"r\": 4, \"alpha\": 8}, \"quantize\": {\"weights\": [\"h.*.attn.c_*.weight\", \"h.*.mlp.c_*.weight\"], \"type\": \"nf4\", \"block_size\": 32, \"double_quant\": true}}"
   "gpt-qlora-int8|gpt_opset17_static_nofold.onnx||{\"optimizer\": {\"type\": \"adamw\", \"lr\": 0.003, \"max_grad_norm\": 1.0}, \"lora\": {\"targets\": [\"*.c_proj.weight\"], \"r\": 4, \"alpha\": 8}, \"quantize\": {\"weights\": [\"h.*.c_fc.weight\", \"h.*.c_proj.weight\"], \"type\": \"int8\"}}"
 )
 

@@ -162,11 +162,14 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       .Case([&](nn::DequantizeOp o) -> LogicalResult {
         ArrayRef<int64_t> shape = dims(o.getResult());
         os << "  " << rt("dequantize")
-           << formatv("(const int8_t *){0}, (const float *){1}, (float *){2}, "
-                      "{3}, {4}, {5}, {6}, {7});\n",
-                      ptr(o.getCodes()), ptr(o.getAbsmax()), ptr(o.getResult()),
-                      shape[0], shape[1], o.getKind() == "nf4" ? 0 : 1,
-                      o.getBlockSize(), o.getAxis());
+           << formatv("(const int8_t *){0}, (const void *){1}, {2}, "
+                      "(float *){3}, {4}, {5}, {6}, {7}, {8});\n",
+                      ptr(o.getCodes()), ptr(o.getAbsmax()),
+                      o.getState2() ? "(const float *)" + ptr(o.getState2())
+                                    : std::string("nullptr"),
+                      ptr(o.getResult()), shape[0], shape[1],
+                      o.getKind() == "nf4" ? 0 : 1, o.getBlockSize(),
+                      o.getAxis());
         return success();
       })
       .Case([&](nn::DropoutOp o) -> LogicalResult {

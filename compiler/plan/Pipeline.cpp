@@ -114,6 +114,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
                             plan.quantize.weights.end());
     quantize.kind = plan.quantize.type;
     quantize.blockSize = plan.quantize.blockSize;
+    quantize.doubleQuant = plan.quantize.doubleQuant;
     pm.addPass(dist::createQuantizePass(quantize));
   }
   pm.addPass(createCanonicalizerPass());

@@ -661,11 +661,12 @@ const std::vector<PlanKey> &planKeys() {
       intKey("quantize.block_size", 1, PLAN_FIELD(quantize.blockSize)),
       withRule(boolKey("quantize.double_quant", PLAN_FIELD(quantize.doubleQuant)),
                [](PlanParser &r, const json &, Plan &plan) {
-                 if (!plan.quantize.doubleQuant)
+                 if (!plan.quantize.doubleQuant || plan.quantize.type == "nf4")
                    return true;
                  return r.fail("quantize.double_quant",
-                               "true is not supported yet (the absmax "
-                               "values stay float32)");
+                               "true is for type \"nf4\" (bitsandbytes' "
+                               "compress_statistics), got type \"" +
+                                   plan.quantize.type + "\"");
                }),
       {"padding_idx", readPaddingIdx, printPaddingIdx},
       intKey("lr_schedule.warmup_steps", 0, PLAN_FIELD(lrSchedule.warmupSteps)),
@@ -730,7 +731,8 @@ bool checkPlan(PlanParser &r, const Plan &plan) {
   const QuantizePlan quantize;
   if (!plan.quantize.enabled() &&
       (plan.quantize.type != quantize.type ||
-       plan.quantize.blockSize != quantize.blockSize))
+       plan.quantize.blockSize != quantize.blockSize ||
+       plan.quantize.doubleQuant != quantize.doubleQuant))
     return r.fail("quantize.weights", "the quantize keys need "
                                       "quantize.weights (globs of the "
                                       "weights to quantize), got none");

@@ -242,9 +242,16 @@ struct LoraTensors {
 
 /// The tensors (indices in kTensors) of one quantized weight.
 struct QuantTensors {
-  int codes = -1, absmax = -1;
+  int codes = -1, absmax = -1, state2 = -1;
   bool axis1 = false;
 };
+
+/// Which part of its quantized weight argument `i` of `f` is: "codes",
+/// "absmax" or "state2" (autopar-quantize's nn.quant_role).
+StringRef quantRole(func::FuncOp f, unsigned i) {
+  auto role = f.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kQuantRoleAttr);
+  return role ? role.getValue() : StringRef();
+}
 
 class Fields {
 public:
@@ -473,8 +480,10 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     if (auto q = step.getArgAttrOfType<StringAttr>(
             i, nn::NNDialect::kQuantizedAttr)) {
       QuantTensors &t = quantOf[q.getValue()];
-      (storedType.getElementType().isInteger(8) ? t.codes : t.absmax) =
-          numTensors;
+      StringRef role = quantRole(step, i);
+      (role == "codes"    ? t.codes
+       : role == "absmax" ? t.absmax
+                          : t.state2) = numTensors;
       t.axis1 |= step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) != nullptr;
     }
     const bool seeded = loraA && !o.loraInit;
@@ -541,13 +550,15 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   for (const auto &entry : quantOf) {
     const onnx_import::ParamInfo *w = o.weights->lookup(entry.getKey());
     const QuantTensors &t = entry.getValue();
-    if (!w || w->shape.size() != 2 || t.codes < 0 || t.absmax < 0)
+    if (!w || w->shape.size() != 2 || t.codes < 0 || t.absmax < 0 ||
+        (t.state2 >= 0) != config.quantize.doubleQuant)
       return fail(o.model + ": internal error: the quantized weight '" +
                   entry.getKey().str() + "' lacks its codes or scales");
     Fields(fs, "kQuantized[" + std::to_string(numQuantized++) + "]")
         .string("name", entry.getKey())
         .set("codes", t.codes)
         .set("absmax", t.absmax)
+        .set("state2", t.state2)
         .set("kind", config.quantize.type == "nf4" ? 0 : 1)
         .set("blockSize", config.quantize.blockSize)
         .set("axis", t.axis1 ? 1 : 0)
@@ -1245,9 +1256,10 @@ bool Writer::run(const std::string &dir) {
       const onnx_import::ParamInfo *w = o.weights->lookup(q.getValue());
       manifest["tensors"].back()["quantized"] = {
           {"weight", q.getValue().str()},
-          {"role", type.getElementType().isInteger(8) ? "codes" : "absmax"},
+          {"role", quantRole(step, i).str()},
           {"type", o.training.quantize.type},
           {"block_size", o.training.quantize.blockSize},
+          {"double_quant", o.training.quantize.doubleQuant},
           {"axis", step.getArgAttr(i, nn::NNDialect::kQuantAxis1Attr) ? 1 : 0},
           {"shape", w ? std::vector<int64_t>(w->shape.begin(), w->shape.end())
                       : std::vector<int64_t>()}};
@@ -1290,14 +1302,12 @@ bool Writer::run(const std::string &dir) {
     auto quantized =
         step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kQuantizedAttr);
     auto quantBytes = [&]() -> llvm::Expected<std::vector<char>> {
-      const bool codes = cast<RankedTensorType>(globalArgTypes[i])
-                             .getElementType()
-                             .isInteger(8);
-      auto key = [&](bool isCodes) {
-        return quantized.getValue().str() + (isCodes ? "#codes" : "#absmax");
+      const StringRef role = quantRole(step, i);
+      auto key = [&](StringRef part) {
+        return quantized.getValue().str() + "#" + part.str();
       };
-      // Both parts are made at once; the one asked for second waits here.
-      if (auto it = quantPending.find(key(codes)); it != quantPending.end()) {
+      // All parts are made at once; the ones asked for later wait here.
+      if (auto it = quantPending.find(key(role)); it != quantPending.end()) {
         std::vector<char> part = std::move(it->second);
         quantPending.erase(it);
         return part;
@@ -1329,14 +1339,35 @@ bool Writer::run(const std::string &dir) {
         autopar::rt::int8Quantize(values, rows, cols, axis,
                                   reinterpret_cast<int8_t *>(c.data()),
                                   m.data());
-      std::vector<char> scales(reinterpret_cast<char *>(m.data()),
-                               reinterpret_cast<char *>(m.data() + m.size()));
-      if (codes) {
-        quantPending[key(false)] = std::move(scales);
-        return c;
+      auto bytesOf = [](const std::vector<float> &v) {
+        return std::vector<char>(
+            reinterpret_cast<const char *>(v.data()),
+            reinterpret_cast<const char *>(v.data() + v.size()));
+      };
+      llvm::StringMap<std::vector<char>> parts;
+      parts["codes"] = std::move(c);
+      if (q.doubleQuant) {
+        std::vector<char> qabsmax(m.size());
+        std::vector<float> state2(
+            1 + (static_cast<int64_t>(m.size()) + rt::kDoubleQuantBlock - 1) /
+                    rt::kDoubleQuantBlock);
+        autopar::rt::doubleQuantize(m.data(), static_cast<int64_t>(m.size()),
+                                    reinterpret_cast<uint8_t *>(qabsmax.data()),
+                                    state2.data());
+        parts["absmax"] = std::move(qabsmax);
+        parts["state2"] = bytesOf(state2);
+      } else {
+        parts["absmax"] = bytesOf(m);
       }
-      quantPending[key(true)] = std::move(c);
-      return scales;
+      if (!parts.count(role))
+        return llvm::createStringError("the quantized weight '" +
+                                       quantized.getValue() +
+                                       "' has no part '" + role + "'");
+      std::vector<char> part = std::move(parts[role]);
+      for (auto &entry : parts)
+        if (entry.getKey() != role)
+          quantPending[key(entry.getKey())] = std::move(entry.getValue());
+      return part;
     };
     llvm::Expected<std::vector<char>> bytes =
         adapter     ? loraBytes()

@@ -93,8 +93,11 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLoraBAttr = "nn.lora_b";
     static constexpr llvm::StringLiteral kLoraInOutAttr = "nn.lora_in_out";
     static constexpr llvm::StringLiteral kLoraAttr = "nn.lora";
-    // A quantized weight's codes and scales (autopar-quantize) name it.
+    // A quantized weight's codes and scales (autopar-quantize) name it;
+    // nn.quant_role says which part each is: "codes", "absmax" or
+    // "state2" (double quantization's offset and scales).
     static constexpr llvm::StringLiteral kQuantizedAttr = "nn.quantized";
+    static constexpr llvm::StringLiteral kQuantRoleAttr = "nn.quant_role";
     static constexpr llvm::StringLiteral kQuantAxis1Attr = "nn.quant_axis1";
     /// On a trained parameter (plan `frozen` "GLOB[ROWS]"): sorted,
     /// disjoint [begin, end) ranges of rows of dim 0, as an i64 array

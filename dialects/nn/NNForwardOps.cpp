@@ -166,15 +166,33 @@ LogicalResult DequantizeOp::verify() {
     if (codes != (n + 1) / 2)
       return emitOpError() << "nf4 needs " << (n + 1) / 2 << " code bytes for "
                            << n << " elements, got " << codes;
-    if (scales != (n + block - 1) / block)
+    const int64_t blocks = (n + block - 1) / block;
+    if (scales != blocks)
       return emitOpError() << "nf4 needs one absmax per block of " << block
-                           << " (" << (n + block - 1) / block << "), got "
-                           << scales;
+                           << " (" << blocks << "), got " << scales;
+    const bool codedScales =
+        tensorType(getAbsmax()).getElementType().isInteger(8);
+    if (!getState2())
+      return codedScales ? emitOpError() << "i8 absmax (double quantization) "
+                                            "needs the state2 operand"
+                         : success();
+    if (!codedScales)
+      return emitOpError() << "with state2 (double quantization) the absmax "
+                              "must be i8 codes";
+    const int64_t groups = (blocks + 255) / 256;
+    const int64_t state2 = tensorType(getState2()).getNumElements();
+    if (state2 != 1 + groups)
+      return emitOpError() << "state2 needs the offset and one scale per 256 "
+                              "absmax ("
+                           << 1 + groups << "), got " << state2;
     return success();
   }
   if (getKind() != "int8")
     return emitOpError() << "kind must be \"nf4\" or \"int8\", got \""
                          << getKind() << "\"";
+  if (getState2() || !tensorType(getAbsmax()).getElementType().isF32())
+    return emitOpError() << "int8 takes f32 absmax and no state2 (double "
+                            "quantization is for nf4)";
   const int64_t axis = static_cast<int64_t>(getAxis());
   if (axis != 0 && axis != 1)
     return emitOpError() << "axis must be 0 or 1, got " << axis;

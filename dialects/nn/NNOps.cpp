@@ -54,9 +54,10 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   StringRef name = attr.getName().getValue();
   StringRef what = isResult ? "result" : "argument";
   static constexpr StringLiteral argStringAttrs[] = {
-      NNDialect::kParamAttr,    NNDialect::kInitFromAttr, NNDialect::kInputAttr,
-      NNDialect::kSavedAttr,    NNDialect::kLoraAAttr,    NNDialect::kLoraBAttr,
-      NNDialect::kQuantizedAttr};
+      NNDialect::kParamAttr,     NNDialect::kInitFromAttr,
+      NNDialect::kInputAttr,     NNDialect::kSavedAttr,
+      NNDialect::kLoraAAttr,     NNDialect::kLoraBAttr,
+      NNDialect::kQuantizedAttr, NNDialect::kQuantRoleAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
       NNDialect::kBufferAttr,     NNDialect::kFrozenAttr,
       NNDialect::kNoDecayAttr,    NNDialect::kTrilAttr,

@@ -318,19 +318,26 @@ def NN_DequantizeOp : NN_Op<"dequantize"> {
     per byte (codes: ceil(n / 2) bytes), w = NF4[code] * absmax. `kind`
     "int8": one code per element (codes: the weight's shape), one absmax
     per output feature (the result's dim `axis`), w = code * absmax / 127.
+    With `state2` (NF4 with double quantization) the absmax are i8 codes of
+    bitsandbytes' dynamic map, one per block, and `state2` holds their
+    offset then one f32 scale per 256 of them:
+    absmax = dyn[q] * state2[1 + b / 256] + state2[0].
     The result is the f32 weight; it has no gradient.
 
     ```mlir
     %w = nn.dequantize %codes, %absmax {kind = "nf4", block_size = 64 : i64, axis = 0 : i64}
         : (tensor<2048xi8>, tensor<64xf32>) -> tensor<64x64xf32>
+    %d = nn.dequantize %codes, %qabsmax, %state2 {kind = "nf4", block_size = 64 : i64, axis = 0 : i64}
+        : (tensor<2048xi8>, tensor<64xi8>, tensor<2xf32>) -> tensor<64x64xf32>
     ```
   }];
   let arguments = (ins StaticShapeTensorOf<[I8]>:$codes,
-                   StaticShapeTensorOf<[F32]>:$absmax, StrAttr:$kind,
+                   StaticShapeTensorOf<[F32, I8]>:$absmax,
+                   Optional<StaticShapeTensorOf<[F32]>>:$state2, StrAttr:$kind,
                    I64Attr:$block_size, I64Attr:$axis);
   let results = (outs StaticShapeTensorOf<[F32]>:$result);
   let assemblyFormat = [{
-    $codes `,` $absmax attr-dict `:` functional-type(operands, results)
+    $codes `,` $absmax (`,` $state2^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -145,6 +145,10 @@ def QuantizePass : Pass<"autopar-quantize", "mlir::ModuleOp"> {
         : (tensor<2048xi8>, tensor<64xf32>) -> tensor<64x64xf32>
     %y = nn.matmul %x, %w : (tensor<2x64xf32>, tensor<64x64xf32>) -> tensor<2x64xf32>
     ```
+    With `double-quant` (NF4 only) the scales are "W.quant_absmax" as i8
+    codes of bitsandbytes' dynamic map, one per block, and a third frozen
+    parameter "W.quant_state2" (f32: the absmax values' mean, then one
+    scale per 256 of them) is the dequantize's third operand.
     Fails (one line) on a glob that matches no parameter and on a matched
     tensor that is trained or not an f32 matrix.
   }];
@@ -154,6 +158,8 @@ def QuantizePass : Pass<"autopar-quantize", "mlir::ModuleOp"> {
     Option<"kind", "kind", "std::string", "\"nf4\"", "nf4 or int8">,
     Option<"blockSize", "block-size", "int64_t", "64",
            "NF4: elements per absmax block">,
+    Option<"doubleQuant", "double-quant", "bool", "false",
+           "NF4: the absmax quantized too (bitsandbytes' compress_statistics)">,
   ];
   let dependentDialects = ["autopar::nn::NNDialect", "mlir::func::FuncDialect"];
 }

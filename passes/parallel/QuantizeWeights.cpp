@@ -10,6 +10,7 @@
 
 #include "dialects/nn/NNOps.h"
 #include "passes/parallel/Globs.h"
+#include "runtime/support/Quantize.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -51,6 +52,9 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     if (kind != "nf4" && kind != "int8")
       return fail("quantize.type: expected \"nf4\" or \"int8\", got \"" + kind +
                   "\"");
+    if (doubleQuant && kind != "nf4")
+      return fail("quantize.double_quant: true is for type \"nf4\", got \"" +
+                  kind + "\"");
     if (blockSize < 1)
       return fail("quantize.block_size: expected an integer >= 1, got " +
                   std::to_string(blockSize));
@@ -111,31 +115,38 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
     auto codesType = RankedTensorType::get(
         kind == "nf4" ? ArrayRef<int64_t>{(n + 1) / 2} : type.getShape(),
         IntegerType::get(ctx, 8));
-    auto scalesType =
-        RankedTensorType::get({kind == "nf4" ? (n + blockSize - 1) / blockSize
-                                             : type.getDimSize(axis)},
-                              b.getF32Type());
-    auto attrs = [&](RankedTensorType t, StringRef suffix) {
+    const int64_t scales =
+        kind == "nf4" ? (n + blockSize - 1) / blockSize : type.getDimSize(axis);
+    auto scalesType = RankedTensorType::get(
+        {scales},
+        doubleQuant ? Type(IntegerType::get(ctx, 8)) : b.getF32Type());
+    auto state2Type = RankedTensorType::get(
+        {1 + (scales + rt::kDoubleQuantBlock - 1) / rt::kDoubleQuantBlock},
+        b.getF32Type());
+    auto attrs = [&](RankedTensorType t, StringRef role) {
       SmallVector<NamedAttribute> list = {
           b.getNamedAttr(nn::NNDialect::kParamAttr,
-                         b.getStringAttr(name + suffix.str())),
+                         b.getStringAttr(name + ".quant_" + role.str())),
           b.getNamedAttr(nn::NNDialect::kFrozenAttr, b.getUnitAttr()),
           b.getNamedAttr(nn::NNDialect::kLogicalTypeAttr, TypeAttr::get(t)),
-          b.getNamedAttr(nn::NNDialect::kQuantizedAttr, b.getStringAttr(name))};
-      if (t.getElementType().isF32() && axis == 1)
+          b.getNamedAttr(nn::NNDialect::kQuantizedAttr, b.getStringAttr(name)),
+          b.getNamedAttr(nn::NNDialect::kQuantRoleAttr, b.getStringAttr(role))};
+      if (kind == "int8" && role == "absmax" && axis == 1)
         list.push_back(
             b.getNamedAttr(nn::NNDialect::kQuantAxis1Attr, b.getUnitAttr()));
       return b.getDictionaryAttr(list);
     };
     if (failed(func.insertArgument(index + 1, codesType,
-                                   attrs(codesType, ".quant_codes"),
-                                   w.getLoc())) ||
+                                   attrs(codesType, "codes"), w.getLoc())) ||
         failed(func.insertArgument(index + 2, scalesType,
-                                   attrs(scalesType, ".quant_absmax"),
-                                   w.getLoc()))) {
+                                   attrs(scalesType, "absmax"), w.getLoc())) ||
+        (doubleQuant && failed(func.insertArgument(index + 3, state2Type,
+                                                   attrs(state2Type, "state2"),
+                                                   w.getLoc())))) {
       fail("quantize: cannot add the codes of '" + name + "'");
       return failure();
     }
+    Value state2 = doubleQuant ? func.getArgument(index + 3) : Value();
     // One dequantize right before each use: the weight is read where the
     // layer reads it (a pipeline stage's, a temporary of its op).
     SmallVector<OpOperand *> uses;
@@ -145,7 +156,7 @@ struct QuantizePass : public dist::impl::QuantizePassBase<QuantizePass> {
       OpBuilder ob(use->getOwner());
       use->set(nn::DequantizeOp::create(
           ob, w.getLoc(), type, func.getArgument(index + 1),
-          func.getArgument(index + 2), ob.getStringAttr(kind),
+          func.getArgument(index + 2), state2, ob.getStringAttr(kind),
           ob.getI64IntegerAttr(blockSize), ob.getI64IntegerAttr(axis)));
     }
     if (failed(func.eraseArgument(index))) {

@@ -999,14 +999,14 @@ void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
       [](float v) { return halfBits(v); });
 }
 
-void dequantize(const int8_t *codes, const float *absmax, float *out,
-                int64_t rows, int64_t cols, int kind, int64_t block, int axis) {
+void dequantize(const int8_t *codes, const void *absmax, const float *state2,
+                float *out, int64_t rows, int64_t cols, int kind, int64_t block,
+                int axis) {
   const int64_t n = rows * cols;
-  const auto *nf4 = reinterpret_cast<const uint8_t *>(codes);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t e = 0; e < n; ++e)
-    out[e] = kind == 0 ? nf4Dequantize(nf4, absmax, block, e)
-                       : int8Dequantize(codes, absmax, cols, axis, e);
+    out[e] =
+        dequantizeElement(codes, absmax, state2, kind, block, cols, axis, e);
 }
 
 } // namespace autopar::rt::cpu

@@ -246,9 +246,11 @@ void dropoutHalf(const uint16_t *x, uint16_t *y, const DropoutBlock &block,
 /// out [rows, cols] (float) = the quantized weight (codes, absmax) of the
 /// plan's `quantize` (runtime/support/Quantize.h): kind 0 NF4 in blocks of
 /// `block` elements, 1 INT8 with one absmax per output feature along
-/// `axis`.
-void dequantize(const int8_t *codes, const float *absmax, float *out,
-                int64_t rows, int64_t cols, int kind, int64_t block, int axis);
+/// `axis`. absmax is f32, or with double quantization (NF4, state2 not
+/// null) one dynamic-map code byte per block.
+void dequantize(const int8_t *codes, const void *absmax, const float *state2,
+                float *out, int64_t rows, int64_t cols, int kind, int64_t block,
+                int axis);
 
 } // namespace autopar::rt::cpu
 

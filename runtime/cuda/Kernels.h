@@ -198,9 +198,9 @@ void dropout(DeviceContext &ctx, const __half *x, __half *y,
              int64_t site);
 
 /// cpu::dequantize on the device.
-void dequantize(DeviceContext &ctx, const int8_t *codes, const float *absmax,
-                float *out, int64_t rows, int64_t cols, int kind, int64_t block,
-                int axis);
+void dequantize(DeviceContext &ctx, const int8_t *codes, const void *absmax,
+                const float *state2, float *out, int64_t rows, int64_t cols,
+                int kind, int64_t block, int axis);
 
 /// Copies `bytes` bytes device to device on the stream.
 void copy(DeviceContext &ctx, void *dst, const void *src, int64_t bytes);

@@ -16,25 +16,24 @@ namespace autopar::rt::cuda {
 namespace {
 
 __global__ void __launch_bounds__(kBlock)
-    dequantizeKernel(const int8_t *codes, const float *absmax, float *out,
-                     int64_t n, int64_t cols, int kind, int64_t block,
-                     int axis) {
-  const auto *nf4 = reinterpret_cast<const uint8_t *>(codes);
+    dequantizeKernel(const int8_t *codes, const void *absmax,
+                     const float *state2, float *out, int64_t n, int64_t cols,
+                     int kind, int64_t block, int axis) {
   for (int64_t e = threadIndex(); e < n; e += threadCount())
-    out[e] = kind == 0 ? nf4Dequantize(nf4, absmax, block, e)
-                       : int8Dequantize(codes, absmax, cols, axis, e);
+    out[e] = dequantizeElement(codes, absmax, state2, kind, block, cols, axis,
+                               e);
 }
 
 } // namespace
 
-void dequantize(DeviceContext &ctx, const int8_t *codes, const float *absmax,
-                float *out, int64_t rows, int64_t cols, int kind,
-                int64_t block, int axis) {
+void dequantize(DeviceContext &ctx, const int8_t *codes, const void *absmax,
+                const float *state2, float *out, int64_t rows, int64_t cols,
+                int kind, int64_t block, int axis) {
   const int64_t n = rows * cols;
   if (n <= 0)
     return;
   dequantizeKernel<<<gridFor(ctx, n), kBlock, 0, ctx.stream>>>(
-      codes, absmax, out, n, cols, kind, block, axis);
+      codes, absmax, state2, out, n, cols, kind, block, axis);
   AUTOPAR_CUDA_CHECK_LAUNCH(&ctx);
 }
 

@@ -285,17 +285,20 @@ Status Trainer::exportOnnx() {
     notExported[q.codes] = notExported[q.absmax] = true;
     autopar::rt::ExportTensor *codes = named(info.tensors[q.codes].name);
     autopar::rt::ExportTensor *absmax = named(info.tensors[q.absmax].name);
-    if (!codes || !absmax)
+    autopar::rt::ExportTensor *state2 = nullptr;
+    if (q.state2 >= 0) {
+      notExported[q.state2] = true;
+      state2 = named(info.tensors[q.state2].name);
+    }
+    if (!codes || !absmax || (q.state2 >= 0 && !state2))
       return Status::error(std::string("--export-onnx: the codes of '") +
                            q.name + "' are missing");
     std::vector<float> w(q.rows * q.cols);
-    const auto *c = static_cast<const int8_t *>(codes->data);
-    const auto *m = static_cast<const float *>(absmax->data);
     for (int64_t e = 0; e < q.rows * q.cols; ++e)
-      w[e] = q.kind == 0
-                 ? autopar::rt::nf4Dequantize(
-                       reinterpret_cast<const uint8_t *>(c), m, q.blockSize, e)
-                 : autopar::rt::int8Dequantize(c, m, q.cols, q.axis, e);
+      w[e] = autopar::rt::dequantizeElement(
+          static_cast<const int8_t *>(codes->data), absmax->data,
+          state2 ? static_cast<const float *>(state2->data) : nullptr, q.kind,
+          q.blockSize, q.cols, q.axis, e);
     made.push_back(std::move(w));
     added.push_back(
         {q.name, 1, {q.rows, q.cols}, made.back().data(), q.rows * q.cols * 4});

@@ -233,39 +233,65 @@ void testDropout(Tester &t, const std::string &type, double ratio) {
 }
 
 /// A quantized weight (plan quantize) dequantized on the device against
-/// cpu::dequantize: NF4 (a last block shorter, an odd element count) and
-/// INT8 per row and per column; exact.
+/// cpu::dequantize: NF4 (a last block shorter, an odd element count), NF4
+/// with double quantization (three groups of 256 absmax, the last one
+/// shorter) and INT8 per row and per column; exact.
 void testDequantize(Tester &t) {
-  const int64_t rows = 7, cols = 19, n = rows * cols, block = 64;
-  std::vector<float> w = t.uniform(n, -3.0f, 3.0f);
-  std::vector<uint8_t> nf4((n + 1) / 2);
-  std::vector<float> absmax((n + block - 1) / block);
-  nf4Quantize(w.data(), n, block, nf4.data(), absmax.data());
   struct Case {
     std::string name;
+    int64_t rows, cols;
     std::vector<int8_t> codes;
-    std::vector<float> absmax;
+    std::vector<uint8_t> absmax; // f32, or the double quantization's codes
+    std::vector<float> state2;   // empty without double quantization
     int kind, axis;
   };
-  std::vector<Case> cases = {
-      {"nf4", std::vector<int8_t>(nf4.begin(), nf4.end()), absmax, 0, 0}};
-  for (int axis : {0, 1}) {
-    std::vector<int8_t> codes(n);
-    std::vector<float> scales(axis ? cols : rows);
-    int8Quantize(w.data(), rows, cols, axis, codes.data(), scales.data());
-    cases.push_back({"int8 axis " + std::to_string(axis), codes, scales, 1,
-                     axis});
+  const int64_t block = 64;
+  std::vector<Case> cases;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 19}, {33, 1001}}) {
+    const int64_t n = rows * cols, blocks = (n + block - 1) / block;
+    std::vector<float> w = t.uniform(n, -3.0f, 3.0f);
+    std::vector<uint8_t> nf4((n + 1) / 2);
+    std::vector<float> absmax(blocks);
+    nf4Quantize(w.data(), n, block, nf4.data(), absmax.data());
+    std::vector<int8_t> codes(nf4.begin(), nf4.end());
+    auto bytes = [](const std::vector<float> &v) {
+      const auto *p = reinterpret_cast<const uint8_t *>(v.data());
+      return std::vector<uint8_t>(p, p + v.size() * sizeof(float));
+    };
+    if (rows == 7) {
+      cases.push_back({"nf4", rows, cols, codes, bytes(absmax), {}, 0, 0});
+      for (int axis : {0, 1}) {
+        std::vector<int8_t> q(n);
+        std::vector<float> scales(axis ? cols : rows);
+        int8Quantize(w.data(), rows, cols, axis, q.data(), scales.data());
+        cases.push_back({"int8 axis " + std::to_string(axis), rows, cols, q,
+                         bytes(scales), {}, 1, axis});
+      }
+      continue;
+    }
+    std::vector<uint8_t> qabsmax(blocks);
+    std::vector<float> state2(1 + (blocks + kDoubleQuantBlock - 1) /
+                                      kDoubleQuantBlock);
+    doubleQuantize(absmax.data(), blocks, qabsmax.data(), state2.data());
+    cases.push_back({"nf4 double quant", rows, cols, codes, qabsmax, state2,
+                     0, 0});
   }
   for (const Case &c : cases) {
+    const int64_t n = c.rows * c.cols;
+    const float *state2 = c.state2.empty() ? nullptr : c.state2.data();
     std::vector<float> want(n);
-    cpu::dequantize(c.codes.data(), c.absmax.data(), want.data(), rows, cols,
-                    c.kind, block, c.axis);
+    cpu::dequantize(c.codes.data(), c.absmax.data(), state2, want.data(),
+                    c.rows, c.cols, c.kind, block, c.axis);
     DeviceBuffer codesD = t.upload(c.codes), absmaxD = t.upload(c.absmax);
+    DeviceBuffer state2D = t.upload(c.state2.empty() ? std::vector<float>{0}
+                                                     : c.state2);
     DeviceBuffer outD = t.alloc(n * sizeof(float));
     gpu::dequantize(t.ctx, reinterpret_cast<const int8_t *>(codesD.get()),
-                    reinterpret_cast<const float *>(absmaxD.get()),
-                    reinterpret_cast<float *>(outD.get()), rows, cols, c.kind,
-                    block, c.axis);
+                    absmaxD.get(),
+                    state2 ? reinterpret_cast<const float *>(state2D.get())
+                           : nullptr,
+                    reinterpret_cast<float *>(outD.get()), c.rows, c.cols,
+                    c.kind, block, c.axis);
     std::vector<float> got = t.download<float>(outD.get(), n);
     t.check("dequantize " + c.name,
             compareBytes(got.data(), want.data(), n * sizeof(float)));

@@ -62,13 +62,14 @@ DYNAMIC_PLANS = {"micro": {"batch": {"micro_batches": 2}},
                                          "batch": {"micro_batches": 2},
                                          "pipeline": {"schedule": "zb-h1"}}}
 # Fine-tuning, on the fixtures that keep the modules' names (no constant
-# folding): LoRA with its dropout over an NF4 base (the dequantize kernel,
-# the dropout masks), and bf16-mixed LoRA over an INT8 base under tp.
+# folding): LoRA with its dropout over an NF4 base with double
+# quantization (the dequantize kernel, the dropout masks), and bf16-mixed
+# LoRA over an INT8 base under tp.
 NOFOLD_PLANS = {"qlora-nf4-dropout": {
                     "lora": {"targets": ["*.c_attn.weight"], "r": 4,
                              "alpha": 8, "dropout": 0.1},
                     "quantize": {"weights": ["h.*.mlp.c_*.weight"],
-                                 "type": "nf4"}},
+                                 "type": "nf4", "double_quant": True}},
                 "bf16-lora-int8-tp2": {
                     "precision": "bf16-mixed", "mesh": {"tp": 2},
                     "lora": {"targets": ["*.c_attn.weight",

@@ -7,12 +7,18 @@ with them dequantized (plan `quantize`; runtime/support/Quantize.h).
 OUTDIR/weights.json names each quantized weight's codes and absmax
 tensors in OUTDIR/weights.bin. NF4 (bitsandbytes): blocks of block_size
 consecutive elements, an absmax per block, two 4-bit codes per byte (the
-first element in the high nibble), w = NF4[code] * absmax. INT8: one code
+first element in the high nibble), w = NF4[code] * absmax. With
+double_quant (bitsandbytes' compress_statistics) the absmax are one byte
+each, codes of bitsandbytes' dynamic map, and a "state2" tensor holds
+their offset then one scale per 256 of them: absmax = DYN[q] *
+state2[1 + b // 256] + state2[0]. INT8: one code
 per element, one absmax per output feature (dim `axis`), w = code * absmax
 / 127. The output is MODEL.onnx with those initializers replaced, for the
 PyTorch reference to train (torch_ref.py). With --check the codes and
 scales must be what quantizing MODEL's initializer gives (nearest NF4
-value; round(w / absmax * 127)).
+value; round(w / absmax * 127); the offset the mean of the absmax, each
+scale the largest |absmax - offset| of its 256, each absmax code the
+nearest dynamic-map value).
 """
 import argparse
 import json
@@ -28,6 +34,38 @@ NF4 = np.array([-1.0, -0.6961928009986877, -0.5250730514526367, -0.3949174880981
                 0.07958029955625534, 0.16093020141124725, 0.24611230194568634,
                 0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
                 0.7229568362236023, 1.0], dtype=np.float32)
+
+
+def create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8):
+    """bitsandbytes.functional.create_dynamic_map (0.43), in torch."""
+    import torch
+    data = []
+    non_sign_bits = total_bits - 1
+    for i in range(max_exponent_bits):
+        fraction_items = int(2 ** (i + non_sign_bits - max_exponent_bits) + 1 if signed
+                             else 2 ** (i + non_sign_bits - max_exponent_bits + 1) + 1)
+        boundaries = torch.linspace(0.1, 1, fraction_items)
+        means = (boundaries[:-1] + boundaries[1:]) / 2.0
+        data += (10 ** (-(max_exponent_bits - 1) + i) * means).tolist()
+        if signed:
+            data += (-10 ** (-(max_exponent_bits - 1) + i) * means).tolist()
+    data += [0, 1.0]
+    data += [0] * (256 - len(data))
+    data.sort()
+    return torch.tensor(data).numpy()
+
+
+DYN = create_dynamic_map()
+
+
+def block_absmax(q, part):
+    """The f32 absmax of each NF4 block, dequantized under double_quant."""
+    if not q.get("double_quant"):
+        return part["absmax"]
+    state2 = part["state2"]
+    b = np.arange(part["absmax"].size)
+    return (DYN[part["absmax"].astype(np.int64)] * state2[1 + b // 256]
+            + state2[0]).astype(np.float32)
 
 
 def dequantize(q, codes, absmax):
@@ -63,6 +101,31 @@ def quantize(q, w):
     return codes.astype(np.int8).reshape(-1), absmax
 
 
+def check_double_quant(name, absmax, part):
+    """Double quantization of the f32 absmax as bitsandbytes does it."""
+    errors = []
+    state2, got = part["state2"], part["absmax"]
+    offset = state2[0]
+    if not np.isclose(offset, absmax.mean(dtype=np.float64), rtol=1e-6, atol=0):
+        errors.append(f"{name}: the offset {offset} is not the absmax mean")
+    centred = (absmax - offset).astype(np.float32)
+    groups = (absmax.size + 255) // 256
+    if state2.size != 1 + groups:
+        return errors + [f"{name}: state2 has {state2.size} floats, not {1 + groups}"]
+    for g in range(groups):
+        block = centred[g * 256:(g + 1) * 256]
+        scale = np.abs(block).max()
+        if scale != state2[1 + g]:
+            errors.append(f"{name}: absmax group {g} has scale {state2[1 + g]}, not {scale}")
+            continue
+        x = block / (scale if scale > 0 else 1)
+        want = np.abs(x[:, None] - DYN[None, :]).argmin(axis=1)
+        if not np.array_equal(want, got[g * 256:(g + 1) * 256]):
+            wrong = int((want != got[g * 256:(g + 1) * 256]).sum())
+            errors.append(f"{name}: {wrong} absmax codes are not the nearest values'")
+    return errors
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,18 +143,25 @@ def main():
         if not q:
             continue
         raw = blob[t["offset"]:t["offset"] + t["bytes"]]
-        value = raw.view(np.int8) if q["role"] == "codes" else raw.view(np.float32)
+        if q["role"] == "codes":
+            value = raw.view(np.int8)
+        elif q["role"] == "absmax" and q.get("double_quant"):
+            value = raw.view(np.uint8)
+        else:
+            value = raw.view(np.float32)
         parts.setdefault(q["weight"], {"q": q})[q["role"]] = value
     model = onnx.load(args.model)
     by_name = {t.name: t for t in model.graph.initializer}
     errors = []
     for name, part in sorted(parts.items()):
         q = part["q"]
-        w = dequantize(q, part["codes"], part["absmax"]).astype(np.float32)
+        w = dequantize(q, part["codes"], block_absmax(q, part)).astype(np.float32)
         if args.check:
             original = numpy_helper.to_array(by_name[name]).astype(np.float32)
             codes, absmax = quantize(q, original)
-            if not np.array_equal(absmax, part["absmax"]):
+            if q.get("double_quant"):
+                errors += check_double_quant(name, absmax, part)
+            elif not np.array_equal(absmax, part["absmax"]):
                 errors.append(f"{name}: the absmax scales are not the weight's")
             if not np.array_equal(codes, part["codes"]):
                 wrong = int((codes != part["codes"]).sum())

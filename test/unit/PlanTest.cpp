@@ -439,10 +439,16 @@ TEST(PlanTest, Quantize) {
             "of the weights to quantize), got none");
   EXPECT_EQ(errorOf(R"({"quantize": {"weights": ["w"], "type": "int4"}})"),
             "quantize.type: expected one of \"nf4\", \"int8\", got \"int4\"");
-  EXPECT_EQ(
-      errorOf(R"({"quantize": {"weights": ["w"], "double_quant": true}})"),
-      "quantize.double_quant: true is not supported yet (the absmax values "
-      "stay float32)");
+  Plan dq = planOf(R"({"quantize": {"weights": ["w"], "double_quant": true}})");
+  EXPECT_TRUE(dq.quantize.doubleQuant);
+  expectRoundTrip(dq);
+  EXPECT_EQ(errorOf(R"({"quantize": {"double_quant": true, "weights": ["w"],
+                                     "type": "int8"}})"),
+            "quantize.double_quant: true is for type \"nf4\" (bitsandbytes' "
+            "compress_statistics), got type \"int8\"");
+  EXPECT_EQ(errorOf(R"({"quantize": {"double_quant": true}})"),
+            "quantize.weights: the quantize keys need quantize.weights (globs "
+            "of the weights to quantize), got none");
   EXPECT_EQ(errorOf(R"({"quantize": {"weights": ["w"], "block_size": 0}})"),
             "quantize.block_size: expected an integer >= 1, got 0");
 }

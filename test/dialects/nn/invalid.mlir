@@ -1221,6 +1221,38 @@ func.func @dequantize_kind(%c: tensor<2x4xi8>, %m: tensor<2xf32>) {
 
 // -----
 
+func.func @dequantize_state2_missing(%c: tensor<4xi8>, %m: tensor<2xi8>) {
+  // expected-error @+1 {{'nn.dequantize' op i8 absmax (double quantization) needs the state2 operand}}
+  %0 = nn.dequantize %c, %m {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<4xi8>, tensor<2xi8>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_state2_f32_absmax(%c: tensor<4xi8>, %m: tensor<2xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op with state2 (double quantization) the absmax must be i8 codes}}
+  %0 = nn.dequantize %c, %m, %s {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<4xi8>, tensor<2xf32>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_state2_size(%c: tensor<514xi8>, %m: tensor<257xi8>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op state2 needs the offset and one scale per 256 absmax (3), got 2}}
+  %0 = nn.dequantize %c, %m, %s {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<514xi8>, tensor<257xi8>, tensor<2xf32>) -> tensor<4x257xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_int8_state2(%c: tensor<2x4xi8>, %m: tensor<4xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{'nn.dequantize' op int8 takes f32 absmax and no state2 (double quantization is for nf4)}}
+  %0 = nn.dequantize %c, %m, %s {kind = "int8", block_size = 64 : i64, axis = 1 : i64} : (tensor<2x4xi8>, tensor<4xf32>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @dropout_ratio_one(%x: tensor<4xf32>) {
   // expected-error @+1 {{'nn.dropout' op ratio must be in [0, 1), got 1}}
   %0 = nn.dropout %x ratio(1.0) site(0) : tensor<4xf32>

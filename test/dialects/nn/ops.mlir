@@ -129,9 +129,11 @@ func.func @dropout(%x: tensor<2x4xf32>, %o: tensor<i64>) {
 // CHECK-LABEL: func.func @dequantize(
 // CHECK: nn.dequantize %{{.*}}, %{{.*}} {axis = 0 : i64, block_size = 4 : i64, kind = "nf4"} : (tensor<4xi8>, tensor<2xf32>) -> tensor<2x4xf32>
 // CHECK: nn.dequantize %{{.*}}, %{{.*}} {axis = 1 : i64, block_size = 64 : i64, kind = "int8"} : (tensor<2x4xi8>, tensor<4xf32>) -> tensor<2x4xf32>
-func.func @dequantize(%c: tensor<4xi8>, %m: tensor<2xf32>, %c8: tensor<2x4xi8>, %m8: tensor<4xf32>) {
+// CHECK: nn.dequantize %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64, block_size = 4 : i64, kind = "nf4"} : (tensor<4xi8>, tensor<2xi8>, tensor<2xf32>) -> tensor<2x4xf32>
+func.func @dequantize(%c: tensor<4xi8>, %m: tensor<2xf32>, %c8: tensor<2x4xi8>, %m8: tensor<4xf32>, %q: tensor<2xi8>, %s: tensor<2xf32>) {
   %0 = nn.dequantize %c, %m {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<4xi8>, tensor<2xf32>) -> tensor<2x4xf32>
   %1 = nn.dequantize %c8, %m8 {kind = "int8", block_size = 64 : i64, axis = 1 : i64} : (tensor<2x4xi8>, tensor<4xf32>) -> tensor<2x4xf32>
+  %2 = nn.dequantize %c, %q, %s {kind = "nf4", block_size = 4 : i64, axis = 0 : i64} : (tensor<4xi8>, tensor<2xi8>, tensor<2xf32>) -> tensor<2x4xf32>
   return
 }
 
