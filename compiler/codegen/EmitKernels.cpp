@@ -482,6 +482,21 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
   if (batch->size() > 8)
     return op->emitOpError() << "has more than 8 batch dims";
   Value lhs = a.value, rhs = b.value;
+  // B a quantized weight the GEMM dequantizes a panel at a time (CPU).
+  Value weight = rhs;
+  if (auto t = weight.getDefiningOp<nn::TransposeOp>();
+      t && isFoldedTranspose(t))
+    weight = t.getInput();
+  auto quantized = weight.getDefiningOp<nn::DequantizeOp>();
+  if (quantized && !isGemmDequantize(quantized, cuda()))
+    quantized = nullptr;
+  if (quantized &&
+      (!batch->empty() && llvm::any_of(bs, [](int64_t s) { return s != 0; })))
+    return op->emitOpError() << "reads a quantized weight as a batch";
+  if (quantized && ldb != dims(quantized.getResult())[1])
+    return op->emitOpError() << "reads a quantized weight with leading "
+                                "dimension "
+                             << ldb << ", not its row length";
   std::string out = ptr(op->getResult(0));
   os << formatv("  {{ autopar::rt::cpu::GemmDesc d;\n"
                 "    d.batchRank = {0};\n",
@@ -492,9 +507,26 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
                   i, (*batch)[i], as[i], bs[i]);
   os << formatv("    d.transA = {0}; d.transB = {1}; d.m = {2}; d.n = {3}; "
                 "d.k = {4}; d.lda = {5}; d.ldb = {6}; d.alpha = float({7});\n",
-                transA, transB, m, n, k, lda, ldb, hexDouble(alpha))
-     << "    " << rt("gemm")
-     << formatv("d, {0}, {1}, {2}); }\n", ptr(lhs), ptr(rhs), out);
+                transA, transB, m, n, k, lda, ldb, hexDouble(alpha));
+  if (quantized) {
+    ArrayRef<int64_t> w = dims(quantized.getResult());
+    os << formatv("    autopar::rt::cpu::QuantizedMatrix q;\n"
+                  "    q.codes = (const int8_t *){0}; q.absmax = {1}; "
+                  "q.state2 = {2};\n"
+                  "    q.kind = {3}; q.block = {4}; q.rows = {5}; "
+                  "q.cols = {6}; q.axis = {7};\n",
+                  ptr(quantized.getCodes()), ptr(quantized.getAbsmax()),
+                  quantized.getState2()
+                      ? "(const float *)" + ptr(quantized.getState2())
+                      : std::string("nullptr"),
+                  quantized.getKind() == "nf4" ? 0 : 1,
+                  quantized.getBlockSize(), w[0], w[1], quantized.getAxis())
+       << "    " << rt("gemmQuantizedB")
+       << formatv("d, {0}, q, {1}); }\n", ptr(lhs), out);
+  } else {
+    os << "    " << rt("gemm")
+       << formatv("d, {0}, {1}, {2}); }\n", ptr(lhs), ptr(rhs), out);
+  }
   if (gemmOp && gemmOp.getC()) {
     Value c = gemmOp.getC();
     SmallVector<int64_t> cs(dims(c));

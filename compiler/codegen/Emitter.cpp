@@ -252,6 +252,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
     alignments[op->getResult(0)] = alignment(op->getOperand(0));
     return success();
   }
+  // A dequantize the GEMMs that read it dequantize a panel at a time:
+  // never materialized (emitMatmul reads its operands).
+  if (isGemmDequantize(op, cuda())) {
+    names[op->getResult(0)] = "nullptr";
+    alignments[op->getResult(0)] = kArenaAlignment;
+    return success();
+  }
   // A folded concat: its operands were written in place (producerLayout).
   if (isFoldedConcat(op)) {
     defineResults(op);

@@ -85,7 +85,9 @@ void addLowering(OpPassManager &pm, StringRef target, bool quantized = false) {
   legalize.target = target.str();
   pm.addNestedPass<func::FuncOp>(createLegalizePrecisionPass(legalize));
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
-  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
+  PlanMemoryPassOptions memory;
+  memory.target = target.str();
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass(memory));
 }
 
 } // namespace

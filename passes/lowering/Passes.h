@@ -24,6 +24,13 @@ bool cudaComputesIn16Bits(mlir::Operation *op);
 /// True for ops whose result reinterprets its operand's storage.
 bool isViewOp(mlir::Operation *op);
 
+/// True on the CPU target (`cuda` false) for an nn.dequantize (plan
+/// `quantize`) whose every use is the B operand of a matmul or gemm,
+/// directly or through a folded transpose: those GEMMs dequantize the
+/// weight a panel at a time into their own scratch (cpu::gemmQuantizedB),
+/// so the dequantized weight is never materialized (no arena buffer).
+bool isGemmDequantize(mlir::Operation *op, bool cuda);
+
 /// True for a transpose whose every user is a matmul (or, for a swap of the
 /// two dims, a gemm) and that keeps the input's last dim as one of the two
 /// matrix dims, or an attention op reading it as query, key, value or

@@ -130,6 +130,10 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
     transposes feed through single-use reshapes (dq, dk, dv at their
     offsets in the q/k/v gradient; the concat is a view).
 
+    On the CPU target a dequantize (plan `quantize`) that only GEMMs read
+    as their B operand (directly or through such a transpose) has no
+    buffer either: those GEMMs dequantize it a panel at a time.
+
     Each op gets `nn.offsets` (one byte offset per result, -1 for a view)
     and the function `nn.arena_bytes`:
     ```mlir
@@ -137,6 +141,9 @@ def PlanMemoryPass : Pass<"autopar-plan-memory", "mlir::func::FuncOp"> {
       %0 = nn.matmul %a, %b {nn.offsets = array<i64: 0>} : ...
     ```
   }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"", "cpu or cuda">,
+  ];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 

@@ -30,6 +30,22 @@ bool autopar::isViewOp(Operation *op) {
   return isa<nn::ReshapeOp, nn::SqueezeOp, nn::UnsqueezeOp, nn::IdentityOp>(op);
 }
 
+bool autopar::isGemmDequantize(Operation *op, bool cuda) {
+  auto dq = dyn_cast<nn::DequantizeOp>(op);
+  if (cuda || !dq || dq->use_empty())
+    return false;
+  auto isB = [](OpOperand &use) {
+    return isa<nn::MatMulOp, nn::GemmOp>(use.getOwner()) &&
+           use.getOperandNumber() == 1;
+  };
+  return llvm::all_of(dq->getUses(), [&](OpOperand &use) {
+    if (isB(use))
+      return true;
+    auto t = dyn_cast<nn::TransposeOp>(use.getOwner());
+    return t && isFoldedTranspose(t) && llvm::all_of(t->getUses(), isB);
+  });
+}
+
 bool autopar::isFoldedTranspose(Operation *op) {
   auto transpose = dyn_cast<nn::TransposeOp>(op);
   if (!transpose || transpose->use_empty())
@@ -279,7 +295,7 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-static LogicalResult planMemory(func::FuncOp func) {
+static LogicalResult planMemory(func::FuncOp func, bool cuda) {
   if (func.isExternal())
     return success();
   if (!func.getBody().hasOneBlock())
@@ -311,7 +327,8 @@ static LogicalResult planMemory(func::FuncOp func) {
         base[r] = base.lookup(in) ? base.lookup(in) : in;
       continue;
     }
-    if (isa<nn::ConstantOp>(op) || isFoldedConcat(&op))
+    if (isa<nn::ConstantOp>(op) || isFoldedConcat(&op) ||
+        isGemmDequantize(&op, cuda))
       continue; // A folded concat's buffer was made at its first operand's.
     if (isProducerLayoutTranspose(&op)) {
       // A view of its input's owner (itself, or a folded concat).
@@ -410,8 +427,14 @@ static LogicalResult planMemory(func::FuncOp func) {
 namespace {
 struct PlanMemoryPass
     : public autopar::impl::PlanMemoryPassBase<PlanMemoryPass> {
+  using PlanMemoryPassBase::PlanMemoryPassBase;
   void runOnOperation() override {
-    if (failed(planMemory(getOperation())))
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError()
+          << "target must be cpu or cuda, got '" << target << "'";
+      return signalPassFailure();
+    }
+    if (failed(planMemory(getOperation(), target == "cuda")))
       signalPassFailure();
   }
 };

@@ -172,7 +172,9 @@ def DequantizeAtUsePass
     several uses (the forward's projection and the backward's input
     gradient) is cloned before each one, so that no dequantized weight
     lives from the forward to the backward: each copy is a temporary of
-    the arena, freed after its use (plan `quantize` keeps only the codes).
+    the arena, freed after its use, or on the CPU target no buffer at all
+    where GEMMs alone read it (autopar-plan-memory; plan `quantize` keeps
+    only the codes).
   }];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }

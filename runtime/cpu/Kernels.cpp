@@ -254,6 +254,46 @@ void gemm(const GemmDesc &desc, const float *a, const float *b, float *c) {
   }
 }
 
+void gemmQuantizedB(const GemmDesc &desc, const float *a,
+                    const QuantizedMatrix &w, float *c) {
+  GemmDesc d = desc;
+  foldBatchIntoRows(d);
+  int64_t batch = 1;
+  for (int i = 0; i < d.batchRank; ++i)
+    batch *= d.batchShape[i];
+  const int64_t panels = (d.n + kGemmPanel - 1) / kGemmPanel;
+  // op(B)[kk][j] is w's element kk * cols + j, or j * cols + kk through
+  // the transpose: a panel of columns of op(B) is a block of w's rows
+  // (contiguous) or of its columns.
+  auto element = [&](int64_t e) {
+    return dequantizeElement(w.codes, w.absmax, w.state2, w.kind, w.block,
+                             w.cols, w.axis, e);
+  };
+  const double flops = 2.0 * batch * d.m * d.n * d.k;
+#pragma omp parallel if (flops > 2e5 && panels > 1)
+  {
+    std::vector<float> panel(static_cast<size_t>(kGemmPanel * d.k));
+#pragma omp for schedule(dynamic) collapse(2)
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j0 = p * kGemmPanel, nb = std::min(kGemmPanel, d.n - j0);
+        if (d.transB) {
+          // Rows j0 .. j0 + nb of w, [nb, k].
+          for (int64_t e = 0; e < nb * d.k; ++e)
+            panel[e] = element(j0 * w.cols + e);
+        } else {
+          // Columns j0 .. j0 + nb of w, [k, nb].
+          for (int64_t kk = 0; kk < d.k; ++kk)
+            for (int64_t j = 0; j < nb; ++j)
+              panel[kk * nb + j] = element(kk * w.cols + j0 + j);
+        }
+        sgemm(d.transA, d.transB, d.m, nb, d.k, d.alpha,
+              a + batchOffset(d, i, d.aBatchStrides), d.lda, panel.data(),
+              d.transB ? d.k : nb, 0.0f, c + i * d.m * d.n + j0, d.n);
+      }
+  }
+}
+
 /// Mean and 1 / sqrt(biased variance + epsilon) of one row, in double.
 static inline void rowStatistics(const float *xr, int64_t cols,
                                  double epsilon, double &mean, double &rstd) {

@@ -62,6 +62,29 @@ struct GemmDesc {
 };
 void gemm(const GemmDesc &desc, const float *a, const float *b, float *c);
 
+/// A quantized [rows, cols] weight (plan `quantize`) as cpu::dequantize
+/// reads it: codes, absmax (f32, or double quantization's codes), state2
+/// (double quantization's offset and scales, or null), kind 0 NF4 in
+/// blocks of `block`, 1 INT8 along `axis`.
+struct QuantizedMatrix {
+  const int8_t *codes = nullptr;
+  const void *absmax = nullptr;
+  const float *state2 = nullptr;
+  int kind = 0;
+  int64_t block = 64;
+  int64_t rows = 0, cols = 0;
+  int axis = 0;
+};
+
+/// gemm() with B the quantized weight `w` (row-major [rows, cols], read
+/// as desc says: ldb == cols; not batched), dequantized a panel of
+/// kGemmPanel columns of op(B) at a time into a scratch of the calling
+/// thread's, never whole: each thread multiplies A by its panels.
+void gemmQuantizedB(const GemmDesc &desc, const float *a,
+                    const QuantizedMatrix &w, float *c);
+/// Columns of op(B) per dequantized panel of gemmQuantizedB.
+constexpr int64_t kGemmPanel = 64;
+
 /// Rewrites `d` as one product of batch * m rows when every batch dim
 /// broadcasts B and A's matrices follow each other as rows of one taller
 /// matrix ([batch..., m, k] activations times a [k, n] weight): C is dense,

@@ -3,8 +3,9 @@
 // runtime/support/Quantize.h against bitsandbytes: the dynamic map's values
 // as create_dynamic_map() gives them in torch (float32), its order and
 // symmetry, the nearest-code search; NF4 and INT8 round trips; double
-// quantization's absmax within half a code step of the f32 ones; and
-// cpu::dequantize equal to the element functions.
+// quantization's absmax within half a code step of the f32 ones;
+// cpu::dequantize equal to the element functions; and gemmQuantizedB (a
+// panel at a time) equal to gemm over the dequantized weight.
 //
 //===----------------------------------------------------------------------===//
 
@@ -150,6 +151,76 @@ TEST(Quantize, Int8PerOutputFeature) {
       EXPECT_LE(std::fabs(out[e] - w[e]), scale / 127.0f * 0.5f + 1e-9f);
       EXPECT_LE(std::abs(static_cast<int>(codes[e])), 127);
     }
+  }
+}
+
+TEST(Quantize, GemmQuantizedBIsGemmOfTheDequantizedWeight) {
+  // W [rows, cols] read as B = W or B = W^T, n not a multiple of the
+  // panel, A batched ([2, 3, k], folded into rows) or transposed.
+  struct Case {
+    bool transA, transB;
+    int64_t batch, m, n, k;
+    int kind;
+    bool doubleQuant;
+  };
+  const Case cases[] = {{false, true, 1, 5, 150, 70, 0, false},
+                        {false, false, 1, 5, 150, 70, 0, true},
+                        {false, true, 2, 3, 130, 96, 1, false},
+                        {true, false, 1, 4, 64, 33, 1, false},
+                        {false, true, 1, 300, 200, 128, 0, true}};
+  for (const Case &c : cases) {
+    const int64_t rows = c.transB ? c.n : c.k, cols = c.transB ? c.k : c.n;
+    const int64_t n = rows * cols, block = 64, blocks = (n + block - 1) / block;
+    std::vector<float> w = randomWeight(n, 5);
+    std::vector<int8_t> codes(c.kind == 0 ? (n + 1) / 2 : n);
+    std::vector<float> absmax(c.kind == 0 ? blocks : (c.transB ? rows : cols));
+    const int axis = c.transB ? 0 : 1;
+    if (c.kind == 0)
+      nf4Quantize(w.data(), n, block, reinterpret_cast<uint8_t *>(codes.data()),
+                  absmax.data());
+    else
+      int8Quantize(w.data(), rows, cols, axis, codes.data(), absmax.data());
+    std::vector<uint8_t> q(blocks);
+    std::vector<float> state2(1 + (blocks + 255) / 256);
+    if (c.doubleQuant)
+      doubleQuantize(absmax.data(), blocks, q.data(), state2.data());
+    cpu::QuantizedMatrix qm;
+    qm.codes = codes.data();
+    qm.absmax =
+        c.doubleQuant ? static_cast<const void *>(q.data()) : absmax.data();
+    qm.state2 = c.doubleQuant ? state2.data() : nullptr;
+    qm.kind = c.kind;
+    qm.block = block;
+    qm.rows = rows;
+    qm.cols = cols;
+    qm.axis = axis;
+    std::vector<float> dequantized(n);
+    cpu::dequantize(qm.codes, qm.absmax, qm.state2, dequantized.data(), rows,
+                    cols, c.kind, block, axis);
+    std::vector<float> a = randomWeight(c.batch * c.m * c.k, 9);
+    cpu::GemmDesc d;
+    if (c.batch > 1) {
+      d.batchRank = 1;
+      d.batchShape[0] = c.batch;
+      d.aBatchStrides[0] = c.m * c.k;
+    }
+    d.transA = c.transA;
+    d.transB = c.transB;
+    d.m = c.m;
+    d.n = c.n;
+    d.k = c.k;
+    d.lda = c.transA ? c.m : c.k;
+    d.ldb = cols;
+    d.alpha = 0.5f;
+    std::vector<float> want(c.batch * c.m * c.n), got(want.size(), -1.0f);
+    cpu::gemm(d, a.data(), dequantized.data(), want.data());
+    cpu::gemmQuantizedB(d, a.data(), qm, got.data());
+    double scale = 0;
+    for (float v : want)
+      scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    for (size_t e = 0; e < want.size(); ++e)
+      ASSERT_NEAR(got[e], want[e], 1e-5 * scale)
+          << "case n " << c.n << " k " << c.k << " element " << e;
   }
 }
 

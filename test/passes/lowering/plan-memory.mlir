@@ -217,3 +217,31 @@ func.func @concat_copied(%q: tensor<2x4x16x8xf32>, %o: tensor<2x4x16x8xf32>, %ls
   %e = nn.exp %rk : tensor<2x16x32xf32>
   return %c, %e : tensor<2x16x96xf32>, tensor<2x16x32xf32>
 }
+
+// -----
+
+// A quantized weight only GEMMs read as B (directly, or through a folded
+// transpose) is dequantized a panel at a time inside them on the CPU
+// target: no buffer. One that another op reads (the add) has its buffer,
+// and so has every dequantize on the CUDA target.
+// RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-plan-memory{target=cuda}))' --split-input-file | FileCheck %s --check-prefix=CUDA
+
+// CHECK-LABEL: func.func @dequantize
+// CHECK-SAME: attributes {nn.arena_bytes = 256 : i64}
+// CHECK: nn.dequantize %arg0, %arg1 {{.*}}nn.offsets = array<i64: -1>
+// CHECK: nn.transpose %{{.*}} {nn.offsets = array<i64: -1>
+// CHECK: nn.matmul
+// CHECK: nn.matmul
+// CHECK: nn.dequantize %arg0, %arg1 {{.*}}nn.offsets = array<i64: {{[0-9]+}}>
+// CUDA-LABEL: func.func @dequantize
+// CUDA: nn.dequantize %arg0, %arg1 {{.*}}nn.offsets = array<i64: {{[0-9]+}}>
+// CUDA: nn.dequantize %arg0, %arg1 {{.*}}nn.offsets = array<i64: {{[0-9]+}}>
+func.func @dequantize(%codes: tensor<8xi8>, %absmax: tensor<1xf32>, %x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>) {
+  %w = nn.dequantize %codes, %absmax {kind = "nf4", block_size = 64 : i64, axis = 0 : i64} : (tensor<8xi8>, tensor<1xf32>) -> tensor<4x4xf32>
+  %wt = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %0 = nn.matmul %x, %wt : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %v = nn.dequantize %codes, %absmax {kind = "nf4", block_size = 64 : i64, axis = 0 : i64} : (tensor<8xi8>, tensor<1xf32>) -> tensor<4x4xf32>
+  %2 = nn.add %v, %v : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %0, %1, %2 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<4x4xf32>
+}
