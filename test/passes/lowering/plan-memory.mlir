@@ -225,6 +225,8 @@ func.func @concat_copied(%q: tensor<2x4x16x8xf32>, %o: tensor<2x4x16x8xf32>, %ls
 // target: no buffer. One that another op reads (the add) has its buffer,
 // and so has every dequantize on the CUDA target.
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-plan-memory{target=cuda}))' --split-input-file | FileCheck %s --check-prefix=CUDA
+// RUN: not autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-plan-memory{target=tpu}))' --split-input-file 2>&1 | FileCheck %s --check-prefix=TARGET
+// TARGET: error: target must be cpu or cuda, got 'tpu'
 
 // CHECK-LABEL: func.func @dequantize
 // CHECK-SAME: attributes {nn.arena_bytes = 256 : i64}
