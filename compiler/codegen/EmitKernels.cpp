@@ -490,9 +490,6 @@ LogicalResult Emitter::emitMatmul(Operation *op) {
   auto quantized = weight.getDefiningOp<nn::DequantizeOp>();
   if (quantized && !isGemmDequantize(quantized, cuda()))
     quantized = nullptr;
-  if (quantized &&
-      (!batch->empty() && llvm::any_of(bs, [](int64_t s) { return s != 0; })))
-    return op->emitOpError() << "reads a quantized weight as a batch";
   if (quantized && ldb != dims(quantized.getResult())[1])
     return op->emitOpError() << "reads a quantized weight with leading "
                                 "dimension "

@@ -269,28 +269,46 @@ void gemmQuantizedB(const GemmDesc &desc, const float *a,
     return dequantizeElement(w.codes, w.absmax, w.state2, w.kind, w.block,
                              w.cols, w.axis, e);
   };
+  // Product (i, p): batch entry i times panel p, on the calling thread or,
+  // with `threaded`, cut by oneDNN over every thread.
+  auto product = [&](int64_t i, int64_t p, std::vector<float> &panel,
+                     bool threaded) {
+    const int64_t j0 = p * kGemmPanel, nb = std::min(kGemmPanel, d.n - j0);
+    if (d.transB) {
+      // Rows j0 .. j0 + nb of w, [nb, k].
+      for (int64_t e = 0; e < nb * d.k; ++e)
+        panel[e] = element(j0 * w.cols + e);
+    } else {
+      // Columns j0 .. j0 + nb of w, [k, nb].
+      for (int64_t kk = 0; kk < d.k; ++kk)
+        for (int64_t j = 0; j < nb; ++j)
+          panel[kk * nb + j] = element(kk * w.cols + j0 + j);
+    }
+    sgemm(d.transA, d.transB, d.m, nb, d.k, d.alpha,
+          a + batchOffset(d, i, d.aBatchStrides), d.lda, panel.data(),
+          d.transB ? d.k : nb, 0.0f, c + i * d.m * d.n + j0, d.n, threaded);
+  };
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
   const double flops = 2.0 * batch * d.m * d.n * d.k;
-#pragma omp parallel if (flops > 2e5 && panels > 1)
+  // Fewer products than threads (a narrow weight): one at a time, each
+  // over every thread; otherwise a product per thread at a time.
+  if (threads == 1 || flops < 2e5 || batch * panels < threads) {
+    std::vector<float> panel(static_cast<size_t>(kGemmPanel * d.k));
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t p = 0; p < panels; ++p)
+        product(i, p, panel, /*threaded=*/threads > 1 && flops >= 2e5);
+    return;
+  }
+#pragma omp parallel
   {
     std::vector<float> panel(static_cast<size_t>(kGemmPanel * d.k));
 #pragma omp for schedule(dynamic) collapse(2)
     for (int64_t i = 0; i < batch; ++i)
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t j0 = p * kGemmPanel, nb = std::min(kGemmPanel, d.n - j0);
-        if (d.transB) {
-          // Rows j0 .. j0 + nb of w, [nb, k].
-          for (int64_t e = 0; e < nb * d.k; ++e)
-            panel[e] = element(j0 * w.cols + e);
-        } else {
-          // Columns j0 .. j0 + nb of w, [k, nb].
-          for (int64_t kk = 0; kk < d.k; ++kk)
-            for (int64_t j = 0; j < nb; ++j)
-              panel[kk * nb + j] = element(kk * w.cols + j0 + j);
-        }
-        sgemm(d.transA, d.transB, d.m, nb, d.k, d.alpha,
-              a + batchOffset(d, i, d.aBatchStrides), d.lda, panel.data(),
-              d.transB ? d.k : nb, 0.0f, c + i * d.m * d.n + j0, d.n);
-      }
+      for (int64_t p = 0; p < panels; ++p)
+        product(i, p, panel, /*threaded=*/false);
   }
 }
 
