@@ -3,11 +3,12 @@
 // ONNX model + plan -> OUTDIR: check the plan, import the model (at the
 // micro-batch size), put the plan on the IR and run the compile pipeline
 // (compiler/plan/Pipeline.h), write the program from the final IR
-// (compiler/program/ProgramWriter.h, compiler/program/Report.h), then build OUTDIR/train
-// with CMake. With --forward-only: no plan and no autodiff; the graph's own
-// function is lowered and emitted, and OUTDIR/run evaluates it on TensorProto
-// files. Everything is written into a temporary sibling directory that
-// replaces OUTDIR only once the build succeeded.
+// (compiler/program/ProgramWriter.h, compiler/program/Report.h), then build
+// OUTDIR/train with CMake. With --forward-only: no plan and no autodiff; the
+// graph's own function is lowered and emitted, and OUTDIR/run evaluates it on
+// TensorProto files. Everything is written into a temporary sibling directory
+// that replaces OUTDIR only once the build succeeded, and only when OUTDIR
+// holds nothing but what an earlier compile recorded writing (.autopar-output).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,8 @@
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -680,6 +683,127 @@ int runInGroup(ArrayRef<StringRef> argv, const std::string &log,
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/// OUTDIR's record of what `autopar compile` wrote there: its first line
+/// kOutputRecordHeader, then every file and directory under OUTDIR, one
+/// path (relative, '/'-separated) a line. A later compile replaces OUTDIR
+/// only when the record names everything in it, so nothing of the user's is
+/// ever deleted.
+constexpr const char *kOutputRecordName = ".autopar-output";
+constexpr const char *kOutputRecordHeader = "autopar-output 1";
+
+/// The paths under `dir` relative to it (symbolic links not followed, so a
+/// link is one entry), sorted; false when `dir` cannot be read (`ec`).
+bool listTree(StringRef dir, std::vector<std::string> &paths,
+              std::error_code &ec) {
+  paths.clear();
+  for (llvm::sys::fs::recursive_directory_iterator
+           it(dir, ec, /*follow_symlinks=*/false),
+       end;
+       it != end && !ec; it.increment(ec)) {
+    StringRef path = it->path();
+    if (!path.consume_front(dir))
+      continue;
+    path = path.ltrim('/');
+    if (!path.empty())
+      paths.push_back(path.str());
+  }
+  std::sort(paths.begin(), paths.end());
+  return !ec;
+}
+
+/// Writes `dir`'s record of its own contents.
+bool writeOutputRecord(StringRef dir, std::string &error) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (!listTree(dir, paths, ec)) {
+    error = "cannot list " + dir.str() + ": " + ec.message();
+    return false;
+  }
+  llvm::SmallString<256> record(dir);
+  llvm::sys::path::append(record, kOutputRecordName);
+  llvm::raw_fd_ostream os(record, ec);
+  if (ec) {
+    error = "cannot write " + record.str().str() + ": " + ec.message();
+    return false;
+  }
+  os << kOutputRecordHeader << "\n";
+  for (const std::string &path : paths)
+    os << path << "\n";
+  os.close();
+  if (os.has_error()) {
+    error = "cannot write " + record.str().str() + ": " + os.error().message();
+    os.clear_error();
+    return false;
+  }
+  return true;
+}
+
+/// Why the existing directory `dir` may not be replaced ("" when it may: it
+/// is empty, or its record names everything in it).
+std::string foreignContent(StringRef dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (!listTree(dir, paths, ec))
+    return "cannot list it: " + ec.message();
+  if (paths.empty())
+    return "";
+  llvm::SmallString<256> recordPath(dir);
+  llvm::sys::path::append(recordPath, kOutputRecordName);
+  auto record = llvm::MemoryBuffer::getFile(recordPath, /*IsText=*/true);
+  llvm::StringSet<> written;
+  bool valid = false;
+  if (record) {
+    SmallVector<StringRef> lines;
+    (*record)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+    valid = !lines.empty() && lines.front() == kOutputRecordHeader;
+    for (StringRef line : lines)
+      written.insert(line);
+  }
+  if (!valid)
+    return std::string("not empty, and not an output of autopar compile (it "
+                       "has no ") +
+           kOutputRecordName +
+           "; move its contents away, or choose another -o)";
+  // What OUTDIR's own CMake project made is the compile's too: a build
+  // directory inside OUTDIR (a CMakeCache.txt whose source is OUTDIR, as
+  // docs/training.md builds it) and the program it writes into OUTDIR.
+  llvm::SmallString<256> home;
+  llvm::sys::fs::real_path(dir, home);
+  auto isBuildOfOutdir = [&](StringRef top) {
+    llvm::SmallString<256> cache(dir);
+    llvm::sys::path::append(cache, top, "CMakeCache.txt");
+    auto text = llvm::MemoryBuffer::getFile(cache, /*IsText=*/true);
+    if (!text)
+      return false;
+    SmallVector<StringRef> lines;
+    (*text)->getBuffer().split(lines, '\n');
+    for (StringRef line : lines) {
+      if (!line.consume_front("CMAKE_HOME_DIRECTORY:INTERNAL="))
+        continue;
+      llvm::SmallString<256> source;
+      return !llvm::sys::fs::real_path(line.trim(), source) && source == home;
+    }
+    return false;
+  };
+  llvm::StringMap<bool> buildDirs;
+  for (const std::string &path : paths) {
+    if (path == kOutputRecordName || written.contains(path))
+      continue;
+    StringRef top = StringRef(path).split('/').first;
+    if ((path == "train" || path == "run") &&
+        !llvm::sys::fs::is_directory(dir + "/" + path))
+      continue;
+    auto [it, inserted] = buildDirs.try_emplace(top, false);
+    if (inserted)
+      it->second = isBuildOfOutdir(top);
+    if (!it->second)
+      return "it holds " + path +
+             ", which autopar did not write (move it away, or choose another "
+             "-o)";
+  }
+  return "";
+}
+
 } // namespace
 
 bool Compiler::build(const std::string &dir) {
@@ -769,14 +893,10 @@ int Compiler::run() {
     return 1;
   }
   if (llvm::sys::fs::is_directory(out)) {
-    llvm::SmallString<256> marker(out);
-    llvm::sys::path::append(marker, "report.json");
-    std::error_code ec;
-    llvm::sys::fs::directory_iterator it(out, ec);
-    if (!ec && it != llvm::sys::fs::directory_iterator() &&
-        !llvm::sys::fs::exists(marker)) {
-      llvm::errs() << "autopar: cannot write " << o.outDir
-                   << ": a non-empty directory that autopar did not write\n";
+    std::string why = foreignContent(out);
+    if (!why.empty()) {
+      llvm::errs() << "autopar: cannot write " << o.outDir << ": " << why
+                   << "\n";
       return 1;
     }
   }
@@ -806,7 +926,8 @@ int Compiler::run() {
        !writeProgram(module, program, std::string(tmpDir), error)) ||
       !writeReport(module, program, std::string(tmpDir), error) ||
       (!o.forwardOnly && !writePlanJson(std::string(tmpDir))) ||
-      (!o.reportOnly && o.build && !build(std::string(tmpDir)))) {
+      (!o.reportOnly && o.build && !build(std::string(tmpDir))) ||
+      !writeOutputRecord(tmpDir, error)) {
     if (int code = interrupted())
       return code;
     llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
