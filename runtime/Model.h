@@ -147,6 +147,14 @@ struct LoraAdapter {
   const char *module;
 };
 
+/// A parameter of one of PEFT's modules_to_save (a module of which plan
+/// lora.also_train trains a parameter): its tensor and its name in PEFT's
+/// adapter_model.safetensors.
+struct LoraSavedTensor {
+  int32_t tensor;
+  const char *key;
+};
+
 /// A frozen weight held quantized (plan `quantize`): the tensors of its
 /// codes and absmax scales, as runtime/support/Quantize.h reads them (kind
 /// 0 NF4 in blocks of blockSize, 1 INT8 per output feature along `axis`),
@@ -326,6 +334,12 @@ struct ModelInfo {
   const LoraAdapter *lora;
   int32_t numLora;
   const char *loraConfig;
+  /// The parameters of modules_to_save, exported with the adapters; and
+  /// why --export-adapter cannot write them in PEFT's format (null: it
+  /// can).
+  const LoraSavedTensor *loraSaved;
+  int32_t numLoraSaved;
+  const char *loraExportProblem;
 };
 
 /// A graph input or output of a forward-only program.

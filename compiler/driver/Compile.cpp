@@ -151,7 +151,7 @@ private:
     std::string why;
     if (readLoraAdapter(planFile.lora,
                         imported.module->lookupSymbol<func::FuncOp>("forward"),
-                        loraInit, why))
+                        *imported.weights, loraInit, why))
       return true;
     // Errors in the adapter's files name the file, the others the plan.
     return fail(StringRef(why).starts_with("lora.") ? planName() + ": " + why

@@ -59,6 +59,7 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 } // namespace
 
 bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
+                              const onnx_import::WeightStore &weights,
                               llvm::StringMap<std::vector<char>> &out,
                               std::string &error) {
   auto fail = [&](const std::string &message) {
@@ -125,13 +126,13 @@ bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
   std::set<std::string> used;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
-    if (!name || !(func.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
+    // A parameter of modules_to_save (lora.also_train's modules) starts
+    // from the folder's value where it holds one, else from the model's.
+    const bool saved = func.getArgAttr(i, nn::NNDialect::kLoraSaveAttr) &&
+                       !func.getArgAttr(i, nn::NNDialect::kQuantizedAttr);
+    if (!name || !(saved || func.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
                    func.getArgAttr(i, nn::NNDialect::kLoraBAttr)))
       continue;
-    auto typeAttr =
-        func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr);
-    auto type = cast<RankedTensorType>(
-        typeAttr ? typeAttr.getValue() : func.getArgument(i).getType());
     std::string param = name.getValue().str();
     if (!StringRef(param).starts_with(plan.modulePrefix))
       return fail("lora.module_prefix: \"" + plan.modulePrefix +
@@ -139,9 +140,28 @@ bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
     std::string key =
         "base_model.model." + param.substr(plan.modulePrefix.size());
     auto entry = header.find(key);
+    if (saved && entry == header.end())
+      continue;
     if (entry == header.end() || !entry->is_object())
       return fail(tensorsPath + ": no tensor '" + key + "' (the adapter '" +
                   param + "' of the plan's lora)");
+    std::vector<int64_t> want;
+    if (saved) {
+      // The model's initializer (the program may hold it padded).
+      const onnx_import::ParamInfo *w = weights.lookup(param);
+      if (!w || w->dtype != onnx_import::DType::Float)
+        return fail(tensorsPath + ": '" + key +
+                    "': lora.init_adapter sets only float32 parameters of "
+                    "modules_to_save, the model's '" +
+                    param + "' is not one");
+      want.assign(w->shape.begin(), w->shape.end());
+    } else {
+      auto typeAttr =
+          func.getArgAttrOfType<TypeAttr>(i, nn::NNDialect::kLogicalTypeAttr);
+      auto type = cast<RankedTensorType>(
+          typeAttr ? typeAttr.getValue() : func.getArgument(i).getType());
+      want.assign(type.getShape().begin(), type.getShape().end());
+    }
     used.insert(key);
     auto dtype = entry->find("dtype");
     auto shape = entry->find("shape");
@@ -157,13 +177,15 @@ bool autopar::readLoraAdapter(const LoraPlan &plan, func::FuncOp func,
     if (shape != entry->end() && shape->is_array())
       for (const json &v : *shape)
         dims.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
-    std::vector<int64_t> want(type.getShape().begin(), type.getShape().end());
     if (dims != want)
       return fail(tensorsPath + ": '" + key + "' has shape " + shapeText(dims) +
-                  ", the model's adapter " + shapeText(want) + " (r " +
-                  std::to_string(plan.r) + ")");
+                  (saved ? ", the model's parameter " + shapeText(want)
+                         : ", the model's adapter " + shapeText(want) + " (r " +
+                               std::to_string(plan.r) + ")"));
     const uint64_t width = d == "F32" ? 4 : 2;
-    const uint64_t n = type.getNumElements();
+    uint64_t n = 1;
+    for (int64_t extent : want)
+      n *= static_cast<uint64_t>(extent);
     if (offsets == entry->end() || !offsets->is_array() ||
         offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
         !(*offsets)[1].is_number_unsigned() ||

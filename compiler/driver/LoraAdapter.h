@@ -11,6 +11,7 @@
 #define AUTOPAR_COMPILER_DRIVER_LORAADAPTER_H
 
 #include "compiler/plan/Plan.h"
+#include "frontends/onnx/WeightStore.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -25,11 +26,14 @@ namespace autopar {
 /// each one's float32 bytes by parameter name into `out`. PEFT names the
 /// tensor of parameter "P<M>.lora_A.weight" (P the plan's module_prefix)
 /// "base_model.model.<M>.lora_A.weight"; F32, F16 and BF16 tensors are
-/// read. False with a one-line `error` naming the file when it cannot be
-/// read, its r or lora_alpha differ from the plan's, a parameter's tensor
-/// is missing or of another shape, or it adapts a module the plan does
-/// not.
+/// read. The parameters of PEFT's modules_to_save (nn.lora_save) are read
+/// too where the folder holds them, at the model's shapes (`weights`).
+/// False with a one-line `error` naming the file when it cannot be
+/// read, its r or lora_alpha differ from the plan's, an adapter's tensor
+/// is missing, a tensor is of another shape, or it adapts a module the
+/// plan does not.
 bool readLoraAdapter(const LoraPlan &plan, mlir::func::FuncOp func,
+                     const onnx_import::WeightStore &weights,
                      llvm::StringMap<std::vector<char>> &out,
                      std::string &error);
 

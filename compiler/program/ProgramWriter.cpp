@@ -240,6 +240,13 @@ struct LoraTensors {
   bool inOut = false;
 };
 
+/// A parameter of one of PEFT's modules_to_save (nn.lora_save): its index
+/// in kTensors (-1: quantized, no tensor of its own), name and module.
+struct SavedTensor {
+  int tensor;
+  std::string name, module;
+};
+
 /// The tensors (indices in kTensors) of one quantized weight.
 struct QuantTensors {
   int codes = -1, absmax = -1, state2 = -1;
@@ -293,11 +300,14 @@ private:
   }
   /// kLora (one LoraAdapter per adapted weight, in tensor order) into `os`
   /// and its fill into `fill`; PEFT's adapter_config.json into `config`.
+  /// kLoraSaved (the parameters of modules_to_save) likewise, and
+  /// `exportProblem` why PEFT's format cannot hold them ("" when it can).
   bool loraTables(const llvm::StringMap<LoraTensors> &loraOf,
                   const llvm::StringMap<int> &tensorOf,
                   const llvm::StringMap<QuantTensors> &quantOf,
-                  llvm::raw_ostream &os, llvm::raw_ostream &fill,
-                  std::string &config, int &count);
+                  const std::vector<SavedTensor> &saved, llvm::raw_ostream &os,
+                  llvm::raw_ostream &fill, std::string &config, int &count,
+                  int &numSaved, std::string &exportProblem);
   bool modelSource(func::FuncOp step, const std::string &stepCode,
                    const std::string &forwardCode, std::string &source);
   bool forwardSource(func::FuncOp forward, const std::string &code,
@@ -365,6 +375,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
   int numTensors = 0;
   // LoRA: each adapted weight's A and B, and every tensor's index.
   llvm::StringMap<LoraTensors> loraOf;
+  std::vector<SavedTensor> saved;
   llvm::StringMap<int> tensorOf;
   llvm::StringMap<QuantTensors> quantOf;
   // Mesh axis names as the runtime's AxisMask bits (mesh order).
@@ -477,6 +488,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     if (loraA && step.getArgAttr(i, nn::NNDialect::kLoraInOutAttr))
       loraOf[loraA.getValue()].inOut = true;
     tensorOf[name.getValue()] = numTensors;
+    if (auto module =
+            step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kLoraSaveAttr))
+      saved.push_back(
+          {step.getArgAttr(i, nn::NNDialect::kQuantizedAttr) ? -1 : numTensors,
+           name.getValue().str(), module.getValue().str()});
     if (auto q = step.getArgAttrOfType<StringAttr>(
             i, nn::NNDialect::kQuantizedAttr)) {
       QuantTensors &t = quantOf[q.getValue()];
@@ -540,10 +556,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                                : llvm::Twine("0u"))
         .set("initFanIn", seeded ? type.getDimSize(1) : 0);
   }
-  std::string loraConfig;
-  int numLora = 0;
+  std::string loraConfig, loraExportProblem;
+  int numLora = 0, numLoraSaved = 0;
   if (!loraOf.empty() &&
-      !loraTables(loraOf, tensorOf, quantOf, os, fs, loraConfig, numLora))
+      !loraTables(loraOf, tensorOf, quantOf, saved, os, fs, loraConfig, numLora,
+                  numLoraSaved, loraExportProblem))
     return false;
   // Quantized weights (plan quantize), for the ONNX export.
   int numQuantized = 0;
@@ -708,7 +725,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("numQuantized", numQuantized)
       .set("lora", numLora ? "kLora" : "nullptr")
       .set("numLora", numLora)
-      .set("loraConfig", numLora ? cString(loraConfig) : "nullptr");
+      .set("loraConfig", numLora ? cString(loraConfig) : "nullptr")
+      .set("loraSaved", numLoraSaved ? "kLoraSaved" : "nullptr")
+      .set("numLoraSaved", numLoraSaved)
+      .set("loraExportProblem",
+           loraExportProblem.empty() ? "nullptr" : cString(loraExportProblem));
   os << "  return m;\n}\n\n"
      << "const autopar::rt::ModelInfo &autoparModelInfo() {\n"
      << "  static const autopar::rt::ModelInfo info = makeModelInfo();\n"
@@ -719,9 +740,41 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
 bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
                         const llvm::StringMap<int> &tensorOf,
                         const llvm::StringMap<QuantTensors> &quantOf,
+                        const std::vector<SavedTensor> &saved,
                         llvm::raw_ostream &os, llvm::raw_ostream &fill,
-                        std::string &config, int &count) {
+                        std::string &config, int &count, int &numSaved,
+                        std::string &exportProblem) {
   const LoraPlan &lora = o.training.lora;
+  // PEFT's modules_to_save: the modules lora.also_train trains a parameter
+  // of, less the module prefix; PEFT saves every parameter of each as
+  // base_model.model.<parameter less the prefix>.
+  std::vector<std::string> savedModules;
+  for (const SavedTensor &t : saved) {
+    StringRef module = t.module, param = t.name;
+    if (!module.consume_front(lora.modulePrefix) ||
+        !param.consume_front(lora.modulePrefix) || module.empty()) {
+      exportProblem = "lora.also_train: '" + t.name +
+                      "' is not a parameter of a module under "
+                      "lora.module_prefix \"" +
+                      lora.modulePrefix +
+                      "\", so PEFT's modules_to_save cannot hold it";
+      continue;
+    }
+    if (t.tensor < 0) {
+      exportProblem = "lora.also_train: the module '" + module.str() +
+                      "' holds the quantized weight '" + t.name +
+                      "', which PEFT's modules_to_save cannot hold";
+      continue;
+    }
+    if (!llvm::is_contained(savedModules, module))
+      savedModules.push_back(module.str());
+    Fields(fill, "kLoraSaved[" + std::to_string(numSaved++) + "]")
+        .set("tensor", t.tensor)
+        .string("key", "base_model.model." + param.str());
+  }
+  if (numSaved)
+    os << "static autopar::rt::LoraSavedTensor kLoraSaved[" << numSaved
+       << "];\n";
   // In A's order (a quantized weight is no tensor of its own).
   std::vector<std::tuple<int, int, std::string>> bases;
   for (const auto &entry : loraOf) {
@@ -778,7 +831,9 @@ bool Writer::loraTables(const llvm::StringMap<LoraTensors> &loraOf,
                       {"layers_to_transform", nullptr},
                       {"lora_alpha", lora.alpha},
                       {"lora_dropout", lora.dropout},
-                      {"modules_to_save", nullptr},
+                      {"modules_to_save", savedModules.empty()
+                                              ? nlohmann::json(nullptr)
+                                              : nlohmann::json(savedModules)},
                       {"peft_type", "LORA"},
                       {"r", lora.r},
                       {"rank_pattern", nlohmann::json::object()},
@@ -1285,9 +1340,13 @@ bool Writer::run(const std::string &dir) {
   for (unsigned i : inFileOrder) {
     auto name = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
     // LoRA's adapters: lora.init_adapter's, or zeros (B; A is drawn from
-    // the run's seed).
-    const bool adapter = step.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
-                         step.getArgAttr(i, nn::NNDialect::kLoraBAttr);
+    // the run's seed); a parameter of modules_to_save the folder holds:
+    // its value.
+    const bool adapter =
+        step.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
+        step.getArgAttr(i, nn::NNDialect::kLoraBAttr) ||
+        (o.loraInit && step.getArgAttr(i, nn::NNDialect::kLoraSaveAttr) &&
+         o.loraInit->count(name.getValue()));
     auto loraBytes = [&]() -> llvm::Expected<std::vector<char>> {
       if (o.loraInit) {
         auto it = o.loraInit->find(name.getValue());

@@ -93,6 +93,9 @@ def NN_Dialect : Dialect {
     static constexpr llvm::StringLiteral kLoraBAttr = "nn.lora_b";
     static constexpr llvm::StringLiteral kLoraInOutAttr = "nn.lora_in_out";
     static constexpr llvm::StringLiteral kLoraAttr = "nn.lora";
+    // A parameter of one of PEFT's modules_to_save (a module of which
+    // lora.also_train trains a parameter): the module's name.
+    static constexpr llvm::StringLiteral kLoraSaveAttr = "nn.lora_save";
     // A quantized weight's codes and scales (autopar-quantize) name it;
     // nn.quant_role says which part each is: "codes", "absmax" or
     // "state2" (double quantization's offset and scales).

@@ -57,7 +57,8 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       NNDialect::kParamAttr,     NNDialect::kInitFromAttr,
       NNDialect::kInputAttr,     NNDialect::kSavedAttr,
       NNDialect::kLoraAAttr,     NNDialect::kLoraBAttr,
-      NNDialect::kQuantizedAttr, NNDialect::kQuantRoleAttr};
+      NNDialect::kQuantizedAttr, NNDialect::kQuantRoleAttr,
+      NNDialect::kLoraSaveAttr};
   static constexpr StringLiteral argUnitAttrs[] = {
       NNDialect::kBufferAttr,     NNDialect::kFrozenAttr,
       NNDialect::kNoDecayAttr,    NNDialect::kTrilAttr,

@@ -11,6 +11,7 @@
 #include "passes/parallel/Globs.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 #define DEBUG_TYPE "autopar-lora"
 
@@ -84,18 +85,43 @@ struct LoraPass : public dist::impl::LoraPassBase<LoraPass> {
         if (d->hasAttr(nn::NNDialect::kLoraAttr))
           d.setSiteAttr(OpBuilder(d).getI64IntegerAttr(site++));
       });
-      // As PEFT: only the adapters (and modules_to_save) train.
+      // As PEFT: only the adapters (and modules_to_save) train. The module
+      // of a parameter also-train matches ("M" of "M.weight") is one of
+      // PEFT's modules_to_save: every parameter of it gets nn.lora_save.
+      llvm::StringSet<> savedModules;
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         auto name =
             func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
         if (!name || func.getArgAttr(i, nn::NNDialect::kLoraAAttr) ||
             func.getArgAttr(i, nn::NNDialect::kLoraBAttr))
           continue;
-        if (globMatchMarking(alsoTrainGlobs, name.getValue(), alsoTrainUsed))
+        if (globMatchMarking(alsoTrainGlobs, name.getValue(), alsoTrainUsed)) {
+          // A name of no module ("onnx::Add_7"): "" says so to the export.
+          if (name.getValue().contains('.'))
+            savedModules.insert(name.getValue().rsplit('.').first);
+          else
+            func.setArgAttr(i, nn::NNDialect::kLoraSaveAttr,
+                            StringAttr::get(&getContext(), ""));
           continue;
+        }
         func.setArgAttr(i, nn::NNDialect::kFrozenAttr,
                         UnitAttr::get(&getContext()));
         func.removeArgAttr(i, nn::NNDialect::kFrozenRowsAttr);
+      }
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        auto name =
+            func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
+        if (!name || func.getArgAttr(i, nn::NNDialect::kBufferAttr))
+          continue;
+        // The longest saved module the name lies in.
+        for (StringRef m = name.getValue(); m.contains('.');) {
+          m = m.rsplit('.').first;
+          if (savedModules.contains(m)) {
+            func.setArgAttr(i, nn::NNDialect::kLoraSaveAttr,
+                            StringAttr::get(&getContext(), m));
+            break;
+          }
+        }
       }
     }
     for (auto [k, used] : llvm::enumerate(targetUsed))

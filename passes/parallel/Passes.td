@@ -87,7 +87,10 @@ def LoraPass : Pass<"autopar-lora", "mlir::ModuleOp"> {
     follow their weight's split). `dropout` > 0 adds an nn.dropout on x per
     use, its site 2^31 + k for the k-th in op order (the model's sites
     count from 0). As PEFT's default, every other
-    parameter is frozen but those a glob of `also-train` matches.
+    parameter is frozen but those a glob of `also-train` matches; the
+    module of such a parameter (its name less the last component) is one
+    of PEFT's `modules_to_save`, and every parameter in it (trained or
+    not) gets nn.lora_save naming the module, for the adapter's export.
 
     ```mlir
     %t = nn.transpose %w {perm = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>

@@ -205,6 +205,9 @@ Status Trainer::setUp() {
     if (!info.numLora)
       return Status::error("--export-adapter " + o.exportAdapter +
                            ": the program has no LoRA adapters (plan lora)");
+    if (info.loraExportProblem)
+      return Status::error("--export-adapter " + o.exportAdapter + ": " +
+                           info.loraExportProblem);
     struct stat st;
     if (stat(o.exportAdapter.c_str(), &st) == 0) {
       if (!S_ISDIR(st.st_mode))
@@ -376,11 +379,19 @@ Status Trainer::exportAdapter() {
                 std::string("base_model.model.") + info.lora[k].module +
                     (t == info.lora[k].a ? ".lora_A.weight" : ".lora_B.weight"),
                 &e);
+    for (int k = 0; k < info.numLoraSaved; ++k)
+      for (const autopar::rt::ExportTensor &e : tensors)
+        if (e.name == info.tensors[info.loraSaved[k].tensor].name)
+          named.emplace_back(info.loraSaved[k].key, &e);
     std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
     int64_t offset = 0;
     for (const auto &[name, e] : named) {
-      header += "," + autopar::rt::jsonQuote(name) +
-                ":{\"dtype\":\"F32\",\"shape\":[";
+      const char *dtype = e->onnxDataType == 10   ? "F16"
+                          : e->onnxDataType == 16 ? "BF16"
+                          : e->onnxDataType == 11 ? "F64"
+                                                  : "F32";
+      header += "," + autopar::rt::jsonQuote(name) + ":{\"dtype\":\"" + dtype +
+                "\",\"shape\":[";
       for (size_t d = 0; d < e->dims.size(); ++d)
         header += (d ? "," : "") + std::to_string(e->dims[d]);
       header += "],\"data_offsets\":[" + std::to_string(offset) + "," +

@@ -3,7 +3,8 @@
 and compares.
 
   check_lora.py FAMILY --work DIR --targets GLOB... [--r 8] [--alpha 16]
-                [--plan-extra JSON] [--np N] [--steps 8] [--rtol 1e-4]
+                [--also-train MODULE...] [--plan-extra JSON] [--np N]
+                [--steps 8] [--rtol 1e-4]
 
 Exports the family's tiny model (hf_models.py export: initializers named
 "model.<parameter>"), makes PEFT's adapter of the modules whose weight a
@@ -13,14 +14,16 @@ not zero) and saves it, then:
 - compiles the model with the plan {"lora": {"targets", "r", "alpha",
   "init_adapter": that adapter, "module_prefix": "model."}, AdamW with
   clipping (lr 0.002: at 0.01, Adam turns rounding noise into lr-sized
-  steps of some adapters within 8 steps), --plan-extra's keys (mesh,
+  steps of some adapters within 8 steps), lora.also_train "model.M.*" for
+  each --also-train module M (PEFT's modules_to_save), --plan-extra's keys (mesh,
   zero, ...)} and trains it (--np N: under mpirun), exporting the adapter (--export-adapter) and the merged
   model (--export-onnx);
 - trains PEFT's model (PeftModel.from_pretrained(..., is_trainable=True))
   on the same batches with the same optimizer (torch_ref.py's);
 - checks the per-step losses and gradient norms within rtol; that the
   exported adapter loads with PeftModel.from_pretrained and holds PEFT's
-  trained adapters, its logits those of PEFT's trained model; and that the
+  trained adapters (and modules_to_save), its logits those of PEFT's
+  trained model; and that the
   merged ONNX model's weights are those of PEFT's merge_and_unload().
 Prints "FAMILY: OK: ..." and exits 0, or what differs and exits 1.
 """
@@ -56,6 +59,7 @@ def main():
     p.add_argument("--targets", nargs="+", required=True)
     p.add_argument("--r", type=int, default=8)
     p.add_argument("--alpha", type=float, default=16)
+    p.add_argument("--also-train", nargs="+", default=[])
     p.add_argument("--plan-extra", default="{}")
     p.add_argument("--np", type=int, default=1)
     p.add_argument("--steps", type=int, default=8)
@@ -81,14 +85,16 @@ def main():
     conv1d = any(type(base.get_submodule(m)).__name__ == "Conv1D" for m in modules)
     config = peft.LoraConfig(r=args.r, lora_alpha=args.alpha, target_modules=modules,
                              lora_dropout=0.0, init_lora_weights=False,
-                             fan_in_fan_out=conv1d)
+                             fan_in_fan_out=conv1d,
+                             modules_to_save=args.also_train or None)
     torch.manual_seed(11)
     peft.get_peft_model(base, config).save_pretrained(w("init"))
 
     plan = {"optimizer": {"type": "adamw", "lr": 0.002, "weight_decay": 0.1,
                           "max_grad_norm": 1.0},
             "lora": {"targets": args.targets, "r": args.r, "alpha": args.alpha,
-                     "init_adapter": w("init"), "module_prefix": PREFIX}}
+                     "init_adapter": w("init"), "module_prefix": PREFIX,
+                     "also_train": [PREFIX + m + ".*" for m in args.also_train]}}
     plan.update(json.loads(args.plan_extra))
     with open(w("plan.json"), "w") as f:
         json.dump(plan, f)
@@ -126,10 +132,11 @@ def main():
     # The exported adapter in PEFT: PEFT's trained adapters, PEFT's logits.
     errors = []
     loaded = peft.PeftModel.from_pretrained(hf_models.build_model(model_args), w("adapter"))
+    exported_keys = ("lora_", "modules_to_save")
     trained = {n.replace(".default", ""): q.detach() for n, q in model.named_parameters()
-               if "lora_" in n}
+               if any(k in n for k in exported_keys)}
     got = {n.replace(".default", ""): q.detach() for n, q in loaded.named_parameters()
-           if "lora_" in n}
+           if any(k in n for k in exported_keys)}
     if sorted(got) != sorted(trained):
         errors.append(f"the exported adapter's tensors {sorted(got)[:4]}... are not PEFT's "
                       f"{sorted(trained)[:4]}...")
@@ -152,18 +159,21 @@ def main():
                 for t in onnx.load(w("merged.onnx")).graph.initializer}
     merged = model.merge_and_unload().state_dict()
     merged_diff = 0.0
-    for m in modules:
-        name = PREFIX + m + ".weight"
+    saved = [n for n in merged if any(n.startswith(m + ".") for m in args.also_train)]
+    for key in [m + ".weight" for m in modules] + saved:
+        name = PREFIX + key
         if name not in exported:
             errors.append(f"merged.onnx has no {name}")
             continue
-        merged_diff = max(merged_diff, norm_diff(exported[name], merged[m + ".weight"]))
+        merged_diff = max(merged_diff, norm_diff(exported[name], merged[key]))
     if merged_diff > args.rtol:
         errors.append(f"merged.onnx's weights differ from merge_and_unload's by {merged_diff:.3g}")
     if errors:
         print("\n".join(f"{args.family}: {e}" for e in errors))
         return 1
-    print(f"{args.family}: OK: {args.steps} steps, {len(modules)} modules, loss max rel diff "
+    saved_note = f", {len(saved)} saved tensors" if args.also_train else ""
+    print(f"{args.family}: OK: {args.steps} steps, {len(modules)} modules{saved_note}, "
+          f"loss max rel diff "
           f"{results[0]}, grad_norm max rel diff {results[1]}, adapter {adapter_diff:.1e}, "
           f"logits {logits_diff:.1e}, merged {merged_diff:.1e}")
     return 0

@@ -46,11 +46,14 @@
 // CHECK-NEXT: nn.reduce_sum %[[CA]]
 // CHECK-NEXT: nn.reduce_sum %[[GA]]
 
-// also-train keeps a parameter trained (PEFT's modules_to_save); without
+// also-train keeps a parameter trained; its module is one of PEFT's
+// modules_to_save, whose every parameter (trained or not) names it; without
 // dropout the update reads x itself.
 // ALSO-LABEL: func.func @forward
 // ALSO-SAME: %arg3: tensor<4x6xf32> {nn.frozen, nn.logical_type = tensor<4x6xf32>, nn.param = "c_attn.weight"}
-// ALSO-SAME: %arg5: tensor<6xf32> {nn.logical_type = tensor<6xf32>, nn.param = "fc.bias"}
+// ALSO-SAME: %arg4: tensor<4x6xf32> {nn.frozen, nn.logical_type = tensor<4x6xf32>, nn.lora_save = "fc", nn.param = "fc.weight"}
+// ALSO-SAME: %arg5: tensor<6xf32> {nn.logical_type = tensor<6xf32>, nn.lora_save = "fc", nn.param = "fc.bias"}
+// ALSO-SAME: %arg6: tensor<4xf32> {nn.frozen, nn.logical_type = tensor<4xf32>, nn.param = "ln.weight"}
 // ALSO-NOT: nn.dropout
 // ALSO: %[[X:.*]] = nn.mul
 // ALSO: nn.matmul %[[X]], %{{.*}} {nn.lora}
