@@ -175,10 +175,32 @@ private:
 };
 
 bool Compiler::checkPlan() {
-  if (o.planValue)
+  if (o.planValue) {
     planFile = *o.planValue;
-  else if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error))
+  } else if (!o.planLayers.empty()) {
+    std::vector<std::string> noEffect;
+    if (!loadPlanFiles(o.planLayers, o.worldSize, planFile, noEffect, error))
+      return false;
+    // One line per file: the DeepSpeed keys that change nothing here.
+    std::string file, keys;
+    auto flush = [&] {
+      if (!keys.empty())
+        llvm::errs() << "autopar: " << file
+                     << ": accepted with no effect here: " << keys << "\n";
+      keys.clear();
+    };
+    for (StringRef entry : noEffect) {
+      auto [path, key] = entry.rsplit(": ");
+      if (path != file) {
+        flush();
+        file = path.str();
+      }
+      keys += (keys.empty() ? "" : ", ") + key.str();
+    }
+    flush();
+  } else if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error)) {
     return false;
+  }
   if (o.target != "cpu" && o.target != "cuda")
     return fail("--target: unknown target '" + o.target +
                 "' (expected cpu or cuda)");
@@ -392,6 +414,10 @@ bool Compiler::importModel() {
     globalBatch = type.getDimSize(0);
     seqLen = type.getDimSize(1);
   }
+  if (planFile.globalBatch && planFile.globalBatch != globalBatch)
+    return fail(formatv("{0}: batch.global_batch: {1}, but the model's batch "
+                        "(the first dimension of its inputs) is {2}",
+                        planName(), planFile.globalBatch, globalBatch));
   const int64_t m = planFile.microBatches;
   if (globalBatch % m != 0)
     return fail(formatv("{0}: batch.micro_batches: {1} does not divide the "
@@ -875,6 +901,14 @@ int Compiler::run() {
                  << ": stopped; nothing was written to " << o.outDir << "\n";
     return 128 + sig;
   };
+  if (o.printPlan) {
+    if (!checkPlan()) {
+      llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
+      return 1;
+    }
+    llvm::outs() << toJson(planFile).dump(2) << "\n";
+    return 0;
+  }
   if (!lowerAll()) {
     llvm::errs() << "autopar: " << onnx_import::oneLine(error) << "\n";
     return 1;

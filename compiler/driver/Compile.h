@@ -16,6 +16,14 @@ namespace autopar {
 struct CompileOptions {
   std::string model;
   std::string plan;            // empty: defaults (one device, fp32, AdamW)
+  /// The --plan and --deepspeed files in order, later keys overriding
+  /// earlier ones (`plan` then names them all); empty: `plan` alone.
+  std::vector<PlanLayer> planLayers;
+  /// --world-size: the ranks a DeepSpeed config's batch triple is resolved
+  /// over (0: from the file, else the plan's mesh).
+  int64_t worldSize = 0;
+  /// --print-plan: print the resolved plan and stop.
+  bool printPlan = false;
   std::string target = "cpu";  // "cpu" | "cuda"
   /// CUDA target: CMAKE_CUDA_ARCHITECTURES of the program ("80;90a").
   std::string cudaArch = "80;90a";

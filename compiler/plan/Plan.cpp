@@ -12,6 +12,8 @@
 
 #include "compiler/plan/Plan.h"
 
+#include "compiler/plan/DeepSpeedConfig.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -563,6 +565,7 @@ const std::vector<PlanKey> &planKeys() {
       intKey("mesh.tp", 1, PLAN_FIELD(meshTp)),
       intKey("mesh.pp", 1, PLAN_FIELD(meshPp)),
       intKey("batch.micro_batches", 1, PLAN_FIELD(microBatches)),
+      intKey("batch.global_batch", 0, PLAN_FIELD(globalBatch)),
       {"zero.stage", readZeroStage, printField(PLAN_FIELD(zeroStage))},
       withRule(
           enumKey("zero.offload", {"none", "cpu"}, PLAN_FIELD(zeroOffload)),
@@ -1001,34 +1004,90 @@ bool parsePlan(const json &value, Plan &plan, std::string &error) {
   }
 }
 
-bool loadPlanFile(const std::string &path, Plan &plan, std::string &error) {
-  try {
-    std::string text;
-    if (!readFile(path, text, error))
-      return false;
-    DomBuilder builder;
-    if (!json::sax_parse(text, &builder)) {
-      if (!builder.duplicatePath.empty()) {
-        error = path + ": " + builder.duplicatePath + ": duplicate key";
-        return false;
-      }
-      if (!builder.tooDeepPath.empty()) {
-        std::string at = builder.tooDeepPath;
-        if (at.size() > 32)
-          at = at.substr(0, 32) + "...";
-        error = path + ": " + at + ": nested deeper than " +
-                std::to_string(DomBuilder::kMaxDepth) + " levels";
-        return false;
-      }
-      size_t line = 0, column = 0;
-      lineAndColumn(text, builder.errorByte, line, column);
-      error = path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-              ": invalid JSON: " +
-              (builder.syntaxError ? parseErrorReason(builder.errorMessage)
-                                   : std::string("parse error"));
+namespace {
+
+/// The JSON of the plan file at `path`, with loadPlanFile's errors.
+bool readPlanJson(const std::string &path, json &value, std::string &error) {
+  std::string text;
+  if (!readFile(path, text, error))
+    return false;
+  DomBuilder builder;
+  if (!json::sax_parse(text, &builder)) {
+    if (!builder.duplicatePath.empty()) {
+      error = path + ": " + builder.duplicatePath + ": duplicate key";
       return false;
     }
-    if (!parsePlan(builder.root, plan, error)) {
+    if (!builder.tooDeepPath.empty()) {
+      std::string at = builder.tooDeepPath;
+      if (at.size() > 32)
+        at = at.substr(0, 32) + "...";
+      error = path + ": " + at + ": nested deeper than " +
+              std::to_string(DomBuilder::kMaxDepth) + " levels";
+      return false;
+    }
+    size_t line = 0, column = 0;
+    lineAndColumn(text, builder.errorByte, line, column);
+    error = path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+            ": invalid JSON: " +
+            (builder.syntaxError ? parseErrorReason(builder.errorMessage)
+                                 : std::string("parse error"));
+    return false;
+  }
+  value = std::move(builder.root);
+  return true;
+}
+
+} // namespace
+
+bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
+                   Plan &plan, std::vector<std::string> &noEffect,
+                   std::string &error) {
+  try {
+    json merged = json::object();
+    std::string names;
+    for (const PlanLayer &layer : layers) {
+      json value;
+      if (!readPlanJson(layer.path, value, error))
+        return false;
+      if (layer.deepspeed || isDeepSpeedConfig(value)) {
+        DeepSpeedContext ctx;
+        ctx.planSoFar = merged;
+        ctx.worldSize = worldSize;
+        json translated;
+        std::vector<std::string> keys;
+        if (!deepSpeedToPlan(value, ctx, translated, keys, error)) {
+          error = layer.path + ": " + error;
+          return false;
+        }
+        for (const std::string &key : keys)
+          noEffect.push_back(layer.path + ": " + key);
+        value = std::move(translated);
+      }
+      Plan alone;
+      if (!parsePlan(value, alone, error)) {
+        error = layer.path + ": " + error;
+        return false;
+      }
+      merged.merge_patch(value);
+      names += (names.empty() ? "" : " + ") + layer.path;
+    }
+    if (!parsePlan(merged, plan, error)) {
+      error = names + ": " + error;
+      return false;
+    }
+    return true;
+  } catch (const std::exception &e) {
+    error = "internal error while reading the plans: " + std::string(e.what());
+    return false;
+  }
+}
+
+bool loadPlanFile(const std::string &path, Plan &plan, std::string &error) {
+  try {
+    json value;
+    if (!readPlanJson(path, value, error))
+      return false;
+    if (!parsePlan(value, plan, error)) {
       error = path + ": " + error;
       return false;
     }

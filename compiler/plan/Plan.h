@@ -104,6 +104,10 @@ struct QuantizePlan {
 struct Plan {
   int64_t meshDp = 1, meshTp = 1, meshPp = 1;
   int64_t microBatches = 1;
+  /// "batch.global_batch": the global batch the plan was made for (a
+  /// DeepSpeed config's train_batch_size); 0 = the model's, whatever it
+  /// is. Compiling a model of another batch is refused.
+  int64_t globalBatch = 0;
   int64_t zeroStage = 0;            // 0..3
   std::string zeroOffload = "none"; // "none" | "cpu"
   double bucketMb = 25;
@@ -222,6 +226,27 @@ bool parsePlan(const nlohmann::json &json, Plan &plan, std::string &error);
 /// byte column of a syntax error, both 1-based). A key given twice in one
 /// object is an error ("plan.json: optimizer.lr: duplicate key").
 bool loadPlanFile(const std::string &path, Plan &plan, std::string &error);
+
+/// One --plan file of `autopar compile`: an autopar plan, or a DeepSpeed
+/// config (`deepspeed`: --deepspeed FILE, else recognized by its keys,
+/// compiler/plan/DeepSpeedConfig.h).
+struct PlanLayer {
+  std::string path;
+  bool deepspeed = false;
+};
+
+/// Reads the plan files in order, each translated into autopar's format if
+/// it is a DeepSpeed config, later files overriding the keys of earlier
+/// ones (objects merged key by key, arrays and values replaced), and
+/// parses the result. Each file must be a valid plan alone;
+/// errors name the file ("ds.json: zero_optimization.stage: ..."), or
+/// every file when only their combination is wrong. `worldSize` (0:
+/// unknown) is the number of ranks a DeepSpeed config's batch triple is
+/// resolved over. `noEffect` gets "FILE: KEY" for each key of a DeepSpeed
+/// config that changes nothing here.
+bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
+                   Plan &plan, std::vector<std::string> &noEffect,
+                   std::string &error);
 
 /// The resolved plan: every key of the schema with its value (defaults filled
 /// in), and only the options of the chosen optimizer type.

@@ -35,7 +35,7 @@ tokens[base+g*T : base+g*T+T] and its targets the same window shifted by one.
 Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
 weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
 frozen, padding_idx {glob: row}, lr_schedule {warmup_steps, decay
-constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches}, data {inputs,
+constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches, global_batch}, data {inputs,
 targets, feeds {input: ones|zeros|arange|shift_right:ID}, targets_from
 next_tokens|tokens}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
@@ -565,6 +565,7 @@ class Plan:
     min_lr: float = 0.0
     decay_steps: int = 0
     micro_batches: int = 1
+    global_batch: int = 0  # a check of the model's batch (0: none)
     inputs: str = None
     targets: str = None
     feeds: tuple = ()  # (graph input, "ones" | "zeros" | "arange") pairs
@@ -627,7 +628,8 @@ PLAN_SCHEMA = {
         "min_lr": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
         "decay_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     },
-    "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1")},
+    "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+              "global_batch": (lambda v: _is_int(v) and v >= 0, "an integer >= 0")},
     "dropout": {"ratio": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)")},
     "lora": {"targets": (_is_globs, "a list of well-formed globs"),
              "r": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),

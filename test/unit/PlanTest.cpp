@@ -198,7 +198,7 @@ TEST(PlanTest, EmptySectionsGiveDefaults) {
 TEST(PlanTest, DefaultsResolved) {
   json expected = parseJson(R"({
     "mesh": {"dp": 1, "tp": 1, "pp": 1},
-    "batch": {"micro_batches": 1},
+    "batch": {"micro_batches": 1, "global_batch": 0},
     "zero": {"stage": 0, "offload": "none"},
     "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
@@ -477,8 +477,9 @@ TEST(PlanTest, ErrorUnknownKey) {
             "data[\"in puts\"]: unknown key (expected one of: inputs, "
             "targets, feeds, targets_from)");
   EXPECT_EQ(errorOf(R"({"": 1})").substr(0, 17), "[\"\"]: unknown key");
-  EXPECT_EQ(errorOf(R"({"batch": {"micro_batches": 2, "size": 8}})"),
-            "batch.size: unknown key (expected one of: micro_batches)");
+  EXPECT_EQ(
+      errorOf(R"({"batch": {"micro_batches": 2, "size": 8}})"),
+      "batch.size: unknown key (expected one of: micro_batches, global_batch)");
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
             "offload)");

@@ -105,7 +105,16 @@ Options:
   --forward-only             Build OUTDIR/run (inference) instead of a
                              training program; takes no plan
   --plan PLAN.json           The plan (docs/plan.md); default: one device,
-                             fp32, AdamW with PyTorch's defaults
+                             fp32, AdamW with PyTorch's defaults. A DeepSpeed
+                             config is read with DeepSpeed's meanings
+                             (docs/deepspeed.md). Repeatable: later files
+                             override the keys of earlier ones
+  --deepspeed FILE           A --plan file read as a DeepSpeed config
+  --world-size N             The ranks a DeepSpeed config's batch triple is
+                             resolved over (default: from the triple, else
+                             the plan's mesh)
+  --print-plan               Print the resolved plan (autopar's format) and
+                             stop; OUTDIR is not needed
   --target cpu|cuda          Code generation target (default: cpu)
   --cuda-arch LIST           CUDA target: GPU architectures to build for, as
                              CMAKE_CUDA_ARCHITECTURES (default: 80;90a)
@@ -304,9 +313,22 @@ int compileMain(const std::vector<std::string> &args) {
     if (a == "-o") {
       if (!value(options.outDir))
         return usageError("-o needs a directory", "compile");
-    } else if (a == "--plan") {
-      if (!value(options.plan))
-        return usageError("--plan needs a file", "compile");
+    } else if (a == "--plan" || a == "--deepspeed") {
+      PlanLayer layer;
+      layer.deepspeed = a == "--deepspeed";
+      if (!value(layer.path))
+        return usageError(a.str() + " needs a file", "compile");
+      options.plan += (options.plan.empty() ? "" : " + ") + layer.path;
+      options.planLayers.push_back(layer);
+    } else if (a == "--world-size") {
+      std::string n;
+      if (!value(n) || n.empty() ||
+          n.find_first_not_of("0123456789") != std::string::npos ||
+          n.size() > 9 || std::stoll(n) < 1)
+        return usageError("--world-size needs a positive integer", "compile");
+      options.worldSize = std::stoll(n);
+    } else if (a == "--print-plan") {
+      options.printPlan = true;
     } else if (a == "--target") {
       if (!value(options.target))
         return usageError("--target needs cpu or cuda", "compile");
@@ -339,7 +361,7 @@ int compileMain(const std::vector<std::string> &args) {
   }
   if (options.model.empty())
     return usageError("compile needs a model file", "compile");
-  if (options.outDir.empty())
+  if (options.outDir.empty() && !options.printPlan)
     return usageError("compile needs -o OUTDIR", "compile");
   return runCompileCommand(options);
 }
