@@ -354,20 +354,21 @@ bool translatePrecision(Section &top, json &plan,
                           ": a static loss scale is not supported; 0 "
                           "(dynamic scaling) is");
       // DeepSpeed's dynamic scaler defaults: 2^16, window 1000,
-      // hysteresis 2.
+      // hysteresis 2, min_loss_scale 1.
       const int64_t h = hysteresis.value_or(2);
-      if (h != 1)
-        return s.fail("hysteresis",
-                      std::to_string(h) +
-                          (hysteresis ? "" : " (DeepSpeed's default)") +
-                          ": delayed scale decreases are not supported yet; "
-                          "autopar lowers the scale at every overflow, as "
-                          "hysteresis 1");
+      if (consecutive && *consecutive && h > 1)
+        return s.fail("consecutive_hysteresis",
+                      "true is not supported (the hysteresis is restored "
+                      "when the scale grows, DeepSpeed's default)");
+      if (minScale && *minScale < 0)
+        return s.fail("min_loss_scale", "expected a number >= 0");
       plan["precision"] = "fp16-mixed";
       plan["loss_scale"]["init_scale"] = std::ldexp(1.0, power.value_or(16));
       plan["loss_scale"]["growth_interval"] = window.value_or(1000);
       plan["loss_scale"]["growth_factor"] = 2;
       plan["loss_scale"]["backoff_factor"] = 0.5;
+      plan["loss_scale"]["hysteresis"] = h;
+      plan["loss_scale"]["min_scale"] = minScale.value_or(1.0);
     }
     s.noEffect({"auto_cast", "fp16_master_weights_and_grads"}, noEffect);
     if (!s.finish())

@@ -62,12 +62,14 @@ struct LrSchedulePlan {
 };
 
 /// fp16-mixed's dynamic loss scaling (torch.cuda.amp.GradScaler's
-/// parameters and defaults).
+/// parameters and defaults; hysteresis and min_scale DeepSpeed's).
 struct LossScalePlan {
   double initScale = 65536;
   double growthFactor = 2;
   double backoffFactor = 0.5;
   int64_t growthInterval = 2000;
+  int64_t hysteresis = 1;
+  double minScale = 0;
 };
 
 /// `lora`: low-rank adapters beside the matching projections, with PEFT's

@@ -664,6 +664,8 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << "  c.growthFactor = " << hex(ls.growthFactor) << ";\n"
      << "  c.backoffFactor = " << hex(ls.backoffFactor) << ";\n"
      << "  c.growthInterval = " << ls.growthInterval << ";\n"
+     << "  c.hysteresis = " << ls.hysteresis << ";\n"
+     << "  c.minScale = " << hex(ls.minScale) << ";\n"
      << "  return c;\n}\n\n";
   os << "static const char *const kMeshAxisNames[] = {";
   for (auto [k, name] : llvm::enumerate(shape.axisNames))

@@ -281,6 +281,11 @@ Status decodeManifest(const JsonValue &root, const std::string &where,
     if (!getInt(root, "loss_scale_good_steps", out.meta.lossScaleGoodSteps) ||
         out.meta.lossScaleGoodSteps < 0)
       return bad("'loss_scale_good_steps' is missing or not an integer >= 0");
+    if (root.find("loss_scale_hysteresis_left") &&
+        (!getInt(root, "loss_scale_hysteresis_left",
+                 out.meta.lossScaleHysteresisLeft) ||
+         out.meta.lossScaleHysteresisLeft < 0))
+      return bad("'loss_scale_hysteresis_left' is not an integer >= 0");
     if (!getInt(root, "skipped_steps", out.meta.skippedSteps) ||
         out.meta.skippedSteps < 0 || out.meta.skippedSteps > out.meta.step)
       return bad("'skipped_steps' is missing or not an integer in [0, step]");
@@ -572,6 +577,8 @@ Status saveCheckpoint(const std::string &dirArg,
       json += std::string(",\"loss_scale\":") + scale +
               ",\"loss_scale_good_steps\":" +
               std::to_string(meta.lossScaleGoodSteps) +
+              ",\"loss_scale_hysteresis_left\":" +
+              std::to_string(meta.lossScaleHysteresisLeft) +
               ",\"skipped_steps\":" + std::to_string(meta.skippedSteps);
     }
     json += ",\"tensors\":[";

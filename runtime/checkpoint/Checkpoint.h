@@ -50,6 +50,9 @@ struct CheckpointMeta {
   /// step count is step - skippedSteps).
   double lossScale = 0;
   int64_t lossScaleGoodSteps = 0;
+  /// Overflows the scaler still tolerates (hysteresis); 0 where the
+  /// checkpoint does not say (written before hysteresis existed).
+  int64_t lossScaleHysteresisLeft = 0;
   int64_t skippedSteps = 0;
 };
 

@@ -86,6 +86,31 @@ int numStateBuffers(const OptimizerConfig &config) {
   return 0;
 }
 
+LossScaleState initialLossScale(const LossScaleConfig &config) {
+  LossScaleState state;
+  state.scale = config.initScale;
+  state.hysteresisLeft = config.hysteresis;
+  return state;
+}
+
+void updateLossScale(const LossScaleConfig &config, LossScaleState &state,
+                     bool overflow) {
+  if (overflow) {
+    // DeepSpeed: lowered at the last tolerated overflow, and every one
+    // after it until the scale grows again.
+    if (state.hysteresisLeft <= 1)
+      state.scale =
+          std::max(state.scale * config.backoffFactor, config.minScale);
+    else
+      --state.hysteresisLeft;
+    state.goodSteps = 0;
+  } else if (++state.goodSteps == config.growthInterval) {
+    state.scale *= config.growthFactor;
+    state.goodSteps = 0;
+    state.hysteresisLeft = config.hysteresis;
+  }
+}
+
 double scheduledLr(const OptimizerConfig &config, int64_t step,
                    int64_t totalSteps) {
   const int64_t warmup = config.warmupSteps;

@@ -65,14 +65,35 @@ struct ParamSlice {
 /// fp16-mixed's dynamic loss scaling, as torch.cuda.amp.GradScaler: the
 /// loss (so every gradient) is multiplied by the scale; a step whose
 /// gradients hold an inf or NaN is skipped and the scale multiplied by
-/// backoffFactor; after growthInterval steps in a row without one, by
-/// growthFactor.
+/// backoffFactor (not below minScale); after growthInterval steps in a row
+/// without one, by growthFactor. With hysteresis h > 1, as DeepSpeed's
+/// DynamicLossScaler: the scale is lowered only at the h-th overflow since
+/// it last grew (the others only skip their step).
 struct LossScaleConfig {
   double initScale = 65536;
   double growthFactor = 2;
   double backoffFactor = 0.5;
   int64_t growthInterval = 2000;
+  int64_t hysteresis = 1;
+  double minScale = 0;
 };
+
+/// The scaler between steps: the scale, the steps without an overflow
+/// since the last change or overflow, and the overflows still tolerated
+/// before the scale is lowered.
+struct LossScaleState {
+  double scale = 0;
+  int64_t goodSteps = 0;
+  int64_t hysteresisLeft = 1;
+};
+
+/// The scaler at its start.
+LossScaleState initialLossScale(const LossScaleConfig &config);
+
+/// The scaler after a step whose gradients did (`overflow`) or did not
+/// hold an inf or NaN.
+void updateLossScale(const LossScaleConfig &config, LossScaleState &state,
+                     bool overflow);
 
 /// State buffers per parameter: AdamW 2; SGD 1 if momentum > 0 else 0.
 int numStateBuffers(const OptimizerConfig &config);

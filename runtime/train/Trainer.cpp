@@ -163,6 +163,7 @@ Status Trainer::setUp() {
     if (info.inputs[i].role == 2) {
       lossScaleInput = i;
       lossScale = lossConfig.initScale;
+      hysteresisLeft = lossConfig.hysteresis;
     }
     int64_t n = info.inputs[i].elementBytes;
     for (int d = 0; d < info.inputs[i].rank; ++d)
@@ -235,6 +236,7 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
     meta.optimizer = optimizerName(config);
     meta.lossScale = lossScale;
     meta.lossScaleGoodSteps = goodSteps;
+    meta.lossScaleHysteresisLeft = hysteresisLeft;
     meta.skippedSteps = skippedSteps;
     status = autopar::rt::saveCheckpoint(path, refs, meta, o.keepLast);
   }
@@ -260,6 +262,11 @@ Status Trainer::resume() {
   if (lossScaleInput >= 0 && meta.lossScale > 0) {
     lossScale = meta.lossScale;
     goodSteps = meta.lossScaleGoodSteps;
+    // A checkpoint of before hysteresis: none used up.
+    hysteresisLeft =
+        meta.lossScaleHysteresisLeft > 0
+            ? std::min(meta.lossScaleHysteresisLeft, lossConfig.hysteresis)
+            : lossConfig.hysteresis;
   }
   store.storeCheckpointTensors(refs);
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
@@ -634,13 +641,11 @@ Status Trainer::run() {
       }
     }
     if (lossScale > 0) {
-      if (skipped) {
-        lossScale *= lossConfig.backoffFactor;
-        goodSteps = 0;
-      } else if (++goodSteps == lossConfig.growthInterval) {
-        lossScale *= lossConfig.growthFactor;
-        goodSteps = 0;
-      }
+      autopar::rt::LossScaleState state{lossScale, goodSteps, hysteresisLeft};
+      autopar::rt::updateLossScale(lossConfig, state, skipped);
+      lossScale = state.scale;
+      goodSteps = state.goodSteps;
+      hysteresisLeft = state.hysteresisLeft;
     }
     if (!skipped) {
       // Every rank updated its shard of a whole parameter (ZeRO-1/2):

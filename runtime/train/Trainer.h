@@ -104,6 +104,8 @@ private:
   autopar::rt::LossScaleConfig lossConfig;
   double lossScale = 0;
   int64_t goodSteps = 0, skippedSteps = 0;
+  /// Overflows the loss scaler still tolerates (loss_scale.hysteresis).
+  int64_t hysteresisLeft = 1;
   autopar::rt::Logger logger;
   int64_t startStep = 0;
   /// --trace: the step whose pipeline actions are timed (-1: none).

@@ -204,7 +204,8 @@ TEST(PlanTest, DefaultsResolved) {
     "precision": "fp32",
     "grad_dtype": "fp32",
     "loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
-                   "backoff_factor": 0.5, "growth_interval": 2000},
+                   "backoff_factor": 0.5, "growth_interval": 2000,
+                   "hysteresis": 1, "min_scale": 0.0},
     "recompute": "none",
     "attention": "fused",
     "attention_backend": "auto",
@@ -549,7 +550,10 @@ TEST(PlanTest, LossScale) {
             "loss_scale.growth_interval: expected an integer >= 1, got 0");
   EXPECT_EQ(errorOf(R"({"loss_scale": {"window": 5}})"),
             "loss_scale.window: unknown key (expected one of: init_scale, "
-            "growth_factor, backoff_factor, growth_interval)");
+            "growth_factor, backoff_factor, growth_interval, hysteresis, "
+            "min_scale)");
+  EXPECT_EQ(errorOf(R"({"loss_scale": {"hysteresis": 0}})"),
+            "loss_scale.hysteresis: expected an integer >= 1, got 0");
 }
 
 TEST(PlanTest, ShiftRightFeed) {

@@ -119,6 +119,34 @@ void expectAll(const std::vector<float> &actual, const float (&expected)[N],
     expectClose(actual[i], expected[i], what, static_cast<int>(i));
 }
 
+// DeepSpeed's DynamicLossScaler (hysteresis 2, window 3, min 1, not
+// consecutive): the first overflow only skips, the second halves; growth
+// restores the hysteresis; the scale stops at min_scale.
+TEST(RuntimeOptimTest, LossScaleHysteresisAsDeepSpeed) {
+  LossScaleConfig c;
+  c.initScale = 8;
+  c.growthInterval = 3;
+  c.hysteresis = 2;
+  c.minScale = 1;
+  LossScaleState s = initialLossScale(c);
+  // DeepSpeed's update_scale over the same overflows gives these scales.
+  const bool overflow[] = {true,  true, false, false, false, true,
+                           false, true, true,  true,  true};
+  const double want[] = {8, 4, 4, 4, 8, 8, 8, 4, 2, 1, 1};
+  for (size_t i = 0; i < std::size(overflow); ++i) {
+    updateLossScale(c, s, overflow[i]);
+    EXPECT_EQ(s.scale, want[i]) << "after step " << i;
+  }
+  // Hysteresis 1 is GradScaler's: every overflow backs off.
+  LossScaleConfig t;
+  t.initScale = 4;
+  t.growthInterval = 2;
+  LossScaleState u = initialLossScale(t);
+  for (bool o : {true, false, false, true})
+    updateLossScale(t, u, o);
+  EXPECT_EQ(u.scale, 2.0);
+}
+
 TEST(RuntimeOptimTest, NumStateBuffers) {
   OptimizerConfig c;
   EXPECT_EQ(numStateBuffers(c), 2);
