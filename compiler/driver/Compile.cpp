@@ -181,23 +181,8 @@ bool Compiler::checkPlan() {
     std::vector<std::string> noEffect;
     if (!loadPlanFiles(o.planLayers, o.worldSize, planFile, noEffect, error))
       return false;
-    // One line per file: the DeepSpeed keys that change nothing here.
-    std::string file, keys;
-    auto flush = [&] {
-      if (!keys.empty())
-        llvm::errs() << "autopar: " << file
-                     << ": accepted with no effect here: " << keys << "\n";
-      keys.clear();
-    };
-    for (StringRef entry : noEffect) {
-      auto [path, key] = entry.rsplit(": ");
-      if (path != file) {
-        flush();
-        file = path.str();
-      }
-      keys += (keys.empty() ? "" : ", ") + key.str();
-    }
-    flush();
+    for (const std::string &line : noEffect)
+      llvm::errs() << "autopar: " << line << "\n";
   } else if (!o.plan.empty() && !loadPlanFile(o.plan, planFile, error)) {
     return false;
   }

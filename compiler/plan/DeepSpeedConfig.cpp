@@ -44,35 +44,39 @@ public:
     auto it = value.find(key);
     return it == value.end() ? nullptr : &*it;
   }
-  /// An integer >= min, or "auto" (nullopt, as absent).
-  bool readInt(const std::string &key, int64_t min,
-               std::optional<int64_t> &out) {
+  /// `key`'s value into `out` where `ok` takes it; absent, null and
+  /// "auto" leave `out` unset.
+  template <typename T>
+  bool read(const std::string &key, bool (*ok)(const json &),
+            const std::string &expected, std::optional<T> &out) {
     const json *v = get(key);
     if (!v || isAuto(*v) || v->is_null())
       return true;
-    if (!v->is_number_integer() || v->get<int64_t>() < min)
+    if (!ok(*v))
+      return fail(key,
+                  "expected " + expected + " or \"auto\", got " + v->dump());
+    out = v->get<T>();
+    return true;
+  }
+  /// An integer >= min.
+  bool readInt(const std::string &key, int64_t min,
+               std::optional<int64_t> &out) {
+    if (!read(
+            key, [](const json &v) { return v.is_number_integer(); },
+            "an integer >= " + std::to_string(min), out))
+      return false;
+    if (out && *out < min)
       return fail(key, "expected an integer >= " + std::to_string(min) +
-                           " or \"auto\", got " + v->dump());
-    out = v->get<int64_t>();
+                           " or \"auto\", got " + std::to_string(*out));
     return true;
   }
   bool readNumber(const std::string &key, std::optional<double> &out) {
-    const json *v = get(key);
-    if (!v || isAuto(*v) || v->is_null())
-      return true;
-    if (!v->is_number())
-      return fail(key, "expected a number or \"auto\", got " + v->dump());
-    out = v->get<double>();
-    return true;
+    return read(
+        key, [](const json &v) { return v.is_number(); }, "a number", out);
   }
   bool readBool(const std::string &key, std::optional<bool> &out) {
-    const json *v = get(key);
-    if (!v || isAuto(*v) || v->is_null())
-      return true;
-    if (!v->is_boolean())
-      return fail(key, "expected true, false or \"auto\", got " + v->dump());
-    out = v->get<bool>();
-    return true;
+    return read(
+        key, [](const json &v) { return v.is_boolean(); }, "true, false", out);
   }
   /// Keys of DeepSpeed's own engine that change nothing here.
   void noEffect(std::initializer_list<const char *> keys,
@@ -564,20 +568,15 @@ bool deepSpeedToPlan(const json &config, const DeepSpeedContext &ctx,
       return false;
     if (types) {
       Section t(*types, "data_types", error);
+      // DeepSpeed's names are the plan's.
       const json *accum = t.get("grad_accum_dtype");
       if (accum && !accum->is_null()) {
-        static const std::pair<const char *, const char *> names[] = {
-            {"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}};
-        bool known = false;
-        for (auto [ds, ours] : names)
-          if (accum->is_string() && *accum == ds) {
-            plan["grad_dtype"] = ours;
-            known = true;
-          }
-        if (!known)
+        if (!(accum->is_string() &&
+              (*accum == "fp32" || *accum == "bf16" || *accum == "fp16")))
           return t.fail("grad_accum_dtype",
                         "expected \"fp32\", \"bf16\" or \"fp16\", got " +
                             accum->dump());
+        plan["grad_dtype"] = *accum;
       }
       if (!t.finish())
         return false;

@@ -1062,8 +1062,12 @@ bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
           error = layer.path + ": " + error;
           return false;
         }
-        for (const std::string &key : keys)
-          noEffect.push_back(layer.path + ": " + key);
+        if (!keys.empty()) {
+          std::string line = layer.path + ": accepted with no effect here: ";
+          for (size_t k = 0; k < keys.size(); ++k)
+            line += (k ? ", " : "") + keys[k];
+          noEffect.push_back(line);
+        }
         value = std::move(translated);
       }
       Plan alone;

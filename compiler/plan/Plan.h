@@ -244,8 +244,8 @@ struct PlanLayer {
 /// errors name the file ("ds.json: zero_optimization.stage: ..."), or
 /// every file when only their combination is wrong. `worldSize` (0:
 /// unknown) is the number of ranks a DeepSpeed config's batch triple is
-/// resolved over. `noEffect` gets "FILE: KEY" for each key of a DeepSpeed
-/// config that changes nothing here.
+/// resolved over. `noEffect` gets one line per DeepSpeed config that has
+/// keys changing nothing here: "FILE: accepted with no effect here: K, ...".
 bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
                    Plan &plan, std::vector<std::string> &noEffect,
                    std::string &error);

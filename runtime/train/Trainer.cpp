@@ -162,8 +162,7 @@ Status Trainer::setUp() {
   for (int i = 0; i < info.numInputs; ++i) {
     if (info.inputs[i].role == 2) {
       lossScaleInput = i;
-      lossScale = lossConfig.initScale;
-      hysteresisLeft = lossConfig.hysteresis;
+      scaler = autopar::rt::initialLossScale(lossConfig);
     }
     int64_t n = info.inputs[i].elementBytes;
     for (int d = 0; d < info.inputs[i].rank; ++d)
@@ -234,9 +233,9 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
     meta.step = stepsDone;
     meta.modelFingerprint = info.fingerprint;
     meta.optimizer = optimizerName(config);
-    meta.lossScale = lossScale;
-    meta.lossScaleGoodSteps = goodSteps;
-    meta.lossScaleHysteresisLeft = hysteresisLeft;
+    meta.lossScale = scaler.scale;
+    meta.lossScaleGoodSteps = scaler.goodSteps;
+    meta.lossScaleHysteresisLeft = scaler.hysteresisLeft;
     meta.skippedSteps = skippedSteps;
     status = autopar::rt::saveCheckpoint(path, refs, meta, o.keepLast);
   }
@@ -260,10 +259,10 @@ Status Trainer::resume() {
   skippedSteps = meta.skippedSteps;
   // A checkpoint of a run without loss scaling starts the scaler afresh.
   if (lossScaleInput >= 0 && meta.lossScale > 0) {
-    lossScale = meta.lossScale;
-    goodSteps = meta.lossScaleGoodSteps;
+    scaler.scale = meta.lossScale;
+    scaler.goodSteps = meta.lossScaleGoodSteps;
     // A checkpoint of before hysteresis: none used up.
-    hysteresisLeft =
+    scaler.hysteresisLeft =
         meta.lossScaleHysteresisLeft > 0
             ? std::min(meta.lossScaleHysteresisLeft, lossConfig.hysteresis)
             : lossConfig.hysteresis;
@@ -548,9 +547,9 @@ Status Trainer::run() {
     std::optional<autopar::rt::Communicator::DeviceWork> watched;
     watched.emplace(comm, stepWork.c_str());
     comm.resetBytes();
-    const double stepScale = lossScale;
+    const double stepScale = scaler.scale;
     if (lossScaleInput >= 0) {
-      float scale = static_cast<float>(lossScale);
+      float scale = static_cast<float>(scaler.scale);
       device.upload(inputs[lossScaleInput].get(), &scale, sizeof(scale));
     }
     double lossSum = 0;
@@ -616,9 +615,9 @@ Status Trainer::run() {
     // update; otherwise they are unscaled, with the clipping coefficient,
     // inside the update (in float, as torch's GradScaler unscales before
     // clip_grad_norm_).
-    const bool skipped = lossScale > 0 && !std::isfinite(squares);
-    if (lossScale > 0)
-      norm /= lossScale;
+    const bool skipped = scaler.scale > 0 && !std::isfinite(squares);
+    if (scaler.scale > 0)
+      norm /= scaler.scale;
     if (skipped) {
       ++skippedSteps;
     } else {
@@ -626,7 +625,7 @@ Status Trainer::run() {
       // the clipping coefficient, in float: the value torch's
       // grad.mul_(coef) stores.
       float gradScale =
-          lossScale > 0 ? static_cast<float>(1.0 / lossScale) : 1.0f;
+          scaler.scale > 0 ? static_cast<float>(1.0 / scaler.scale) : 1.0f;
       float coef;
       if (autopar::rt::clipCoefficient(config, norm, coef))
         gradScale *= coef;
@@ -640,12 +639,8 @@ Status Trainer::run() {
                              gradScale);
       }
     }
-    if (lossScale > 0) {
-      autopar::rt::LossScaleState state{lossScale, goodSteps, hysteresisLeft};
-      autopar::rt::updateLossScale(lossConfig, state, skipped);
-      lossScale = state.scale;
-      goodSteps = state.goodSteps;
-      hysteresisLeft = state.hysteresisLeft;
+    if (scaler.scale > 0) {
+      autopar::rt::updateLossScale(lossConfig, scaler, skipped);
     }
     if (!skipped) {
       // Every rank updated its shard of a whole parameter (ZeRO-1/2):

@@ -97,15 +97,13 @@ private:
   std::vector<int64_t> sampleIds, sampleTargets;
   std::vector<const void *> inputPtrs;
   int tokensInput = -1, targetsInput = -1;
-  /// fp16-mixed: the input that takes the loss scale (role 2), the scale
-  /// (0: no loss scaling), the steps in a row without inf / NaN gradients,
-  /// and the steps skipped for them (AdamW's step count leaves them out).
+  /// fp16-mixed: the input that takes the loss scale (role 2), the scaler
+  /// (scale 0: no loss scaling), and the steps skipped for inf / NaN
+  /// gradients (AdamW's step count leaves them out).
   int lossScaleInput = -1;
   autopar::rt::LossScaleConfig lossConfig;
-  double lossScale = 0;
-  int64_t goodSteps = 0, skippedSteps = 0;
-  /// Overflows the loss scaler still tolerates (loss_scale.hysteresis).
-  int64_t hysteresisLeft = 1;
+  autopar::rt::LossScaleState scaler;
+  int64_t skippedSteps = 0;
   autopar::rt::Logger logger;
   int64_t startStep = 0;
   /// --trace: the step whose pipeline actions are timed (-1: none).

@@ -212,6 +212,16 @@ int usageError(const std::string &msg, const char *command) {
 bool isHelp(llvm::StringRef a) { return a == "-h" || a == "--help"; }
 
 /// The argument after args[i] into `out` (i moves to it); false if none.
+/// `text` as an integer in [1, 10^maxDigits): decimal digits only.
+bool positiveInt(const std::string &text, size_t maxDigits, int64_t &out) {
+  if (text.empty() || text.size() > maxDigits ||
+      text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(text) < 1)
+    return false;
+  out = std::stoll(text);
+  return true;
+}
+
 bool nextArg(const std::vector<std::string> &args, size_t &i,
              std::string &out) {
   if (i + 1 >= args.size())
@@ -322,11 +332,8 @@ int compileMain(const std::vector<std::string> &args) {
       options.planLayers.push_back(layer);
     } else if (a == "--world-size") {
       std::string n;
-      if (!value(n) || n.empty() ||
-          n.find_first_not_of("0123456789") != std::string::npos ||
-          n.size() > 9 || std::stoll(n) < 1)
+      if (!value(n) || !positiveInt(n, 9, options.worldSize))
         return usageError("--world-size needs a positive integer", "compile");
-      options.worldSize = std::stoll(n);
     } else if (a == "--print-plan") {
       options.printPlan = true;
     } else if (a == "--target") {
@@ -442,11 +449,8 @@ int planMain(const std::vector<std::string> &args) {
       if (!value(options.html))
         return usageError("--html needs a file name", "plan");
     } else if (a == "--global-batch") {
-      if (!value(text) || text.empty() ||
-          text.find_first_not_of("0123456789") != std::string::npos ||
-          text.size() > 15 || std::stoll(text) < 1)
+      if (!value(text) || !positiveInt(text, 15, options.globalBatch))
         return usageError("--global-batch needs a positive integer", "plan");
-      options.globalBatch = std::stoll(text);
     } else if (a == "--json") {
       options.json = true;
     } else if (a == "--exhaustive") {
@@ -458,11 +462,8 @@ int planMain(const std::vector<std::string> &args) {
         return usageError("--precision needs fp32, bf16-mixed or fp16-mixed",
                           "plan");
     } else if (a == "--top") {
-      if (!value(text) || text.empty() ||
-          text.find_first_not_of("0123456789") != std::string::npos ||
-          text.size() > 6 || std::stoll(text) < 1)
+      if (!value(text) || !positiveInt(text, 6, options.top))
         return usageError("--top needs a positive integer", "plan");
-      options.top = std::stoll(text);
     } else if (std::optional<int> code =
                    importOption(args, i, options.import, "plan", false)) {
       if (*code)
