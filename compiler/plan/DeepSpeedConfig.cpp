@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <exception>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -490,6 +491,132 @@ bool translateOptimizer(Section &top, const DeepSpeedContext &ctx, json &plan,
   return true;
 }
 
+/// `scheduler` (deepspeed/runtime/lr_schedules.py, 0.16) as lr_schedule:
+/// the whole schedule, every parameter written out with DeepSpeed's default.
+bool translateScheduler(Section &top, const DeepSpeedContext &ctx, json &plan,
+                        std::string &error) {
+  const json *sched;
+  if (!objectAt(top, "scheduler", sched))
+    return false;
+  if (!sched)
+    return true;
+  Section s(*sched, "scheduler", error);
+  const json *type = s.get("type");
+  static const std::map<std::string, const char *> kTypes = {
+      {"WarmupLR", "deepspeed_warmup_lr"},
+      {"WarmupDecayLR", "deepspeed_warmup_decay_lr"},
+      {"WarmupCosineLR", "deepspeed_warmup_cosine_lr"}};
+  if (!type || !type->is_string())
+    return s.fail("type", "expected a string (\"WarmupLR\", \"WarmupDecayLR\" "
+                          "or \"WarmupCosineLR\")");
+  auto known = kTypes.find(type->get<std::string>());
+  if (known == kTypes.end())
+    return s.fail("type", type->dump() +
+                              " is not supported (WarmupLR, WarmupDecayLR and "
+                              "WarmupCosineLR are)");
+  const std::string t = known->first;
+  const json *params;
+  if (!objectAt(s, "params", params))
+    return false;
+  static const json empty = json::object();
+  Section p(params ? *params : empty, "scheduler.params", error);
+  json out = json::object();
+  out["type"] = known->second;
+  // A number >= 0, DeepSpeed's default when absent; "auto" only where the
+  // Trainer integration fills it in (`autoValue`).
+  auto number = [&](const char *key, double fallback,
+                    std::optional<double> autoValue, double &value) {
+    const json *v = p.get(key);
+    value = fallback;
+    if (v && isAuto(*v)) {
+      if (!autoValue)
+        return p.fail(key, "\"auto\" is not filled in by Hugging Face's "
+                           "Trainer; give a number");
+      value = *autoValue;
+      return true;
+    }
+    if (v && !(v->is_number() && v->get<double>() >= 0))
+      return p.fail(key, "expected a number >= 0, got " + v->dump());
+    if (v)
+      value = v->get<double>();
+    return true;
+  };
+  // warmup_num_steps "auto": the Trainer's warmup steps (the plan's, else
+  // 0); total_num_steps "auto": the run's --steps (decay_steps 0).
+  const json *planWarmup =
+      planValue(ctx.planSoFar, "lr_schedule", "warmup_steps");
+  const json *warmup = p.get("warmup_num_steps");
+  if (warmup && isAuto(*warmup))
+    out["warmup_steps"] = planWarmup && planWarmup->is_number_integer()
+                              ? planWarmup->get<int64_t>()
+                              : 0;
+  else if (!warmup)
+    out["warmup_steps"] = 1000;
+  else if (warmup->is_number_integer() && warmup->get<int64_t>() >= 0)
+    out["warmup_steps"] = *warmup;
+  else
+    return p.fail("warmup_num_steps",
+                  "expected an integer >= 0 or \"auto\", got " +
+                      warmup->dump());
+  const json *warmupType = p.get("warmup_type");
+  if (warmupType && !(warmupType->is_string() &&
+                      (*warmupType == "log" || *warmupType == "linear")))
+    return p.fail("warmup_type",
+                  "expected \"log\" or \"linear\", got " + warmupType->dump());
+  out["warmup_type"] = warmupType ? *warmupType : json("log");
+  if (t != "WarmupLR") {
+    const json *total = p.get("total_num_steps");
+    if (!total)
+      return p.fail("total_num_steps", "is required by " + t);
+    if (isAuto(*total))
+      out["decay_steps"] = 0;
+    else if (total->is_number_integer() && total->get<int64_t>() >= 1)
+      out["decay_steps"] = *total;
+    else
+      return p.fail("total_num_steps",
+                    "expected an integer >= 1 or \"auto\" (the run's "
+                    "--steps), got " +
+                        total->dump());
+  }
+  double value;
+  if (t == "WarmupCosineLR") {
+    if (!number("warmup_min_ratio", 0, std::nullopt, value))
+      return false;
+    out["warmup_min_ratio"] = value;
+    if (!number("cos_min_ratio", 1e-4, std::nullopt, value))
+      return false;
+    out["cos_min_ratio"] = value;
+  } else {
+    if (!number("warmup_min_lr", 0, 0.0, value))
+      return false;
+    out["warmup_min_lr"] = value;
+    // The peak is warmup_max_lr, which DeepSpeed writes over the
+    // optimizer's lr; "auto" is the Trainer's learning rate, the plan's.
+    const json *maxLr = p.get("warmup_max_lr");
+    if (maxLr && isAuto(*maxLr)) {
+      if (!plan.contains("optimizer") || !plan["optimizer"].contains("lr"))
+        if (!planValue(ctx.planSoFar, "optimizer", "lr"))
+          plan["optimizer"]["lr"] = 5e-5; // the Trainer's learning_rate
+    } else {
+      if (!number("warmup_max_lr", 1e-3, std::nullopt, value))
+        return false;
+      if (value <= 0)
+        return p.fail("warmup_max_lr", "expected a number > 0, got 0");
+      plan["optimizer"]["lr"] = value;
+    }
+  }
+  const json *last = p.get("last_batch_iteration");
+  if (last && !(last->is_number_integer() && *last == -1))
+    return p.fail("last_batch_iteration",
+                  last->dump() + " is not supported (-1: a new schedule; a "
+                                 "resumed run takes its step from the "
+                                 "checkpoint)");
+  if (!p.finish() || !s.finish())
+    return false;
+  plan["lr_schedule"] = std::move(out);
+  return true;
+}
+
 } // namespace
 
 bool isDeepSpeedConfig(const json &config) {
@@ -519,13 +646,9 @@ bool deepSpeedToPlan(const json &config, const DeepSpeedContext &ctx,
     if (!translateBatch(top, ctx, plan) ||
         !translateZero(top, plan, noEffect, error) ||
         !translatePrecision(top, plan, noEffect, error) ||
-        !translateOptimizer(top, ctx, plan, noEffect, error))
+        !translateOptimizer(top, ctx, plan, noEffect, error) ||
+        !translateScheduler(top, ctx, plan, error))
       return false;
-    if (top.get("scheduler"))
-      return top.fail("scheduler",
-                      "DeepSpeed's schedulers are not supported yet; give "
-                      "the schedule as the plan's lr_schedule in a later "
-                      "--plan");
     if (top.get("amp"))
       return top.fail("amp", "NVIDIA Apex AMP is not supported; use bf16 or "
                              "fp16");

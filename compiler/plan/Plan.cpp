@@ -295,11 +295,11 @@ struct PlanKey {
   KeyReader read;
   std::function<json(const Plan &)> print;
   KeyRule rule;
-  /// An optimizer type ("adamw", "sgd") the key is an option of alone, or
-  /// null for a key of every plan.
-  const char *onlyFor = nullptr;
+  /// The values of its object's selecting key (an optimizer type, an
+  /// lr_schedule type) the key is an option of; empty for every plan.
+  std::vector<std::string> onlyFor;
   /// Read before the other keys of its object are checked: it decides which
-  /// keys the object may hold (optimizer.type).
+  /// keys the object may hold (optimizer.type, lr_schedule.type).
   bool selects = false;
 
   std::string group() const { return path.substr(0, path.find('.')); }
@@ -307,8 +307,17 @@ struct PlanKey {
     size_t dot = path.find('.');
     return dot == std::string::npos ? std::string() : path.substr(dot + 1);
   }
+  /// The value of the selecting key of the key's object.
+  const std::string &selection(const Plan &plan) const {
+    static const std::string none;
+    const std::string g = group();
+    return g == "optimizer"     ? plan.optimizer.type
+           : g == "lr_schedule" ? plan.lrSchedule.type
+                                : none;
+  }
   bool appliesTo(const Plan &plan) const {
-    return !onlyFor || plan.optimizer.type == onlyFor;
+    return onlyFor.empty() || std::find(onlyFor.begin(), onlyFor.end(),
+                                        selection(plan)) != onlyFor.end();
   }
 };
 
@@ -380,9 +389,35 @@ PlanKey withRule(PlanKey key, KeyRule rule) {
   return key;
 }
 
-PlanKey onlyFor(const char *optimizerType, PlanKey key) {
-  key.onlyFor = optimizerType;
+PlanKey onlyFor(std::vector<std::string> selections, PlanKey key) {
+  key.onlyFor = std::move(selections);
   return key;
+}
+
+// DeepSpeed's schedulers as lr_schedule types.
+constexpr const char *kDsWarmup = "deepspeed_warmup_lr";
+constexpr const char *kDsWarmupDecay = "deepspeed_warmup_decay_lr";
+constexpr const char *kDsWarmupCosine = "deepspeed_warmup_cosine_lr";
+
+/// lr_schedule.decay_steps: past the warmup where a decay follows it.
+/// WarmupCosineLR divides by total_num_steps - max(2, warmup_num_steps).
+bool checkDecaySteps(PlanParser &r, const json &v, Plan &plan) {
+  const LrSchedulePlan &s = plan.lrSchedule;
+  int64_t warmup = s.warmupSteps;
+  if (s.type == kDsWarmupDecay)
+    return true; // as DeepSpeed, decays from wherever the warmup ends
+  if (s.type == kDsWarmupCosine)
+    warmup = std::max<int64_t>(2, warmup);
+  else if (s.decay == "constant")
+    return true;
+  if (s.decaySteps == 0 || s.decaySteps > warmup)
+    return true;
+  const std::string bound = s.type == kDsWarmupCosine
+                                ? "max(2, lr_schedule.warmup_steps) ("
+                                : "lr_schedule.warmup_steps (";
+  return r.fail("lr_schedule.decay_steps", "must be 0 or > " + bound +
+                                               std::to_string(warmup) +
+                                               "), got " + describe(v));
 }
 
 bool readZeroStage(PlanParser &r, const json &v, const std::string &at,
@@ -633,18 +668,18 @@ const std::vector<PlanKey> &planKeys() {
       numberKey("optimizer.lr", "a number > 0", positive,
                 PLAN_FIELD(optimizer.lr)),
       onlyFor(
-          "adamw",
+          {"adamw"},
           {"optimizer.betas", readBetas,
            [](const Plan &plan) {
              return json::array({plan.optimizer.beta1, plan.optimizer.beta2});
            }}),
-      onlyFor("adamw", numberKey("optimizer.eps", "a number >= 0", nonNegative,
+      onlyFor({"adamw"}, numberKey("optimizer.eps", "a number >= 0", nonNegative,
                                  PLAN_FIELD(optimizer.eps))),
-      onlyFor("sgd", numberKey("optimizer.momentum", "a number >= 0",
+      onlyFor({"sgd"}, numberKey("optimizer.momentum", "a number >= 0",
                                nonNegative, PLAN_FIELD(optimizer.momentum))),
-      onlyFor("sgd", numberKey("optimizer.dampening", "a number >= 0",
+      onlyFor({"sgd"}, numberKey("optimizer.dampening", "a number >= 0",
                                nonNegative, PLAN_FIELD(optimizer.dampening))),
-      onlyFor("sgd", withRule(boolKey("optimizer.nesterov",
+      onlyFor({"sgd"}, withRule(boolKey("optimizer.nesterov",
                                       PLAN_FIELD(optimizer.nesterov)),
                               checkNesterov)),
       numberKey("optimizer.weight_decay", "a number >= 0", nonNegative,
@@ -675,31 +710,51 @@ const std::vector<PlanKey> &planKeys() {
                                    plan.quantize.type + "\"");
                }),
       {"padding_idx", readPaddingIdx, printPaddingIdx},
+      [] {
+        PlanKey type = withRule(
+            enumKey("lr_schedule.type",
+                    {"warmup_decay", kDsWarmup, kDsWarmupDecay, kDsWarmupCosine},
+                    PLAN_FIELD(lrSchedule.type)),
+            [](PlanParser &, const json &, Plan &plan) {
+              // DeepSpeed's warmup_num_steps defaults to 1000.
+              if (plan.lrSchedule.type != "warmup_decay")
+                plan.lrSchedule.warmupSteps = 1000;
+              return true;
+            });
+        type.selects = true;
+        return type;
+      }(),
       intKey("lr_schedule.warmup_steps", 0, PLAN_FIELD(lrSchedule.warmupSteps)),
-      enumKey("lr_schedule.decay", {"constant", "cosine", "linear"},
-              PLAN_FIELD(lrSchedule.decay)),
-      withRule(numberKey("lr_schedule.min_lr", "a number >= 0", nonNegative,
-                         PLAN_FIELD(lrSchedule.minLr)),
-               [](PlanParser &r, const json &v, Plan &plan) {
-                 if (plan.lrSchedule.minLr <= plan.optimizer.lr)
-                   return true;
-                 return r.fail("lr_schedule.min_lr",
-                               "must be <= optimizer.lr (" +
-                                   formatNumber(plan.optimizer.lr) + "), got " +
-                                   describe(v));
-               }),
-      withRule(intKey("lr_schedule.decay_steps", 0,
-                      PLAN_FIELD(lrSchedule.decaySteps)),
-               [](PlanParser &r, const json &v, Plan &plan) {
-                 const LrSchedulePlan &s = plan.lrSchedule;
-                 if (s.decaySteps == 0 || s.decay == "constant" ||
-                     s.decaySteps > s.warmupSteps)
-                   return true;
-                 return r.fail("lr_schedule.decay_steps",
-                               "must be 0 or > lr_schedule.warmup_steps (" +
-                                   std::to_string(s.warmupSteps) + "), got " +
-                                   describe(v));
-               }),
+      onlyFor({"warmup_decay"},
+              enumKey("lr_schedule.decay", {"constant", "cosine", "linear"},
+                      PLAN_FIELD(lrSchedule.decay))),
+      onlyFor({"warmup_decay"},
+              withRule(numberKey("lr_schedule.min_lr", "a number >= 0",
+                                 nonNegative, PLAN_FIELD(lrSchedule.minLr)),
+                       [](PlanParser &r, const json &v, Plan &plan) {
+                         if (plan.lrSchedule.minLr <= plan.optimizer.lr)
+                           return true;
+                         return r.fail("lr_schedule.min_lr",
+                                       "must be <= optimizer.lr (" +
+                                           formatNumber(plan.optimizer.lr) +
+                                           "), got " + describe(v));
+                       })),
+      onlyFor({"warmup_decay", kDsWarmupDecay, kDsWarmupCosine},
+              withRule(intKey("lr_schedule.decay_steps", 0,
+                              PLAN_FIELD(lrSchedule.decaySteps)),
+                       checkDecaySteps)),
+      onlyFor({kDsWarmup, kDsWarmupDecay, kDsWarmupCosine},
+              enumKey("lr_schedule.warmup_type", {"log", "linear"},
+                      PLAN_FIELD(lrSchedule.warmupType))),
+      onlyFor({kDsWarmup, kDsWarmupDecay},
+              numberKey("lr_schedule.warmup_min_lr", "a number >= 0",
+                        nonNegative, PLAN_FIELD(lrSchedule.warmupMinLr))),
+      onlyFor({kDsWarmupCosine},
+              numberKey("lr_schedule.warmup_min_ratio", "a number >= 0",
+                        nonNegative, PLAN_FIELD(lrSchedule.warmupMinRatio))),
+      onlyFor({kDsWarmupCosine},
+              numberKey("lr_schedule.cos_min_ratio", "a number >= 0",
+                        nonNegative, PLAN_FIELD(lrSchedule.cosMinRatio))),
       stringKey("data.inputs", PLAN_FIELD(dataInputs)),
       stringKey("data.targets", PLAN_FIELD(dataTargets)),
       {"data.feeds", readFeeds, printField(PLAN_FIELD(dataFeeds))},
@@ -819,9 +874,13 @@ bool PlanParser::parse(const json &root, Plan &plan) {
           expected += (expected.empty() ? "" : ", ") + leaf;
         return fail(path, "unknown key (expected one of: " + expected + ")");
       }
-      if (!(*known)->appliesTo(plan))
-        return fail(path, "not an option of " + plan.optimizer.type +
-                              " (only of " + (*known)->onlyFor + ")");
+      if (!(*known)->appliesTo(plan)) {
+        std::string only;
+        for (const std::string &value : (*known)->onlyFor)
+          only += (only.empty() ? "" : ", ") + value;
+        return fail(path, "not an option of " + (*known)->selection(plan) +
+                              " (only of " + only + ")");
+      }
     }
     for (const PlanKey *key : members)
       if (!key->selects)
@@ -1069,6 +1128,10 @@ bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
           noEffect.push_back(line);
         }
         value = std::move(translated);
+        // A DeepSpeed scheduler is the whole schedule: nothing of an
+        // earlier file's lr_schedule (another type's keys) remains.
+        if (value.contains("lr_schedule"))
+          merged.erase("lr_schedule");
       }
       Plan alone;
       if (!parsePlan(value, alone, error)) {

@@ -53,12 +53,23 @@ struct OptimizerPlan {
   std::vector<std::string> noDecay; // globs over initializer names
 };
 
-/// `lr_schedule`: linear warmup, then constant, cosine or linear decay.
+/// `lr_schedule`: "warmup_decay" (linear warmup, then constant, cosine or
+/// linear decay), or one of DeepSpeed's schedulers as its engine runs them
+/// ("deepspeed_warmup_lr", "deepspeed_warmup_decay_lr",
+/// "deepspeed_warmup_cosine_lr": WarmupLR, WarmupDecayLR, WarmupCosineLR).
 struct LrSchedulePlan {
-  int64_t warmupSteps = 0;
+  std::string type = "warmup_decay";
+  int64_t warmupSteps = 0; // DeepSpeed's: warmup_num_steps
+  // warmup_decay only.
   std::string decay = "constant"; // "constant" | "cosine" | "linear"
   double minLr = 0;
+  // warmup_decay, and DeepSpeed's decaying ones (total_num_steps).
   int64_t decaySteps = 0; // 0 = the run's total --steps
+  // DeepSpeed's only.
+  std::string warmupType = "log"; // "log" | "linear"
+  double warmupMinLr = 0;         // WarmupLR, WarmupDecayLR
+  double warmupMinRatio = 0;      // WarmupCosineLR
+  double cosMinRatio = 1e-4;      // WarmupCosineLR
 };
 
 /// fp16-mixed's dynamic loss scaling (torch.cuda.amp.GradScaler's

@@ -656,6 +656,17 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
      << ";\n"
      << "  c.minLr = " << hex(lr.minLr) << ";\n"
      << "  c.decaySteps = " << lr.decaySteps << ";\n"
+     << "  c.schedule = autopar::rt::LrScheduleKind::"
+     << (lr.type == "deepspeed_warmup_lr"          ? "DeepSpeedWarmup"
+         : lr.type == "deepspeed_warmup_decay_lr"  ? "DeepSpeedWarmupDecay"
+         : lr.type == "deepspeed_warmup_cosine_lr" ? "DeepSpeedWarmupCosine"
+                                                   : "WarmupDecay")
+     << ";\n"
+     << "  c.logWarmup = " << (lr.warmupType == "log" ? "true" : "false")
+     << ";\n"
+     << "  c.warmupMinLr = " << hex(lr.warmupMinLr) << ";\n"
+     << "  c.warmupMinRatio = " << hex(lr.warmupMinRatio) << ";\n"
+     << "  c.cosMinRatio = " << hex(lr.cosMinRatio) << ";\n"
      << "  return c;\n}\n\n";
   const LossScalePlan &ls = config.lossScale;
   os << "autopar::rt::LossScaleConfig autoparLossScaleConfig() {\n"

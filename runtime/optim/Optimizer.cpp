@@ -111,8 +111,53 @@ void updateLossScale(const LossScaleConfig &config, LossScaleState &state,
   }
 }
 
-double scheduledLr(const OptimizerConfig &config, int64_t step,
+double deepSpeedLr(const OptimizerConfig &config, int64_t iteration,
                    int64_t totalSteps) {
+  // lr_schedules.py as of DeepSpeed 0.16: warmup_num_steps at least 2,
+  // gamma = log(i + 1) / log(W) (as inverse_log_warm_up * log) or i / W.
+  const int64_t w = std::max<int64_t>(2, config.warmupSteps);
+  const double i = static_cast<double>(iteration);
+  auto warmupGamma = [&] {
+    if (config.logWarmup)
+      return (1.0 / std::log(static_cast<double>(w))) * std::log(i + 1);
+    return i / static_cast<double>(w);
+  };
+  if (config.schedule == LrScheduleKind::DeepSpeedWarmupCosine) {
+    // WarmupCosineLR: a ratio of the optimizer's lr; 0 before it starts.
+    if (iteration < 0)
+      return 0.0;
+    double ratio;
+    if (iteration < w) {
+      ratio =
+          config.warmupMinRatio + warmupGamma() * (1.0 - config.warmupMinRatio);
+    } else {
+      const double realLast = static_cast<double>(iteration - w + 1);
+      const double realTotal = static_cast<double>(totalSteps - w);
+      ratio = (1 + std::cos(kPi * realLast / realTotal)) / 2;
+      ratio = std::max(0.0,
+                       config.cosMinRatio + (1.0 - config.cosMinRatio) * ratio);
+    }
+    return config.lr * ratio;
+  }
+  // WarmupLR, WarmupDecayLR: min + (max - min) * gamma, min before start.
+  const double minLr = config.warmupMinLr, delta = config.lr - minLr;
+  if (iteration < 0)
+    return minLr;
+  double gamma = 1.0;
+  if (iteration < w)
+    gamma = warmupGamma();
+  else if (config.schedule == LrScheduleKind::DeepSpeedWarmupDecay)
+    gamma = std::max(
+        0.0, static_cast<double>(totalSteps - iteration) /
+                 std::max<double>(1.0, static_cast<double>(totalSteps - w)));
+  return minLr + delta * gamma;
+}
+
+double scheduledLr(const OptimizerConfig &config, int64_t step,
+                   int64_t totalSteps, int64_t skippedSteps) {
+  if (config.schedule != LrScheduleKind::WarmupDecay)
+    return deepSpeedLr(config, step - 1 - skippedSteps,
+                       config.decaySteps ? config.decaySteps : totalSteps);
   const int64_t warmup = config.warmupSteps;
   if (warmup > 0 && step < warmup)
     return config.lr * static_cast<double>(step + 1) /

@@ -24,6 +24,15 @@ namespace autopar::rt {
 
 enum class OptimizerKind { AdamW, Sgd };
 enum class LrDecay { Constant, Cosine, Linear };
+/// autopar's warmup-then-decay schedule, or one of DeepSpeed's
+/// (deepspeed/runtime/lr_schedules.py, 0.16: WarmupLR, WarmupDecayLR,
+/// WarmupCosineLR) stepped as DeepSpeed's engine steps it.
+enum class LrScheduleKind {
+  WarmupDecay,
+  DeepSpeedWarmup,
+  DeepSpeedWarmupDecay,
+  DeepSpeedWarmupCosine
+};
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::AdamW;
@@ -36,7 +45,14 @@ struct OptimizerConfig {
   LrDecay decay = LrDecay::Constant;
   double minLr = 0;
   /// Steps over which lr decays (counted from step 0); 0 = the whole run.
+  /// DeepSpeed's schedules: their total_num_steps.
   int64_t decaySteps = 0;
+  LrScheduleKind schedule = LrScheduleKind::WarmupDecay;
+  /// DeepSpeed's schedules: warmup_type "log" (else "linear"),
+  /// WarmupLR/WarmupDecayLR's warmup_min_lr (warmup_max_lr is `lr`),
+  /// WarmupCosineLR's warmup_min_ratio and cos_min_ratio (of `lr`).
+  bool logWarmup = true;
+  double warmupMinLr = 0, warmupMinRatio = 0, cosMinRatio = 1e-4;
 };
 
 /// One parameter tensor (or this rank's shard of it) with its gradient and
@@ -98,10 +114,19 @@ void updateLossScale(const LossScaleConfig &config, LossScaleState &state,
 /// State buffers per parameter: AdamW 2; SGD 1 if momentum > 0 else 0.
 int numStateBuffers(const OptimizerConfig &config);
 
-/// Learning rate of 0-based `step` in a run of `totalSteps`: linear warmup
-/// lr*(s+1)/warmup, then constant, cosine or linear decay to minLr over
-/// decaySteps (or totalSteps when decaySteps is 0).
+/// Learning rate of 0-based `step` in a run of `totalSteps`, after
+/// `skippedSteps` updates skipped on an fp16 overflow.
+/// WarmupDecay: linear warmup lr*(s+1)/warmup, then constant, cosine or
+/// linear decay to minLr over decaySteps (or totalSteps when decaySteps is
+/// 0). DeepSpeed's: the scheduler's value at batch iteration
+/// step - 1 - skippedSteps (its engine steps the scheduler after each
+/// applied update, so step 0 runs at iteration -1).
 double scheduledLr(const OptimizerConfig &config, int64_t step,
+                   int64_t totalSteps, int64_t skippedSteps = 0);
+
+/// DeepSpeed's scheduler value at batch iteration `iteration` (>= -1)
+/// with total_num_steps `totalSteps`, in DeepSpeed's order of operations.
+double deepSpeedLr(const OptimizerConfig &config, int64_t iteration,
                    int64_t totalSteps);
 
 /// Sum of the squares of all gradients, accumulated in double in a fixed

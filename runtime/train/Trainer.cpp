@@ -609,7 +609,7 @@ Status Trainer::run() {
       squares += part;
     }
     double norm = std::sqrt(squares);
-    double lr = autopar::rt::scheduledLr(config, step, o.steps);
+    double lr = autopar::rt::scheduledLr(config, step, o.steps, skippedSteps);
     // fp16-mixed: gradients of the scaled loss. An inf or NaN among them
     // (the same on every rank: the squares are summed over dp) skips the
     // update; otherwise they are unscaled, with the clipping coefficient,

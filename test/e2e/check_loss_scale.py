@@ -2,19 +2,24 @@
 """Replays fp16-mixed's dynamic loss scaling on a training log.
 
   check_loss_scale.py LOG.jsonl --init S --growth-interval N
-      [--growth-factor 2] [--backoff-factor 0.5]
+      [--growth-factor 2] [--backoff-factor 0.5] [--lr-plan PLAN.json]
 
 Every step's line must carry "loss_scale"; the first step's is S; a step
 with "skipped": true (gradients with an inf or NaN) is followed by the scale
 times the backoff factor, and after N steps in a row without a skip the
 scale is multiplied by the growth factor (torch.cuda.amp.GradScaler). The
 log must hold at least one skipped step, one growth, and a last loss below
-the first. Prints "OK: K steps, A skipped, B growths, loss X -> Y" or one
+the first. With --lr-plan, every step's "lr" must be the plan's schedule
+(torch_ref.py's): DeepSpeed's schedules are not stepped on a skipped update,
+so step s runs at iteration s - 1 - (skips before s). Prints "OK: K steps, A skipped, B growths, loss X -> Y" or one
 "FAIL: ..." line and exits 1.
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
@@ -25,13 +30,27 @@ def main():
     p.add_argument("--growth-interval", type=int, required=True)
     p.add_argument("--growth-factor", type=float, default=2.0)
     p.add_argument("--backoff-factor", type=float, default=0.5)
+    p.add_argument("--lr-plan", metavar="PLAN.json")
     a = p.parse_args()
+    plan = None
+    if a.lr_plan:
+        import torch_ref
+        plan = torch_ref.load_plan(a.lr_plan)
     steps = [json.loads(line) for line in open(a.log) if '"step"' in line]
     if not steps:
         print(f"FAIL: {a.log}: no steps")
         return 1
     scale, good, skipped, growths = a.init, 0, 0, 0
     for r in steps:
+        if plan:
+            if plan.schedule == "warmup_decay":
+                lr = torch_ref.scheduled_lr(plan, r["step"], len(steps))
+            else:
+                lr = torch_ref.deepspeed_lr(plan, r["step"] - 1 - skipped, len(steps))
+            if abs(r["lr"] - lr) > 1e-8 * abs(lr):
+                print(f"FAIL: step {r['step']}: lr {r['lr']}, expected {lr} "
+                      f"({skipped} updates skipped before it)")
+                return 1
         if r.get("loss_scale") != scale:
             print(f"FAIL: step {r['step']}: loss_scale {r.get('loss_scale')}, expected {scale}")
             return 1

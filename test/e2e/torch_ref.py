@@ -34,8 +34,9 @@ tokens[base+g*T : base+g*T+T] and its targets the same window shifted by one.
 
 Plan (JSON, every key optional): optimizer {type adamw|sgd, lr, betas, eps,
 weight_decay, momentum, dampening, nesterov, max_grad_norm, no_decay},
-frozen, padding_idx {glob: row}, lr_schedule {warmup_steps, decay
-constant|cosine|linear, min_lr, decay_steps}, batch {micro_batches, global_batch}, data {inputs,
+frozen, padding_idx {glob: row}, lr_schedule {type, warmup_steps, decay
+constant|cosine|linear, min_lr, decay_steps; DeepSpeed's types: warmup_type,
+warmup_min_lr, warmup_min_ratio, cos_min_ratio}, batch {micro_batches, global_batch}, data {inputs,
 targets, feeds {input: ones|zeros|arange|shift_right:ID}, targets_from
 next_tokens|tokens}. The keys that
 only affect how the compiled program is distributed or stored (mesh, zero,
@@ -560,10 +561,15 @@ class Plan:
     no_decay: tuple = ()
     frozen: tuple = ()
     padding_idx: tuple = ()  # (glob, row) pairs
+    schedule: str = "warmup_decay"  # lr_schedule.type
     warmup_steps: int = 0
     decay: str = "constant"
     min_lr: float = 0.0
     decay_steps: int = 0
+    warmup_type: str = "log"  # DeepSpeed's schedules
+    warmup_min_lr: float = 0.0
+    warmup_min_ratio: float = 0.0
+    cos_min_ratio: float = 1e-4
     micro_batches: int = 1
     global_batch: int = 0  # a check of the model's batch (0: none)
     inputs: str = None
@@ -606,6 +612,12 @@ DEFAULT_FEEDS = {"attention_mask": "ones", "position_ids": "arange",
                  "token_type_ids": "zeros"}
 
 
+# lr_schedule.type: autopar's own, and DeepSpeed's WarmupLR, WarmupDecayLR and
+# WarmupCosineLR.
+LR_SCHEDULE_TYPES = ("warmup_decay", "deepspeed_warmup_lr", "deepspeed_warmup_decay_lr",
+                     "deepspeed_warmup_cosine_lr")
+
+
 # section -> key -> (check, what it must be)
 PLAN_SCHEMA = {
     "optimizer": {
@@ -622,11 +634,16 @@ PLAN_SCHEMA = {
         "no_decay": (_is_globs, "a list of well-formed globs"),
     },
     "lr_schedule": {
+        "type": (lambda v: v in LR_SCHEDULE_TYPES, " or ".join(map(repr, LR_SCHEDULE_TYPES))),
         "warmup_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
         "decay": (lambda v: v in ("constant", "cosine", "linear"),
                   '"constant", "cosine" or "linear"'),
         "min_lr": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
         "decay_steps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+        "warmup_type": (lambda v: v in ("log", "linear"), '"log" or "linear"'),
+        "warmup_min_lr": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "warmup_min_ratio": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+        "cos_min_ratio": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
     },
     "batch": {"micro_batches": (lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
               "global_batch": (lambda v: _is_int(v) and v >= 0, "an integer >= 0")},
@@ -648,7 +665,8 @@ PLAN_SCHEMA = {
              "targets_from": (lambda v: v in ("next_tokens", "tokens"),
                               '"next_tokens" or "tokens"')},
 }
-PLAN_FIELDS = {("optimizer", "type"): "optimizer", ("dropout", "ratio"): "dropout_ratio"}  # key -> Plan field, where they differ
+PLAN_FIELDS = {("optimizer", "type"): "optimizer", ("dropout", "ratio"): "dropout_ratio",
+               ("lr_schedule", "type"): "schedule"}  # key -> Plan field, where they differ
 
 
 def parse_plan(obj, where="plan"):
@@ -697,6 +715,8 @@ def parse_plan(obj, where="plan"):
             setattr(plan, PLAN_FIELDS.get((section, key), key), v)
     if plan.optimizer == "sgd" and "weight_decay" not in obj.get("optimizer", {}):
         plan.weight_decay = 0.0
+    if plan.schedule != "warmup_decay" and "warmup_steps" not in obj.get("lr_schedule", {}):
+        plan.warmup_steps = 1000  # DeepSpeed's warmup_num_steps
     return plan
 
 
@@ -712,8 +732,43 @@ def load_plan(path):
     return parse_plan(obj, path)
 
 
+def deepspeed_lr(plan, iteration, total_steps):
+    """DeepSpeed 0.16's WarmupLR / WarmupDecayLR / WarmupCosineLR after
+    `iteration` + 1 scheduler steps (-1: as constructed)."""
+    warmup = max(2, plan.warmup_steps)
+    total = plan.decay_steps or total_steps
+
+    def gamma():
+        if plan.warmup_type == "log":
+            return (1.0 / math.log(warmup)) * math.log(iteration + 1)
+        return iteration / warmup
+
+    if plan.schedule == "deepspeed_warmup_cosine_lr":
+        if iteration < 0:
+            return 0.0
+        if iteration < warmup:
+            ratio = plan.warmup_min_ratio + gamma() * (1.0 - plan.warmup_min_ratio)
+        else:
+            ratio = (1 + math.cos(math.pi * (iteration - warmup + 1) / (total - warmup))) / 2
+            ratio = max(0.0, plan.cos_min_ratio + (1.0 - plan.cos_min_ratio) * ratio)
+        return plan.lr * ratio
+    low, delta = plan.warmup_min_lr, plan.lr - plan.warmup_min_lr
+    if iteration < 0:
+        return low
+    if iteration < warmup:
+        g = gamma()
+    elif plan.schedule == "deepspeed_warmup_decay_lr":
+        g = max(0.0, float(total - iteration) / float(max(1.0, total - warmup)))
+    else:
+        g = 1.0
+    return low + delta * g
+
+
 def scheduled_lr(plan, step, total_steps):
     """The learning rate of 0-based step `step` of a run of total_steps."""
+    if plan.schedule != "warmup_decay":
+        # DeepSpeed's engine steps the scheduler after each update.
+        return deepspeed_lr(plan, step - 1, total_steps)
     warmup = plan.warmup_steps
     if step < warmup:
         return plan.lr * (step + 1) / warmup

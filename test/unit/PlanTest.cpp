@@ -222,8 +222,8 @@ TEST(PlanTest, DefaultsResolved) {
     "quantize": {"weights": [], "type": "nf4", "block_size": 64,
                  "double_quant": false},
     "padding_idx": {},
-    "lr_schedule": {"warmup_steps": 0, "decay": "constant", "min_lr": 0.0,
-                    "decay_steps": 0},
+    "lr_schedule": {"type": "warmup_decay", "warmup_steps": 0,
+                    "decay": "constant", "min_lr": 0.0, "decay_steps": 0},
     "data": {"inputs": "", "targets": "", "feeds": {},
              "targets_from": "next_tokens"}
   })");
@@ -471,8 +471,12 @@ TEST(PlanTest, ErrorUnknownKey) {
             "optimizer.foo: unknown key (expected one of: type, lr, momentum, "
             "dampening, nesterov, weight_decay, max_grad_norm, no_decay)");
   EXPECT_EQ(errorOf(R"({"lr_schedule": {"warmup": 10}})"),
-            "lr_schedule.warmup: unknown key (expected one of: warmup_steps, "
-            "decay, min_lr, decay_steps)");
+            "lr_schedule.warmup: unknown key (expected one of: type, "
+            "warmup_steps, decay, min_lr, decay_steps)");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"type": "deepspeed_warmup_lr",
+      "warmup": 10}})"),
+            "lr_schedule.warmup: unknown key (expected one of: type, "
+            "warmup_steps, warmup_type, warmup_min_lr)");
   // Keys that are not identifiers are quoted.
   EXPECT_EQ(errorOf(R"({"data": {"in puts": "x"}})"),
             "data[\"in puts\"]: unknown key (expected one of: inputs, "
@@ -756,6 +760,44 @@ TEST(PlanTest, ErrorOutOfRange) {
       "decay": "linear", "decay_steps": 100}})"),
             "lr_schedule.decay_steps: must be 0 or > lr_schedule.warmup_steps "
             "(100), got 100");
+}
+
+// DeepSpeed's schedulers as lr_schedule types: their own keys, DeepSpeed's
+// defaults.
+TEST(PlanTest, DeepSpeedSchedules) {
+  Plan plan = planOf(R"({"lr_schedule": {"type": "deepspeed_warmup_lr"}})");
+  EXPECT_EQ(plan.lrSchedule.warmupSteps, 1000);
+  EXPECT_EQ(plan.lrSchedule.warmupType, "log");
+  EXPECT_EQ(toJson(plan)["lr_schedule"],
+            json::parse(R"({"type": "deepspeed_warmup_lr", "warmup_steps": 1000,
+                "warmup_type": "log", "warmup_min_lr": 0.0})"));
+  plan = planOf(R"({"lr_schedule": {"type": "deepspeed_warmup_cosine_lr",
+      "warmup_steps": 5, "decay_steps": 50, "warmup_type": "linear",
+      "warmup_min_ratio": 0.1, "cos_min_ratio": 0.01}})");
+  EXPECT_EQ(plan.lrSchedule.cosMinRatio, 0.01);
+  EXPECT_EQ(plan.lrSchedule.warmupMinRatio, 0.1);
+  EXPECT_EQ(plan.lrSchedule.decaySteps, 50);
+  planOf(R"({"lr_schedule": {"type": "deepspeed_warmup_decay_lr",
+      "warmup_steps": 10, "decay_steps": 5}})"); // DeepSpeed only warns
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"type": "deepspeed_warmup_lr",
+      "decay": "cosine"}})"),
+            "lr_schedule.decay: not an option of deepspeed_warmup_lr (only of "
+            "warmup_decay)");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"warmup_min_lr": 0.1}})"),
+            "lr_schedule.warmup_min_lr: not an option of warmup_decay (only of "
+            "deepspeed_warmup_lr, deepspeed_warmup_decay_lr)");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"type": "deepspeed_warmup_cosine_lr",
+      "warmup_steps": 1, "decay_steps": 2}})"),
+            "lr_schedule.decay_steps: must be 0 or > max(2, "
+            "lr_schedule.warmup_steps) (2), got 2");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"type": "deepspeed_warmup_lr",
+      "warmup_type": "exp"}})"),
+            "lr_schedule.warmup_type: expected one of \"log\", \"linear\", "
+            "got \"exp\"");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"type": "OneCycle"}})"),
+            "lr_schedule.type: expected one of \"warmup_decay\", "
+            "\"deepspeed_warmup_lr\", \"deepspeed_warmup_decay_lr\", "
+            "\"deepspeed_warmup_cosine_lr\", got \"OneCycle\"");
 }
 
 TEST(PlanTest, AttentionBackend) {

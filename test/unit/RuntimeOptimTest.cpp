@@ -337,6 +337,73 @@ TEST(RuntimeOptimTest, ScheduledLrWarmupAndDecays) {
   EXPECT_DOUBLE_EQ(scheduledLr(n, 50, 100), 1.0);
 }
 
+// DeepSpeed 0.16's schedulers as its engine steps them: step s runs at batch
+// iteration s - 1 - (updates skipped before s).
+TEST(RuntimeOptimTest, ScheduledLrDeepSpeedWarmup) {
+  OptimizerConfig c;
+  c.lr = 1e-3; // warmup_max_lr
+  c.warmupSteps = 10;
+  c.schedule = LrScheduleKind::DeepSpeedWarmup;
+  c.warmupMinLr = 1e-4;
+  const int64_t total = 100;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 0, total), 1e-4); // iteration -1: the min
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 1, total), 1e-4); // log(1) = 0
+  EXPECT_NEAR(scheduledLr(c, 2, total),
+              1e-4 + 9e-4 * std::log(2.0) / std::log(10.0), 1e-18);
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 11, total), 1e-3); // iteration 10: the max
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 90, total), 1e-3);
+  // An update skipped on an overflow does not step the scheduler.
+  EXPECT_EQ(scheduledLr(c, 3, total, 1), scheduledLr(c, 2, total));
+  EXPECT_EQ(scheduledLr(c, 12, total, 2), scheduledLr(c, 10, total));
+  c.logWarmup = false;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 6, total), 1e-4 + 9e-4 * 0.5); // 5 / 10
+  // warmup_num_steps is at least 2.
+  c.warmupSteps = 0;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 2, total), 1e-4 + 9e-4 * 0.5); // 1 / 2
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 3, total), 1e-3);
+}
+
+TEST(RuntimeOptimTest, ScheduledLrDeepSpeedWarmupDecay) {
+  OptimizerConfig c;
+  c.lr = 1e-3;
+  c.warmupSteps = 10;
+  c.schedule = LrScheduleKind::DeepSpeedWarmupDecay;
+  c.logWarmup = false;
+  const int64_t total = 20;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 0, total), 0);
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 10, total), 9e-4); // 9 / 10
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 11, total), 1e-3); // (20 - 10) / 10
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 16, total), 5e-4); // (20 - 15) / 10
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 21, total), 0);    // iteration 20
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 40, total), 0);    // max(0, ...)
+  // total_num_steps given: the run's length does not matter.
+  c.decaySteps = 30;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 21, total), 5e-4); // (30 - 20) / 20
+}
+
+TEST(RuntimeOptimTest, ScheduledLrDeepSpeedWarmupCosine) {
+  OptimizerConfig c;
+  c.lr = 2e-3; // the optimizer's lr, scaled by the ratio
+  c.warmupSteps = 10;
+  c.schedule = LrScheduleKind::DeepSpeedWarmupCosine;
+  c.logWarmup = false;
+  c.warmupMinRatio = 0.1;
+  c.cosMinRatio = 0.01;
+  const int64_t total = 30;
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 0, total), 0); // 0 before it starts
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 1, total), 2e-3 * 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 6, total), 2e-3 * (0.1 + 0.5 * 0.9));
+  // Iteration 19: 10 of the 20 decay steps, cos(pi / 2) = 0.
+  EXPECT_NEAR(scheduledLr(c, 20, total), 2e-3 * (0.01 + 0.99 * 0.5), 1e-18);
+  // Iteration 29: the end, cos(pi) = -1: the floor.
+  EXPECT_DOUBLE_EQ(scheduledLr(c, 30, total), 2e-3 * 0.01);
+  // Iteration 10: the first decay step.
+  EXPECT_NEAR(
+      scheduledLr(c, 11, total),
+      2e-3 * (0.01 + 0.99 * (1 + std::cos(3.14159265358979323846 / 20)) / 2),
+      1e-18);
+}
+
 } // namespace
 
 // Mixed precision: a step on 16-bit gradients (gradLow) updates the f32
