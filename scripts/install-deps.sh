@@ -11,8 +11,8 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # ONNX protobuf classes
   libonnx-dev libprotobuf-dev protobuf-compiler
-  # plan files, unit tests
-  nlohmann-json3-dev libgtest-dev
+  # plan files (JSON; accelerate's YAML), unit tests
+  nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
   # CPU runtime and parallel tests
   libdnnl-dev libopenmpi-dev openmpi-bin
   # the BLAS of Debian's numpy and torch (the reference numerics, the peers)

@@ -12,6 +12,7 @@
 
 #include "compiler/plan/Plan.h"
 
+#include "compiler/plan/AccelerateConfig.h"
 #include "compiler/plan/DeepSpeedConfig.h"
 
 #include <nlohmann/json.hpp>
@@ -1109,15 +1110,26 @@ bool loadPlanFiles(const std::vector<PlanLayer> &layers, int64_t worldSize,
     std::string names;
     for (const PlanLayer &layer : layers) {
       json value;
-      if (!readPlanJson(layer.path, value, error))
+      // A foreign config (accelerate's YAML, DeepSpeed's JSON) becomes a
+      // layer of autopar's format.
+      const bool accelerate = isAccelerateConfigPath(layer.path);
+      std::string text;
+      if (accelerate ? !(readFile(layer.path, text, error) &&
+                         parseYaml(text, layer.path, value, error))
+                     : !readPlanJson(layer.path, value, error))
         return false;
-      if (layer.deepspeed || isDeepSpeedConfig(value)) {
+      const bool deepspeed =
+          !accelerate && (layer.deepspeed || isDeepSpeedConfig(value));
+      if (accelerate || deepspeed) {
         DeepSpeedContext ctx;
         ctx.planSoFar = merged;
         ctx.worldSize = worldSize;
         json translated;
         std::vector<std::string> keys;
-        if (!deepSpeedToPlan(value, ctx, translated, keys, error)) {
+        if (accelerate
+                ? !accelerateToPlan(value, ctx, readPlanJson, translated, keys,
+                                    error)
+                : !deepSpeedToPlan(value, ctx, translated, keys, error)) {
           error = layer.path + ": " + error;
           return false;
         }

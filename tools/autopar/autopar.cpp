@@ -106,7 +106,8 @@ Options:
                              training program; takes no plan
   --plan PLAN.json           The plan (docs/plan.md); default: one device,
                              fp32, AdamW with PyTorch's defaults. A DeepSpeed
-                             config is read with DeepSpeed's meanings
+                             config is read with DeepSpeed's meanings, a
+                             .yaml/.yml file as an accelerate config
                              (docs/deepspeed.md). Repeatable: later files
                              override the keys of earlier ones
   --deepspeed FILE           A --plan file read as a DeepSpeed config
