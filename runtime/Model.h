@@ -108,6 +108,9 @@ struct TensorInfo {
   /// runtime reduce-scatters it into the update's shard when updateAxes is
   /// set, else all-reduces it; 0: reduced by the step itself.
   uint32_t gradReduceAxes;
+  /// Of gradReduceAxes, those summed over after the reduce-scatter, on the
+  /// shard (hybrid sharding's replicas, which hold the same shards).
+  uint32_t shardReduceAxes;
   /// The step returns the gradient as this rank's flat shard over
   /// updateAxes (ZeRO-2/3), and the parameter is stored as that shard
   /// (ZeRO-3; otherwise the runtime all-gathers the updated shards).
@@ -305,8 +308,9 @@ struct ModelInfo {
   const char *const *meshAxisNames;
   const int64_t *meshAxisSizes;
   int32_t numMeshAxes;
-  /// Index of the data-parallel axis in the mesh.
-  int32_t dpAxis;
+  /// The data-parallel axes of the mesh (a mask: dp, and hybrid
+  /// sharding's replica axis dpr outside it): the batch is split over them.
+  uint32_t dataAxes;
   /// Bytes of weights.bin: the full tensors at their fileOffset (equal to
   /// paramBytes, and the same layout, when no tensor is sharded).
   int64_t weightFileBytes;

@@ -36,6 +36,7 @@ dist::ApplyPlanPassOptions applyPlanOptions(const Plan &plan) {
   options.dp = plan.meshDp;
   options.tp = plan.meshTp;
   options.pp = plan.meshPp;
+  options.shardSize = plan.zeroShardSize;
   options.frozen.assign(plan.frozen.begin(), plan.frozen.end());
   options.noDecay.assign(plan.optimizer.noDecay.begin(),
                          plan.optimizer.noDecay.end());

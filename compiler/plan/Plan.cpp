@@ -613,6 +613,7 @@ const std::vector<PlanKey> &planKeys() {
                               "\" needs zero.stage 1, 2 or 3, got "
                               "zero.stage 0");
           }),
+      intKey("zero.shard_size", 0, PLAN_FIELD(zeroShardSize)),
       numberKey("comm.bucket_mb", "a number > 0", positive,
                 PLAN_FIELD(bucketMb)),
       numberKey("comm.timeout_s", "a number > 0", positive,
@@ -809,6 +810,14 @@ bool checkPlan(PlanParser &r, const Plan &plan) {
   // to (the gradients, the parameters): with a pipeline's micro-batches in
   // flight that is a reduce-scatter (and a gather) per micro-batch per
   // stage, which DeepSpeed refuses too.
+  if (plan.zeroShardSize > 0 && plan.zeroStage == 0)
+    return r.fail("zero.shard_size",
+                  std::to_string(plan.zeroShardSize) +
+                      " shards ZeRO's states; it needs zero.stage 1, 2 or 3");
+  if (plan.zeroShardSize > 0 && plan.meshDp % plan.zeroShardSize != 0)
+    return r.fail("zero.shard_size", std::to_string(plan.zeroShardSize) +
+                                         " does not divide mesh.dp = " +
+                                         std::to_string(plan.meshDp));
   if (plan.meshPp > 1 && plan.zeroStage > 1)
     return r.fail("zero.stage",
                   "ZeRO-" + std::to_string(plan.zeroStage) +

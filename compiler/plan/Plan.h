@@ -123,6 +123,12 @@ struct Plan {
   int64_t globalBatch = 0;
   int64_t zeroStage = 0;            // 0..3
   std::string zeroOffload = "none"; // "none" | "cpu"
+  /// Hybrid sharding (FSDP's HYBRID_SHARD, ZeRO++'s hpZ for every state):
+  /// ZeRO shards over groups of this many data-parallel ranks and
+  /// replicates across the mesh.dp / shard_size groups. 0 = mesh.dp (flat).
+  int64_t zeroShardSize = 0;
+  /// The ranks ZeRO shards over: zero.shard_size, or all of mesh.dp.
+  int64_t zeroShards() const { return zeroShardSize ? zeroShardSize : meshDp; }
   double bucketMb = 25;
   /// A rank that waits on one collective or transfer longer than this ends
   /// the job (the runtime's watchdog).

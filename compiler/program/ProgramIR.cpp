@@ -88,9 +88,9 @@ bool autopar::readProgramShape(func::FuncOp step, const TrainingConfig &config,
   for (auto [name, size] :
        llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes())) {
     StringRef axis = cast<StringAttr>(name).getValue();
-    if (axis == dist::kDataAxis) {
-      shape.dpAxis = shape.axisNames.size();
-      shape.dp = size;
+    if (axis == dist::kDataAxis || axis == dist::kReplicaAxis) {
+      shape.dataAxes |= 1u << shape.axisNames.size();
+      shape.dp *= size;
     } else if (axis == dist::kTensorAxis) {
       shape.tp = size;
     } else if (axis == dist::kPipelineAxis) {

@@ -43,8 +43,10 @@ struct ProgramShape {
   /// The mesh's axes in order (dist.mesh).
   std::vector<std::string> axisNames;
   std::vector<int64_t> axisSizes;
+  /// dp: every data-parallel rank (the product over dataAxes).
   int64_t dp = 1, tp = 1, pp = 1, ranks = 1;
-  int dpAxis = 0;
+  /// The data-parallel axes (dp, and hybrid sharding's dpr) as a mask.
+  uint32_t dataAxes = 0;
   /// dist.zero_stage (0 where no pass set it: one device, tp alone).
   int64_t zeroStage = 0;
   /// dist.offload = "cpu".

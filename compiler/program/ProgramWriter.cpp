@@ -414,6 +414,9 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // The runtime reduce-scatters a pending gradient into the update's
     // shard (after summing it over the other axes it is pending over: a
     // tied embedding's over pp).
+    // Hybrid sharding: the sum over the replicas runs on the reduced shard.
+    const uint32_t shardReduceAxes =
+        updateAxes ? reduceAxes & axisMask({dist::kReplicaAxis}) : 0;
     if (updateAxes && reduceAxes && (updateAxes & ~reduceAxes))
       return fail(o.model + ": internal error: the gradient of '" +
                   name.getValue().str() +
@@ -542,6 +545,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
         .flag("master", master)
         .set("updateAxes", updateAxes)
         .set("gradReduceAxes", reduceAxes)
+        .set("shardReduceAxes", shardReduceAxes)
         .flag("gradSharded", trainable && sync.gradSharded)
         .flag("paramSharded", sync.paramSharded)
         // The gradient's squares are spread over the update's shards and
@@ -726,7 +730,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("meshAxisNames", "kMeshAxisNames")
       .set("meshAxisSizes", "kMeshAxisSizes")
       .set("numMeshAxes", static_cast<int64_t>(shape.axisNames.size()))
-      .set("dpAxis", shape.dpAxis)
+      .set("dataAxes", llvm::Twine(shape.dataAxes) + "u")
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))

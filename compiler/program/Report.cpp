@@ -240,10 +240,14 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     // rank's stages holds it, or it is summed over pp): an all-reduce; under
     // ZeRO-1 a sum over the axes beyond the update's, a reduce-scatter into
     // the update's shard, and the updated shards all-gathered.
-    SmallVector<StringRef> beyond;
+    // Hybrid sharding: the replicas' sum runs on the reduced shard (this
+    // rank's: the first of the group, min(chunk, n) elements).
+    SmallVector<StringRef> beyond, replicas;
     for (StringRef axis : t.reduceAxes)
       if (!llvm::is_contained(sync.updateAxes, axis))
-        beyond.push_back(axis);
+        (axis == dist::kReplicaAxis && !sync.updateAxes.empty() ? replicas
+                                                                : beyond)
+            .push_back(axis);
     for (int64_t rank = 0; rank < pp; ++rank) {
       if (!shared && !t.ranks.count(rank))
         continue;
@@ -257,6 +261,10 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                      rt::allReduceBytes(n, mesh.getGroupSize(beyond), eb));
       comm[rank].add(sync.updateAxes, 1,
                      rt::reduceScatterFlatBytes(n, updateGroup, eb));
+      comm[rank].add(
+          replicas, 0,
+          rt::allReduceBytes(std::min(n, rt::flatChunk(n, updateGroup)),
+                             mesh.getGroupSize(replicas), eb));
       comm[rank].add(
           sync.updateAxes, 2,
           rt::allGatherFlatBytes(n, updateGroup, tensorBytes(type) / n));
@@ -395,17 +403,24 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // all-reduced; updated shards of a whole parameter all-gathered.
       // A sum pending over more axes than the update's (a replicated
       // parameter's over tp) is all-reduced over those first.
+      // Hybrid sharding: the sum over the replicas runs on this rank's
+      // reduced shard (the first of its group: min(chunk, n) elements).
       if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty()) {
-        SmallVector<StringRef> beyond;
+        SmallVector<StringRef> beyond, replicas;
         for (StringRef axis : sync.gradReduceAxes)
           if (!llvm::is_contained(sync.updateAxes, axis))
-            beyond.push_back(axis);
+            (axis == dist::kReplicaAxis ? replicas : beyond).push_back(axis);
         if (!beyond.empty())
           comm.add(
               beyond, 0,
               rt::allReduceBytes(n, meshOp.getGroupSize(beyond), elementBytes));
         comm.add(sync.updateAxes, 1,
                  rt::reduceScatterFlatBytes(n, updateGroup, elementBytes));
+        if (!replicas.empty())
+          comm.add(
+              replicas, 0,
+              rt::allReduceBytes(std::min(n, rt::flatChunk(n, updateGroup)),
+                                 meshOp.getGroupSize(replicas), elementBytes));
       } else if (!sync.gradReduceAxes.empty())
         comm.add(sync.gradReduceAxes, 0,
                  rt::allReduceBytes(n, reduceGroup, elementBytes));

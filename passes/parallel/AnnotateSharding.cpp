@@ -50,6 +50,14 @@ FailureOr<int64_t> dist::requireAxisSize(ModuleOp module, StringRef axis) {
   return *size;
 }
 
+SmallVector<StringRef, 2> dist::dataAxes(MeshOp mesh) {
+  SmallVector<StringRef, 2> axes;
+  for (StringRef axis : {kReplicaAxis.str(), kDataAxis.str()})
+    if (mesh.getAxisSize(axis))
+      axes.push_back(axis == kReplicaAxis ? kReplicaAxis : kDataAxis);
+  return axes;
+}
+
 MeshSizes dist::meshSizes(MeshOp mesh) {
   MeshSizes sizes;
   for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getAxisSizes()))
@@ -89,14 +97,20 @@ struct AnnotateShardingPass
       StringRef axis = cast<StringAttr>(name).getValue();
       // The pipeline axis is no partition of a function: each pipeline
       // rank runs its stages' own.
-      if (size > 1 && axis != "dp" && axis != kTensorAxis &&
-          axis != kPipelineAxis)
+      if (size > 1 && axis != kDataAxis && axis != kReplicaAxis &&
+          axis != kTensorAxis && axis != kPipelineAxis)
         return fail(module, "mesh axis '" + axis.str() + "' has size " +
                                 std::to_string(size) +
-                                ": only the dp, pp and tp axes are "
+                                ": only the dpr, dp, pp and tp axes are "
                                 "partitioned yet");
     }
-    dp = *dpSize;
+    // The batch is split over every data-parallel rank (the replicas of
+    // hybrid sharding too).
+    data = dataAxes(mesh);
+    dp = mesh.getGroupSize(data);
+    if (mesh.getAxisSize(kReplicaAxis).value_or(1) > 1 && zeroStage == 0)
+      return fail(module, "a dpr (replica) axis needs a ZeRO stage of 1 or "
+                          "more (it is hybrid sharding's)");
     tp = mesh.getAxisSize(kTensorAxis).value_or(1);
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0 to 3, got " +
@@ -145,6 +159,9 @@ struct AnnotateShardingPass
 
   /// The mesh's size along dp and tp, and its symbol.
   int64_t dp = 1, tp = 1;
+  /// The data-parallel axes (dataAxes), the batch's split and the
+  /// gradients' pending sum.
+  SmallVector<StringRef, 2> data;
   StringRef meshName;
 
   void fail(ModuleOp module, const std::string &message) {
@@ -170,7 +187,8 @@ struct AnnotateShardingPass
                  << " is not divisible by mesh.dp = "
                  << static_cast<int64_t>(dp);
         Layout l = Layout::replicated(type.getRank());
-        l.dims[0].push_back("dp");
+        for (StringRef axis : data)
+          l.dims[0].push_back(axis);
         func.setArgAttr(i, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
         continue;
       }
@@ -205,7 +223,8 @@ struct AnnotateShardingPass
       // ZeRO-1 keeps full local gradients, reduce-scattered once per step;
       // stage 0 with deferReduction too, all-reduced once per step.
       if (zeroStage == 1 || deferReduction)
-        l.partial.push_back("dp");
+        for (StringRef axis : data)
+          l.partial.push_back(axis);
       func.setResultAttr(r, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
     }
     return success();

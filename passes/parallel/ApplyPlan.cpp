@@ -57,13 +57,23 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
     if (findMesh(module))
       return fail("the module already has a dist.mesh");
 
+    if (shardSize < 0 || (shardSize > 0 && dp % shardSize != 0))
+      return fail("zero.shard_size: " + std::to_string(shardSize) +
+                  " does not divide mesh.dp = " + std::to_string(dp));
+
     OpBuilder b(ctx);
     b.setInsertionPointToStart(module.getBody());
-    MeshOp::create(b, module.getLoc(), kMeshName,
-                   b.getStrArrayAttr(SmallVector<StringRef>(kMeshAxes.begin(),
-                                                            kMeshAxes.end())),
-                   b.getDenseI64ArrayAttr(
-                       meshAxisSizes(dp, tp, pp)));
+    SmallVector<StringRef> axes(kMeshAxes.begin(), kMeshAxes.end());
+    std::vector<int64_t> sizes = meshAxisSizes(dp, tp, pp);
+    // Hybrid sharding: the replicas outermost, so a shard group is
+    // dp-neighbouring ranks (one node's, with tp and pp inside it).
+    if (shardSize > 0 && shardSize < dp) {
+      axes.insert(axes.begin(), kReplicaAxis);
+      sizes.insert(sizes.begin(), dp / shardSize);
+      sizes[1] = shardSize;
+    }
+    MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(axes),
+                   b.getDenseI64ArrayAttr(sizes));
 
     // An entry of `frozen` that matches no initializer as a glob but ends
     // in a row list ("wte.weight[0]") freezes those rows.

@@ -23,6 +23,10 @@ namespace autopar::dist {
 inline constexpr llvm::StringLiteral kStageOutputName = "stage_output";
 /// The data-parallel mesh axis, over which ZeRO shards too.
 inline constexpr llvm::StringLiteral kDataAxis = "dp";
+/// Hybrid sharding's replica axis (zero.shard_size): the data-parallel
+/// groups that each hold every shard; outside kDataAxis, which is then the
+/// shard group.
+inline constexpr llvm::StringLiteral kReplicaAxis = "dpr";
 /// The tensor-parallel mesh axis.
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
 /// The pipeline-parallel mesh axis.
@@ -36,6 +40,10 @@ inline constexpr std::array<llvm::StringLiteral, 3> kMeshAxes = {
 inline std::vector<int64_t> meshAxisSizes(int64_t dp, int64_t tp, int64_t pp) {
   return {dp, pp, tp};
 }
+
+/// The data-parallel axes of `mesh` that it has, outermost first: the
+/// replica axis (hybrid sharding) and dp. The batch is split over them.
+llvm::SmallVector<llvm::StringRef, 2> dataAxes(MeshOp mesh);
 
 /// The module's mesh (the one dist.mesh), or null with no error.
 MeshOp findMesh(mlir::ModuleOp module);

@@ -53,6 +53,10 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "1", "mesh.dp: data-parallel ranks">,
     Option<"tp", "tp", "int64_t", "1", "mesh.tp: tensor-parallel ranks">,
     Option<"pp", "pp", "int64_t", "1", "mesh.pp: pipeline ranks">,
+    Option<"shardSize", "shard-size", "int64_t", "0",
+           "zero.shard_size: hybrid sharding's groups of dp ranks (0: all "
+           "of dp); the mesh then has a dpr axis of dp / shard-size "
+           "replicas outside dp = shard-size">,
     ListOption<"frozen", "frozen", "std::string",
                "`frozen`: globs (or GLOB[ROWS]) of the parameters not "
                "trained">,

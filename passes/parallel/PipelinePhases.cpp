@@ -310,7 +310,8 @@ struct PipelinePhasesPass
       // reduces it once, not every micro-batch) stays pending, over all
       // its axes; other pending sums are reduced.
       if (l.partialKind != ReductionKind::sum ||
-          !llvm::is_contained(l.partial, kDataAxis))
+          (!llvm::is_contained(l.partial, kDataAxis) &&
+           !llvm::is_contained(l.partial, kReplicaAxis)))
         l.partial.clear();
       attrs.push_back(b.getNamedAttr(
           DistDialect::kShardingAttr,

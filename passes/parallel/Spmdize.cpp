@@ -456,14 +456,16 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
         unsigned r = operand.getOperandNumber();
         if (func.getResultAttr(r, DistDialect::kZeroAttr)) {
           // Laid out as its parameter (propagation's result sharding); the
-          // ZeRO pass shards it over dp and needs to know what it holds. A
-          // sum pending over other axes too (tp: a replicated parameter
-          // reached by split activations) is reduced here.
+          // ZeRO pass shards it over dp (and sums the shard over hybrid
+          // sharding's replicas) and needs to know what it holds. A sum
+          // pending over other axes too (tp: a replicated parameter reached
+          // by split activations) is reduced here.
           Layout from = layouts.lookup(operand.get());
           auto attr = func.getResultAttrOfType<ShardingAttr>(r, DistDialect::kShardingAttr);
           Layout to = attr ? Layout::fromAttr(attr) : from;
-          llvm::erase_if(to.partial,
-                         [](StringRef a) { return a != kDataAxis; });
+          llvm::erase_if(to.partial, [](StringRef a) {
+            return a != kDataAxis && a != kReplicaAxis;
+          });
           FailureOr<Value> v = reshard(b, op, operand.get(), from, to);
           if (failed(v))
             return failure();

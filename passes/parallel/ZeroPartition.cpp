@@ -97,14 +97,22 @@ struct ZeroPartitionPass
       // splits it) is what ZeRO shards.
       Layout l = Layout::fromAttr(attr);
       bool splitOverAxis = llvm::any_of(l.dims, [&](const auto &axes) {
-        return llvm::is_contained(axes, axis);
+        return llvm::is_contained(axes, axis) ||
+               llvm::is_contained(axes, kReplicaAxis);
       });
-      if (l.partial.size() != 1 || l.partial[0] != axis || splitOverAxis ||
+      // Hybrid sharding: pending over the replicas too.
+      SmallVector<StringRef> replicas;
+      for (StringRef a : l.partial)
+        if (a == kReplicaAxis)
+          replicas.push_back(a);
+      if (l.partial.size() != 1 + replicas.size() ||
+          !llvm::is_contained(l.partial, StringRef(axis)) || splitOverAxis ||
           l.partialKind != ReductionKind::sum)
         return func.emitError()
                << "result #" << r << " is laid out as " << attr
                << "; ZeRO shards only a gradient that is a pending sum over '"
-               << axis << "' and not split over it";
+               << axis << "' (and the replicas '" << kReplicaAxis
+               << "') and not split over it";
       if (auto def = v.getDefiningOp())
         b.setInsertionPointAfter(def);
       else
@@ -114,6 +122,14 @@ struct ZeroPartitionPass
           b, ret.getLoc(), shardType(full), v,
           ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef,
           axes(b));
+      // Then each shard summed over the replicas that hold it too: the
+      // shard's bytes cross the replica groups' (slower) links, not the
+      // whole gradient's.
+      if (!replicas.empty())
+        shard = AllReduceOp::create(
+            b, ret.getLoc(), shard.getType(), shard,
+            ReductionKindAttr::get(b.getContext(), ReductionKind::sum), meshRef,
+            b.getStrArrayAttr(replicas));
       operand.set(shard);
       func.removeResultAttr(r,
                             StringAttr::get(func.getContext(), DistDialect::kShardingAttr));

@@ -584,17 +584,25 @@ Status Trainer::run() {
       reducing = true;
       char *full = store.grads[k].get();
       // Pending over more axes than the update is sharded over (a tied
-      // embedding's sum over pp): summed over those first.
-      const autopar::rt::AxisMask first = ti.gradReduceAxes & ~ti.updateAxes;
+      // embedding's sum over pp): summed over those first; over hybrid
+      // sharding's replicas: on the reduced shard after.
+      const autopar::rt::AxisMask first =
+          ti.gradReduceAxes & ~ti.updateAxes & ~ti.shardReduceAxes;
       if (ti.updateAxes && first)
         comm.wait(
             comm.allReduceSum(full, ti.numElements, gradCommType(ti), first));
-      if (ti.updateAxes)
-        comm.reduceScatterFlat(full, ti.numElements,
-                               full +
-                                   store.shards[k].begin * ti.gradElementBytes,
-                               gradCommType(ti), ti.updateAxes);
-      else
+      if (ti.updateAxes) {
+        char *shard = full + store.shards[k].begin * ti.gradElementBytes;
+        autopar::rt::CommRequest scatter = comm.reduceScatterFlat(
+            full, ti.numElements, shard, gradCommType(ti), ti.updateAxes);
+        // The replicas of a shard have the same position in their groups:
+        // the same elements, the same count.
+        if (ti.shardReduceAxes) {
+          comm.wait(scatter);
+          comm.allReduceSum(shard, store.shards[k].count, gradCommType(ti),
+                            ti.shardReduceAxes);
+        }
+      } else
         comm.allReduceSum(full, ti.numElements, gradCommType(ti),
                           ti.gradReduceAxes);
     }

@@ -60,8 +60,14 @@ public:
 
 private:
   bool leader() const { return comm.rank() == 0; }
-  int64_t dpSize() const { return info.meshAxisSizes[info.dpAxis]; }
-  autopar::rt::AxisMask dpMask() const { return 1u << info.dpAxis; }
+  int64_t dpSize() const {
+    int64_t size = 1;
+    for (int a = 0; a < info.numMeshAxes; ++a)
+      if ((info.dataAxes >> a) & 1)
+        size *= info.meshAxisSizes[a];
+    return size;
+  }
+  autopar::rt::AxisMask dpMask() const { return info.dataAxes; }
   Status save(const std::string &dir, int64_t stepsDone);
   Status resume();
   /// The mean forward loss over the first --eval-steps batches of

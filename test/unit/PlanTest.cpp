@@ -199,7 +199,7 @@ TEST(PlanTest, DefaultsResolved) {
   json expected = parseJson(R"({
     "mesh": {"dp": 1, "tp": 1, "pp": 1},
     "batch": {"micro_batches": 1, "global_batch": 0},
-    "zero": {"stage": 0, "offload": "none"},
+    "zero": {"stage": 0, "offload": "none", "shard_size": 0},
     "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
     "grad_dtype": "fp32",
@@ -487,7 +487,7 @@ TEST(PlanTest, ErrorUnknownKey) {
       "batch.size: unknown key (expected one of: micro_batches, global_batch)");
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
-            "offload)");
+            "offload, shard_size)");
 }
 
 TEST(PlanTest, PaddingIdx) {
@@ -760,6 +760,24 @@ TEST(PlanTest, ErrorOutOfRange) {
       "decay": "linear", "decay_steps": 100}})"),
             "lr_schedule.decay_steps: must be 0 or > lr_schedule.warmup_steps "
             "(100), got 100");
+}
+
+// Hybrid sharding: groups of zero.shard_size data-parallel ranks.
+TEST(PlanTest, ZeroShardSize) {
+  Plan plan = planOf(R"({"mesh": {"dp": 8}, "zero": {"stage": 3,
+      "shard_size": 4}})");
+  EXPECT_EQ(plan.zeroShardSize, 4);
+  EXPECT_EQ(plan.zeroShards(), 4);
+  EXPECT_EQ(planOf(R"({"mesh": {"dp": 8}, "zero": {"stage": 1}})").zeroShards(),
+            8);
+  EXPECT_EQ(errorOf(R"({"mesh": {"dp": 8}, "zero": {"shard_size": 4}})"),
+            "zero.shard_size: 4 shards ZeRO's states; it needs zero.stage 1, "
+            "2 or 3");
+  EXPECT_EQ(errorOf(R"({"mesh": {"dp": 6}, "zero": {"stage": 2,
+      "shard_size": 4}})"),
+            "zero.shard_size: 4 does not divide mesh.dp = 6");
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 2, "shard_size": -1}})"),
+            "zero.shard_size: expected an integer >= 0, got -1");
 }
 
 // DeepSpeed's schedulers as lr_schedule types: their own keys, DeepSpeed's

@@ -33,7 +33,15 @@ module {
 // -----
 
 // Only dp, pp and tp are known: any other axis must have size 1.
-// expected-error @+1 {{mesh axis 'ep' has size 2: only the dp, pp and tp axes are partitioned yet}}
+// expected-error @+1 {{mesh axis 'ep' has size 2: only the dpr, dp, pp and tp axes are partitioned yet}}
 module {
   dist.mesh @mesh axes = [dp = 2, pp = 2, ep = 2]
+}
+
+// -----
+
+// A replica axis (hybrid sharding's) without ZeRO.
+// expected-error @+1 {{a dpr (replica) axis needs a ZeRO stage of 1 or more (it is hybrid sharding's)}}
+module {
+  dist.mesh @mesh axes = [dpr = 2, dp = 2, pp = 1, tp = 1]
 }

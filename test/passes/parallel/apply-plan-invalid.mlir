@@ -2,6 +2,7 @@
 // one case per file of split-file.
 // RUN: split-file %s %t
 // RUN: autopar-opt %t/axis.mlir --autopar-apply-plan='dp=0' --verify-diagnostics
+// RUN: autopar-opt %t/shard-size.mlir --autopar-apply-plan='dp=6 shard-size=4' --verify-diagnostics
 // RUN: autopar-opt %t/glob.mlir --autopar-apply-plan='frozen=w[' --verify-diagnostics
 // RUN: autopar-opt %t/padding-entry.mlir --autopar-apply-plan='padding-idx=wte' --verify-diagnostics
 // RUN: autopar-opt %t/unmatched.mlir --autopar-apply-plan='frozen=w,decoder.*' --verify-diagnostics
@@ -15,6 +16,11 @@
 
 //--- axis.mlir
 // expected-error @+1 {{mesh.dp: expected an integer >= 1, got 0}}
+module {
+}
+
+//--- shard-size.mlir
+// expected-error @+1 {{zero.shard_size: 4 does not divide mesh.dp = 6}}
 module {
 }
 

@@ -5,6 +5,8 @@
 // RUN: autopar-opt %t/marks.mlir --autopar-apply-plan='dp=2 frozen=wpe.* no-decay=*.bias' | FileCheck %t/marks.mlir
 // RUN: autopar-opt %t/empty.mlir --autopar-apply-plan | FileCheck %t/empty.mlir
 // RUN: autopar-opt %t/mesh.mlir --autopar-apply-plan='dp=2 pp=3 tp=4' | FileCheck %t/mesh.mlir
+// RUN: autopar-opt %t/hybrid.mlir --autopar-apply-plan='dp=8 shard-size=2 tp=2' | FileCheck %t/hybrid.mlir
+// RUN: autopar-opt %t/hybrid.mlir --autopar-apply-plan='dp=8 shard-size=8' | FileCheck %t/hybrid.mlir --check-prefix=FLAT
 // RUN: autopar-opt %t/padding.mlir --autopar-apply-plan='padding-idx=*embed*=1' | FileCheck %t/padding.mlir
 // RUN: autopar-opt %t/rows.mlir --autopar-apply-plan='frozen=wte.weight[0,3:5],wte.*[2,7],h.[01],mask[1],wpe.weight[1,0]' | FileCheck %t/rows.mlir
 // RUN: autopar-opt %t/marks.mlir --autopar-apply-plan --mlir-print-op-generic -o /dev/null
@@ -85,5 +87,18 @@ module {
                      %wpe: tensor<2x4xf32> {nn.param = "wpe.weight"},
                      %h2: tensor<4xf32> {nn.param = "h.2"}) -> tensor<8x4xf32> {
     return %wte : tensor<8x4xf32>
+  }
+}
+
+//--- hybrid.mlir
+// Hybrid sharding (zero.shard_size): the dp ranks as dpr = 4 replicas of
+// shard groups of dp = 2, the replicas outermost; a shard size of all of dp
+// is the flat mesh.
+
+// CHECK: dist.mesh @mesh axes = [dpr = 4, dp = 2, pp = 1, tp = 2]
+// FLAT: dist.mesh @mesh axes = [dp = 8, pp = 1, tp = 1]
+module {
+  func.func @forward(%w: tensor<4x4xf32> {nn.param = "w"}) -> tensor<4x4xf32> {
+    return %w : tensor<4x4xf32>
   }
 }

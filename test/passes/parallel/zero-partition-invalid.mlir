@@ -3,7 +3,7 @@
 // A dist.zero gradient that is split rather than a pending sum over dp
 // cannot be reduce-scattered.
 
-// CHECK: error: result #0 is laid out as #dist.sharding<@mesh, {{\[\[}}dp], []]>; ZeRO shards only a gradient that is a pending sum over 'dp' and not split over it
+// CHECK: error: result #0 is laid out as #dist.sharding<@mesh, {{\[\[}}dp], []]>; ZeRO shards only a gradient that is a pending sum over 'dp' (and the replicas 'dpr') and not split over it
 module attributes {dist.zero_stage = 2 : i64} {
   dist.mesh @mesh axes = [dp = 2]
   func.func @split(%g: tensor<2x4xf32>)

@@ -1,5 +1,24 @@
 // RUN: autopar-opt %s --autopar-zero-partition --split-input-file | FileCheck %s
 
+// Hybrid sharding: a gradient pending over the shard group (dp) and the
+// replicas (dpr) is reduce-scattered over dp, then its shard all-reduced
+// over dpr.
+
+// CHECK-LABEL: func.func @hybrid
+// CHECK-SAME: -> (tensor<4xf32> {dist.zero, nn.grad = "w"})
+// CHECK: %[[S:.*]] = dist.zero_scatter sum %arg0 on @mesh axes = [dp] : tensor<2x4xf32> -> tensor<4xf32>
+// CHECK: %[[R:.*]] = dist.all_reduce sum %[[S]] on @mesh axes = [dpr] : tensor<4xf32>
+// CHECK: return %[[R]]
+module attributes {dist.zero_stage = 2 : i64} {
+  dist.mesh @mesh axes = [dpr = 2, dp = 2, pp = 1, tp = 1]
+  func.func @hybrid(%g: tensor<2x4xf32>)
+      -> (tensor<2x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = [dpr, dp]>, dist.zero, nn.grad = "w"}) {
+    return %g : tensor<2x4xf32>
+  }
+}
+
+// -----
+
 // Under tensor parallelism a gradient is this rank's block (split over tp)
 // and a pending sum over dp: ZeRO shards the block.
 
