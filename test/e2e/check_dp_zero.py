@@ -4,10 +4,16 @@
   check_dp_zero.py MODEL.onnx [--input-shape NAME=D0,D1 ...] [--batch B]
       --data TOKENS.bin --steps K --workdir DIR --plan BASE.json
       [--dps 2,4] [--stages 0,1,2,3] [--offloads none,cpu] [--bucket-mb X]
+      [--shard-size S]
 
 BASE.json is the plan without "mesh" and "zero" (the optimizer, schedule,
 ...); each configuration adds {"mesh": {"dp": N}, "zero": {"stage": S,
-"offload": O}} (and {"comm": {"bucket_mb": X}} with --bucket-mb).
+"offload": O}} (and {"comm": {"bucket_mb": X}} with --bucket-mb). With
+--shard-size S (hybrid sharding), "zero" gets "shard_size": S: ZeRO shards
+over groups of S ranks (the mesh's dp axis) replicated over dp / S groups
+(its dpr axis); Nd below is then S, the stages start at 1, and (c) also
+requires the shards' all-reduce over dpr, exactly the ring volume
+2(R-1)/R * 4psi/S of R = dp / S replicas.
 
 First compiles BASE.json alone (one rank) and runs it, and trains the model
 with torch_ref.py (PyTorch, --batch B). Then, for each dp in --dps, each
@@ -126,6 +132,8 @@ def parse_args(argv=None):
     p.add_argument("--stages", type=int_list, default=[0, 1, 2, 3], help="ZeRO stages (0,1,2,3)")
     p.add_argument("--offloads", type=str_list, default=["none", "cpu"],
                    help="zero.offload values (none,cpu); cpu is skipped for stage 0")
+    p.add_argument("--shard-size", type=int, default=0,
+                   help="hybrid sharding: zero.shard_size of every configuration")
     p.add_argument("--bucket-mb", type=float, help="comm.bucket_mb of every dp plan")
     p.add_argument("--autopar", default="autopar", help="the compiler (autopar on PATH)")
     p.add_argument("--mpirun", default="mpirun")
@@ -229,7 +237,7 @@ def opt_bytes_per_param(plan):
     raise Failure(f"unknown optimizer type {kind!r} in the base plan")
 
 
-def check_report(report, dp, stage, offload, obytes, wbytes, gbytes):
+def check_report(report, dp, stage, offload, obytes, wbytes, gbytes, shard_size=0):
     par = report.get("parallel")
     if not isinstance(par, dict):
         raise Failure("report.json has no \"parallel\" object")
@@ -237,9 +245,12 @@ def check_report(report, dp, stage, offload, obytes, wbytes, gbytes):
     for key, want in expect.items():
         if par.get(key) != want:
             raise Failure(f"report.json parallel.{key} is {par.get(key)!r}, expected {want!r}")
-    if par.get("mesh", {}).get("dp") != dp:
-        raise Failure(f"report.json parallel.mesh.dp is {par.get('mesh', {}).get('dp')!r}, "
-                      f"expected {dp}")
+    # Hybrid sharding: ZeRO's shard group is the mesh's dp, the replicas dpr.
+    shards = min(shard_size or dp, dp)
+    mesh = par.get("mesh", {})
+    if mesh.get("dp") != shards or mesh.get("dpr", 1) != dp // shards:
+        raise Failure(f"report.json parallel.mesh is {mesh!r}, expected dp {shards}"
+                      + (f" and dpr {dp // shards}" if shards < dp else ""))
     psi = report.get("trainable_parameters")
     if not isinstance(psi, int) or psi <= 0:
         raise Failure(f"report.json trainable_parameters is {psi!r}")
@@ -247,10 +258,10 @@ def check_report(report, dp, stage, offload, obytes, wbytes, gbytes):
     def shard(nbytes, sharded):
         if not sharded:
             return nbytes
-        if nbytes % dp:
-            raise Failure(f"closed form {nbytes}/{dp} is not an integer: the fixture's "
-                          f"trainable tensors are not all divisible by dp={dp}")
-        return nbytes // dp
+        if nbytes % shards:
+            raise Failure(f"closed form {nbytes}/{shards} is not an integer: the fixture's "
+                          f"trainable tensors are not all divisible by Nd={shards}")
+        return nbytes // shards
 
     want = {"params": shard(wbytes * psi, stage >= 3),
             "grads": shard(gbytes * psi, stage >= 2),
@@ -260,7 +271,7 @@ def check_report(report, dp, stage, offload, obytes, wbytes, gbytes):
     for key in ("params", "grads", "optimizer_state", "total"):
         if got.get(key) != want[key]:
             raise Failure(f"report.json model_state_bytes.{key} is {got.get(key)!r}, expected "
-                          f"{want[key]} (psi={psi}, Nd={dp}, stage {stage})")
+                          f"{want[key]} (psi={psi}, Nd={shards}, stage {stage})")
     host = want["optimizer_state"] if offload == "cpu" else 0
     if par.get("host_bytes") != host:
         raise Failure(f"report.json host_bytes is {par.get('host_bytes')!r}, expected {host} "
@@ -272,29 +283,59 @@ def close(a, b, rtol):
     return a == b or abs(a - b) <= rtol * abs(b)
 
 
-def dp_bytes(report):
-    """report.json's comm_bytes_per_step over the dp group (the only one of
-    a dp mesh), by kind."""
+def groups_of(dp, shard_size):
+    """The comm groups of a dp mesh: dp; with hybrid sharding dp (the shard
+    group), dpr (the replicas) and both (the loss)."""
+    return ("dp",) if not shard_size or shard_size >= dp else ("dp", "dpr", "dpr,dp")
+
+
+def group_bytes(report, groups):
+    """report.json's comm_bytes_per_step, by group (exactly `groups`), then
+    kind."""
     per_step = report["parallel"].get("comm_bytes_per_step")
-    if not isinstance(per_step, dict) or set(per_step) != {"dp"} or any(
-            not isinstance(per_step["dp"].get(k), (int, float)) for k in KINDS):
+    if not isinstance(per_step, dict) or set(per_step) != set(groups) or any(
+            not isinstance(per_step[g].get(k), (int, float)) for g in groups for k in KINDS):
         raise Failure(f"report.json comm_bytes_per_step is {per_step!r}, expected the "
-                      f"kinds {KINDS} under \"dp\" only")
-    return per_step["dp"]
+                      f"kinds {KINDS} under the groups {groups} only")
+    return per_step
 
 
-def check_comm(report, records, dp, stage, psi, wbytes, gbytes, stage2_all_gather):
-    per_step = dp_bytes(report)
+def dp_bytes(report):
+    """report.json's comm_bytes_per_step over the dp group, by kind."""
+    return report["parallel"]["comm_bytes_per_step"]["dp"]
+
+
+def check_comm(report, records, dp, stage, psi, wbytes, gbytes, stage2_all_gather,
+               shard_size=0):
+    groups = groups_of(dp, shard_size)
+    all_groups = group_bytes(report, groups)
     for r in records:
         logged = r.get("comm_bytes")
-        if not isinstance(logged, dict) or set(logged) != {"dp"}:
-            raise Failure(f"step {r['step']}: comm_bytes {logged!r}: expected the dp group only")
-        for k in KINDS:
-            got = logged["dp"].get(k)
-            if not isinstance(got, (int, float)) or not close(got, per_step[k], COMM_RTOL):
-                raise Failure(f"step {r['step']}: logged comm_bytes.dp.{k} {got!r} != "
-                              f"report.json's comm_bytes_per_step.dp.{k} {per_step[k]!r}")
+        if not isinstance(logged, dict) or set(logged) != set(groups):
+            raise Failure(f"step {r['step']}: comm_bytes {logged!r}: expected the groups "
+                          f"{groups} only")
+        for g in groups:
+            for k in KINDS:
+                got = logged[g].get(k)
+                want = all_groups[g][k]
+                if not isinstance(got, (int, float)) or not close(got, want, COMM_RTOL):
+                    raise Failure(f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} != "
+                                  f"report.json's comm_bytes_per_step.{g}.{k} {want!r}")
+    per_step = all_groups["dp"]
     ar, rs, ag = (per_step[k] for k in KINDS)
+    if len(groups) > 1:
+        # The shards summed over the replicas: a ring over 1/Nd of the
+        # gradients; the loss over every rank.
+        replicas, shards = dp // shard_size, shard_size
+        want = 2 * (replicas - 1) / replicas * gbytes * psi / shards
+        got = all_groups["dpr"]["all_reduce"]
+        if not close(got, want, COMM_RTOL):
+            raise Failure(f"all_reduce over dpr {got:g} != the shards' ring volume {want:g} "
+                          f"({replicas} replicas of {shards} shards)")
+        if any(all_groups["dpr"][k] for k in KINDS if k != "all_reduce"):
+            raise Failure(f"the replicas only all-reduce: {all_groups['dpr']!r}")
+        ar = all_groups["dpr,dp"]["all_reduce"]
+        dp = shards
     ring = (dp - 1) / dp * gbytes * psi  # one pass of a ring over the gradients
     ring_params = (dp - 1) / dp * wbytes * psi  # and over the parameters
     desc = f"all_reduce {ar:g}, reduce_scatter {rs:g}, all_gather {ag:g}"
@@ -396,13 +437,17 @@ def main(argv=None):
                 plan = dict(base)
                 plan["mesh"] = {"dp": dp}
                 plan["zero"] = {"stage": stage, "offload": offload}
+                if args.shard_size:
+                    if stage == 0:
+                        continue
+                    plan["zero"]["shard_size"] = args.shard_size
                 if args.bucket_mb is not None:
                     plan["comm"] = dict(plan.get("comm", {}), bucket_mb=args.bucket_mb)
                 cfg_dir = os.path.join(args.workdir, f"dp{dp}-z{stage}-{offload}")
                 try:
                     out_dir, report = compile_plan(args, plan, cfg_dir)
                     psi = check_report(report, dp, stage, offload, obytes, wbytes,
-                                       gbytes)
+                                       gbytes, args.shard_size)
                     log, records = train(args, out_dir, cfg_dir, dp)
                     rel = compare(log, base_log, "loss", tol["loss_rank1"],
                                   "the one-rank run's", args.steps)
@@ -413,7 +458,8 @@ def main(argv=None):
                             args.steps)
                     compare(log, base_log, "lr", LR_RTOL, "the one-rank run's", args.steps)
                     ag2 = stage2_all_gather.get(offload, stage2_all_gather.get("none"))
-                    check_comm(report, records, dp, stage, psi, wbytes, gbytes, ag2)
+                    check_comm(report, records, dp, stage, psi, wbytes, gbytes, ag2,
+                               args.shard_size)
                 except Failure as e:
                     print(f"FAIL {name}: {e}", flush=True)
                     return 1
