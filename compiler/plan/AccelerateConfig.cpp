@@ -288,7 +288,10 @@ bool translateDeepSpeed(Section &top, const DeepSpeedContext &ctx,
   return s.finish();
 }
 
-bool translateFsdp(Section &top, const std::string &distributed, json &plan,
+/// `world` and `machines`: the processes and machines (0: not given), for
+/// hybrid sharding's groups (one machine's processes).
+bool translateFsdp(Section &top, const std::string &distributed, int64_t world,
+                   int64_t machines, json &plan,
                    std::vector<std::string> &noEffect, std::string &error) {
   const json *section;
   if (!objectAt(top, "fsdp_config", section))
@@ -336,11 +339,17 @@ bool translateFsdp(Section &top, const std::string &distributed, json &plan,
                     "expected FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                     "HYBRID_SHARD, HYBRID_SHARD_ZERO2 or 1-5, got " +
                         v->dump());
-    if (index >= 4)
-      return s.fail("fsdp_sharding_strategy",
-                    std::string(kNames[index - 1]) +
-                        ": hybrid sharding is not supported yet");
-    stage = index == 1 ? 3 : index == 2 ? 2 : 0;
+    // HYBRID_SHARD(_ZERO2): FULL_SHARD (SHARD_GRAD_OP) within each
+    // machine, replicated across them.
+    if (index >= 4) {
+      if (world <= 0)
+        return s.fail("fsdp_sharding_strategy",
+                      std::string(kNames[index - 1]) +
+                          " shards within each machine: it needs "
+                          "num_processes (or --world-size)");
+      plan["zero"]["shard_size"] = world / machines;
+    }
+    stage = index == 1 || index == 4 ? 3 : index == 3 ? 0 : 2;
   }
   plan["zero"]["stage"] = stage;
   std::optional<bool> offload, checkpointing;
@@ -503,7 +512,8 @@ bool accelerateToPlan(const json &config, const DeepSpeedContext &ctx,
                ds && !ds->is_null() && !ds->empty()) {
       noEffect.push_back("deepspeed_config");
     }
-    if (!translateFsdp(top, type, plan, noEffect, error))
+    if (!translateFsdp(top, type, world, machines.value_or(1), plan, noEffect,
+                       error))
       return false;
     if (const json *m = top.get("megatron_lm_config");
         m && !m->is_null() && !m->empty())

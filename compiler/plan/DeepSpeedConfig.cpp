@@ -164,17 +164,26 @@ bool translateZero(Section &top, json &plan, std::vector<std::string> &noEffect,
     return false;
   if (cpuOffload && *cpuOffload)
     plan["zero"]["offload"] = "cpu";
-  // Hybrid sharding (ZeRO++'s hpZ), MiCS and ZeRO++'s quantized
-  // collectives change what is sharded or sent.
+  // MiCS: ZeRO-3 over groups of mics_shard_size ranks, replicated across
+  // them (hybrid sharding). ZeRO++'s hpZ (a second copy of the parameters
+  // per group, for the gathers alone) and its quantized collectives change
+  // what is sharded or sent.
   std::optional<int64_t> hpz, mics;
-  if (!s.readInt("zero_hpz_partition_size", 1, hpz) ||
+  if (!s.readInt("zero_hpz_partition_size", 0, hpz) ||
       !s.readInt("mics_shard_size", -1, mics))
     return false;
   if (hpz && *hpz > 1)
     return s.fail("zero_hpz_partition_size",
-                  "hybrid sharding (hpZ) is not supported yet");
-  if (mics && *mics > 0)
-    return s.fail("mics_shard_size", "MiCS sharding is not supported");
+                  "ZeRO++'s hpZ (a secondary partition of the parameters) is "
+                  "not supported; mics_shard_size (or the plan's "
+                  "zero.shard_size) shards every state per group");
+  if (mics && *mics > 0) {
+    if (stage.value_or(0) != 3)
+      return s.fail("mics_shard_size",
+                    "MiCS is ZeRO-3's; it needs zero_optimization.stage 3");
+    plan["zero"]["shard_size"] = *mics;
+  }
+  s.noEffect({"mics_hierarchical_params_gather"}, noEffect);
   for (const char *key : {"zero_quantized_weights", "zero_quantized_gradients",
                           "zero_quantized_nontrainable_weights"}) {
     std::optional<bool> on;
