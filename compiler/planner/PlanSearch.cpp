@@ -54,6 +54,8 @@ private:
     int64_t dp, tp, pp, m;
     std::string schedule = "1f1b", recompute = "none", precision;
     int64_t chunks = 1, zero = 1;
+    /// Hybrid sharding: ZeRO over groups of this many dp ranks (0: all).
+    int64_t shard = 0;
     /// ZeRO-Offload: the optimizer state in host memory.
     bool offload = false;
     std::vector<Prediction> predictions;
@@ -285,7 +287,7 @@ double PlanSearch::lowerBound(const Mesh &mesh) const {
   // the step's one communication stream (predictStep: a micro-batch
   // waits for its collectives; the runtime's run after the step).
   if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && !local &&
-      trainable > 0) {
+      trainable > 0 && mesh.shard == 0) {
     const double share = double(trainable) / double(mesh.tp) *
                          double(mesh.dp - 1) / double(mesh.dp);
     const Link link = linkOf({dist::kMeshAxes.begin(), dist::kMeshAxes.end()},
@@ -340,9 +342,9 @@ double PlanSearch::statesBound(const Mesh &mesh, int64_t zero,
   const bool fp32 = mesh.precision == "fp32";
   const double replicated = fp32 ? 8.0 : 4.0;
   const double onGpu = offload ? 0.0 : fp32 ? 8.0 : 12.0;
-  return mesh.dp > 1 && zero == 3
-             ? share * (replicated + onGpu) / double(mesh.dp)
-             : share * (replicated + onGpu / double(mesh.dp));
+  const double shards = double(mesh.shard ? mesh.shard : mesh.dp);
+  return mesh.dp > 1 && zero == 3 ? share * (replicated + onGpu) / shards
+                                  : share * (replicated + onGpu / shards);
 }
 
 double PlanSearch::savedBound(const Mesh &mesh) const {
@@ -391,6 +393,7 @@ void PlanSearch::evaluateMesh(Mesh &mesh) {
   plan.microBatches = mesh.m;
   plan.zeroStage = mesh.dp > 1 || mesh.offload ? mesh.zero : 0;
   plan.zeroOffload = mesh.offload ? "cpu" : "none";
+  plan.zeroShardSize = plan.zeroStage > 0 ? mesh.shard : 0;
   plan.precision = mesh.precision;
   plan.recompute = mesh.recompute;
   plan.dataInputs = dataInputs;
@@ -648,6 +651,23 @@ void PlanSearch::searchBestAgain() {
       Mesh zeroBubble = base;
       zeroBubble.schedule = "zb-h1";
       again.push_back(zeroBubble);
+    }
+    // Hybrid sharding where the data-parallel group spans nodes: ZeRO
+    // within each node (its gathers and reduce-scatters on the node's
+    // links), each shard's all-reduce across the nodes.
+    const int64_t perNode = o.cluster.gpusPerNode / (plan.meshTp * plan.meshPp);
+    if (plan.zeroStage > 0 && plan.zeroShardSize == 0 && perNode >= 2 &&
+        o.cluster.gpusPerNode % (plan.meshTp * plan.meshPp) == 0 &&
+        perNode < plan.meshDp && plan.meshDp % perNode == 0) {
+      Mesh hybrid = base;
+      hybrid.m = plan.microBatches;
+      hybrid.precision = plan.precision;
+      if (plan.meshPp > 1) {
+        hybrid.schedule = plan.pipelineSchedule;
+        hybrid.chunks = plan.pipelineChunks;
+      }
+      hybrid.shard = perNode;
+      again.push_back(hybrid);
     }
     if (plan.recompute == "full") {
       Mesh selective = base;

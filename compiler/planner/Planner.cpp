@@ -182,6 +182,8 @@ std::string autopar::describePlan(const Plan &plan) {
   std::string text = llvm::formatv("dp={0} tp={1} pp={2} m={3} zero={4}",
                                    plan.meshDp, plan.meshTp, plan.meshPp,
                                    plan.microBatches, plan.zeroStage);
+  if (plan.zeroShardSize > 0)
+    text += " shard=" + std::to_string(plan.zeroShardSize);
   if (plan.zeroOffload != "none")
     text += " offload";
   text += " " + plan.precision;
