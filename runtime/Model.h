@@ -318,6 +318,12 @@ struct ModelInfo {
   /// f32 masters of mixed precision) lives in host memory and the update
   /// runs on the host, on each rank's shard of the reduced gradients.
   bool offload;
+  /// ZeRO-Infinity (plan zero.offload = nvme): the folder whose swap file
+  /// holds that state instead, streamed through buffers of
+  /// nvmeChunkElements elements per array (runtime/offload/SwapFile.h);
+  /// null otherwise.
+  const char *nvmePath;
+  int64_t nvmeChunkElements;
   /// The watchdog's timeout (plan comm.timeout_s): a rank blocked on one
   /// collective or transfer this long ends the job.
   double commTimeoutSeconds;

@@ -13,8 +13,8 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # plan files (JSON; accelerate's YAML), unit tests
   nlohmann-json3-dev libyaml-cpp-dev libgtest-dev
-  # CPU runtime and parallel tests
-  libdnnl-dev libopenmpi-dev openmpi-bin
+  # CPU runtime and parallel tests; the NVMe offload's io_uring
+  libdnnl-dev libopenmpi-dev openmpi-bin liburing-dev
   # the BLAS of Debian's numpy and torch (the reference numerics, the peers)
   libopenblas0
   # reference numerics and test-model generation

@@ -55,6 +55,14 @@ if shutil.which("mpirun") and shutil.which("mpicxx"):
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 
+# Small file systems of a test's own (a full or read-only folder for the
+# NVMe offload's refusals): a tmpfs mounted in a user and mount namespace,
+# where the kernel lets an unprivileged process make one.
+if shutil.which("unshare") and os.system(
+        "unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt'"
+        " > /dev/null 2>&1") == 0:
+    config.available_features.add("unshare-mount")
+
 # The CUDA target's runtime and autopar-cuda-kernels-test were built (nvcc
 # found); the test prints a skip line itself where there is no GPU.
 if getattr(config, "autopar_cuda", "OFF") == "ON":

@@ -185,8 +185,9 @@ bool readEnumKey(Section &s, const char *key,
   return s.fail(key, "expected one of " + list + ", got " + v->dump());
 }
 
-/// The offload device of DEEPSPEED's inline keys: "none" and "cpu" for
-/// the optimizer state; the parameters stay on the device.
+/// The offload device of DEEPSPEED's inline keys: "none", "cpu" and
+/// "nvme" (under offload_optimizer_nvme_path) for the optimizer state; the
+/// parameters stay on the device.
 bool readOffload(Section &s, const char *key, bool params, json &plan) {
   std::optional<std::string> device;
   if (!readEnumKey(s, key, {"none", "cpu", "nvme"}, device))
@@ -195,12 +196,19 @@ bool readOffload(Section &s, const char *key, bool params, json &plan) {
     return true;
   if (params)
     return s.fail(key, "\"" + *device +
-                           "\": autopar does not offload parameters, only "
-                           "the optimizer state (offload_optimizer_device)");
-  if (*device == "nvme")
-    return s.fail(key, "\"nvme\" (ZeRO-Infinity) is not supported yet; "
-                       "\"cpu\" offloads the optimizer state to host memory");
-  plan["zero"]["offload"] = "cpu";
+                           "\": autopar does not offload parameters yet, "
+                           "only the optimizer state "
+                           "(offload_optimizer_device)");
+  plan["zero"]["offload"] = *device;
+  if (*device == "nvme") {
+    const json *path = s.get("offload_optimizer_nvme_path");
+    if (!path || !path->is_string() || path->get<std::string>().empty() ||
+        *path == "none")
+      return s.fail("offload_optimizer_nvme_path",
+                    "offload_optimizer_device nvme needs the folder of the "
+                    "swap files");
+    plan["zero"]["nvme_path"] = *path;
+  }
   return true;
 }
 
@@ -282,9 +290,9 @@ bool translateDeepSpeed(Section &top, const DeepSpeedContext &ctx,
   if (!readOffload(s, "offload_optimizer_device", false, plan) ||
       !readOffload(s, "offload_param_device", true, plan))
     return false;
-  s.noEffect({"offload_optimizer_nvme_path", "offload_param_nvme_path",
-              "zero3_save_16bit_model"},
-             noEffect);
+  if (!plan.contains("zero") || !plan["zero"].contains("nvme_path"))
+    s.noEffect({"offload_optimizer_nvme_path"}, noEffect);
+  s.noEffect({"offload_param_nvme_path", "zero3_save_16bit_model"}, noEffect);
   return s.finish();
 }
 

@@ -135,16 +135,22 @@ bool translateZero(Section &top, json &plan, std::vector<std::string> &noEffect,
     if (d != "none" && d != "cpu" && d != "nvme")
       return o.fail("device", "expected \"none\", \"cpu\" or \"nvme\", got " +
                                   device->dump());
-    if (d == "nvme")
+    if (std::string(key) == "offload_param" && d != "none")
       return o.fail("device",
-                    "\"nvme\" (ZeRO-Infinity) is not supported yet; "
-                    "\"cpu\" offloads the optimizer state to host memory");
-    if (std::string(key) == "offload_param" && d == "cpu")
-      return o.fail("device",
-                    "\"cpu\": autopar does not offload parameters, only the "
-                    "optimizer state (offload_optimizer)");
-    if (std::string(key) == "offload_optimizer")
+                    "\"" + d +
+                        "\": autopar does not offload parameters yet, only the "
+                        "optimizer state (offload_optimizer)");
+    if (std::string(key) == "offload_optimizer") {
       plan["zero"]["offload"] = d;
+      // ZeRO-Infinity: the state in swap files under nvme_path
+      // (DeepSpeed's default /local_nvme).
+      if (d == "nvme") {
+        const json *path = o.get("nvme_path");
+        if (path && !(path->is_string() && !path->get<std::string>().empty()))
+          return o.fail("nvme_path", "expected a folder, got " + path->dump());
+        plan["zero"]["nvme_path"] = path ? *path : json("/local_nvme");
+      }
+    }
     std::optional<double> ratio;
     if (!o.readNumber("ratio", ratio))
       return false;
@@ -153,9 +159,10 @@ bool translateZero(Section &top, json &plan, std::vector<std::string> &noEffect,
                                  ") is not supported; autopar offloads all "
                                  "of the optimizer state or none");
     o.noEffect({"pin_memory", "buffer_count", "buffer_size", "fast_init",
-                "nvme_path", "pipeline", "pipeline_read", "pipeline_write",
-                "max_in_cpu"},
+                "pipeline", "pipeline_read", "pipeline_write", "max_in_cpu"},
                noEffect);
+    if (d != "nvme")
+      o.noEffect({"nvme_path"}, noEffect);
     if (!o.finish())
       return false;
   }

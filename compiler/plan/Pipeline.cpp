@@ -172,7 +172,8 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     // then keep its layouts.
     dist::AnnotateShardingPassOptions annotate;
     annotate.zeroStage = plan.zeroStage;
-    annotate.offload = plan.zeroOffload;
+    // NVMe offload is host offload whose state the runtime swaps.
+    annotate.offload = plan.zeroOffload == "nvme" ? "cpu" : plan.zeroOffload;
     annotate.bucketMb = plan.bucketMb;
     annotate.deferReduction = defersReduction(plan);
     pm.addPass(dist::createAnnotateShardingPass(annotate));

@@ -604,7 +604,8 @@ const std::vector<PlanKey> &planKeys() {
       intKey("batch.global_batch", 0, PLAN_FIELD(globalBatch)),
       {"zero.stage", readZeroStage, printField(PLAN_FIELD(zeroStage))},
       withRule(
-          enumKey("zero.offload", {"none", "cpu"}, PLAN_FIELD(zeroOffload)),
+          enumKey("zero.offload", {"none", "cpu", "nvme"},
+                  PLAN_FIELD(zeroOffload)),
           [](PlanParser &r, const json &, Plan &plan) {
             if (plan.zeroOffload == "none" || plan.zeroStage != 0)
               return true;
@@ -613,6 +614,9 @@ const std::vector<PlanKey> &planKeys() {
                               "\" needs zero.stage 1, 2 or 3, got "
                               "zero.stage 0");
           }),
+      stringKey("zero.nvme_path", PLAN_FIELD(zeroNvmePath)),
+      numberKey("zero.nvme_chunk_mb", "a number > 0", positive,
+                PLAN_FIELD(zeroNvmeChunkMb)),
       intKey("zero.shard_size", 0, PLAN_FIELD(zeroShardSize)),
       numberKey("comm.bucket_mb", "a number > 0", positive,
                 PLAN_FIELD(bucketMb)),
@@ -810,6 +814,15 @@ bool checkPlan(PlanParser &r, const Plan &plan) {
   // to (the gradients, the parameters): with a pipeline's micro-batches in
   // flight that is a reduce-scatter (and a gather) per micro-batch per
   // stage, which DeepSpeed refuses too.
+  if (plan.zeroOffload == "nvme" && plan.zeroNvmePath.empty())
+    return r.fail("zero.nvme_path",
+                  "offload \"nvme\" needs the folder of the swap files");
+  if (plan.zeroOffload != "nvme" && !plan.zeroNvmePath.empty())
+    return r.fail("zero.nvme_path", "is for zero.offload \"nvme\", got \"" +
+                                        plan.zeroOffload + "\"");
+  if (plan.zeroOffload == "nvme" && plan.meshPp > 1)
+    return r.fail("zero.offload",
+                  "\"nvme\" with pipeline parallelism is not supported yet");
   if (plan.zeroShardSize > 0 && plan.zeroStage == 0)
     return r.fail("zero.shard_size",
                   std::to_string(plan.zeroShardSize) +
@@ -1237,6 +1250,10 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   config.attentionBackend = plan.attentionBackend;
   config.lora = plan.lora;
   config.quantize = plan.quantize;
+  if (plan.zeroOffload == "nvme") {
+    config.nvmePath = plan.zeroNvmePath;
+    config.nvmeChunkMb = plan.zeroNvmeChunkMb;
+  }
   return config;
 }
 

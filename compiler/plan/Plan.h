@@ -122,7 +122,11 @@ struct Plan {
   /// is. Compiling a model of another batch is refused.
   int64_t globalBatch = 0;
   int64_t zeroStage = 0;            // 0..3
-  std::string zeroOffload = "none"; // "none" | "cpu"
+  std::string zeroOffload = "none"; // "none" | "cpu" | "nvme"
+  /// zero.offload "nvme" (ZeRO-Infinity): the folder of the swap files, and
+  /// the MiB per state array of each of the two chunk buffers.
+  std::string zeroNvmePath;
+  double zeroNvmeChunkMb = 4;
   /// Hybrid sharding (FSDP's HYBRID_SHARD, ZeRO++'s hpZ for every state):
   /// ZeRO shards over groups of this many data-parallel ranks and
   /// replicates across the mesh.dp / shard_size groups. 0 = mesh.dp (flat).
@@ -218,6 +222,10 @@ struct TrainingConfig {
   std::string attentionBackend = "auto";
   LoraPlan lora;
   QuantizePlan quantize;
+  /// zero.offload "nvme": zero.nvme_path and zero.nvme_chunk_mb ("" when
+  /// the state is not on NVMe).
+  std::string nvmePath;
+  double nvmeChunkMb = 4;
 };
 
 /// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,

@@ -94,6 +94,8 @@ const char *const kTrainFiles[] = {
     "train/TensorStore.cpp",
     "train/TensorLayout.h",
     "train/TensorLayout.cpp",
+    "offload/SwapFile.h",
+    "offload/SwapFile.cpp",
     "train/PipelineExecutor.h",
     "train/PipelineExecutor.cpp",
     "comm/Comm.h",
@@ -733,6 +735,12 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
       .set("dataAxes", llvm::Twine(shape.dataAxes) + "u")
       .set("weightFileBytes", fileBytes)
       .flag("offload", shape.offload)
+      .set("nvmePath", config.nvmePath.empty() ? std::string("nullptr")
+                                               : cString(config.nvmePath))
+      .set("nvmeChunkElements",
+           std::max<int64_t>(
+               1, static_cast<int64_t>(config.nvmeChunkMb * (1 << 20) / 4096)) *
+               1024)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))
       .set("attentionBackend", attentionBackendValue(config.attentionBackend))
       .flag("dropout",

@@ -333,7 +333,9 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
                    {"zero_stage", shape.zeroStage},
-                   {"offload", shape.offload ? "cpu" : "none"},
+                   {"offload", !shape.offload            ? "none"
+                               : config.nvmePath.empty() ? "cpu"
+                                                         : "nvme"},
                    {"precision", config.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},
@@ -468,22 +470,28 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
                        {"bytes", r["bytes"]},
                        {"comm_bytes_per_step", commJson}});
   }
-  r["parallel"] = {{"mesh", meshJson(shape)},
-                   {"ranks", shape.ranks},
-                   {"zero_stage", shape.zeroStage},
-                   {"offload", shape.offload ? "cpu" : "none"},
-                   {"precision", config.precision},
-                   // The ZeRO paper's model states: trainable parameters, their
-                   // gradients and the optimizer state, per rank.
-                   {"model_state_bytes",
-                    {{"params", trainableBytes},
-                     {"grads", gradBytes},
-                     {"optimizer_state", optBytes},
-                     {"total", trainableBytes + gradBytes + optBytes}}},
-                   {"host_bytes", shape.offload ? optBytes : 0},
-                   {"comm_bytes_per_step", commJson},
-                   {"padded", padded},
-                   {"per_rank", perRank}};
+  r["parallel"] = {
+      {"mesh", meshJson(shape)},
+      {"ranks", shape.ranks},
+      {"zero_stage", shape.zeroStage},
+      {"offload", !shape.offload            ? "none"
+                  : config.nvmePath.empty() ? "cpu"
+                                            : "nvme"},
+      {"precision", config.precision},
+      // The ZeRO paper's model states: trainable parameters, their
+      // gradients and the optimizer state, per rank.
+      {"model_state_bytes",
+       {{"params", trainableBytes},
+        {"grads", gradBytes},
+        {"optimizer_state", optBytes},
+        {"total", trainableBytes + gradBytes + optBytes}}},
+      // ZeRO-Offload's state in host memory; ZeRO-Infinity's
+      // in the swap file under zero.nvme_path instead.
+      {"host_bytes", shape.offload && config.nvmePath.empty() ? optBytes : 0},
+      {"nvme_bytes", config.nvmePath.empty() ? 0 : optBytes},
+      {"comm_bytes_per_step", commJson},
+      {"padded", padded},
+      {"per_rank", perRank}};
   r["flops_per_step"] = flops;
   r["flops_per_token"] =
       flops / double(std::max<int64_t>(1, globalBatch * seqLen));

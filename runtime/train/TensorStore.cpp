@@ -100,6 +100,8 @@ Status TensorStore::setUp(uint64_t seed) {
     // state or master here (haveOthersState brings the state in for a
     // save, an export or a load).
     const bool others = othersTensor(t);
+    // ZeRO-Infinity: the state is the swap file's (set up below).
+    const bool swapped = info.nvmePath != nullptr;
     grads.push_back(
         others ? DeviceBuffer()
                : device.allocate(zero.gradElements * ti.gradElementBytes));
@@ -111,8 +113,9 @@ Status TensorStore::setUp(uint64_t seed) {
                                            : Storage());
     largestShard = std::max(largestShard, sh.count);
     if (!others &&
-        (!grads.back() || (states > 0 && !state0.back()) ||
-         (states > 1 && !state1.back()) || (ti.master && !masters.back())))
+        (!grads.back() || (!swapped && ((states > 0 && !state0.back()) ||
+                                        (states > 1 && !state1.back()) ||
+                                        (ti.master && !masters.back())))))
       return outOfMemory();
     // Element offsets of this rank's shard in the gradient (ZeRO-1: full
     // gradients, reduce-scattered in place) and in the stored parameter
@@ -148,6 +151,7 @@ Status TensorStore::setUp(uint64_t seed) {
       piece.numElements = end - begin;
       slices.push_back(piece);
       sliceShard.push_back(shards.size());
+      sliceBegin.push_back(begin);
       normGroups[ti.normAxes].push_back(piece);
     }
     shards.push_back(sh);
@@ -158,6 +162,8 @@ Status TensorStore::setUp(uint64_t seed) {
     if (!stagingGrad || !stagingParam)
       return outOfMemory();
   }
+  if (info.nvmePath)
+    AUTOPAR_RT_RETURN_IF_ERROR(setUpSwap(states));
   // Initial weights: weights.bin holds the full float32 tensors (masters
   // included) at their fileOffset.
   bool direct = device.hostMemory() && !info.pipeline;
@@ -354,8 +360,17 @@ void TensorStore::storeTensor(int t, const char *full) {
     return;
   }
   const int k = trainableIndex[t];
-  storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
-            masters[k].onHost());
+  if (swap && !masters[k]) {
+    // ZeRO-Infinity: the master straight into the swap file.
+    Buffer master = swapBuffer(shards[k].chunk * 4);
+    storeFrom(master.get(), shards[k].chunk, masterInfo(ti), full, true);
+    char *regions[3] = {master.get(), nullptr, nullptr};
+    swapShard(k, regions, /*write=*/true);
+    (void)swap->drain(); // a failure shows at the first update's drain
+  } else {
+    storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
+              masters[k].onHost());
+  }
   std::vector<uint16_t> low = toLow(ti, full, ti.fileElements);
   storeFrom(param, ti.storedElements, ti,
             reinterpret_cast<const char *>(low.data()));
@@ -375,6 +390,8 @@ char *TensorStore::hostView(char *stored, int64_t storedElements,
 
 Storage TensorStore::stateStorage(int64_t bytes) {
   Storage s;
+  if (info.nvmePath)
+    return s; // the swap file's (swapIn brings it into host memory)
   if (info.offload)
     s.host = allocate(bytes);
   else
@@ -410,6 +427,196 @@ void TensorStore::hostUpdate(size_t k, int64_t stepCount, double lr,
   autopar::rt::optimizerStep(config, {h}, stepCount, lr, gradScale);
   device.upload(d.paramLow ? static_cast<void *>(d.paramLow) : d.param, result,
                 n * eb);
+}
+
+Buffer TensorStore::swapBuffer(int64_t bytes) {
+  const size_t size = static_cast<size_t>(
+      autopar::rt::swapAligned(std::max<int64_t>(bytes, 1)));
+  void *p = std::aligned_alloc(autopar::rt::kSwapAlign, size);
+  if (p)
+    std::memset(p, 0, size);
+  return Buffer(static_cast<char *>(p));
+}
+
+Status TensorStore::setUpSwap(int states) {
+  // Each shard's master, state0 and state1 in regions of whole blocks; a
+  // fresh file reads as zeros (the moments' initial value).
+  int64_t bytes = 0;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const autopar::rt::TensorInfo &ti = *shards[k].tensor;
+    const int t = static_cast<int>(shards[k].tensor - info.tensors);
+    std::array<int64_t, 3> at = {-1, -1, -1};
+    const bool wanted[3] = {ti.master, states > 0, states > 1};
+    for (int a = 0; a < 3; ++a)
+      if (wanted[a] && !othersTensor(t)) {
+        at[a] = bytes;
+        bytes += autopar::rt::swapAligned(shards[k].chunk * 4);
+      }
+    swapOffsets.push_back(at);
+  }
+  swap = std::make_unique<autopar::rt::SwapFile>();
+  AUTOPAR_RT_RETURN_IF_ERROR(swap->open(info.nvmePath, bytes, comm.rank()));
+  for (Buffer &b : chunkBuffers) {
+    b = swapBuffer(3 * autopar::rt::swapAligned(info.nvmeChunkElements * 4));
+    if (!b)
+      return Status::error("out of memory for the swap buffers");
+  }
+  return Status::ok();
+}
+
+void TensorStore::swapShard(int k, char *const to[3], bool write) {
+  const int64_t bytes = autopar::rt::swapAligned(shards[k].chunk * 4);
+  for (int a = 0; a < 3; ++a)
+    if (swapOffsets[k][a] >= 0 && to[a]) {
+      if (write)
+        swap->write(swapOffsets[k][a], to[a], bytes);
+      else
+        swap->read(swapOffsets[k][a], to[a], bytes);
+    }
+}
+
+Status TensorStore::swapIn(bool read) {
+  if (!swap)
+    return Status::ok();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    Storage *held[3] = {&masters[k], &state0[k], &state1[k]};
+    char *to[3] = {nullptr, nullptr, nullptr};
+    for (int a = 0; a < 3; ++a) {
+      if (swapOffsets[k][a] < 0)
+        continue;
+      if (!*held[a]) {
+        held[a]->host = swapBuffer(shards[k].chunk * 4);
+        if (!*held[a])
+          return Status::error("out of memory for the optimizer state of '" +
+                               std::string(shards[k].tensor->name) +
+                               "' (swapped in for a save or a load)");
+      }
+      to[a] = held[a]->get();
+    }
+    if (read)
+      swapShard(static_cast<int>(k), to, /*write=*/false);
+  }
+  return swap->drain();
+}
+
+Status TensorStore::swapOut(bool write) {
+  if (!swap)
+    return Status::ok();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    char *from[3] = {masters[k].get(), state0[k].get(), state1[k].get()};
+    if (write)
+      swapShard(static_cast<int>(k), from, /*write=*/true);
+  }
+  Status status = swap->drain();
+  for (size_t k = 0; k < shards.size(); ++k)
+    for (Storage *held : {&masters[k], &state0[k], &state1[k]})
+      *held = Storage();
+  return status;
+}
+
+Status TensorStore::swapUpdate(int64_t stepCount, double lr, float gradScale) {
+  // The (shard, chunk) pieces in order; chunks are whole blocks of a
+  // shard's regions, so no two requests in flight overlap.
+  struct Piece {
+    size_t k;
+    int64_t begin, end;
+  };
+  const int64_t c = info.nvmeChunkElements;
+  std::vector<Piece> pieces;
+  for (size_t k = 0; k < shards.size(); ++k)
+    for (int64_t b = 0; b < shards[k].count; b += c)
+      pieces.push_back({k, b, std::min(b + c, shards[k].count)});
+  const int64_t arrayBytes = autopar::rt::swapAligned(c * 4);
+  auto buffer = [&](int b, int a) {
+    return chunkBuffers[b].get() + a * arrayBytes;
+  };
+  auto queue = [&](size_t p, int b, bool write) {
+    const Piece &q = pieces[p];
+    for (int a = 0; a < 3; ++a) {
+      const int64_t at = swapOffsets[q.k][a];
+      if (at < 0)
+        continue;
+      const int64_t bytes = autopar::rt::swapAligned((q.end - q.begin) * 4);
+      if (write)
+        swap->write(at + q.begin * 4, buffer(b, a), bytes);
+      else
+        swap->read(at + q.begin * 4, buffer(b, a), bytes);
+    }
+  };
+  // The slices of each shard (sliceShard is sorted).
+  std::vector<size_t> firstSlice(shards.size() + 1, slices.size());
+  for (size_t s = slices.size(); s-- > 0;)
+    firstSlice[sliceShard[s]] = s;
+  for (size_t k = shards.size(); k-- > 0;)
+    firstSlice[k] = std::min(firstSlice[k], firstSlice[k + 1]);
+  if (!pieces.empty())
+    queue(0, 0, false);
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    // This piece's reads and the last piece's writes done: the other
+    // buffer is free for the next piece's reads, which run while this
+    // one is updated (and this one's writes while the next is).
+    AUTOPAR_RT_RETURN_IF_ERROR(swap->drain());
+    const int b = static_cast<int>(p % 2);
+    if (p + 1 < pieces.size())
+      queue(p + 1, 1 - b, false);
+    swap->submit();
+    const Piece &q = pieces[p];
+    const autopar::rt::TensorInfo &ti = *shards[q.k].tensor;
+    const int64_t eb = ti.elementBytes, geb = ti.gradElementBytes;
+    const size_t s0 = firstSlice[q.k], s1 = firstSlice[q.k + 1];
+    // A shard's first piece: its reduced gradient (and fp32 parameter)
+    // come down into staging at the shard's element offsets.
+    if (q.begin == 0)
+      for (size_t s = s0; s < s1; ++s) {
+        const autopar::rt::ParamSlice &d = slices[s];
+        const int64_t n = d.numElements, at = sliceBegin[s];
+        if (d.gradLow)
+          device.download(stagingGrad.get() + at * eb, d.gradLow, n * eb);
+        else
+          device.download(stagingGrad.get() + at * geb, d.grad, n * geb);
+        if (!d.paramLow)
+          device.download(stagingParam.get() + at * 4, d.param, n * 4);
+      }
+    for (size_t s = s0; s < s1; ++s) {
+      const autopar::rt::ParamSlice &d = slices[s];
+      const int64_t from = std::max(sliceBegin[s], q.begin),
+                    to = std::min(sliceBegin[s] + d.numElements, q.end);
+      if (from >= to)
+        continue;
+      const int64_t in = from - q.begin;
+      autopar::rt::ParamSlice h = d;
+      h.numElements = to - from;
+      auto chunk = [&](int a) {
+        return swapOffsets[q.k][a] < 0
+                   ? nullptr
+                   : reinterpret_cast<float *>(buffer(b, a)) + in;
+      };
+      h.state0 = chunk(1);
+      h.state1 = chunk(2);
+      if (d.gradLow)
+        h.gradLow = reinterpret_cast<uint16_t *>(stagingGrad.get()) + from;
+      else
+        h.grad = reinterpret_cast<float *>(stagingGrad.get()) + from;
+      if (d.paramLow) {
+        h.param = chunk(0);
+        h.paramLow = reinterpret_cast<uint16_t *>(stagingParam.get()) + from;
+      } else {
+        h.param = reinterpret_cast<float *>(stagingParam.get()) + from;
+      }
+      autopar::rt::optimizerStep(config, {h}, stepCount, lr, gradScale);
+    }
+    queue(p, b, true);
+    swap->submit();
+    // A shard's last piece: its parameter goes back up.
+    if (q.end == shards[q.k].count)
+      for (size_t s = s0; s < s1; ++s) {
+        const autopar::rt::ParamSlice &d = slices[s];
+        device.upload(d.paramLow ? static_cast<void *>(d.paramLow) : d.param,
+                      stagingParam.get() + sliceBegin[s] * eb,
+                      d.numElements * eb);
+      }
+  }
+  return swap->drain();
 }
 
 std::vector<autopar::rt::TensorRef>

@@ -21,11 +21,14 @@
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/offload/SwapFile.h"
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/optim/Optimizer.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,6 +88,17 @@ public:
   /// ZeRO-Offload: the update of slices[k] on the host (its gradient comes
   /// down, its parameter goes back up).
   void hostUpdate(size_t k, int64_t stepCount, double lr, float gradScale);
+  /// ZeRO-Infinity (ModelInfo::nvmePath): every shard's update on the host,
+  /// its state streamed from and back to the swap file in chunks (the next
+  /// chunk read while one is updated), the same arithmetic as hostUpdate.
+  Status swapUpdate(int64_t stepCount, double lr, float gradScale);
+  /// ZeRO-Infinity: holds every shard's state in host memory (`read`: as
+  /// the swap file has it) for what reads or writes all of it (a save, a
+  /// load, an export); or writes it back (`write`) and frees it.
+  Status swapIn(bool read);
+  Status swapOut(bool write);
+  /// ZeRO-Infinity: the swap file (null without NVMe offload).
+  const autopar::rt::SwapFile *swapFile() const { return swap.get(); }
   /// Pipeline parallelism: allocates (`have`) or frees the optimizer state
   /// and masters of the tensors only other pipeline ranks' stages read
   /// (othersTensor), which a rank holds only while it saves, exports or
@@ -170,6 +184,20 @@ private:
   /// ZeRO-Offload: a gradient and a parameter staging buffer of the
   /// largest shard for the host update.
   Buffer stagingGrad, stagingParam;
+  /// ZeRO-Infinity: the swap file, where each shard's master, state0 and
+  /// state1 start in it (-1: none), two chunk buffers of each, and each
+  /// slice's first element in its shard.
+  std::unique_ptr<autopar::rt::SwapFile> swap;
+  std::vector<std::array<int64_t, 3>> swapOffsets;
+  Buffer chunkBuffers[2];
+  std::vector<int64_t> sliceBegin;
+  /// Reads (`write` false) or writes the regions of shard k between host
+  /// memory `to[3]` and the swap file (queued; drain to finish).
+  void swapShard(int k, char *const to[3], bool write);
+  /// Lays the shards out in a new swap file and makes the chunk buffers.
+  Status setUpSwap(int states);
+  /// Zeroed host memory for direct IO (kSwapAlign-aligned, whole blocks).
+  static Buffer swapBuffer(int64_t bytes);
 };
 
 } // namespace autopar::rt::train

@@ -224,6 +224,7 @@ Status Trainer::setUp() {
 Status Trainer::save(const std::string &path, int64_t stepsDone) {
   if (info.pipeline)
     AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapIn(/*read=*/true));
   std::vector<Buffer> full;
   std::vector<autopar::rt::TensorRef> refs =
       store.checkpointTensors(full, true);
@@ -239,6 +240,7 @@ Status Trainer::save(const std::string &path, int64_t stepsDone) {
     meta.skippedSteps = skippedSteps;
     status = autopar::rt::saveCheckpoint(path, refs, meta, o.keepLast);
   }
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapOut(/*write=*/false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
   return status;
@@ -249,6 +251,7 @@ Status Trainer::resume() {
   // holds logical tensors, so it loads under any dp / ZeRO plan.
   std::vector<Buffer> full;
   AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(true));
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapIn(/*read=*/false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(true));
   std::vector<autopar::rt::TensorRef> refs =
       store.checkpointTensors(full, false);
@@ -268,6 +271,7 @@ Status Trainer::resume() {
             : lossConfig.hysteresis;
   }
   store.storeCheckpointTensors(refs);
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapOut(/*write=*/true));
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
   return store.haveOthersState(false);
 }
@@ -275,6 +279,7 @@ Status Trainer::resume() {
 Status Trainer::exportOnnx() {
   if (info.pipeline)
     AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapIn(/*read=*/true));
   std::vector<Buffer> full;
   std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
   // Quantized weights (plan quantize): the model's initializer holds the
@@ -361,6 +366,7 @@ Status Trainer::exportOnnx() {
   Status status = leader() ? autopar::rt::exportOnnxWeights(
                                  dir + "/model.onnx", o.exportOnnx, tensors)
                            : Status::ok();
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapOut(/*write=*/false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
   return status;
@@ -369,6 +375,7 @@ Status Trainer::exportOnnx() {
 Status Trainer::exportAdapter() {
   if (info.pipeline)
     AUTOPAR_RT_RETURN_IF_ERROR(store.syncPipelineTensors());
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapIn(/*read=*/true));
   std::vector<Buffer> full;
   std::vector<autopar::rt::ExportTensor> tensors = store.exportTensors(full);
   Status status = Status::ok();
@@ -421,6 +428,7 @@ Status Trainer::exportAdapter() {
           o.exportAdapter + "/adapter_config.json", info.loraConfig,
           std::strlen(info.loraConfig));
   }
+  AUTOPAR_RT_RETURN_IF_ERROR(store.swapOut(/*write=*/false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.wholeParameters(false));
   AUTOPAR_RT_RETURN_IF_ERROR(store.haveOthersState(false));
   return status;
@@ -538,6 +546,10 @@ Status Trainer::run() {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
   int64_t stepsDone = std::max(o.steps, startStep);
+  if (const autopar::rt::SwapFile *swap = store.swapFile()) {
+    swapRead = swap->bytesRead;
+    swapWritten = swap->bytesWritten;
+  }
   for (int64_t step = startStep; step < o.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     // The NCCL build's collectives block the host only at the step's waits
@@ -638,7 +650,10 @@ Status Trainer::run() {
       if (autopar::rt::clipCoefficient(config, norm, coef))
         gradScale *= coef;
       const int64_t stepCount = step + 1 - skippedSteps;
-      if (info.offload) {
+      if (info.nvmePath) {
+        // ZeRO-Infinity: the state streamed from and to the swap file.
+        AUTOPAR_RT_RETURN_IF_ERROR(store.swapUpdate(stepCount, lr, gradScale));
+      } else if (info.offload) {
         // ZeRO-Offload: the optimizer state and its update on the host.
         for (size_t k = 0; k < store.slices.size(); ++k)
           store.hostUpdate(k, stepCount, lr, gradScale);
@@ -683,6 +698,17 @@ Status Trainer::run() {
                         std::string("\"loss_scale\":") +
                         autopar::rt::jsonNumber(stepScale) +
                         (skipped ? ",\"skipped\":true" : "");
+      // ZeRO-Infinity: this rank's swap file traffic of the step.
+      if (const autopar::rt::SwapFile *swap = store.swapFile()) {
+        record.extra +=
+            (record.extra.empty() ? "" : ",") +
+            std::string("\"nvme_bytes\":{\"read\":") +
+            std::to_string(swap->bytesRead - swapRead) +
+            ",\"write\":" + std::to_string(swap->bytesWritten - swapWritten) +
+            "}";
+        swapRead = swap->bytesRead;
+        swapWritten = swap->bytesWritten;
+      }
       logger.logStep(record, o.steps);
       AUTOPAR_RT_RETURN_IF_ERROR(logger.writeStatus());
     }

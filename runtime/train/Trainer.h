@@ -110,6 +110,9 @@ private:
   autopar::rt::LossScaleConfig lossConfig;
   autopar::rt::LossScaleState scaler;
   int64_t skippedSteps = 0;
+  /// ZeRO-Infinity: the swap file's bytes before the step (the log's
+  /// nvme_bytes are the step's).
+  int64_t swapRead = 0, swapWritten = 0;
   autopar::rt::Logger logger;
   int64_t startStep = 0;
   /// --trace: the step whose pipeline actions are timed (-1: none).

@@ -199,7 +199,8 @@ TEST(PlanTest, DefaultsResolved) {
   json expected = parseJson(R"({
     "mesh": {"dp": 1, "tp": 1, "pp": 1},
     "batch": {"micro_batches": 1, "global_batch": 0},
-    "zero": {"stage": 0, "offload": "none", "shard_size": 0},
+    "zero": {"stage": 0, "offload": "none", "nvme_path": "",
+             "nvme_chunk_mb": 4.0, "shard_size": 0},
     "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
     "grad_dtype": "fp32",
@@ -487,7 +488,7 @@ TEST(PlanTest, ErrorUnknownKey) {
       "batch.size: unknown key (expected one of: micro_batches, global_batch)");
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
-            "offload, shard_size)");
+            "offload, nvme_path, nvme_chunk_mb, shard_size)");
 }
 
 TEST(PlanTest, PaddingIdx) {
@@ -676,8 +677,9 @@ TEST(PlanTest, ErrorOutOfRange) {
             "zero.stage: expected 0, 1, 2 or 3, got 4");
   EXPECT_EQ(errorOf(R"({"zero": {"stage": -1}})"),
             "zero.stage: expected 0, 1, 2 or 3, got -1");
-  EXPECT_EQ(errorOf(R"({"zero": {"offload": "nvme"}})"),
-            "zero.offload: expected one of \"none\", \"cpu\", got \"nvme\"");
+  EXPECT_EQ(errorOf(R"({"zero": {"offload": "disk"}})"),
+            "zero.offload: expected one of \"none\", \"cpu\", \"nvme\", got "
+            "\"disk\"");
   EXPECT_EQ(errorOf(R"({"zero": {"offload": "cpu"}})"),
             "zero.offload: \"cpu\" needs zero.stage 1, 2 or 3, got zero.stage "
             "0");
@@ -760,6 +762,31 @@ TEST(PlanTest, ErrorOutOfRange) {
       "decay": "linear", "decay_steps": 100}})"),
             "lr_schedule.decay_steps: must be 0 or > lr_schedule.warmup_steps "
             "(100), got 100");
+}
+
+// ZeRO-Infinity: the state in swap files under zero.nvme_path.
+TEST(PlanTest, NvmeOffload) {
+  Plan plan = planOf(R"({"zero": {"stage": 3, "offload": "nvme",
+      "nvme_path": "/local_nvme", "nvme_chunk_mb": 1}})");
+  EXPECT_EQ(trainingConfig(plan).nvmePath, "/local_nvme");
+  EXPECT_EQ(trainingConfig(plan).nvmeChunkMb, 1);
+  EXPECT_EQ(trainingConfig(planOf(R"({"zero": {"stage": 1,
+      "offload": "cpu"}})"))
+                .nvmePath,
+            "");
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 1, "offload": "nvme"}})"),
+            "zero.nvme_path: offload \"nvme\" needs the folder of the swap "
+            "files");
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 1, "offload": "cpu",
+      "nvme_path": "/x"}})"),
+            "zero.nvme_path: is for zero.offload \"nvme\", got \"cpu\"");
+  EXPECT_EQ(errorOf(R"({"mesh": {"pp": 2}, "zero": {"stage": 1,
+      "offload": "nvme", "nvme_path": "/x"}})"),
+            "zero.offload: \"nvme\" with pipeline parallelism is not "
+            "supported yet");
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 1, "offload": "nvme",
+      "nvme_path": "/x", "nvme_chunk_mb": 0}})"),
+            "zero.nvme_chunk_mb: expected a number > 0, got 0");
 }
 
 // Hybrid sharding: groups of zero.shard_size data-parallel ranks.
