@@ -192,7 +192,7 @@ Status TensorStore::setUp(uint64_t seed) {
     AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   }
-  return Status::ok();
+  return swapFailure;
 }
 
 bool TensorStore::othersTensor(int t) const {
@@ -366,7 +366,9 @@ void TensorStore::storeTensor(int t, const char *full) {
     storeFrom(master.get(), shards[k].chunk, masterInfo(ti), full, true);
     char *regions[3] = {master.get(), nullptr, nullptr};
     swapShard(k, regions, /*write=*/true);
-    (void)swap->drain(); // a failure shows at the first update's drain
+    Status status = swap->drain();
+    if (!status.isOk() && swapFailure.isOk())
+      swapFailure = status; // setUp returns it
   } else {
     storeFrom(masters[k].get(), shards[k].chunk, masterInfo(ti), full,
               masters[k].onHost());

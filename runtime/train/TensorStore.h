@@ -191,6 +191,8 @@ private:
   std::vector<std::array<int64_t, 3>> swapOffsets;
   Buffer chunkBuffers[2];
   std::vector<int64_t> sliceBegin;
+  /// The first failed write of an initial master into the swap file.
+  Status swapFailure = Status::ok();
   /// Reads (`write` false) or writes the regions of shard k between host
   /// memory `to[3]` and the swap file (queued; drain to finish).
   void swapShard(int k, char *const to[3], bool write);

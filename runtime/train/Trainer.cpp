@@ -532,6 +532,11 @@ Status Trainer::run() {
   if (leader()) {
     std::printf("train: %s, %d rank%s\n", device.describe().c_str(),
                 comm.worldSize(), comm.worldSize() == 1 ? "" : "s");
+    // ZeRO-Infinity: where the state is and how it moves.
+    if (const autopar::rt::SwapFile *swap = store.swapFile())
+      std::printf("train: optimizer state in %s (%s, %s)\n", info.nvmePath,
+                  swap->asyncIo() ? "io_uring" : "pread/pwrite",
+                  swap->direct() ? "O_DIRECT" : "page cache");
     std::fflush(stdout);
     if (std::string warning = device.performanceWarning(); !warning.empty())
       std::fprintf(stderr, "train: warning: %s\n", warning.c_str());
