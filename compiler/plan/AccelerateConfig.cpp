@@ -16,9 +16,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <regex>
+#include <set>
 
 using nlohmann::json;
 using namespace autopar::config;
@@ -31,6 +32,53 @@ namespace {
 // YAML
 //===----------------------------------------------------------------------===//
 
+/// PyYAML's decimal int: [-+]?(0|[1-9][0-9_]*).
+bool isYamlInt(const std::string &s) {
+  size_t i = s.size() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size())
+    return false;
+  if (s[i] == '0')
+    return i + 1 == s.size();
+  if (s[i] < '1' || s[i] > '9')
+    return false;
+  for (++i; i < s.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i])) && s[i] != '_')
+      return false;
+  return true;
+}
+
+/// PyYAML's float without inf / nan / sexagesimal forms:
+/// [-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?, with a digit somewhere.
+bool isYamlFloat(const std::string &s) {
+  size_t i = s.size() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  bool digits = false;
+  auto run = [&](bool underscores) {
+    while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) ||
+                            (underscores && s[i] == '_'))) {
+      digits |= s[i] != '_';
+      ++i;
+    }
+  };
+  if (i < s.size() && s[i] == '_')
+    return false;
+  run(true);
+  if (i == s.size() || s[i] != '.')
+    return false;
+  ++i;
+  run(true);
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i == s.size() || (s[i] != '-' && s[i] != '+'))
+      return false;
+    ++i;
+    const size_t start = i;
+    run(false);
+    if (i == start)
+      return false;
+  }
+  return digits && i == s.size();
+}
+
 /// A plain scalar as PyYAML's implicit resolvers read it (the decimal
 /// forms; octal, hex and sexagesimal stay strings).
 json plainScalar(const std::string &s) {
@@ -39,9 +87,6 @@ json plainScalar(const std::string &s) {
   static const std::set<std::string> kFalse = {
       "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"};
   static const std::set<std::string> kNull = {"", "~", "null", "Null", "NULL"};
-  static const std::regex kInt("[-+]?(0|[1-9][0-9_]*)");
-  static const std::regex kFloat(
-      "[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+][0-9]+)?");
   if (kNull.count(s))
     return nullptr;
   if (kTrue.count(s))
@@ -52,20 +97,16 @@ json plainScalar(const std::string &s) {
   for (char c : s)
     if (c != '_')
       digits += c;
-  const bool isInt = std::regex_match(s, kInt);
-  if (isInt || (std::regex_match(s, kFloat) &&
-                s.find_first_of("0123456789") != std::string::npos)) {
-    errno = 0;
-    char *end = nullptr;
-    if (isInt) {
-      long long v = std::strtoll(digits.c_str(), &end, 10);
-      if (errno == 0 && *end == '\0')
-        return static_cast<int64_t>(v);
-    } else {
-      double v = std::strtod(digits.c_str(), &end);
-      if (errno == 0 && *end == '\0')
-        return v;
-    }
+  errno = 0;
+  char *end = nullptr;
+  if (isYamlInt(s)) {
+    long long v = std::strtoll(digits.c_str(), &end, 10);
+    if (errno == 0 && *end == '\0')
+      return static_cast<int64_t>(v);
+  } else if (isYamlFloat(s)) {
+    double v = std::strtod(digits.c_str(), &end);
+    if (errno == 0 && *end == '\0')
+      return v;
   }
   return s;
 }
