@@ -482,20 +482,16 @@ bool accelerateToPlan(const json &config, const DeepSpeedContext &ctx,
     }
     plan = json::object();
     Section top(config, "", error, kKind);
-    std::optional<std::string> distributed;
-    if (!readEnumKey(top, "distributed_type",
-                     {"NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED", "FSDP"},
-                     distributed)) {
-      const json *v = config.find("distributed_type") != config.end()
-                          ? &config["distributed_type"]
-                          : nullptr;
-      if (v && v->is_string())
-        error = "distributed_type: " + v->dump() +
-                " is not supported (NO, MULTI_GPU, MULTI_CPU, DEEPSPEED and "
-                "FSDP are)";
-      return false;
+    std::string type = "NO";
+    if (const json *v = top.get("distributed_type"); v && !v->is_null()) {
+      static const std::set<std::string> kTypes = {
+          "NO", "MULTI_GPU", "MULTI_CPU", "DEEPSPEED", "FSDP"};
+      if (!v->is_string() || !kTypes.count(v->get<std::string>()))
+        return top.fail("distributed_type",
+                        v->dump() + " is not supported (NO, MULTI_GPU, "
+                                    "MULTI_CPU, DEEPSPEED and FSDP are)");
+      type = v->get<std::string>();
     }
-    const std::string type = distributed.value_or("NO");
     // The world: num_processes over every machine.
     std::optional<int64_t> processes, machines;
     if (!readIntKey(top, "num_processes", -1, processes) ||
@@ -522,14 +518,11 @@ bool accelerateToPlan(const json &config, const DeepSpeedContext &ctx,
                                           " machines do not divide " +
                                           std::to_string(world) + " processes");
     if (world > 0) {
-      const int64_t tp = planInt(ctx.planSoFar, "mesh", "tp", 1),
-                    pp = planInt(ctx.planSoFar, "mesh", "pp", 1);
-      if (world % (tp * pp) != 0)
-        return top.fail("num_processes",
-                        std::to_string(world) +
-                            " is not a multiple of mesh.tp x mesh.pp (" +
-                            std::to_string(tp * pp) + ")");
-      plan["mesh"]["dp"] = world / (tp * pp);
+      int64_t dp = 0;
+      if (!dataParallelRanks(top, "num_processes", std::to_string(world), world,
+                             ctx.planSoFar, dp))
+        return false;
+      plan["mesh"]["dp"] = dp;
     }
     // "no" is YAML 1.1's false unless quoted.
     const json *mp = top.get("mixed_precision");

@@ -133,6 +133,21 @@ inline int64_t planInt(const json &plan, const std::string &a,
   return v && v->is_number_integer() ? v->get<int64_t>() : fallback;
 }
 
+/// The data-parallel ranks of a world of `world` ranks over the plan so
+/// far's mesh.tp x mesh.pp into `dp`; false with `key`: "<what> is not a
+/// multiple of mesh.tp x mesh.pp (N)".
+inline bool dataParallelRanks(Section &s, const std::string &key,
+                              const std::string &what, int64_t world,
+                              const json &planSoFar, int64_t &dp) {
+  const int64_t tp = planInt(planSoFar, "mesh", "tp", 1),
+                pp = planInt(planSoFar, "mesh", "pp", 1);
+  if (world % (tp * pp) != 0)
+    return s.fail(key, what + " is not a multiple of mesh.tp x mesh.pp (" +
+                           std::to_string(tp * pp) + ")");
+  dp = world / (tp * pp);
+  return true;
+}
+
 } // namespace autopar::config
 
 #endif // AUTOPAR_COMPILER_PLAN_CONFIGSECTION_H

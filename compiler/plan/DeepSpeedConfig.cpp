@@ -36,16 +36,14 @@ bool translateBatch(Section &s, const DeepSpeedContext &ctx, json &plan) {
   // DeepSpeed's data-parallel ranks: the world over tensor and pipeline
   // parallelism (the plan's), from --world-size, else from the triple,
   // else the plan's mesh.dp.
-  const int64_t tp = planInt(ctx.planSoFar, "mesh", "tp", 1),
-                pp = planInt(ctx.planSoFar, "mesh", "pp", 1);
   std::optional<int64_t> dp;
   if (ctx.worldSize > 0) {
-    if (ctx.worldSize % (tp * pp) != 0)
-      return s.fail("train_batch_size",
-                    "--world-size " + std::to_string(ctx.worldSize) +
-                        " is not a multiple of mesh.tp x mesh.pp (" +
-                        std::to_string(tp * pp) + ")");
-    dp = ctx.worldSize / (tp * pp);
+    int64_t ranks = 0;
+    if (!dataParallelRanks(s, "train_batch_size",
+                           "--world-size " + std::to_string(ctx.worldSize),
+                           ctx.worldSize, ctx.planSoFar, ranks))
+      return false;
+    dp = ranks;
   } else if (train && micro && accum) {
     if (*train % (*micro * *accum) != 0)
       return s.fail("train_batch_size",

@@ -153,6 +153,14 @@ nlohmann::json paddedJson(func::FuncOp func) {
 }
 
 /// The mesh's axis sizes by name.
+/// report.json's parallel.offload: where the optimizer state lives.
+const char *offloadName(const ProgramShape &shape,
+                        const TrainingConfig &config) {
+  if (!shape.offload)
+    return "none";
+  return config.nvmePath.empty() ? "cpu" : "nvme";
+}
+
 std::map<std::string, int64_t> meshJson(const ProgramShape &shape) {
   std::map<std::string, int64_t> mesh;
   for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
@@ -245,9 +253,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     SmallVector<StringRef> beyond, replicas;
     for (StringRef axis : t.reduceAxes)
       if (!llvm::is_contained(sync.updateAxes, axis))
-        (axis == dist::kReplicaAxis && !sync.updateAxes.empty() ? replicas
-                                                                : beyond)
-            .push_back(axis);
+        (axis == dist::kReplicaAxis ? replicas : beyond).push_back(axis);
     for (int64_t rank = 0; rank < pp; ++rank) {
       if (!shared && !t.ranks.count(rank))
         continue;
@@ -333,9 +339,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
                    {"zero_stage", shape.zeroStage},
-                   {"offload", !shape.offload            ? "none"
-                               : config.nvmePath.empty() ? "cpu"
-                                                         : "nvme"},
+                   {"offload", offloadName(shape, config)},
                    {"precision", config.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},
@@ -474,9 +478,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       {"mesh", meshJson(shape)},
       {"ranks", shape.ranks},
       {"zero_stage", shape.zeroStage},
-      {"offload", !shape.offload            ? "none"
-                  : config.nvmePath.empty() ? "cpu"
-                                            : "nvme"},
+      {"offload", offloadName(shape, config)},
       {"precision", config.precision},
       // The ZeRO paper's model states: trainable parameters, their
       // gradients and the optimizer state, per rank.
