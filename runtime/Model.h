@@ -16,6 +16,21 @@ class Communicator;
 struct DeviceContext;
 struct RandomKey;
 
+/// ZeRO-Infinity's parameter offload (ModelInfo::nvmeParams): where a
+/// step's gather of a ZeRO-3 parameter shard reads the shard. The shard's
+/// place in the parameter blob holds nothing then; fetch() returns its
+/// bytes (read ahead from the swap file in the order of the last step's
+/// fetches), valid until the matching release(), which the generated code
+/// calls once the gather that read it is complete.
+class ParamSource {
+public:
+  virtual const void *fetch(const void *shard) = 0;
+  virtual void release(const void *shard) = 0;
+
+protected:
+  ~ParamSource() = default;
+};
+
 /// Buffers of one call of a generated step function.
 struct StepIO {
   /// The parameter blob (ModelInfo::paramBytes bytes).
@@ -40,6 +55,9 @@ struct StepIO {
   /// micro-batch (runtime/support/Philox.h), in device memory (read by the
   /// kernels). Null where the function has no dropout.
   const RandomKey *random = nullptr;
+  /// ZeRO-Infinity's parameter offload (ModelInfo::nvmeParams): where the
+  /// gathers read ZeRO-3's parameter shards; null: in `params`.
+  ParamSource *paramSource = nullptr;
 };
 
 using StepFunction = void (*)(const StepIO &io);
@@ -324,6 +342,10 @@ struct ModelInfo {
   /// null otherwise.
   const char *nvmePath;
   int64_t nvmeChunkElements;
+  /// ZeRO-Infinity's parameter offload (plan zero.offload_params = nvme):
+  /// the ZeRO-3 parameter shards (TensorInfo::paramSharded) live in the
+  /// swap file as well and a step reads each through StepIO::paramSource.
+  bool nvmeParams;
   /// The watchdog's timeout (plan comm.timeout_s): a rank blocked on one
   /// collective or transfer this long ends the job.
   double commTimeoutSeconds;

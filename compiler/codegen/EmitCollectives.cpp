@@ -21,12 +21,21 @@ using namespace autopar;
 using namespace autopar::codegen;
 using llvm::formatv;
 
+void Emitter::emitWait(Value v, const std::string &req) {
+  os << "  io.comm->wait(" << req << ");\n";
+  auto it = afterWait.find(v);
+  if (it == afterWait.end())
+    return;
+  os << it->second;
+  afterWait.erase(it);
+}
+
 void Emitter::waitOperands(Operation *op) {
   for (Value v : op->getOperands()) {
     auto it = pending.find(v);
     if (it == pending.end())
       continue;
-    os << "  io.comm->wait(" << it->second << ");\n";
+    emitWait(v, it->second);
     pending.erase(it);
   }
 }
@@ -67,7 +76,7 @@ LogicalResult Emitter::emitDist(Operation *op) {
     // A result nothing reads has no storage past its op (the memory plan
     // reuses it at once): the collective completes here.
     if (result.use_empty())
-      os << "  io.comm->wait(" << req << ");\n";
+      emitWait(result, req);
     else
       pending[result] = req;
   };
@@ -157,8 +166,28 @@ LogicalResult Emitter::emitDist(Operation *op) {
         return reduceScatter(o.getInput(), o.getResult(), o.getAxes(),
                              o.getKind());
       })
-      .Case([&](dist::ZeroGatherOp o) {
-        return allGather(o.getInput(), o.getResult(), o.getAxes());
+      .Case([&](dist::ZeroGatherOp o) -> LogicalResult {
+        if (cuda() || !paramArguments.contains(o.getInput()))
+          return allGather(o.getInput(), o.getResult(), o.getAxes());
+        // A ZeRO-3 parameter shard: where ZeRO-Infinity keeps it on NVMe
+        // the runtime reads it ahead into a buffer of its own, released
+        // once the gather is complete.
+        FailureOr<uint32_t> mask = collective(o.getAxes());
+        if (failed(mask))
+          return failure();
+        std::string shard = ptr(o.getInput());
+        std::string from = "s" + std::to_string(counter++);
+        os << formatv("  const void *{0} = io.paramSource ? "
+                      "io.paramSource->fetch({1}) : {1};\n",
+                      from, shard);
+        afterWait[o.getResult()] = formatv(
+            "  if (io.paramSource)\n    io.paramSource->release({0});\n",
+            shard);
+        issue(o.getResult(),
+              formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)", from,
+                      tensorType(o.getResult()).getNumElements(),
+                      ptr(o.getResult()), commType, *mask));
+        return success();
       })
       .Case([&](dist::AllGatherOp o) {
         if (failed(requireLeadingDim(o, o.getResult(), o.getDim())))

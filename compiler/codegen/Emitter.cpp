@@ -203,6 +203,8 @@ LogicalResult Emitter::emit(StringRef name) {
       body << formatv("  [[maybe_unused]] {0} *{1} = ({0} *)io.inputs[{2}];\n", t, n,
                       slots[i].offset);
     inner.names[arg] = n;
+    if (slots[i].kind == ArgSlot::Param)
+      inner.paramArguments.insert(arg);
     inner.alignments[arg] =
         slots[i].kind == ArgSlot::Param
             ? alignmentAt(slots[i].offset, kArenaAlignment)
@@ -415,7 +417,7 @@ SmallVector<int64_t> Emitter::elementStrides(Value v) {
 
 LogicalResult Emitter::emitReturn(func::ReturnOp op) {
   for (auto &entry : pending)
-    os << "  io.comm->wait(" << entry.second << ");\n";
+    emitWait(entry.first, entry.second);
   pending.clear();
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     RankedTensorType t = tensorType(v);

@@ -167,6 +167,14 @@ private:
   }
   /// Results of non-blocking collectives not waited for yet: their request.
   llvm::MapVector<mlir::Value, std::string> pending;
+  /// Code to run once such a request is complete (a parameter shard's
+  /// release, StepIO::paramSource), by the collective's result.
+  llvm::DenseMap<mlir::Value, std::string> afterWait;
+  /// The parameter blob's arguments (ZeRO-3's shards among them).
+  llvm::DenseSet<mlir::Value> paramArguments;
+  /// Waits for the request `req` of `v`'s collective, then runs what waits
+  /// on it (afterWait).
+  void emitWait(mlir::Value v, const std::string &req);
   std::string globals;
   int counter = 0;
 };

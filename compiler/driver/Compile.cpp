@@ -199,6 +199,11 @@ bool Compiler::checkPlan() {
     return fail(planName() + ": attention_backend: \"cudnn\" needs --target "
                              "cuda (the CPU target runs its own attention "
                              "kernels)");
+  if (o.target == "cuda" && planFile.zeroOffloadParams == "nvme")
+    return fail(planName() +
+                ": zero.offload_params: \"nvme\" is not supported on the "
+                "cuda target yet (its parameter shards stay in GPU memory; "
+                "the cpu target reads them from the swap file)");
   // plan.json says what the target made of "auto".
   planFile.padVocabMultiple = padVocabMultiple(planFile, o.target);
   return true;

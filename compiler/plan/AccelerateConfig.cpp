@@ -227,19 +227,35 @@ bool readEnumKey(Section &s, const char *key,
 }
 
 /// The offload device of DEEPSPEED's inline keys: "none", "cpu" and
-/// "nvme" (under offload_optimizer_nvme_path) for the optimizer state; the
-/// parameters stay on the device.
+/// "nvme" (under offload_optimizer_nvme_path) for the optimizer state;
+/// "none" and "nvme" for the parameters (beside that state: read after
+/// the optimizer's).
 bool readOffload(Section &s, const char *key, bool params, json &plan) {
   std::optional<std::string> device;
   if (!readEnumKey(s, key, {"none", "cpu", "nvme"}, device))
     return false;
   if (!device || *device == "none")
     return true;
-  if (params)
-    return s.fail(key, "\"" + *device +
-                           "\": autopar does not offload parameters yet, "
-                           "only the optimizer state "
-                           "(offload_optimizer_device)");
+  if (params) {
+    if (*device == "cpu")
+      return s.fail(key, "\"cpu\": autopar does not keep parameters in "
+                         "host memory for the device; \"nvme\" (with "
+                         "offload_optimizer_device nvme) puts ZeRO-3's "
+                         "parameter shards in the swap file");
+    if (!plan.contains("zero") || plan["zero"].value("offload", "") != "nvme")
+      return s.fail(key, "\"nvme\" needs offload_optimizer_device nvme: "
+                         "autopar keeps the parameter shards in the "
+                         "optimizer state's swap file");
+    const json *path = s.get("offload_param_nvme_path");
+    if (path && !path->is_null() && *path != "none" &&
+        *path != plan["zero"]["nvme_path"])
+      return s.fail("offload_param_nvme_path",
+                    path->dump() + " is not offload_optimizer_nvme_path " +
+                        plan["zero"]["nvme_path"].dump() +
+                        ": autopar keeps both in one swap file");
+    plan["zero"]["offload_params"] = "nvme";
+    return true;
+  }
   plan["zero"]["offload"] = *device;
   if (*device == "nvme") {
     const json *path = s.get("offload_optimizer_nvme_path");
@@ -333,7 +349,9 @@ bool translateDeepSpeed(Section &top, const DeepSpeedContext &ctx,
     return false;
   if (!plan.contains("zero") || !plan["zero"].contains("nvme_path"))
     s.noEffect({"offload_optimizer_nvme_path"}, noEffect);
-  s.noEffect({"offload_param_nvme_path", "zero3_save_16bit_model"}, noEffect);
+  if (!plan.contains("zero") || !plan["zero"].contains("offload_params"))
+    s.noEffect({"offload_param_nvme_path"}, noEffect);
+  s.noEffect({"zero3_save_16bit_model"}, noEffect);
   return s.finish();
 }
 

@@ -133,11 +133,27 @@ bool translateZero(Section &top, json &plan, std::vector<std::string> &noEffect,
     if (d != "none" && d != "cpu" && d != "nvme")
       return o.fail("device", "expected \"none\", \"cpu\" or \"nvme\", got " +
                                   device->dump());
-    if (std::string(key) == "offload_param" && d != "none")
+    if (std::string(key) == "offload_param" && d == "cpu")
       return o.fail("device",
-                    "\"" + d +
-                        "\": autopar does not offload parameters yet, only the "
-                        "optimizer state (offload_optimizer)");
+                    "\"cpu\": autopar does not keep parameters in host "
+                    "memory for the device; \"nvme\" (with offload_optimizer "
+                    "on nvme) puts ZeRO-3's parameter shards in the swap file");
+    if (std::string(key) == "offload_param" && d == "nvme") {
+      // ZeRO-Infinity's parameters: in the optimizer state's swap file.
+      if (!plan.contains("zero") || plan["zero"].value("offload", "") != "nvme")
+        return o.fail("device",
+                      "\"nvme\" needs offload_optimizer on nvme too: autopar "
+                      "keeps the parameter shards in the optimizer state's "
+                      "swap file");
+      const json *path = o.get("nvme_path");
+      const json folder = path ? *path : json("/local_nvme");
+      if (folder != plan["zero"]["nvme_path"])
+        return o.fail("nvme_path",
+                      folder.dump() + " is not offload_optimizer's nvme_path " +
+                          plan["zero"]["nvme_path"].dump() +
+                          ": autopar keeps both in one swap file");
+      plan["zero"]["offload_params"] = "nvme";
+    }
     if (std::string(key) == "offload_optimizer") {
       plan["zero"]["offload"] = d;
       // ZeRO-Infinity: the state in swap files under nvme_path

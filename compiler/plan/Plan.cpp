@@ -617,6 +617,8 @@ const std::vector<PlanKey> &planKeys() {
       stringKey("zero.nvme_path", PLAN_FIELD(zeroNvmePath)),
       numberKey("zero.nvme_chunk_mb", "a number > 0", positive,
                 PLAN_FIELD(zeroNvmeChunkMb)),
+      enumKey("zero.offload_params", {"none", "nvme"},
+              PLAN_FIELD(zeroOffloadParams)),
       intKey("zero.shard_size", 0, PLAN_FIELD(zeroShardSize)),
       numberKey("comm.bucket_mb", "a number > 0", positive,
                 PLAN_FIELD(bucketMb)),
@@ -823,6 +825,16 @@ bool checkPlan(PlanParser &r, const Plan &plan) {
   if (plan.zeroOffload == "nvme" && plan.meshPp > 1)
     return r.fail("zero.offload",
                   "\"nvme\" with pipeline parallelism is not supported yet");
+  if (plan.zeroOffloadParams == "nvme" && plan.zeroStage != 3)
+    return r.fail("zero.offload_params",
+                  "\"nvme\" offloads ZeRO-3's parameter shards; it needs "
+                  "zero.stage 3, got " +
+                      std::to_string(plan.zeroStage));
+  if (plan.zeroOffloadParams == "nvme" && plan.zeroOffload != "nvme")
+    return r.fail("zero.offload_params",
+                  "\"nvme\" needs the optimizer state on NVMe too "
+                  "(zero.offload \"nvme\"), got zero.offload \"" +
+                      plan.zeroOffload + "\"");
   if (plan.zeroShardSize > 0 && plan.zeroStage == 0)
     return r.fail("zero.shard_size",
                   std::to_string(plan.zeroShardSize) +
@@ -1253,6 +1265,7 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   if (plan.zeroOffload == "nvme") {
     config.nvmePath = plan.zeroNvmePath;
     config.nvmeChunkMb = plan.zeroNvmeChunkMb;
+    config.nvmeParams = plan.zeroOffloadParams == "nvme";
   }
   return config;
 }

@@ -127,6 +127,10 @@ struct Plan {
   /// the MiB per state array of each of the two chunk buffers.
   std::string zeroNvmePath;
   double zeroNvmeChunkMb = 4;
+  /// ZeRO-Infinity's parameter offload (DeepSpeed's offload_param): "nvme"
+  /// keeps each ZeRO-3 parameter shard in the swap file too, read ahead of
+  /// the gather that needs it; "none" keeps it in memory.
+  std::string zeroOffloadParams = "none";
   /// Hybrid sharding (FSDP's HYBRID_SHARD, ZeRO++'s hpZ for every state):
   /// ZeRO shards over groups of this many data-parallel ranks and
   /// replicates across the mesh.dp / shard_size groups. 0 = mesh.dp (flat).
@@ -226,6 +230,9 @@ struct TrainingConfig {
   /// the state is not on NVMe).
   std::string nvmePath;
   double nvmeChunkMb = 4;
+  /// zero.offload_params "nvme": the ZeRO-3 parameter shards in the swap
+  /// file as well.
+  bool nvmeParams = false;
 };
 
 /// pad_vocab_multiple as it applies on `target` ("cpu", "cuda"): the plan's,

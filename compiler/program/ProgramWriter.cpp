@@ -96,6 +96,8 @@ const char *const kTrainFiles[] = {
     "train/TensorLayout.cpp",
     "offload/SwapFile.h",
     "offload/SwapFile.cpp",
+    "offload/ParamSwap.h",
+    "offload/ParamSwap.cpp",
     "train/PipelineExecutor.h",
     "train/PipelineExecutor.cpp",
     "comm/Comm.h",
@@ -741,6 +743,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
            std::max<int64_t>(
                1, static_cast<int64_t>(config.nvmeChunkMb * (1 << 20) / 4096)) *
                1024)
+      .flag("nvmeParams", config.nvmeParams)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))
       .set("attentionBackend", attentionBackendValue(config.attentionBackend))
       .flag("dropout",

@@ -363,7 +363,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   std::vector<Type> globalArgTypes = logicalTypes(step);
   // The step as the IR says: FLOPs, argument bytes, arena, collectives.
   FunctionCost cost = analyzeCost(step);
-  const int64_t paramBytes = cost.paramBytes, inputBytes = cost.inputBytes;
+  const int64_t inputBytes = cost.inputBytes;
   int64_t paramCount = 0, trainableCount = 0;
   int64_t trainableBytes = 0, gradBytes = 0, stateElements = 0;
   // f32 master copies of 16-bit parameters (mixed precision), counted as
@@ -376,6 +376,7 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   llvm::StringMap<int> gradOf = gradResults(step);
   llvm::StringMap<Type> gradElement = gradElementTypes(module);
   nlohmann::json padded = paddedJson(step);
+  int64_t nvmeParamBytes = 0;
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     auto param = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -384,6 +385,9 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     StringRef name = param.getValue();
     auto full = cast<RankedTensorType>(globalArgTypes[i]);
     int64_t n = full.getNumElements();
+    // ZeRO-Infinity's parameter offload: ZeRO-3's shards in the swap file.
+    if (config.nvmeParams && step.getArgAttr(i, dist::DistDialect::kZeroAttr))
+      nvmeParamBytes += tensorBytes(type);
     if (gradOf.count(name)) {
       paramCount += n;
       trainableCount += n;
@@ -457,6 +461,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   const int64_t seqLen = shape.seqLen;
   describeRun(r, o.model, o.target, paramCount, trainableCount, globalBatch,
               config, shape);
+  // What the rank's memory holds of the parameter blob.
+  const int64_t paramBytes = cost.paramBytes - nvmeParamBytes;
   r["bytes"] = {
       {"params", paramBytes},
       {"grads", gradBytes},
@@ -490,7 +496,10 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // ZeRO-Offload's state in host memory; ZeRO-Infinity's
       // in the swap file under zero.nvme_path instead.
       {"host_bytes", shape.offload && config.nvmePath.empty() ? optBytes : 0},
-      {"nvme_bytes", config.nvmePath.empty() ? 0 : optBytes},
+      // With zero.offload_params "nvme", the parameter shards there too
+      // (nvme_param_bytes of them).
+      {"nvme_bytes", config.nvmePath.empty() ? 0 : optBytes + nvmeParamBytes},
+      {"nvme_param_bytes", nvmeParamBytes},
       {"comm_bytes_per_step", commJson},
       {"padded", padded},
       {"per_rank", perRank}};

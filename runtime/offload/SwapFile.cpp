@@ -2,7 +2,9 @@
 
 #include "runtime/offload/SwapFile.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/statvfs.h>
@@ -86,14 +88,25 @@ Status SwapFile::open(const std::string &dir, int64_t bytes, int rank) {
   return Status::ok();
 }
 
-void SwapFile::read(int64_t offset, void *buffer, int64_t bytes) {
-  pending.push_back({false, offset, bytes, buffer});
-  bytesRead += bytes;
+Buffer swapBuffer(int64_t bytes) {
+  const size_t size =
+      static_cast<size_t>(swapAligned(std::max<int64_t>(bytes, 1)));
+  void *p = std::aligned_alloc(kSwapAlign, size);
+  if (p)
+    std::memset(p, 0, size);
+  return Buffer(static_cast<char *>(p));
 }
 
-void SwapFile::write(int64_t offset, const void *buffer, int64_t bytes) {
-  pending.push_back({true, offset, bytes, const_cast<void *>(buffer)});
+int64_t SwapFile::read(int64_t offset, void *buffer, int64_t bytes) {
+  pending.push_back({false, offset, bytes, buffer, nextId});
+  bytesRead += bytes;
+  return nextId++;
+}
+
+int64_t SwapFile::write(int64_t offset, const void *buffer, int64_t bytes) {
+  pending.push_back({true, offset, bytes, const_cast<void *>(buffer), nextId});
   bytesWritten += bytes;
+  return nextId++;
 }
 
 void SwapFile::fail(const Request &r, int err) {
@@ -127,10 +140,13 @@ void SwapFile::complete() {
   int e = io_uring_wait_cqe(&ring->ring, &cqe);
   if (e < 0) {
     fail(inflight.back(), -e);
+    for (Request &q : inflight)
+      q.done = true;
     completed = inflight.size();
     return;
   }
-  const Request &r = *static_cast<Request *>(io_uring_cqe_get_data(cqe));
+  Request &r = *static_cast<Request *>(io_uring_cqe_get_data(cqe));
+  r.done = true;
   const int64_t done = cqe->res;
   io_uring_cqe_seen(&ring->ring, cqe);
   ++completed;
@@ -173,6 +189,40 @@ void SwapFile::submit() {
 #endif
 }
 
+Status SwapFile::takeFailure() {
+  Status status = failure.empty() ? Status::ok() : Status::error(failure);
+  failure.clear();
+  return status;
+}
+
+Status SwapFile::waitFor(int64_t id) {
+  if (!ring) {
+    // Synchronous IO: what was queued up to `id`, in order.
+    size_t n = 0;
+    for (; n < pending.size() && pending[n].id <= id; ++n)
+      if (int err = transfer(fd, pending[n].write,
+                             static_cast<char *>(pending[n].buffer),
+                             pending[n].bytes, pending[n].offset))
+        fail(pending[n], err);
+    pending.erase(pending.begin(), pending.begin() + n);
+    return takeFailure();
+  }
+  if (!pending.empty() && id >= pending.front().id)
+    submit();
+  if (!inflight.empty() && id >= inflight.front().id) {
+    Request &r = inflight[static_cast<size_t>(id - inflight.front().id)];
+    while (!r.done)
+      complete();
+  }
+  // Done requests leave the front (the deque keeps the others' addresses,
+  // which the ring's completions point at).
+  while (!inflight.empty() && inflight.front().done) {
+    inflight.pop_front();
+    --completed;
+  }
+  return takeFailure();
+}
+
 Status SwapFile::drain() {
   if (ring) {
     submit();
@@ -187,9 +237,7 @@ Status SwapFile::drain() {
         fail(r, err);
     pending.clear();
   }
-  Status status = failure.empty() ? Status::ok() : Status::error(failure);
-  failure.clear();
-  return status;
+  return takeFailure();
 }
 
 } // namespace autopar::rt

@@ -14,6 +14,7 @@
 #ifndef AUTOPAR_RUNTIME_OFFLOAD_SWAPFILE_H
 #define AUTOPAR_RUNTIME_OFFLOAD_SWAPFILE_H
 
+#include "runtime/Program.h"
 #include "runtime/Status.h"
 
 #include <cstdint>
@@ -31,6 +32,9 @@ inline int64_t swapAligned(int64_t bytes) {
   return (bytes + kSwapAlign - 1) / kSwapAlign * kSwapAlign;
 }
 
+/// Zeroed host memory for direct IO: kSwapAlign-aligned, whole blocks.
+Buffer swapBuffer(int64_t bytes);
+
 class SwapFile {
 public:
   SwapFile();
@@ -45,15 +49,19 @@ public:
 
   /// Queue a read or write of `bytes` at `offset` (multiples of
   /// kSwapAlign) into / from `buffer` (aligned to kSwapAlign); the buffer
-  /// must stay untouched until drain().
-  void read(int64_t offset, void *buffer, int64_t bytes);
-  void write(int64_t offset, const void *buffer, int64_t bytes);
+  /// must stay untouched until drain() or waitFor() of the request's id
+  /// (returned; ids increase in queueing order).
+  int64_t read(int64_t offset, void *buffer, int64_t bytes);
+  int64_t write(int64_t offset, const void *buffer, int64_t bytes);
   /// Starts what is queued (io_uring: the kernel runs it while the caller
   /// computes; synchronous IO: nothing yet).
   void submit();
   /// Submits what is queued and waits for all of it; the first failure
   /// (one line naming the file) if any.
   Status drain();
+  /// Submits what is queued and waits for request `id` alone (others may
+  /// finish meanwhile); the first failure of any request so far, if any.
+  Status waitFor(int64_t id);
 
   /// Whether the file bypasses the page cache, and whether its IO is
   /// io_uring's (else synchronous, at drain()).
@@ -69,6 +77,8 @@ private:
     bool write;
     int64_t offset, bytes;
     void *buffer;
+    int64_t id;
+    bool done = false;
   };
   int fd = -1;
   bool direct_ = false;
@@ -79,7 +89,10 @@ private:
   std::vector<Request> pending;
   std::deque<Request> inflight;
   size_t completed = 0;
+  int64_t nextId = 0;
   std::string failure;
+  /// The first failure as a status, cleared.
+  Status takeFailure();
   void fail(const Request &r, int err);
   /// Waits for one submitted request.
   void complete();

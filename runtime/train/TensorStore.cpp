@@ -158,7 +158,17 @@ Status TensorStore::setUp(uint64_t seed) {
   }
   if (info.offload) {
     stagingGrad = allocate(largestShard * 4);
-    stagingParam = allocate(largestShard * 4);
+    // Parameter shards on NVMe: read into and written from staging with
+    // direct IO (aligned, whole blocks of the largest stored shard).
+    int64_t swappedBytes = 0;
+    for (int t = 0; t < info.numTensors && info.nvmeParams; ++t)
+      if (info.tensors[t].paramSharded)
+        swappedBytes = std::max(swappedBytes, info.tensors[t].storedElements *
+                                                  info.tensors[t].elementBytes);
+    stagingParam =
+        info.nvmeParams
+            ? autopar::rt::swapBuffer(std::max(largestShard * 4, swappedBytes))
+            : allocate(largestShard * 4);
     if (!stagingGrad || !stagingParam)
       return outOfMemory();
   }
@@ -187,11 +197,17 @@ Status TensorStore::setUp(uint64_t seed) {
     drawInitialValues(info, file.get(), /*fileLayout=*/true, seed);
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(true));
     AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(true));
-    for (int t = 0; t < info.numTensors; ++t)
+    for (int t = 0; t < info.numTensors; ++t) {
       storeTensor(t, file.get() + info.tensors[t].fileOffset);
+      // ZeRO-Infinity's parameter offload: each initial shard into the
+      // swap file, its place's memory given back at once.
+      if (paramSwap)
+        AUTOPAR_RT_RETURN_IF_ERROR(paramSwap->storeOne(paramAt(t)));
+    }
     AUTOPAR_RT_RETURN_IF_ERROR(wholeParameters(false));
     AUTOPAR_RT_RETURN_IF_ERROR(haveOthersState(false));
   }
+  // (A blob read whole, `direct`, has no shard: nothing to swap.)
   return swapFailure;
 }
 
@@ -362,7 +378,7 @@ void TensorStore::storeTensor(int t, const char *full) {
   const int k = trainableIndex[t];
   if (swap && !masters[k]) {
     // ZeRO-Infinity: the master straight into the swap file.
-    Buffer master = swapBuffer(shards[k].chunk * 4);
+    Buffer master = autopar::rt::swapBuffer(shards[k].chunk * 4);
     storeFrom(master.get(), shards[k].chunk, masterInfo(ti), full, true);
     char *regions[3] = {master.get(), nullptr, nullptr};
     swapShard(k, regions, /*write=*/true);
@@ -431,15 +447,6 @@ void TensorStore::hostUpdate(size_t k, int64_t stepCount, double lr,
                 n * eb);
 }
 
-Buffer TensorStore::swapBuffer(int64_t bytes) {
-  const size_t size = static_cast<size_t>(
-      autopar::rt::swapAligned(std::max<int64_t>(bytes, 1)));
-  void *p = std::aligned_alloc(autopar::rt::kSwapAlign, size);
-  if (p)
-    std::memset(p, 0, size);
-  return Buffer(static_cast<char *>(p));
-}
-
 Status TensorStore::setUpSwap(int states) {
   // Each shard's master, state0 and state1 in regions of whole blocks; a
   // fresh file reads as zeros (the moments' initial value).
@@ -456,10 +463,29 @@ Status TensorStore::setUpSwap(int states) {
       }
     swapOffsets.push_back(at);
   }
+  // Parameter offload: each ZeRO-3 parameter shard as stored (its type).
+  paramSwapOffsets.assign(info.numTensors, -1);
+  for (int t = 0; t < info.numTensors && info.nvmeParams; ++t) {
+    const autopar::rt::TensorInfo &ti = info.tensors[t];
+    if (!ti.paramSharded || othersTensor(t))
+      continue;
+    paramSwapOffsets[t] = bytes;
+    bytes += autopar::rt::swapAligned(ti.storedElements * ti.elementBytes);
+  }
   swap = std::make_unique<autopar::rt::SwapFile>();
   AUTOPAR_RT_RETURN_IF_ERROR(swap->open(info.nvmePath, bytes, comm.rank()));
+  if (info.nvmeParams) {
+    paramSwap = std::make_unique<autopar::rt::ParamSwap>(*swap);
+    for (int t = 0; t < info.numTensors; ++t)
+      if (paramSwapOffsets[t] >= 0)
+        paramSwap->add(paramAt(t),
+                       info.tensors[t].storedElements *
+                           info.tensors[t].elementBytes,
+                       paramSwapOffsets[t]);
+  }
   for (Buffer &b : chunkBuffers) {
-    b = swapBuffer(3 * autopar::rt::swapAligned(info.nvmeChunkElements * 4));
+    b = autopar::rt::swapBuffer(
+        3 * autopar::rt::swapAligned(info.nvmeChunkElements * 4));
     if (!b)
       return Status::error("out of memory for the swap buffers");
   }
@@ -487,7 +513,7 @@ Status TensorStore::swapIn(bool read) {
       if (swapOffsets[k][a] < 0)
         continue;
       if (!*held[a]) {
-        held[a]->host = swapBuffer(shards[k].chunk * 4);
+        held[a]->host = autopar::rt::swapBuffer(shards[k].chunk * 4);
         if (!*held[a])
           return Status::error("out of memory for the optimizer state of '" +
                                std::string(shards[k].tensor->name) +
@@ -498,7 +524,9 @@ Status TensorStore::swapIn(bool read) {
     if (read)
       swapShard(static_cast<int>(k), to, /*write=*/false);
   }
-  return swap->drain();
+  AUTOPAR_RT_RETURN_IF_ERROR(swap->drain());
+  // The parameter shards too (a load may not replace every one).
+  return paramSwap ? paramSwap->load() : Status::ok();
 }
 
 Status TensorStore::swapOut(bool write) {
@@ -513,6 +541,8 @@ Status TensorStore::swapOut(bool write) {
   for (size_t k = 0; k < shards.size(); ++k)
     for (Storage *held : {&masters[k], &state0[k], &state1[k]})
       *held = Storage();
+  if (status.isOk() && paramSwap)
+    status = paramSwap->store(write);
   return status;
 }
 
@@ -551,6 +581,10 @@ Status TensorStore::swapUpdate(int64_t stepCount, double lr, float gradScale) {
     firstSlice[sliceShard[s]] = s;
   for (size_t k = shards.size(); k-- > 0;)
     firstSlice[k] = std::min(firstSlice[k], firstSlice[k + 1]);
+  auto swappedParam = [&](size_t k) {
+    return paramSwap ? paramSwapOffsets[shards[k].tensor - info.tensors]
+                     : int64_t{-1};
+  };
   if (!pieces.empty())
     queue(0, 0, false);
   for (size_t p = 0; p < pieces.size(); ++p) {
@@ -568,6 +602,14 @@ Status TensorStore::swapUpdate(int64_t stepCount, double lr, float gradScale) {
     const size_t s0 = firstSlice[q.k], s1 = firstSlice[q.k + 1];
     // A shard's first piece: its reduced gradient (and fp32 parameter)
     // come down into staging at the shard's element offsets.
+    // With the parameter shard in the swap file, the stored shard comes
+    // into staging whole (the rows no slice updates included).
+    const int64_t paramAtFile = swappedParam(q.k);
+    const int64_t storedBytes = ti.storedElements * eb;
+    if (q.begin == 0 && paramAtFile >= 0)
+      AUTOPAR_RT_RETURN_IF_ERROR(
+          swap->waitFor(swap->read(paramAtFile, stagingParam.get(),
+                                   autopar::rt::swapAligned(storedBytes))));
     if (q.begin == 0)
       for (size_t s = s0; s < s1; ++s) {
         const autopar::rt::ParamSlice &d = slices[s];
@@ -576,7 +618,7 @@ Status TensorStore::swapUpdate(int64_t stepCount, double lr, float gradScale) {
           device.download(stagingGrad.get() + at * eb, d.gradLow, n * eb);
         else
           device.download(stagingGrad.get() + at * geb, d.grad, n * geb);
-        if (!d.paramLow)
+        if (!d.paramLow && paramAtFile < 0)
           device.download(stagingParam.get() + at * 4, d.param, n * 4);
       }
     for (size_t s = s0; s < s1; ++s) {
@@ -609,8 +651,17 @@ Status TensorStore::swapUpdate(int64_t stepCount, double lr, float gradScale) {
     }
     queue(p, b, true);
     swap->submit();
-    // A shard's last piece: its parameter goes back up.
-    if (q.end == shards[q.k].count)
+    // A shard's last piece: its parameter goes back up (or into the swap
+    // file, written before the next piece's first reads staging again).
+    if (q.end == shards[q.k].count && paramAtFile >= 0) {
+      // A read ahead of the shard (the next step's first gathers) takes
+      // the new values too.
+      paramSwap->updated(paramAt(static_cast<int>(&ti - info.tensors)),
+                         stagingParam.get());
+      swap->write(paramAtFile, stagingParam.get(),
+                  autopar::rt::swapAligned(storedBytes));
+      swap->submit();
+    } else if (q.end == shards[q.k].count)
       for (size_t s = s0; s < s1; ++s) {
         const autopar::rt::ParamSlice &d = slices[s];
         device.upload(d.paramLow ? static_cast<void *>(d.paramLow) : d.param,

@@ -21,6 +21,7 @@
 #include "runtime/Status.h"
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/offload/ParamSwap.h"
 #include "runtime/offload/SwapFile.h"
 #include "runtime/onnx/OnnxExport.h"
 #include "runtime/optim/Optimizer.h"
@@ -99,6 +100,12 @@ public:
   Status swapOut(bool write);
   /// ZeRO-Infinity: the swap file (null without NVMe offload).
   const autopar::rt::SwapFile *swapFile() const { return swap.get(); }
+  /// ZeRO-Infinity's parameter offload (ModelInfo::nvmeParams): where the
+  /// steps read the ZeRO-3 parameter shards (StepIO::paramSource); null
+  /// when they are in the parameter blob.
+  autopar::rt::ParamSwap *paramSource() const {
+    return paramSwap && !paramSwap->empty() ? paramSwap.get() : nullptr;
+  }
   /// Pipeline parallelism: allocates (`have`) or frees the optimizer state
   /// and masters of the tensors only other pipeline ranks' stages read
   /// (othersTensor), which a rank holds only while it saves, exports or
@@ -189,6 +196,10 @@ private:
   /// slice's first element in its shard.
   std::unique_ptr<autopar::rt::SwapFile> swap;
   std::vector<std::array<int64_t, 3>> swapOffsets;
+  /// ZeRO-Infinity's parameter offload: the swapped parameter shards and
+  /// where each tensor's starts in the swap file (-1: in the blob).
+  std::unique_ptr<autopar::rt::ParamSwap> paramSwap;
+  std::vector<int64_t> paramSwapOffsets;
   Buffer chunkBuffers[2];
   std::vector<int64_t> sliceBegin;
   /// The first failed write of an initial master into the swap file.
@@ -198,8 +209,6 @@ private:
   void swapShard(int k, char *const to[3], bool write);
   /// Lays the shards out in a new swap file and makes the chunk buffers.
   Status setUpSwap(int states);
-  /// Zeroed host memory for direct IO (kSwapAlign-aligned, whole blocks).
-  static Buffer swapBuffer(int64_t bytes);
 };
 
 } // namespace autopar::rt::train

@@ -470,6 +470,10 @@ float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
                        autopar::rt::StepIO io) {
   io.comm = &comm;
   io.device = device.context();
+  if (autopar::rt::ParamSwap *source = store.paramSource()) {
+    source->beginPass(reinterpret_cast<const void *>(fn));
+    io.paramSource = source;
+  }
   // A step with collectives in it runs without CUDA graphs for now.
   if (comm.worldSize() > 1)
     fn(io);
@@ -494,6 +498,8 @@ Status Trainer::evaluate(double &loss) {
                    inputPtrs.data(), arena.get(), outputs, 1.0f, false});
     }
   loss = sum / static_cast<double>(o.evalSteps * info.microBatches);
+  if (autopar::rt::ParamSwap *source = store.paramSource())
+    AUTOPAR_RT_RETURN_IF_ERROR(source->takeFailure());
   return info.pipeline ? store.wholeParameters(false) : Status::ok();
 }
 
@@ -534,8 +540,9 @@ Status Trainer::run() {
                 comm.worldSize(), comm.worldSize() == 1 ? "" : "s");
     // ZeRO-Infinity: where the state is and how it moves.
     if (const autopar::rt::SwapFile *swap = store.swapFile())
-      std::printf("train: optimizer state in %s (%s, %s)\n", info.nvmePath,
-                  swap->asyncIo() ? "io_uring" : "pread/pwrite",
+      std::printf("train: optimizer state%s in %s (%s, %s)\n",
+                  store.paramSource() ? " and ZeRO-3 parameter shards" : "",
+                  info.nvmePath, swap->asyncIo() ? "io_uring" : "pread/pwrite",
                   swap->direct() ? "O_DIRECT" : "page cache");
     std::fflush(stdout);
     if (std::string warning = device.performanceWarning(); !warning.empty())
@@ -588,6 +595,9 @@ Status Trainer::run() {
       io.random = randomKey(step, micro);
       lossSum += runStep(info.trainStep, info.trainStepResults, io);
     }
+    // Parameter offload: a shard that could not be read fails the run.
+    if (autopar::rt::ParamSwap *source = store.paramSource())
+      AUTOPAR_RT_RETURN_IF_ERROR(source->takeFailure());
     // Gradients whose sum is still pending (ZeRO-1; gradient accumulation
     // at stage 0): reduce-scattered into the update's shard, or
     // all-reduced, once per step.

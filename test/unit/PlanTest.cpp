@@ -200,7 +200,7 @@ TEST(PlanTest, DefaultsResolved) {
     "mesh": {"dp": 1, "tp": 1, "pp": 1},
     "batch": {"micro_batches": 1, "global_batch": 0},
     "zero": {"stage": 0, "offload": "none", "nvme_path": "",
-             "nvme_chunk_mb": 4.0, "shard_size": 0},
+             "nvme_chunk_mb": 4.0, "offload_params": "none", "shard_size": 0},
     "comm": {"bucket_mb": 25.0, "timeout_s": 600.0},
     "precision": "fp32",
     "grad_dtype": "fp32",
@@ -488,7 +488,7 @@ TEST(PlanTest, ErrorUnknownKey) {
       "batch.size: unknown key (expected one of: micro_batches, global_batch)");
   EXPECT_EQ(errorOf(R"({"zero": {"offload_optimizer": "cpu"}})"),
             "zero.offload_optimizer: unknown key (expected one of: stage, "
-            "offload, nvme_path, nvme_chunk_mb, shard_size)");
+            "offload, nvme_path, nvme_chunk_mb, offload_params, shard_size)");
 }
 
 TEST(PlanTest, PaddingIdx) {
@@ -787,6 +787,24 @@ TEST(PlanTest, NvmeOffload) {
   EXPECT_EQ(errorOf(R"({"zero": {"stage": 1, "offload": "nvme",
       "nvme_path": "/x", "nvme_chunk_mb": 0}})"),
             "zero.nvme_chunk_mb: expected a number > 0, got 0");
+  // The ZeRO-3 parameter shards in the swap file too.
+  EXPECT_TRUE(trainingConfig(planOf(R"({"zero": {"stage": 3, "offload":
+      "nvme", "nvme_path": "/x", "offload_params": "nvme"}})"))
+                  .nvmeParams);
+  EXPECT_FALSE(trainingConfig(planOf(R"({"zero": {"stage": 3, "offload":
+      "nvme", "nvme_path": "/x"}})"))
+                   .nvmeParams);
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 2, "offload": "nvme",
+      "nvme_path": "/x", "offload_params": "nvme"}})"),
+            "zero.offload_params: \"nvme\" offloads ZeRO-3's parameter "
+            "shards; it needs zero.stage 3, got 2");
+  EXPECT_EQ(errorOf(R"({"zero": {"stage": 3, "offload": "cpu",
+      "offload_params": "nvme"}})"),
+            "zero.offload_params: \"nvme\" needs the optimizer state on NVMe "
+            "too (zero.offload \"nvme\"), got zero.offload \"cpu\"");
+  EXPECT_EQ(errorOf(R"({"zero": {"offload_params": "cpu"}})"),
+            "zero.offload_params: expected one of \"none\", \"nvme\", got "
+            "\"cpu\"");
 }
 
 // Hybrid sharding: groups of zero.shard_size data-parallel ranks.
