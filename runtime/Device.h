@@ -88,6 +88,9 @@ public:
   /// bytes are on the host (after the work issued before it).
   void upload(void *device, const void *host, int64_t bytes);
   void download(void *host, const void *device, int64_t bytes);
+  /// A device -> device copy, ordered with the work issued before and
+  /// after it.
+  void copy(void *to, const void *from, int64_t bytes);
   /// Sets `bytes` bytes of device memory to 0.
   void zero(void *device, int64_t bytes);
   /// Waits for all issued work.

@@ -349,6 +349,10 @@ struct ModelInfo {
   /// The watchdog's timeout (plan comm.timeout_s): a rank blocked on one
   /// collective or transfer this long ends the job.
   double commTimeoutSeconds;
+  /// The buckets (bytes) in which the small gradient sums still pending
+  /// after a step are all-reduced together (plan comm.bucket_mb;
+  /// runtime/comm/CommBytes.h StepBuckets).
+  int64_t stepBucketBytes;
   /// What runs the 16-bit attention (plan attention_backend): an
   /// rt::AttentionBackend (runtime/cpu/Attention.h).
   int32_t attentionBackend;

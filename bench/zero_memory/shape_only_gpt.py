@@ -4,7 +4,7 @@
 Usage (as a program; bench/zero_memory/run.py imports `build`):
   /usr/bin/python3 bench/zero_memory/shape_only_gpt.py -o MODEL.onnx \\
       [--layers L] [--hidden H] [--heads A] [--vocab V] [--seq T] [--batch B] \\
-      [--random-weights] [--seed S]
+      [--random-weights] [--seed S] [--additive-mask] [--gathered-positions]
 
 The graph (opset 17, written with onnx.helper) is GPT-2's: token embedding
 `wte` [V, h] (Gather) plus learned positions `wpe` [T, h] (added whole: the
@@ -21,6 +21,13 @@ separate output weight); SoftmaxCrossEntropyLoss (mean) against the int64
 targets. Graph inputs `idx` and `targets`, int64 [B, T] (with --batch 0 the batch dim is dynamic,
 named `batch`); output: the scalar
 `loss`. Trainable parameters: 12 L h^2 + 13 L h + V h + T h + 2 h.
+
+Two variants write the same model as other exporters do (torch.onnx of
+hand-written GPTs): --additive-mask adds a float [1, 1, T, T] table of 0
+and -1e9 to the scores (an initializer, inline as the bool mask is)
+instead of the Where; --gathered-positions gathers `wpe` by a constant
+index 0..T-1 instead of adding it whole. The planner must predict both
+alike (bench/planner/variants.py).
 
 Every float initializer over 4 KiB is external data in one file next to the
 model (the causal mask is always inline)
@@ -143,9 +150,10 @@ class Graph:
         return self.const(list(values), TensorProto.INT64, [len(values)])
 
 
-def attention(g, x, p, mask, batch, seq, hidden, heads):
+def attention(g, x, p, mask, batch, seq, hidden, heads, additive=False):
     """Causal self-attention of one block, before the output projection's
-    residual: returns [B, T, h]."""
+    residual: returns [B, T, h]. `additive`: `mask` is a float table added
+    to the scores."""
     d = hidden // heads
     qkv = g.op("Add", g.op("MatMul", x, p + "attn.c_attn.weight"), p + "attn.c_attn.bias")
     q, k, v = g.ops("Split", [qkv, g.ints([hidden] * 3)], 3, axis=2)
@@ -155,7 +163,8 @@ def attention(g, x, p, mask, batch, seq, hidden, heads):
     kt = g.op("Transpose", g.op("Reshape", k, heads_shape), perm=[0, 2, 3, 1])
     v = g.op("Transpose", g.op("Reshape", v, heads_shape), perm=[0, 2, 1, 3])
     scores = g.op("Mul", g.op("MatMul", q, kt), g.const(1.0 / math.sqrt(d)))
-    masked = g.op("Where", mask, scores, g.const(float("-inf")))
+    masked = (g.op("Add", scores, mask) if additive
+              else g.op("Where", mask, scores, g.const(float("-inf"))))
     y = g.op("MatMul", g.op("Softmax", masked, axis=-1), v)
     y = g.op("Reshape", g.op("Transpose", y, perm=[0, 2, 1, 3]), g.ints([batch, seq, hidden]))
     return g.op("Add", g.op("MatMul", y, p + "attn.c_proj.weight"), p + "attn.c_proj.bias")
@@ -174,7 +183,8 @@ def layer_norm(g, x, prefix):
                 axis=-1, epsilon=1e-5)
 
 
-def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, seed=0):
+def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, seed=0,
+          additive_mask=False, gathered_positions=False):
     """Writes the model to `path` (and its data file); returns the trainable
     parameters' shapes (name -> shape)."""
     if hidden % heads:
@@ -188,14 +198,22 @@ def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, 
         value = initial_value(name, shape, rng) if random_weights or small else None
         g.initializers.append(initializer(store, name, TensorProto.FLOAT, shape, value))
     tril = np.tril(np.ones((seq, seq), np.bool_)).reshape(1, 1, seq, seq)
-    g.initializers.append(
-        initializer(store, "causal_mask", TensorProto.BOOL, [1, 1, seq, seq], tril))
+    if additive_mask:
+        table = np.where(tril, 0.0, -1e9).astype(np.float32)
+        g.initializers.append(helper.make_tensor(
+            "causal_mask", TensorProto.FLOAT, [1, 1, seq, seq], table.tobytes(), raw=True))
+    else:
+        g.initializers.append(
+            initializer(store, "causal_mask", TensorProto.BOOL, [1, 1, seq, seq], tril))
 
-    x = g.op("Add", g.op("Gather", "wte.weight", "idx", axis=0), "wpe.weight")
+    positions = "wpe.weight"
+    if gathered_positions:
+        positions = g.op("Gather", "wpe.weight", g.ints(range(seq)), axis=0)
+    x = g.op("Add", g.op("Gather", "wte.weight", "idx", axis=0), positions)
     for i in range(layers):
         p = f"h.{i}."
         x = g.op("Add", x, attention(g, layer_norm(g, x, p + "ln_1"), p, "causal_mask",
-                                     batch, seq, hidden, heads))
+                                     batch, seq, hidden, heads, additive_mask))
         x = g.op("Add", x, mlp(g, layer_norm(g, x, p + "ln_2"), p))
     logits = g.op("MatMul", layer_norm(g, x, "ln_f"), g.op("Transpose", "wte.weight", perm=[1, 0]))
     rows = batch * seq if batch else -1
@@ -232,10 +250,15 @@ def main():
     parser.add_argument("--random-weights", action="store_true",
                         help="materialize GPT-2-initialized weights (for training)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--additive-mask", action="store_true",
+                        help="a float 0 / -1e9 mask table added to the scores")
+    parser.add_argument("--gathered-positions", action="store_true",
+                        help="wpe gathered by a constant index 0..T-1")
     args = parser.parse_args()
     try:
         shapes = build(args.output, args.layers, args.hidden, args.heads, args.vocab, args.seq,
-                       args.batch, args.random_weights, args.seed)
+                       args.batch, args.random_weights, args.seed, args.additive_mask,
+                       args.gathered_positions)
     except (ValueError, OSError) as e:
         sys.exit(f"shape_only_gpt: {e}")
     print(f"{args.output}: {sum(math.prod(s) for s in shapes.values())} trainable parameters")

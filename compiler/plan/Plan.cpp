@@ -1259,6 +1259,7 @@ autopar::TrainingConfig autopar::trainingConfig(const Plan &plan) {
   config.dataTargets = plan.dataTargets;
   config.targetsFrom = plan.targetsFrom;
   config.commTimeoutS = plan.commTimeoutS;
+  config.bucketMb = plan.bucketMb;
   config.attentionBackend = plan.attentionBackend;
   config.lora = plan.lora;
   config.quantize = plan.quantize;

@@ -223,6 +223,9 @@ struct TrainingConfig {
   std::string dataInputs, dataTargets;
   std::string targetsFrom = "next_tokens";
   double commTimeoutS = 600;
+  /// comm.bucket_mb: also the runtime's buckets of small gradients summed
+  /// once per step (runtime/comm/CommBytes.h StepBuckets).
+  double bucketMb = 25;
   std::string attentionBackend = "auto";
   LoraPlan lora;
   QuantizePlan quantize;

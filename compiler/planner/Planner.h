@@ -123,11 +123,14 @@ bool evaluatePlan(const PlannerOptions &options, const Plan &plan,
 /// collective's rings use the NICs of all the group's GPUs in a node (NCCL
 /// runs a ring per NIC, each carrying its share): k of them in a node give
 /// it k x inter_node_gbps, at most the node's own links; a send goes
-/// through one.
+/// through one. `stepLatency` is a ring step's over this link: NVLink's
+/// within a node, the network's across nodes, where only the steps that
+/// cross nodes pay it (`nodes`: the nodes the group spans, 1 within one).
 struct Link {
   double bytesPerSecond = 0;
   double stepLatency = 0;
   double sendBytesPerSecond = 0;
+  int64_t nodes = 1;
 };
 Link linkOf(const std::vector<std::string> &axisNames,
             const std::vector<int64_t> &axisSizes, llvm::StringRef group,
@@ -138,7 +141,10 @@ Link linkOf(const std::vector<std::string> &axisNames,
 /// rank in all, on NCCL's ring model: per collective a base latency and
 /// one per ring step (2 (g - 1) for an all-reduce, g - 1 for a
 /// reduce-scatter or all-gather, 1 for a send), plus the bytes at the
-/// link's bandwidth.
+/// link's bandwidth. A ring over N nodes crosses the network 2 N times in
+/// an all-reduce and N times in the others (NCCL's tuning model,
+/// nInterSteps): those steps take the network's latency, the rest
+/// NVLink's.
 double collectiveSeconds(llvm::StringRef kind, int64_t groupSize,
                          double bytesSent, int64_t ops, const Link &link);
 

@@ -299,13 +299,14 @@ public:
 
   /// The collectives of report.json's comm_bytes_per_step entry `perStep`
   /// (group -> kind -> bytes) beyond `inStep` (what the step functions
-  /// ran): the runtime's reductions and gathers once per step, one
-  /// collective per parameter tensor of the rank (`tensors` of them, as
-  /// runtime/train/Trainer.cpp issues them); point-to-point sends excluded.
+  /// ran): the runtime's reductions and gathers once per step, as many as
+  /// report.json's runtime_collectives_per_step says it issues (`ops`:
+  /// group -> kind -> count), or where it does not say, one per parameter
+  /// tensor of the rank (`tensors`); point-to-point sends excluded.
   double runtimeCommSeconds(
       const nlohmann::json &perStep,
       const std::map<std::pair<std::string, std::string>, double> &inStep,
-      int64_t tensors) const {
+      int64_t tensors, const nlohmann::json *ops = nullptr) const {
     double t = 0;
     for (auto &[group, kinds] : perStep.items())
       for (auto &[kind, value] : kinds.items()) {
@@ -316,7 +317,12 @@ public:
             value.get<double>() - (it == inStep.end() ? 0.0 : it->second);
         if (rest <= 1e-6 * value.get<double>())
           continue;
-        t += commSeconds(kind, group, rest, std::max<int64_t>(1, tensors));
+        int64_t n = tensors;
+        if (ops)
+          n = ops->contains(group) && (*ops)[group].contains(kind)
+                  ? (*ops)[group][kind].get<int64_t>()
+                  : 1;
+        t += commSeconds(kind, group, rest, std::max<int64_t>(1, n));
       }
     return t;
   }
@@ -410,8 +416,11 @@ bool autopar::predictStep(ModuleOp module, const Plan &plan,
     p.microBatchSeconds = c.compute + c.comm;
     p.exposedCommSeconds =
         double(m) * c.comm +
-        model.runtimeCommSeconds(parallel["comm_bytes_per_step"], inStep,
-                                 gradientResults({step}));
+        model.runtimeCommSeconds(
+            parallel["comm_bytes_per_step"], inStep, gradientResults({step}),
+            parallel.contains("runtime_collectives_per_step")
+                ? &parallel["runtime_collectives_per_step"]
+                : nullptr);
     p.optimizerSeconds = model.optimizerSeconds(report["bytes"], plan);
     p.stepSeconds =
         p.computeSeconds + p.exposedCommSeconds + p.optimizerSeconds;
@@ -570,8 +579,13 @@ Link autopar::linkOf(const std::vector<std::string> &axisNames,
     }
     stride *= axisSizes[a];
   }
-  const double k = double(std::max<size_t>(1, members.size()));
-  return {std::min(intra, k * inter), kNetworkStepLatency, inter};
+  const int64_t k = std::max<int64_t>(1, int64_t(members.size()));
+  int64_t groupSize = 1;
+  for (size_t a = 0; a < axisNames.size(); ++a)
+    if (llvm::is_contained(axes, axisNames[a]))
+      groupSize *= axisSizes[a];
+  return {std::min(intra, double(k) * inter), kNetworkStepLatency, inter,
+          std::max<int64_t>(1, groupSize / k)};
 }
 
 double autopar::collectiveSeconds(StringRef kind, int64_t g, double bytes,
@@ -581,7 +595,17 @@ double autopar::collectiveSeconds(StringRef kind, int64_t g, double bytes,
   const int64_t steps = kind == "all_reduce" ? 2 * (g - 1)
                         : kind == "send"     ? 1
                                              : g - 1;
-  return double(ops) * (kBaseLatency + double(steps) * link.stepLatency) +
+  // Within one node every step is the link's; across nodes only those
+  // that cross the network are.
+  const int64_t crossing =
+      link.nodes <= 1 ? steps
+                      : std::min(steps, kind == "all_reduce" ? 2 * link.nodes
+                                        : kind == "send"     ? int64_t{1}
+                                                             : link.nodes);
+  const double latency = kBaseLatency +
+                         double(steps - crossing) * kNodeStepLatency +
+                         double(crossing) * link.stepLatency;
+  return double(ops) * latency +
          bytes /
              (kind == "send" ? link.sendBytesPerSecond : link.bytesPerSecond);
 }

@@ -56,6 +56,13 @@ struct ProgramOptions {
 /// (65536, uint16 tokens, when neither does).
 int64_t inputValueBound(mlir::func::FuncOp func, mlir::Value input);
 
+/// The runtime's buckets of small per-step gradient sums (comm.bucket_mb
+/// in bytes; ModelInfo::stepBucketBytes, rt::StepBuckets): the program
+/// writer's and the report's one value.
+inline int64_t stepBucketBytes(const TrainingConfig &config) {
+  return static_cast<int64_t>(config.bucketMb * double(1 << 20));
+}
+
 /// What the program writer and the report share: the final IR, the
 /// options, and the first error (one line).
 class ProgramStep {

@@ -745,6 +745,7 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
                1024)
       .flag("nvmeParams", config.nvmeParams)
       .set("commTimeoutSeconds", hex(config.commTimeoutS))
+      .set("stepBucketBytes", stepBucketBytes(config))
       .set("attentionBackend", attentionBackendValue(config.attentionBackend))
       .flag("dropout",
             module.walk([](nn::DropoutOp) { return WalkResult::interrupt(); })

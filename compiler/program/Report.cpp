@@ -100,11 +100,23 @@ public:
   void add(ArrayRef<StringRef> axes, int kind, double n) {
     if (n <= 0)
       return;
+    bytes[groupName(axes)][kind] += n;
+  }
+  /// The group's name: its axes of more than one rank, in mesh order.
+  std::string groupName(ArrayRef<StringRef> axes) const {
     std::string name;
     for (auto [axis, size] : llvm::zip(shape.axisNames, shape.axisSizes))
       if (size > 1 && llvm::is_contained(axes, axis))
         name += (name.empty() ? "" : ",") + axis;
-    bytes[name][kind] += n;
+    return name;
+  }
+  /// The runtime's mask of `axes` (bit i: mesh axis i).
+  uint32_t mask(ArrayRef<StringRef> axes) const {
+    uint32_t m = 0;
+    for (auto [i, axis] : llvm::enumerate(shape.axisNames))
+      if (llvm::is_contained(axes, axis))
+        m |= 1u << i;
+    return m;
   }
   /// The collectives of a function that runs `times` per step.
   void add(const FunctionCost &cost, double times) {
@@ -124,12 +136,27 @@ public:
         j[group][kKinds[k]] = n[k];
     return j;
   }
+  /// `n` more collectives of `kind` over `axes` that the runtime issues
+  /// once per step (beside the step functions').
+  void addOps(ArrayRef<StringRef> axes, int kind, int64_t n) {
+    if (n > 0)
+      ops[groupName(axes)][kind] += n;
+  }
+  nlohmann::json opsJson() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto &[group, n] : ops)
+      for (int k = 0; k < 3; ++k)
+        if (n[k])
+          j[group][kKinds[k]] = n[k];
+    return j;
+  }
 
 private:
   static constexpr const char *kKinds[] = {"all_reduce", "reduce_scatter",
                                            "all_gather", "send"};
   const ProgramShape &shape;
   std::map<std::string, std::array<double, 4>> bytes;
+  std::map<std::string, std::array<int64_t, 3>> ops;
 };
 
 /// The parameters of `func` whose vocabulary is padded to a multiple of tp,
@@ -377,6 +404,18 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
   llvm::StringMap<Type> gradElement = gradElementTypes(module);
   nlohmann::json padded = paddedJson(step);
   int64_t nvmeParamBytes = 0;
+  // The runtime's per-step all-reduces, coalesced as it does (its
+  // buckets' keys: the group's mask and the element size).
+  rt::StepBuckets buckets(stepBucketBytes(config));
+  std::map<uint64_t, SmallVector<StringRef>> bucketAxes;
+  auto coalesce = [&](ArrayRef<StringRef> axes, int64_t bytes,
+                      int64_t elementBytes) {
+    const uint64_t key =
+        uint64_t(comm.mask(axes)) << 8 | uint64_t(elementBytes);
+    bucketAxes[key].assign(axes.begin(), axes.end());
+    if (buckets.add(key, bytes).bucket < 0)
+      comm.addOps(axes, 0, 1);
+  };
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     auto type = cast<RankedTensorType>(step.getArgument(i).getType());
     auto param = step.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -420,29 +459,40 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
         for (StringRef axis : sync.gradReduceAxes)
           if (!llvm::is_contained(sync.updateAxes, axis))
             (axis == dist::kReplicaAxis ? replicas : beyond).push_back(axis);
-        if (!beyond.empty())
+        if (!beyond.empty()) {
           comm.add(
               beyond, 0,
               rt::allReduceBytes(n, meshOp.getGroupSize(beyond), elementBytes));
+          coalesce(beyond, n * elementBytes, elementBytes);
+        }
         comm.add(sync.updateAxes, 1,
                  rt::reduceScatterFlatBytes(n, updateGroup, elementBytes));
-        if (!replicas.empty())
+        comm.addOps(sync.updateAxes, 1, 1);
+        if (!replicas.empty()) {
           comm.add(
               replicas, 0,
               rt::allReduceBytes(std::min(n, rt::flatChunk(n, updateGroup)),
                                  meshOp.getGroupSize(replicas), elementBytes));
-      } else if (!sync.gradReduceAxes.empty())
+          comm.addOps(replicas, 0, 1);
+        }
+      } else if (!sync.gradReduceAxes.empty()) {
         comm.add(sync.gradReduceAxes, 0,
                  rt::allReduceBytes(n, reduceGroup, elementBytes));
-      if (!sync.updateAxes.empty() && !sync.paramSharded)
+        coalesce(sync.gradReduceAxes, n * elementBytes, elementBytes);
+      }
+      if (!sync.updateAxes.empty() && !sync.paramSharded) {
         comm.add(
             sync.updateAxes, 2,
             rt::allGatherFlatBytes(n, updateGroup,
                                    tensorBytes(type) / type.getNumElements()));
+        comm.addOps(sync.updateAxes, 2, 1);
+      }
     } else if (!step.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
       paramCount += modelElements(step, i, n);
     }
   }
+  for (uint64_t key : buckets.bucketKeys())
+    comm.addOps(bucketAxes[key], 0, 1);
   // The collectives of the generated step, once per micro-batch.
   comm.add(cost, config.microBatches);
   nlohmann::json commJson = comm.json();
@@ -501,6 +551,9 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       {"nvme_bytes", config.nvmePath.empty() ? 0 : optBytes + nvmeParamBytes},
       {"nvme_param_bytes", nvmeParamBytes},
       {"comm_bytes_per_step", commJson},
+      // How many collectives the runtime issues once per step beside the
+      // step functions' (the time model's latencies).
+      {"runtime_collectives_per_step", comm.opsJson()},
       {"padded", padded},
       {"per_rank", perRank}};
   r["flops_per_step"] = flops;

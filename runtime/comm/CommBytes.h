@@ -12,6 +12,9 @@
 #define AUTOPAR_RUNTIME_COMM_COMMBYTES_H
 
 #include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
 
 namespace autopar::rt {
 
@@ -70,6 +73,62 @@ inline double allGatherFlatBytes(int64_t numElements, int64_t groupSize,
                                  int64_t elementBytes) {
   return reduceScatterFlatBytes(numElements, groupSize, elementBytes);
 }
+
+/// The runtime's all-reduces once per step (a gradient sum still pending
+/// after the step: runtime/train/Trainer.cpp), coalesced as Megatron-LM
+/// and DDP do for the small ones: a gradient under kCoalesceBytes is
+/// packed, in tensor order, into a bucket of at most `bucketBytes`
+/// (comm.bucket_mb) with the others of its group and type (`key`), and
+/// the bucket is all-reduced as one; a larger gradient is all-reduced
+/// alone. Latency, not bytes, is what the small ones cost (a layer norm's
+/// weight summed over dp and tp under sequence parallelism). The report
+/// counts the collectives this issues (ops()), the runtime runs them.
+inline constexpr int64_t kCoalesceBytes = int64_t{1} << 20;
+
+class StepBuckets {
+public:
+  explicit StepBuckets(int64_t bucketBytes)
+      : bucketBytes(bucketBytes > 0 ? bucketBytes : 1) {}
+  /// Where a gradient of `bytes` goes: its bucket (-1: alone) and its byte
+  /// offset there.
+  struct Place {
+    int bucket = -1;
+    int64_t offset = 0;
+  };
+  Place add(uint64_t key, int64_t bytes) {
+    if (bytes >= kCoalesceBytes || bytes > bucketBytes) {
+      ++alone[key];
+      return {};
+    }
+    auto open = current.find(key);
+    if (open == current.end() || sizes[open->second] + bytes > bucketBytes) {
+      open = current.insert_or_assign(key, int(sizes.size())).first;
+      sizes.push_back(0);
+      keys.push_back(key);
+    }
+    Place place{open->second, sizes[open->second]};
+    sizes[open->second] += bytes;
+    return place;
+  }
+  /// The buckets' sizes and keys, in creation order.
+  const std::vector<int64_t> &bucketSizes() const { return sizes; }
+  const std::vector<uint64_t> &bucketKeys() const { return keys; }
+  /// The all-reduces of `key`: its buckets and its gradients alone.
+  int64_t ops(uint64_t key) const {
+    int64_t n = 0;
+    for (uint64_t k : keys)
+      n += k == key;
+    auto it = alone.find(key);
+    return n + (it == alone.end() ? 0 : it->second);
+  }
+
+private:
+  int64_t bucketBytes;
+  std::map<uint64_t, int> current;
+  std::map<uint64_t, int64_t> alone;
+  std::vector<int64_t> sizes;
+  std::vector<uint64_t> keys;
+};
 
 } // namespace autopar::rt
 

@@ -82,6 +82,11 @@ void Device::download(void *host, const void *device, int64_t bytes) {
     std::memcpy(host, device, static_cast<size_t>(bytes));
 }
 
+void Device::copy(void *to, const void *from, int64_t bytes) {
+  if (to != from && bytes > 0)
+    std::memcpy(to, from, static_cast<size_t>(bytes));
+}
+
 void Device::zero(void *device, int64_t bytes) {
   if (bytes > 0)
     std::memset(device, 0, static_cast<size_t>(bytes));

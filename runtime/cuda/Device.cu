@@ -408,6 +408,15 @@ void Device::download(void *host, const void *device, int64_t bytes) {
   AUTOPAR_CUDA_CHECK_CTX(&ctx, cudaStreamSynchronize(ctx.stream));
 }
 
+void Device::copy(void *to, const void *from, int64_t bytes) {
+  if (to == from || bytes <= 0)
+    return;
+  DeviceContext &ctx = impl->ctx;
+  AUTOPAR_CUDA_CHECK_CTX(
+      &ctx, cudaMemcpyAsync(to, from, static_cast<size_t>(bytes),
+                            cudaMemcpyDeviceToDevice, ctx.stream));
+}
+
 void Device::zero(void *device, int64_t bytes) {
   if (bytes <= 0)
     return;

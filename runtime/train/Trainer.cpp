@@ -143,6 +143,7 @@ Status Trainer::setUp() {
     return Status::error("out of memory on " + device.name());
   };
   AUTOPAR_RT_RETURN_IF_ERROR(store.setUp(static_cast<uint64_t>(o.seed)));
+  AUTOPAR_RT_RETURN_IF_ERROR(setUpBuckets());
   // The training step and the forward function never run at once.
   int64_t arenaBytes =
       std::max(info.trainStepArenaBytes, info.forwardArenaBytes);
@@ -466,6 +467,44 @@ const autopar::rt::RandomKey *Trainer::randomKey(int64_t step, int64_t micro) {
   return reinterpret_cast<const autopar::rt::RandomKey *>(randomBuffer.get());
 }
 
+Status Trainer::setUpBuckets() {
+  // In tensor order, as the compiler's report counts them.
+  autopar::rt::StepBuckets buckets(info.stepBucketBytes);
+  pendingSums.assign(store.shards.size(), PendingSum());
+  for (size_t k = 0; k < store.shards.size(); ++k) {
+    const autopar::rt::TensorInfo &ti = *store.shards[k].tensor;
+    if (!ti.gradReduceAxes ||
+        store.othersTensor(static_cast<int>(&ti - info.tensors)))
+      continue;
+    // Beyond the update's axes (and hybrid sharding's replicas, summed on
+    // the shard after), or all of them.
+    PendingSum &sum = pendingSums[k];
+    sum.axes = ti.updateAxes
+                   ? ti.gradReduceAxes & ~ti.updateAxes & ~ti.shardReduceAxes
+                   : ti.gradReduceAxes;
+    if (!sum.axes)
+      continue;
+    const uint64_t key =
+        uint64_t{sum.axes} << 8 | static_cast<uint64_t>(ti.gradElementBytes);
+    sum.place = buckets.add(key, ti.numElements * ti.gradElementBytes);
+    if (sum.place.bucket >= static_cast<int>(bucketAxes.size())) {
+      bucketAxes.push_back(sum.axes);
+      bucketTypes.push_back(gradCommType(ti));
+    }
+  }
+  for (size_t b = 0; b < buckets.bucketSizes().size(); ++b) {
+    const int64_t bytes = buckets.bucketSizes()[b];
+    bucketMemory.push_back(device.allocate(bytes));
+    if (!bucketMemory.back())
+      return Status::error("out of memory on " + device.name() +
+                           " for the gradient buckets");
+    // The bucket's element size is its key's low byte.
+    bucketElements.push_back(
+        bytes / static_cast<int64_t>(buckets.bucketKeys()[b] & 0xFF));
+  }
+  return Status::ok();
+}
+
 float Trainer::runStep(autopar::rt::StepFunction fn, int numResults,
                        autopar::rt::StepIO io) {
   io.comm = &comm;
@@ -599,39 +638,57 @@ Status Trainer::run() {
     if (autopar::rt::ParamSwap *source = store.paramSource())
       AUTOPAR_RT_RETURN_IF_ERROR(source->takeFailure());
     // Gradients whose sum is still pending (ZeRO-1; gradient accumulation
-    // at stage 0): reduce-scattered into the update's shard, or
-    // all-reduced, once per step.
+    // at stage 0), once per step. First the all-reduces: a sum pending
+    // over more axes than the update is sharded over (a replicated
+    // parameter's over tp, a tied embedding's over pp) before the
+    // reduce-scatter, or the whole sum; the small ones a bucket at a time.
     bool reducing = false;
     for (size_t k = 0; k < store.shards.size(); ++k) {
+      const PendingSum &sum = pendingSums[k];
+      if (!sum.axes)
+        continue;
+      reducing = true;
       const autopar::rt::TensorInfo &ti = *store.shards[k].tensor;
-      if (!ti.gradReduceAxes ||
+      char *full = store.grads[k].get();
+      const int64_t bytes = ti.numElements * ti.gradElementBytes;
+      if (sum.place.bucket >= 0)
+        device.copy(bucketMemory[sum.place.bucket].get() + sum.place.offset,
+                    full, bytes);
+      else
+        comm.allReduceSum(full, ti.numElements, gradCommType(ti), sum.axes);
+    }
+    for (size_t b = 0; b < bucketMemory.size() && reducing; ++b)
+      comm.allReduceSum(bucketMemory[b].get(), bucketElements[b],
+                        bucketTypes[b], bucketAxes[b]);
+    if (reducing) {
+      comm.waitAll();
+      for (size_t k = 0; k < store.shards.size(); ++k)
+        if (const PendingSum &sum = pendingSums[k]; sum.place.bucket >= 0)
+          device.copy(store.grads[k].get(),
+                      bucketMemory[sum.place.bucket].get() + sum.place.offset,
+                      store.shards[k].tensor->numElements *
+                          store.shards[k].tensor->gradElementBytes);
+    }
+    // Then the reduce-scatters into the update's shards (ZeRO-1; with
+    // hybrid sharding, the shard's sum over the replicas after).
+    for (size_t k = 0; k < store.shards.size(); ++k) {
+      const autopar::rt::TensorInfo &ti = *store.shards[k].tensor;
+      if (!ti.gradReduceAxes || !ti.updateAxes ||
           store.othersTensor(
               static_cast<int>(store.shards[k].tensor - info.tensors)))
         continue;
       reducing = true;
       char *full = store.grads[k].get();
-      // Pending over more axes than the update is sharded over (a tied
-      // embedding's sum over pp): summed over those first; over hybrid
-      // sharding's replicas: on the reduced shard after.
-      const autopar::rt::AxisMask first =
-          ti.gradReduceAxes & ~ti.updateAxes & ~ti.shardReduceAxes;
-      if (ti.updateAxes && first)
-        comm.wait(
-            comm.allReduceSum(full, ti.numElements, gradCommType(ti), first));
-      if (ti.updateAxes) {
-        char *shard = full + store.shards[k].begin * ti.gradElementBytes;
-        autopar::rt::CommRequest scatter = comm.reduceScatterFlat(
-            full, ti.numElements, shard, gradCommType(ti), ti.updateAxes);
-        // The replicas of a shard have the same position in their groups:
-        // the same elements, the same count.
-        if (ti.shardReduceAxes) {
-          comm.wait(scatter);
-          comm.allReduceSum(shard, store.shards[k].count, gradCommType(ti),
-                            ti.shardReduceAxes);
-        }
-      } else
-        comm.allReduceSum(full, ti.numElements, gradCommType(ti),
-                          ti.gradReduceAxes);
+      char *shard = full + store.shards[k].begin * ti.gradElementBytes;
+      autopar::rt::CommRequest scatter = comm.reduceScatterFlat(
+          full, ti.numElements, shard, gradCommType(ti), ti.updateAxes);
+      // The replicas of a shard have the same position in their groups:
+      // the same elements, the same count.
+      if (ti.shardReduceAxes) {
+        comm.wait(scatter);
+        comm.allReduceSum(shard, store.shards[k].count, gradCommType(ti),
+                          ti.shardReduceAxes);
+      }
     }
     if (reducing)
       comm.waitAll();

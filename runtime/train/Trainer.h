@@ -32,6 +32,7 @@
 #include "runtime/Program.h"
 #include "runtime/Status.h"
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/CommBytes.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/log/Logger.h"
 #include "runtime/optim/Optimizer.h"
@@ -110,6 +111,22 @@ private:
   autopar::rt::LossScaleConfig lossConfig;
   autopar::rt::LossScaleState scaler;
   int64_t skippedSteps = 0;
+  /// The gradient sums still pending after a step (ZeRO-1, accumulation
+  /// at stage 0, a replicated parameter's sum over tp), each trainable
+  /// tensor's all-reduce (before its reduce-scatter, or whole) in a bucket
+  /// with the other small ones of its group and type (rt::StepBuckets;
+  /// bucket -1: alone), and the buckets: device memory, group, type.
+  struct PendingSum {
+    autopar::rt::AxisMask axes = 0;
+    autopar::rt::StepBuckets::Place place;
+  };
+  std::vector<PendingSum> pendingSums;
+  std::vector<DeviceBuffer> bucketMemory;
+  std::vector<autopar::rt::AxisMask> bucketAxes;
+  std::vector<autopar::rt::CommType> bucketTypes;
+  std::vector<int64_t> bucketElements;
+  /// Lays the buckets out (once, after the store).
+  Status setUpBuckets();
   /// ZeRO-Infinity: the swap file's bytes before the step (the log's
   /// nvme_bytes are the step's).
   int64_t swapRead = 0, swapWritten = 0;

@@ -161,6 +161,11 @@ TEST(Planner, LinkOfAGroup) {
   // dp and tp together: 8 of the group's GPUs in each node, 8 NICs.
   EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).bytesPerSecond, 200e9);
   EXPECT_DOUBLE_EQ(linkOf(names, sizes, "dp,tp", c).sendBytesPerSecond, 25e9);
+  // The nodes each group spans.
+  EXPECT_EQ(linkOf(names, sizes, "tp", c).nodes, 1);
+  EXPECT_EQ(linkOf(names, sizes, "dp", c).nodes, 4);
+  EXPECT_EQ(linkOf(names, sizes, "dp,tp", c).nodes, 4);
+  EXPECT_EQ(linkOf(names, {16, 1, 2}, "dp", c).nodes, 4);
   // [dp 32] and [dp 16, tp 2]: 8 and 4 dp ranks in a node.
   EXPECT_DOUBLE_EQ(linkOf(names, {32, 1, 1}, "dp", c).bytesPerSecond, 200e9);
   EXPECT_DOUBLE_EQ(linkOf(names, {16, 1, 2}, "dp", c).bytesPerSecond, 100e9);
@@ -188,6 +193,16 @@ TEST(Planner, CollectiveSeconds) {
               3 * (8.4e-6 + 7 * 3.4e-6) + 1e6 / 300e9, 1e-15);
   EXPECT_NEAR(collectiveSeconds("send", 2, 1e6, 1, nvlink),
               8.4e-6 + 3.4e-6 + 1e6 / 300e9, 1e-15);
+  // A ring over 16 nodes of 8 (128 ranks): 2 x 16 of an all-reduce's 254
+  // steps cross the network, the others NVLink; 16 of a reduce-scatter's
+  // 127.
+  Link network{200e9, 14e-6, 25e9, 16};
+  EXPECT_NEAR(collectiveSeconds("all_reduce", 128, 1e3, 1, network),
+              8.4e-6 + 222 * 3.4e-6 + 32 * 14e-6 + 1e3 / 200e9, 1e-15);
+  EXPECT_NEAR(collectiveSeconds("reduce_scatter", 128, 1e3, 2, network),
+              2 * (8.4e-6 + 111 * 3.4e-6 + 16 * 14e-6) + 1e3 / 200e9, 1e-15);
+  EXPECT_NEAR(collectiveSeconds("send", 2, 1e6, 1, network),
+              8.4e-6 + 14e-6 + 1e6 / 25e9, 1e-15);
   // Nothing to send, or a group of one: no time.
   EXPECT_EQ(collectiveSeconds("all_reduce", 8, 0, 1, nvlink), 0);
   EXPECT_EQ(collectiveSeconds("all_reduce", 1, 1e6, 1, nvlink), 0);
