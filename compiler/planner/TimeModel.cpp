@@ -21,7 +21,6 @@
 #include "passes/parallel/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <cmath>
@@ -300,13 +299,12 @@ public:
   /// The collectives of report.json's comm_bytes_per_step entry `perStep`
   /// (group -> kind -> bytes) beyond `inStep` (what the step functions
   /// ran): the runtime's reductions and gathers once per step, as many as
-  /// report.json's runtime_collectives_per_step says it issues (`ops`:
-  /// group -> kind -> count), or where it does not say, one per parameter
-  /// tensor of the rank (`tensors`); point-to-point sends excluded.
+  /// the rank's runtime_collectives_per_step entry `ops` (group -> kind ->
+  /// count) says it issues; point-to-point sends excluded.
   double runtimeCommSeconds(
       const nlohmann::json &perStep,
       const std::map<std::pair<std::string, std::string>, double> &inStep,
-      int64_t tensors, const nlohmann::json *ops = nullptr) const {
+      const nlohmann::json &ops) const {
     double t = 0;
     for (auto &[group, kinds] : perStep.items())
       for (auto &[kind, value] : kinds.items()) {
@@ -317,11 +315,9 @@ public:
             value.get<double>() - (it == inStep.end() ? 0.0 : it->second);
         if (rest <= 1e-6 * value.get<double>())
           continue;
-        int64_t n = tensors;
-        if (ops)
-          n = ops->contains(group) && (*ops)[group].contains(kind)
-                  ? (*ops)[group][kind].get<int64_t>()
-                  : 1;
+        const int64_t n = ops.contains(group) && ops[group].contains(kind)
+                              ? ops[group][kind].get<int64_t>()
+                              : 1;
         t += commSeconds(kind, group, rest, std::max<int64_t>(1, n));
       }
     return t;
@@ -383,18 +379,6 @@ void addComm(std::map<std::pair<std::string, std::string>, double> &into,
     into[key] += double(n) * bytes;
 }
 
-/// The parameters whose gradients `functions` return (each once): the
-/// tensors the runtime syncs once per step.
-int64_t gradientResults(ArrayRef<func::FuncOp> functions) {
-  llvm::StringSet<> names;
-  for (func::FuncOp f : functions)
-    for (unsigned r = 0; r < f.getNumResults(); ++r)
-      if (auto g =
-              f.getResultAttrOfType<StringAttr>(r, nn::NNDialect::kGradAttr))
-        names.insert(g.getValue());
-  return int64_t(names.size());
-}
-
 } // namespace
 
 bool autopar::predictStep(ModuleOp module, const Plan &plan,
@@ -416,11 +400,8 @@ bool autopar::predictStep(ModuleOp module, const Plan &plan,
     p.microBatchSeconds = c.compute + c.comm;
     p.exposedCommSeconds =
         double(m) * c.comm +
-        model.runtimeCommSeconds(
-            parallel["comm_bytes_per_step"], inStep, gradientResults({step}),
-            parallel.contains("runtime_collectives_per_step")
-                ? &parallel["runtime_collectives_per_step"]
-                : nullptr);
+        model.runtimeCommSeconds(parallel["comm_bytes_per_step"], inStep,
+                                 parallel["runtime_collectives_per_step"]);
     p.optimizerSeconds = model.optimizerSeconds(report["bytes"], plan);
     p.stepSeconds =
         p.computeSeconds + p.exposedCommSeconds + p.optimizerSeconds;
@@ -523,13 +504,9 @@ bool autopar::predictStep(ModuleOp module, const Plan &plan,
       rankEntry = e;
       break;
     }
-  SmallVector<func::FuncOp> onRank;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (auto stage = f->getAttrOfType<IntegerAttr>(dist::DistDialect::kStageAttr);
-        stage && f->hasAttr(dist::DistDialect::kPhaseAttr) && stage.getInt() % pp == busiest)
-      onRank.push_back(f);
-  const double runtimeComm = model.runtimeCommSeconds(
-      rankEntry["comm_bytes_per_step"], inStep, gradientResults(onRank));
+  const double runtimeComm =
+      model.runtimeCommSeconds(rankEntry["comm_bytes_per_step"], inStep,
+                               rankEntry["runtime_collectives_per_step"]);
   p.computeSeconds = compute;
   p.exposedCommSeconds = comm + runtimeComm;
   p.bubbleSeconds = sim.makespan - sim.busy[busiest];

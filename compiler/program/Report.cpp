@@ -242,6 +242,21 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
   // read, and of those summed over pp (a tied embedding) on every rank.
   std::vector<int64_t> gradBytes(pp, 0), stateElements(pp, 0);
   llvm::StringMap<Type> gradElement = gradElementTypes(module);
+  // Each pipeline rank's per-step all-reduces, coalesced as its runtime
+  // does (the tensors it holds, in tensor order).
+  std::vector<rt::StepBuckets> buckets(
+      pp, rt::StepBuckets(stepBucketBytes(config)));
+  std::vector<std::map<uint64_t, SmallVector<StringRef>>> bucketAxes(pp);
+  auto coalesce = [&](int64_t rank, ArrayRef<StringRef> axes, int64_t bytes,
+                      int64_t elementBytes) {
+    if (mesh.getGroupSize(axes) <= 1)
+      return;
+    const uint64_t key =
+        uint64_t(comm[rank].mask(axes)) << 8 | uint64_t(elementBytes);
+    bucketAxes[rank][key].assign(axes.begin(), axes.end());
+    if (buckets[rank].add(key, bytes).bucket < 0)
+      comm[rank].addOps(axes, 0, 1);
+  };
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     auto name =
         forward.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -288,21 +303,30 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
         comm[rank].add(
             t.reduceAxes, 0,
             rt::allReduceBytes(n, mesh.getGroupSize(t.reduceAxes), eb));
+        coalesce(rank, t.reduceAxes, n * eb, eb);
         continue;
       }
       comm[rank].add(beyond, 0,
                      rt::allReduceBytes(n, mesh.getGroupSize(beyond), eb));
+      coalesce(rank, beyond, n * eb, eb);
       comm[rank].add(sync.updateAxes, 1,
                      rt::reduceScatterFlatBytes(n, updateGroup, eb));
+      comm[rank].addOps(sync.updateAxes, 1, 1);
       comm[rank].add(
           replicas, 0,
           rt::allReduceBytes(std::min(n, rt::flatChunk(n, updateGroup)),
                              mesh.getGroupSize(replicas), eb));
+      if (mesh.getGroupSize(replicas) > 1)
+        comm[rank].addOps(replicas, 0, 1);
       comm[rank].add(
           sync.updateAxes, 2,
           rt::allGatherFlatBytes(n, updateGroup, tensorBytes(type) / n));
+      comm[rank].addOps(sync.updateAxes, 2, 1);
     }
   }
+  for (int64_t rank = 0; rank < pp; ++rank)
+    for (uint64_t key : buckets[rank].bucketKeys())
+      comm[rank].addOps(bucketAxes[rank][key], 0, 1);
   auto schedule =
       module->getAttrOfType<DictionaryAttr>(dist::DistDialect::kPipelineScheduleAttr);
   nlohmann::json pipeline = nlohmann::json::object();
@@ -361,7 +385,8 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     perRank.push_back({{"rank", rank},
                        {"coords", coords},
                        {"bytes", stageBytes[p]},
-                       {"comm_bytes_per_step", stageComm[p]}});
+                       {"comm_bytes_per_step", stageComm[p]},
+                       {"runtime_collectives_per_step", comm[p].opsJson()}});
   }
   r["parallel"] = {{"mesh", meshJson(shape)},
                    {"ranks", shape.ranks},
@@ -370,6 +395,7 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
                    {"precision", config.precision},
                    {"pipeline", pipeline},
                    {"comm_bytes_per_step", comm[0].json()},
+                   {"runtime_collectives_per_step", comm[0].opsJson()},
                    {"padded", paddedJson(forward)},
                    {"per_rank", perRank}};
   r["flops_per_step"] = flops;
@@ -528,7 +554,8 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
     perRank.push_back({{"rank", rank},
                        {"coords", rankCoords(shape, rank)},
                        {"bytes", r["bytes"]},
-                       {"comm_bytes_per_step", commJson}});
+                       {"comm_bytes_per_step", commJson},
+                       {"runtime_collectives_per_step", comm.opsJson()}});
   }
   r["parallel"] = {
       {"mesh", meshJson(shape)},
