@@ -28,7 +28,7 @@ def a100_cluster(gpus):
             "intra_node_gbps": 300, "inter_node_gbps": 25}
 
 
-def plan(autopar, tmp, model, cluster, batch, plan=None, top=None):
+def plan(autopar, tmp, model, cluster, batch, plan=None, top=None, extra=()):
     """`autopar plan --json` on `model`: evaluates `plan` (a dict) if given,
     else searches (best `top`). Returns (the parsed output, None) or (None,
     the error line)."""
@@ -44,6 +44,7 @@ def plan(autopar, tmp, model, cluster, batch, plan=None, top=None):
         cmd += ["--evaluate", plan_path]
     if top is not None:
         cmd += ["--top", str(top)]
+    cmd += list(extra)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip()
