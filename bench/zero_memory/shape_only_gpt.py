@@ -216,15 +216,23 @@ def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, 
                                      batch, seq, hidden, heads, additive_mask))
         x = g.op("Add", x, mlp(g, layer_norm(g, x, p + "ln_2"), p))
     logits = g.op("MatMul", layer_norm(g, x, "ln_f"), g.op("Transpose", "wte.weight", perm=[1, 0]))
+    write_model(g, store, path, "shape_only_gpt", logits, batch, seq, vocab)
+    onnx.checker.check_model(path)
+    return shapes
+
+
+def write_model(g, store, path, name, logits, batch, seq, vocab):
+    """The mean cross-entropy of `logits` [B, T, V] against `targets` as the
+    graph's output `loss` (inputs `idx` and `targets`, int64 [B, T]; batch
+    0: dynamic); writes the model to `path` and its sparse data file."""
     rows = batch * seq if batch else -1
     flat_logits = g.op("Reshape", logits, g.ints([rows, vocab]))
     flat_targets = g.op("Reshape", "targets", g.ints([rows]))
     g.nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat_logits, flat_targets],
                                     ["loss"], reduction="mean"))
-
     tokens = [batch if batch else "batch", seq]
     graph = helper.make_graph(
-        g.nodes, "shape_only_gpt",
+        g.nodes, name,
         [helper.make_tensor_value_info("idx", TensorProto.INT64, tokens),
          helper.make_tensor_value_info("targets", TensorProto.INT64, tokens)],
         [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
@@ -233,8 +241,6 @@ def build(path, layers, hidden, heads, vocab, seq, batch, random_weights=False, 
                               producer_name="bench/zero_memory")
     store.write()
     onnx.save(model, path)
-    onnx.checker.check_model(path)
-    return shapes
 
 
 def main():

@@ -31,13 +31,10 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto, helper
-import onnx
+from onnx import TensorProto
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shape_only_gpt import ExternalFile, Graph, initializer  # noqa: E402
-
-OPSET = 17
+from shape_only_gpt import ExternalFile, Graph, initializer, write_model  # noqa: E402
 
 
 def parameter_shapes(layers, hidden, kv_dim, ffn, vocab):
@@ -142,22 +139,7 @@ def build(path, layers, hidden, heads, kv_heads, ffn, vocab, seq, batch):
                                      sin, batch, seq, hidden, heads, kv_heads))
         x = g.op("Add", x, mlp(g, rms_norm(g, x, p + "post_attention_layernorm.weight"), p))
     logits = g.op("MatMul", rms_norm(g, x, "norm.weight"), "lm_head.weight")
-    rows = batch * seq if batch else -1
-    flat_logits = g.op("Reshape", logits, g.ints([rows, vocab]))
-    flat_targets = g.op("Reshape", "targets", g.ints([rows]))
-    g.nodes.append(helper.make_node("SoftmaxCrossEntropyLoss", [flat_logits, flat_targets],
-                                    ["loss"], reduction="mean"))
-    tokens = [batch if batch else "batch", seq]
-    graph = helper.make_graph(
-        g.nodes, "shape_only_llama",
-        [helper.make_tensor_value_info("idx", TensorProto.INT64, tokens),
-         helper.make_tensor_value_info("targets", TensorProto.INT64, tokens)],
-        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
-        initializer=g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="bench/zero_memory")
-    store.write()
-    onnx.save(model, path)
+    write_model(g, store, path, "shape_only_llama", logits, batch, seq, vocab)
     return shapes
 
 

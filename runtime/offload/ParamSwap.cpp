@@ -105,25 +105,24 @@ const void *ParamSwap::fetch(const void *shard) {
   Region &g = regions[r];
   if (!g.buffer)
     return g.place; // out of memory: recorded, the step reads zeros
-  if (g.ticket >= 0) {
-    Status status = file.waitFor(g.ticket);
-    if (!status.isOk() && failure.isOk())
-      failure = status;
-    g.ticket = -1;
-  }
+  finishRead(g);
   ++g.users;
   return g.buffer.get();
+}
+
+void ParamSwap::finishRead(Region &g) {
+  if (g.ticket < 0)
+    return;
+  Status status = file.waitFor(g.ticket);
+  if (!status.isOk() && failure.isOk())
+    failure = status;
+  g.ticket = -1;
 }
 
 void ParamSwap::drop(Region &g) {
   if (g.users > 0 || !g.buffer)
     return;
-  if (g.ticket >= 0) {
-    Status status = file.waitFor(g.ticket);
-    if (!status.isOk() && failure.isOk())
-      failure = status;
-    g.ticket = -1;
-  }
+  finishRead(g);
   g.buffer.reset();
 }
 
@@ -143,13 +142,7 @@ void ParamSwap::updated(const void *place, const char *bytes) {
   Region &g = regions[it->second];
   if (!g.buffer)
     return;
-  // The read (of the old values) completes before the copy.
-  if (g.ticket >= 0) {
-    Status status = file.waitFor(g.ticket);
-    if (!status.isOk() && failure.isOk())
-      failure = status;
-    g.ticket = -1;
-  }
+  finishRead(g); // the read of the old values, before the copy
   std::memcpy(g.buffer.get(), bytes, static_cast<size_t>(g.bytes));
 }
 

@@ -103,6 +103,8 @@ private:
   Status failure = Status::ok();
   /// Queues region r's read into a new buffer (if it has none).
   bool queue(int r);
+  /// Waits for region g's read if one is in flight (a failure recorded).
+  void finishRead(Region &g);
   /// Frees region r's buffer when no gather holds it and its read is done.
   void drop(Region &g);
   /// Gives the pages wholly inside region r's place back to the kernel.
