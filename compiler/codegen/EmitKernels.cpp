@@ -399,6 +399,9 @@ LogicalResult Emitter::emitAttention(Operation *op) {
                   "d.maskStrides[3] = {4};\n",
                   ptr(mask), leadStrides.back()[0], leadStrides.back()[1],
                   maskStrides[rank - 2], maskStrides[rank - 1]);
+  if (Value positions =
+          forward ? forward.getPositions() : backward.getPositions())
+    os << formatv("    d.positions = {0};\n", ptr(positions));
   auto at = [&](unsigned i) { return ptr(tensors[i].value); };
   if (forward)
     os << "    " << rt("attentionForward")

@@ -18,7 +18,8 @@ namespace {
 
 /// Whether the plan runs on a mesh: dp > 1 or a ZeRO stage.
 bool isDistributed(const Plan &plan) {
-  return plan.meshDp > 1 || plan.meshTp > 1 || plan.zeroStage > 0;
+  return plan.meshDp > 1 || plan.meshTp > 1 || plan.meshCp > 1 ||
+         plan.zeroStage > 0;
 }
 
 /// Stage 0 under gradient accumulation over dp (or a pipeline, whose phases
@@ -36,6 +37,7 @@ dist::ApplyPlanPassOptions applyPlanOptions(const Plan &plan) {
   options.dp = plan.meshDp;
   options.tp = plan.meshTp;
   options.pp = plan.meshPp;
+  options.cp = plan.meshCp;
   options.shardSize = plan.zeroShardSize;
   options.frozen.assign(plan.frozen.begin(), plan.frozen.end());
   options.noDecay.assign(plan.optimizer.noDecay.begin(),
@@ -136,6 +138,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   if (plan.attention == "fused")
     addAttentionFusion(pm, target);
   pm.addNestedPass<func::FuncOp>(createFuseGeluPass());
+  // Context parallelism: each causal attention told its queries' positions,
+  // so that a rank's block of them can see every key (before autodiff,
+  // which passes them to the gradient).
+  if (plan.meshCp > 1)
+    pm.addPass(dist::createContextParallelPass());
   bool fp16 = plan.precision == "fp16-mixed";
   bool mixed = plan.precision != "fp32";
   if (mixed) {

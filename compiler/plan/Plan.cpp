@@ -600,6 +600,7 @@ const std::vector<PlanKey> &planKeys() {
       intKey("mesh.dp", 1, PLAN_FIELD(meshDp)),
       intKey("mesh.tp", 1, PLAN_FIELD(meshTp)),
       intKey("mesh.pp", 1, PLAN_FIELD(meshPp)),
+      intKey("mesh.cp", 1, PLAN_FIELD(meshCp)),
       intKey("batch.micro_batches", 1, PLAN_FIELD(microBatches)),
       intKey("batch.global_batch", 0, PLAN_FIELD(globalBatch)),
       {"zero.stage", readZeroStage, printField(PLAN_FIELD(zeroStage))},
@@ -660,6 +661,17 @@ const std::vector<PlanKey> &planKeys() {
       enumKey("tensor_parallel.rules", {"auto"}, PLAN_FIELD(tpRules)),
       boolKey("tensor_parallel.sequence_parallel",
               PLAN_FIELD(sequenceParallel)),
+      withRule(enumKey("context_parallel.mode",
+                       {"all_gather", "ring", "ulysses"},
+                       PLAN_FIELD(contextParallelMode)),
+               [](PlanParser &r, const json &, Plan &plan) {
+                 if (plan.contextParallelMode == "all_gather")
+                   return true;
+                 return r.fail("context_parallel.mode",
+                               "\"" + plan.contextParallelMode +
+                                   "\" is not supported yet (use "
+                                   "\"all_gather\")");
+               }),
       [] {
         PlanKey type = withRule(enumKey("optimizer.type", {"adamw", "sgd"},
                                         PLAN_FIELD(optimizer.type)),

@@ -116,6 +116,11 @@ struct QuantizePlan {
 
 struct Plan {
   int64_t meshDp = 1, meshTp = 1, meshPp = 1;
+  /// mesh.cp: context parallelism, each rank a block of every sequence.
+  int64_t meshCp = 1;
+  /// context_parallel.mode: how attention reaches the other blocks' keys
+  /// and values ("all_gather", Llama 3's).
+  std::string contextParallelMode = "all_gather";
   int64_t microBatches = 1;
   /// "batch.global_batch": the global batch the plan was made for (a
   /// DeepSpeed config's train_batch_size); 0 = the model's, whatever it

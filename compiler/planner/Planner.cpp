@@ -84,7 +84,8 @@ std::string autopar::precisionError(const Cluster &cluster,
 bool autopar::evaluatePlan(const PlannerOptions &o, const Plan &plan,
                            const std::string &planName, Prediction &p,
                            std::string &error) {
-  const int64_t ranks = plan.meshDp * plan.meshTp * plan.meshPp;
+  const int64_t ranks =
+      plan.meshDp * plan.meshTp * plan.meshPp * plan.meshCp;
   // This machine runs more ranks than cores too (they take turns).
   if (ranks > o.cluster.gpus() && !o.cluster.calibration) {
     error = planName + ": mesh: the plan needs " + std::to_string(ranks) +

@@ -50,6 +50,7 @@ LogicalResult LayerNormGradOp::verify() {
 /// dims, a mask broadcastable to [..., T, S], out like q, lse [..., T].
 static LogicalResult verifyAttentionTypes(Operation *op, Value query,
                                           Value key, Value value, Value mask,
+                                          Value positions, bool causal,
                                           double scale) {
   RankedTensorType q = tensorType(query), k = tensorType(key),
                    v = tensorType(value);
@@ -87,6 +88,16 @@ static LogicalResult verifyAttentionTypes(Operation *op, Value query,
              << " does not broadcast to the scores' shape ["
              << llvm::make_range(scores.begin(), scores.end()) << "]";
   }
+  if (positions) {
+    RankedTensorType p = tensorType(positions);
+    if (!causal)
+      return op->emitOpError() << "operand 'positions' needs causal = true";
+    if (p.getRank() != 1 || p.getDimSize(0) != qs[rank - 2] ||
+        !p.getElementType().isInteger(64))
+      return op->emitOpError()
+             << "operand 'positions' must be tensor<" << qs[rank - 2]
+             << "xi64> (one per query row), got " << p;
+  }
   if (!(scale > 0) || !std::isfinite(scale))
     return op->emitOpError() << "scale must be a positive number, got "
                              << scale;
@@ -102,7 +113,8 @@ static RankedTensorType attentionLseType(Value query) {
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionTypes(*this, getQuery(), getKey(), getValue(),
-                                  getMask(), getScale().convertToDouble())) ||
+                                  getMask(), getPositions(), getCausal(),
+                                  getScale().convertToDouble())) ||
       failed(verifyResultType(*this, getOutput().getType(),
                               getQuery().getType())) ||
       failed(verifyResultType(*this, getLse().getType(),
@@ -113,7 +125,8 @@ LogicalResult AttentionOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionTypes(*this, getQuery(), getKey(), getValue(),
-                                  getMask(), getScale().convertToDouble())))
+                                  getMask(), getPositions(), getCausal(),
+                                  getScale().convertToDouble())))
     return failure();
   if (getOutput().getType() != getQuery().getType() ||
       getGrad().getType() != getQuery().getType())

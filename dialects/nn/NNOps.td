@@ -342,13 +342,16 @@ def NN_DequantizeOp : NN_Op<"dequantize"> {
   let hasVerifier = 1;
 }
 
-def NN_AttentionOp : NN_Op<"attention"> {
+def NN_AttentionOp : NN_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "Fused scaled dot-product attention";
   let description = [{
     For q [..., T, D] and k, v [..., S, D] with the same leading (batch,
     head) dims: out = softmax(scale * q k^T, masked) v, where position
     (i, j) is masked when `causal` and j > i + S - T, or where the optional
-    bool `mask` (broadcastable to [..., T, S]) is false. `lse` [..., T] (the
+    bool `mask` (broadcastable to [..., T, S]) is false. With the optional
+    `positions` [T] (i64, increasing), the causal mask is j > positions[i]
+    instead: query i is at key position positions[i] (a context-parallel
+    rank's block of the sequence, whose keys are all of it). `lse` [..., T] (the
     type of q, f32 for 16-bit q) is the log-sum-exp of each row's
     unmasked scores, which the backward uses.
     A row with every position masked gives NaN. `autopar-fuse-attention`
@@ -363,33 +366,35 @@ def NN_AttentionOp : NN_Op<"attention"> {
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, Optional<NN_BoolTensor>:$mask,
+                   Optional<NN_IndexTensor>:$positions,
                    F64Attr:$scale, BoolAttr:$causal);
   let results = (outs NN_FloatTensor:$output, NN_FloatTensor:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:`
-    functional-type(operands, results)
+    $query `,` $key `,` $value (`mask` $mask^)? (`positions` $positions^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
 
-def NN_AttentionGradOp : NN_Op<"attention_grad"> {
+def NN_AttentionGradOp : NN_Op<"attention_grad", [AttrSizedOperandSegments]> {
   let summary = "Gradients of nn.attention with respect to query, key, value";
   let description = [{
     From the forward's operands, its `output` and `lse`, and the gradient of
     the output: with p recomputed as exp(scale q k^T - lse) (masked
     entries 0) and Di = sum(grad * output) per row,
     dv = p^T grad, ds = p * (grad v^T - Di), dq = scale ds k,
-    dk = scale ds^T q.
+    dk = scale ds^T q. `mask` and `positions` as for nn.attention.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                    NN_FloatTensor:$value, Optional<NN_BoolTensor>:$mask,
+                   Optional<NN_IndexTensor>:$positions,
                    NN_FloatTensor:$output, NN_FloatTensor:$lse,
                    NN_FloatTensor:$grad, F64Attr:$scale, BoolAttr:$causal);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value (`mask` $mask^)? `,` $output `,` $lse `,` $grad
-    attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`mask` $mask^)? (`positions` $positions^)? `,`
+    $output `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -52,6 +52,23 @@ struct OpShardingRule {
   Linearity linearity = Linearity::None;
   llvm::SmallVector<bool> linearOperand;
 
+  /// A reshape that merges dims [.., M, N, ..] into one (or splits one into
+  /// them): its major factor indexes M and the merged dim, the next one
+  /// (`minor`, not splittable alone) N. When M is split over axes whose
+  /// ranks hold one index of it each, N may take further axes: the merged
+  /// dim is then split over M's axes followed by N's, and each rank's block
+  /// of it is still contiguous (a context-parallel rank's tokens of its one
+  /// sample, [B, T, V] -> [B * T, V]).
+  struct Tail {
+    int64_t major, minor;
+    /// M's extent.
+    int64_t majorExtent;
+    /// The merged dim: of the operand (true) or the result, and which.
+    bool mergedInOperand;
+    int64_t mergedDim;
+  };
+  llvm::SmallVector<Tail> tails;
+
   int64_t addFactor(bool canSplit = true, Reduction r = Reduction::Sum) {
     splittable.push_back(canSplit);
     reduction.push_back(r);

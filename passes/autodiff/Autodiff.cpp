@@ -375,7 +375,8 @@ LogicalResult ReverseBuilder::backprop(Operation *op,
         auto grad = AttentionGradOp::create(
             b, loc, o.getQuery().getType(), o.getKey().getType(),
             o.getValue().getType(), o.getQuery(), o.getKey(), o.getValue(),
-            o.getMask(), o.getOutput(), o.getLse(), go, o.getScaleAttr(),
+            o.getMask(), o.getPositions(), o.getOutput(), o.getLse(), go,
+            o.getScaleAttr(),
             o.getCausalAttr());
         if (isActive(o.getQuery()))
           accumulate(o.getQuery(), grad.getQueryGrad());

@@ -341,7 +341,7 @@ void rewrite(Chain &c) {
       RankedTensorType::get(out.getShape().drop_back(1),
                             nn::attentionLseElementType(out.getElementType()));
   auto attention = nn::AttentionOp::create(
-      b, loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask,
+      b, loc, TypeRange{out, lse}, q, k, c.pv.getRhs(), mask, Value(),
       b.getF64FloatAttr(c.scale), b.getBoolAttr(causal));
   c.pv.getResult().replaceAllUsesWith(attention.getOutput());
   c.pv.erase();

@@ -98,10 +98,11 @@ struct AnnotateShardingPass
       // The pipeline axis is no partition of a function: each pipeline
       // rank runs its stages' own.
       if (size > 1 && axis != kDataAxis && axis != kReplicaAxis &&
-          axis != kTensorAxis && axis != kPipelineAxis)
+          axis != kTensorAxis && axis != kPipelineAxis &&
+          axis != kContextAxis)
         return fail(module, "mesh axis '" + axis.str() + "' has size " +
                                 std::to_string(size) +
-                                ": only the dpr, dp, pp and tp axes are "
+                                ": only the dpr, dp, pp, cp and tp axes are "
                                 "partitioned yet");
     }
     // The batch is split over every data-parallel rank (the replicas of
@@ -112,6 +113,7 @@ struct AnnotateShardingPass
       return fail(module, "a dpr (replica) axis needs a ZeRO stage of 1 or "
                           "more (it is hybrid sharding's)");
     tp = mesh.getAxisSize(kTensorAxis).value_or(1);
+    cp = mesh.getAxisSize(kContextAxis).value_or(1);
     if (zeroStage < 0 || zeroStage > 3)
       return fail(module, "zero-stage must be 0 to 3, got " +
                               std::to_string(zeroStage));
@@ -157,8 +159,8 @@ struct AnnotateShardingPass
         return signalPassFailure();
   }
 
-  /// The mesh's size along dp and tp, and its symbol.
-  int64_t dp = 1, tp = 1;
+  /// The mesh's size along dp, tp and cp, and its symbol.
+  int64_t dp = 1, tp = 1, cp = 1;
   /// The data-parallel axes (dataAxes), the batch's split and the
   /// gradients' pending sum.
   SmallVector<StringRef, 2> data;
@@ -190,6 +192,21 @@ struct AnnotateShardingPass
         for (StringRef axis : data)
           l.dims[0].push_back(axis);
         func.setArgAttr(i, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
+        // Context parallelism: every rank of a cp group reads the whole
+        // sequence (token ids are small) and keeps its block of it.
+        if (cp > 1 && type.getRank() >= 2 && !func.getBody().empty()) {
+          if (type.getDimSize(1) % cp != 0)
+            return func.emitError()
+                   << "input '" << input.getValue() << "': sequence dim "
+                   << type.getDimSize(1) << " is not divisible by mesh.cp = "
+                   << cp;
+          BlockArgument arg = func.getArgument(i);
+          OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+          l.dims[1].push_back(kContextAxis);
+          auto seed = ShardOp::create(b, arg.getLoc(), arg,
+                                      l.toAttr(ctx, meshName), IntegerAttr());
+          arg.replaceAllUsesExcept(seed.getResult(), seed);
+        }
         continue;
       }
       // What a pipeline stage receives from another is laid out as that

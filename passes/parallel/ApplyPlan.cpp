@@ -35,7 +35,8 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
     MLIRContext *ctx = module.getContext();
     for (auto [key, size] : {std::pair<const char *, int64_t>{"dp", dp},
                              {"tp", tp},
-                             {"pp", pp}})
+                             {"pp", pp},
+                             {"cp", cp}})
       if (size < 1)
         return fail(std::string("mesh.") + key +
                     ": expected an integer >= 1, got " + std::to_string(size));
@@ -65,6 +66,10 @@ struct ApplyPlanPass : public dist::impl::ApplyPlanPassBase<ApplyPlanPass> {
     b.setInsertionPointToStart(module.getBody());
     SmallVector<StringRef> axes(kMeshAxes.begin(), kMeshAxes.end());
     std::vector<int64_t> sizes = meshAxisSizes(dp, tp, pp);
+    if (cp > 1) {
+      axes.insert(axes.end() - 1, kContextAxis);
+      sizes.insert(sizes.end() - 1, cp);
+    }
     // Hybrid sharding: the replicas outermost, so a shard group is
     // dp-neighbouring ranks (one node's, with tp and pp inside it).
     if (shardSize > 0 && shardSize < dp) {

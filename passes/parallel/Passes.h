@@ -29,6 +29,8 @@ inline constexpr llvm::StringLiteral kDataAxis = "dp";
 inline constexpr llvm::StringLiteral kReplicaAxis = "dpr";
 /// The tensor-parallel mesh axis.
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
+/// The context-parallel mesh axis (mesh.cp): every sequence split over it.
+inline constexpr llvm::StringLiteral kContextAxis = "cp";
 /// The pipeline-parallel mesh axis.
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 /// The mesh autopar-apply-plan creates, and its axes in order (ranks are

@@ -22,7 +22,10 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
 
     - `dist.mesh @mesh axes = [dp = D, pp = P, tp = T]`, the plan's mesh
       with every axis (size-1 axes included: a plan without that
-      parallelism), dp-major and tp-minor;
+      parallelism), dp-major and tp-minor; with `cp` above 1 a `cp` axis
+      between pp and tp (`[dp = D, pp = P, cp = C, tp = T]`: a rank's
+      context-parallel peers are neighbours, inside a node, as
+      Megatron-Core orders them);
     - `nn.frozen` on every parameter a `frozen` glob matches and
       `nn.no_decay` on every parameter an `optimizer.no_decay` glob
       matches (globs over the `nn.param` names);
@@ -53,6 +56,9 @@ def ApplyPlanPass : Pass<"autopar-apply-plan", "mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", "1", "mesh.dp: data-parallel ranks">,
     Option<"tp", "tp", "int64_t", "1", "mesh.tp: tensor-parallel ranks">,
     Option<"pp", "pp", "int64_t", "1", "mesh.pp: pipeline ranks">,
+    Option<"cp", "cp", "int64_t", "1",
+           "mesh.cp: context-parallel ranks (a `cp` axis between pp and "
+           "tp when above 1)">,
     Option<"shardSize", "shard-size", "int64_t", "0",
            "zero.shard_size: hybrid sharding's groups of dp ranks (0: all "
            "of dp); the mesh then has a dpr axis of dp / shard-size "
@@ -236,6 +242,35 @@ def AnnotateShardingPass : Pass<"autopar-annotate-sharding", "mlir::ModuleOp"> {
            "to all-reduce once per step (gradient accumulation)">,
   ];
   let dependentDialects = ["autopar::dist::DistDialect"];
+}
+
+def ContextParallelPass
+    : Pass<"autopar-dist-context-parallel", "mlir::ModuleOp"> {
+  let summary = "Causal attentions told their queries' positions (mesh.cp)";
+  let description = [{
+    Context parallelism splits every sequence over the mesh's `cp` axis
+    (autopar-annotate-sharding seeds the inputs' dim 1 over it); each rank
+    then holds a block of the queries and, through sharding propagation,
+    sees every key and value (all-gathered over `cp`; their gradients are
+    reduce-scattered back), as Llama 3's context parallelism does. A causal
+    nn.attention masks by where its query rows are, so this pass gives each
+    one `positions`: the key position of each query row, arange(S - T, S),
+    which spmdization splits with the queries (each rank its block's
+    positions). Runs before autodiff, which passes them to the gradient.
+
+    ```mlir
+    %o, %l = nn.attention %q, %k, %v {causal = true, scale = 0.5 : f64}
+        : (tensor<1x2x8x4xf32>, ...) -> ...
+    ```
+    becomes
+    ```mlir
+    %p = nn.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>
+    %o, %l = nn.attention %q, %k, %v positions %p {causal = true, ...}
+    ```
+    Errors: a module without a mesh, or a `cp` axis that does not divide
+    an attention's query rows.
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
 def SplitFusedProjectionsPass

@@ -152,6 +152,11 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
   for (size_t d = 0; d < h.dims.size() && d < want.dims.size(); ++d) {
     if (!h.dims[d].empty() || want.dims[d].empty())
       continue;
+    // A parameter is whole on every rank of a context-parallel group (cp
+    // splits the tokens only).
+    if (openArgs.contains(v) &&
+        llvm::is_contained(want.dims[d], StringRef(kContextAxis)))
+      continue;
     bool clash = llvm::any_of(want.dims[d], [&](StringRef a) {
       return llvm::any_of(h.dims, [&](const auto &axes) {
         return llvm::is_contained(axes, a);

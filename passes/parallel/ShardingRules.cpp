@@ -136,19 +136,33 @@ FactorRule reshapeRule(Operation *op) {
     int64_t major = rule.addFactor();
     fin[i] = major;
     fout[j] = major;
+    const size_t mergedIn = i, mergedOut = j;
     int64_t a = in[i++], b = out[j++];
+    const int64_t majorIn = a, majorOut = b;
+    bool tailed = false;
     while (a != b) {
       if (a < b) {
         if (i >= in.size())
           break;
-        if (in[i] != 1)
+        if (in[i] != 1) {
           fin[i] = rule.addFactor(false);
+          // The operand's dims merge into the result's.
+          if (!tailed)
+            rule.tails.push_back({major, fin[i], majorIn, false,
+                                  static_cast<int64_t>(mergedOut)});
+          tailed = true;
+        }
         a *= in[i++];
       } else {
         if (j >= out.size())
           break;
-        if (out[j] != 1)
+        if (out[j] != 1) {
           fout[j] = rule.addFactor(false);
+          if (!tailed)
+            rule.tails.push_back({major, fout[j], majorOut, true,
+                                  static_cast<int64_t>(mergedIn)});
+          tailed = true;
+        }
         b *= out[j++];
       }
     }
@@ -258,17 +272,22 @@ FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
 }
 
 /// nn.attention / nn.attention_grad: the leading (batch, head) dims split
-/// freely; the query rows, key rows and features stay whole (a causal
-/// offset and the softmax span them).
+/// freely; so do the query rows of an attention whose causal mask follows
+/// `positions` (context parallelism: each rank's block of queries against
+/// every key, so the key and value gradients are pending sums over the
+/// rows' axes); key rows and features stay whole (the softmax spans them).
 FactorRule attentionRule(Operation *op) {
   auto forward = dyn_cast<nn::AttentionOp>(op);
   auto backward = dyn_cast<nn::AttentionGradOp>(op);
   Value q = forward ? forward.getQuery() : backward.getQuery();
   Value mask = forward ? forward.getMask() : backward.getMask();
+  Value positions = forward ? forward.getPositions() : backward.getPositions();
   FactorRule rule;
   int64_t rank = shapeOf(q).size();
   SmallVector<int64_t> lead = identityFactors(rule, rank - 2);
-  int64_t t = rule.addFactor(false), s = rule.addFactor(false),
+  // Without positions a causal row's keys depend on where the row is.
+  bool causal = forward ? forward.getCausal() : backward.getCausal();
+  int64_t t = rule.addFactor(positions || !causal), s = rule.addFactor(false),
           d = rule.addFactor(false);
   auto with = [&](std::initializer_list<int64_t> last) {
     SmallVector<int64_t> f(lead);
@@ -287,6 +306,8 @@ FactorRule attentionRule(Operation *op) {
   rule.operandFactors = {qf, kf, kf};
   if (mask)
     rule.operandFactors.push_back(maskFactors);
+  if (positions)
+    rule.operandFactors.push_back({t});
   if (forward) {
     rule.resultFactors = {qf, lse};
   } else {
@@ -637,10 +658,67 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     factorAxes[f].assign(axes.begin(), axes.end());
     used.append(axes.begin(), axes.end());
   };
-  for (auto [i, fs] : llvm::enumerate(rule.operandFactors))
-    for (auto [d, f] : llvm::enumerate(fs))
-      if (d < operands[i].dims.size())
-        claim(f, operands[i].dims[d]);
+  // A reshape's merged dim split over more axes than its major dim takes
+  // (its major factor's extent, then the minor's: Tail).
+  auto tailOf = [&](bool operand, int64_t dim) -> const FactorRule::Tail * {
+    for (const FactorRule::Tail &tail : rule.tails)
+      if (tail.mergedInOperand == operand && tail.mergedDim == dim)
+        return &tail;
+    return nullptr;
+  };
+  auto claimMerged = [&](const FactorRule::Tail &tail,
+                         ArrayRef<StringRef> axes) {
+    for (size_t p = 1; p < axes.size(); ++p) {
+      if (groupSize(mesh, axes.take_front(p)) != tail.majorExtent)
+        continue;
+      ArrayRef<StringRef> rest = axes.drop_front(p);
+      if (!factorAxes[tail.major].empty() || !factorAxes[tail.minor].empty() ||
+          llvm::any_of(axes,
+                       [&](StringRef a) { return llvm::is_contained(used, a); }) ||
+          llvm::any_of(dimsOf(tail.minor),
+                       [&](int64_t size) { return size % groupSize(mesh, rest); }))
+        return;
+      factorAxes[tail.major].assign(axes.begin(), axes.begin() + p);
+      factorAxes[tail.minor].assign(rest.begin(), rest.end());
+      used.append(axes.begin(), axes.end());
+      return;
+    }
+  };
+  // The minor dim's axes, once the major ones leave one index per rank.
+  auto claimMinor = [&](const FactorRule::Tail &tail,
+                        ArrayRef<StringRef> axes) {
+    if (axes.empty() || !factorAxes[tail.minor].empty() ||
+        groupSize(mesh, factorAxes[tail.major]) != tail.majorExtent ||
+        llvm::any_of(axes,
+                     [&](StringRef a) { return llvm::is_contained(used, a); }) ||
+        llvm::any_of(dimsOf(tail.minor),
+                     [&](int64_t size) { return size % groupSize(mesh, axes); }))
+      return;
+    factorAxes[tail.minor].assign(axes.begin(), axes.end());
+    used.append(axes.begin(), axes.end());
+  };
+  auto claimAll = [&](bool operand, ArrayRef<SmallVector<int64_t>> factors,
+                      auto axesAt) {
+    for (auto [i, fs] : llvm::enumerate(factors))
+      for (auto [d, f] : llvm::enumerate(fs)) {
+        ArrayRef<StringRef> axes = axesAt(i, d);
+        if (const FactorRule::Tail *tail = tailOf(operand, d);
+            tail && i == 0 && f == tail->major)
+          claimMerged(*tail, axes);
+        claim(f, axes);
+      }
+    for (const FactorRule::Tail &tail : rule.tails)
+      for (auto [i, fs] : llvm::enumerate(factors))
+        for (auto [d, f] : llvm::enumerate(fs))
+          if (f == tail.minor)
+            claimMinor(tail, axesAt(i, d));
+  };
+  claimAll(true, rule.operandFactors,
+           [&](size_t i, size_t d) -> ArrayRef<StringRef> {
+             if (d < operands[i].dims.size())
+               return operands[i].dims[d];
+             return {};
+           });
   // Then the factors the results' users want split (backward propagation):
   // an operand that does not split them is sliced locally. Only factors an
   // operand indexes: the others (a constant's dims, a broadcast) hold
@@ -651,27 +729,39 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
              return llvm::is_contained(fs, f);
            });
   };
-  for (auto [j, fs] : llvm::enumerate(rule.resultFactors))
-    for (auto [d, f] : llvm::enumerate(fs))
-      if (j < resultHints.size() && d < resultHints[j].dims.size() && f >= 0 &&
-          indexed(f))
-        claim(f, resultHints[j].dims[d]);
+  SmallVector<SmallVector<int64_t>> hinted;
+  for (auto [j, fs] : llvm::enumerate(rule.resultFactors)) {
+    hinted.emplace_back();
+    for (int64_t f : fs)
+      hinted.back().push_back(f >= 0 && indexed(f) ? f : -1);
+  }
+  claimAll(false, hinted, [&](size_t j, size_t d) -> ArrayRef<StringRef> {
+    if (j < resultHints.size() && d < resultHints[j].dims.size())
+      return resultHints[j].dims[d];
+    return {};
+  });
 
-  auto layoutOf = [&](ArrayRef<int64_t> fs) {
+  auto layoutOf = [&](bool operand, ArrayRef<int64_t> fs) {
     Layout l = Layout::replicated(fs.size());
-    for (auto [d, f] : llvm::enumerate(fs))
-      if (f >= 0)
-        l.dims[d] = factorAxes[f];
+    for (auto [d, f] : llvm::enumerate(fs)) {
+      if (f < 0)
+        continue;
+      l.dims[d] = factorAxes[f];
+      if (const FactorRule::Tail *tail = tailOf(operand, d);
+          tail && f == tail->major)
+        l.dims[d].append(factorAxes[tail->minor].begin(),
+                         factorAxes[tail->minor].end());
+    }
     return l;
   };
   for (auto [i, fs] : llvm::enumerate(rule.operandFactors)) {
-    Layout l = layoutOf(fs);
+    Layout l = layoutOf(true, fs);
     if (keepPartial[i])
       l.partial = partial;
     d.operands.push_back(l);
   }
   for (auto fs : rule.resultFactors) {
-    Layout l = layoutOf(fs);
+    Layout l = layoutOf(false, fs);
     l.partial = partial;
     int64_t scale = 1;
     for (int64_t f = 0; f < numFactors; ++f) {

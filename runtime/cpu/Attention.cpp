@@ -106,24 +106,42 @@ const float *denseIfOverlapping(const AttentionDesc &d, const float *x,
   return copy.data();
 }
 
+/// The key position of query i under the causal mask: it sees keys
+/// j <= position(i).
+int64_t position(const AttentionDesc &d, int64_t i) {
+  return d.positions ? d.positions[i] : i + d.s - d.t;
+}
+
+/// The first query in [lo, hi) that sees key `key` (hi if none): queries'
+/// positions increase.
+int64_t firstQuerySeeing(const AttentionDesc &d, int64_t key, int64_t lo,
+                         int64_t hi) {
+  if (!d.positions)
+    return std::clamp<int64_t>(key - (d.s - d.t), lo, hi);
+  return std::lower_bound(d.positions + lo, d.positions + hi, key) -
+         d.positions;
+}
+
 /// How many keys (from 0) queries [0, rowEnd) may see.
 int64_t keyEnd(const AttentionDesc &d, int64_t rowEnd) {
   if (!d.causal)
     return d.s;
-  return std::clamp<int64_t>(rowEnd + d.s - d.t, 0, d.s);
+  if (rowEnd <= 0)
+    return 0;
+  return std::clamp<int64_t>(position(d, rowEnd - 1) + 1, 0, d.s);
 }
 
 /// The first query that may see key `key`.
 int64_t queryBegin(const AttentionDesc &d, int64_t key) {
   if (!d.causal)
     return 0;
-  return std::clamp<int64_t>(key - (d.s - d.t), 0, d.t);
+  return firstQuerySeeing(d, key, 0, d.t);
 }
 
 /// The entries [begin, end) of row r of a tile of scores that the causal
 /// mask leaves visible (all `cols` without it): entry (r, c) is query
 /// i0 + r and key j0 + c, or with `keyRows` key j0 + r and query i0 + c.
-/// Query i sees keys j <= i + (S - T).
+/// Query i sees keys j <= position(i).
 struct Span {
   int64_t begin, end;
 };
@@ -131,10 +149,17 @@ Span causalSpan(const AttentionDesc &d, int64_t i0, int64_t j0, int64_t r,
                 int64_t cols, bool keyRows) {
   if (!d.causal)
     return {0, cols};
-  const int64_t shift = d.s - d.t;
-  if (keyRows) // queries from j0 + r - shift on
-    return {std::clamp<int64_t>(j0 + r - shift - i0, 0, cols), cols};
-  return {0, std::clamp<int64_t>(i0 + r + shift + 1 - j0, 0, cols)};
+  if (!d.positions) {
+    const int64_t shift = d.s - d.t;
+    if (keyRows) // queries from j0 + r - shift on
+      return {std::clamp<int64_t>(j0 + r - shift - i0, 0, cols), cols};
+    return {0, std::clamp<int64_t>(i0 + r + shift + 1 - j0, 0, cols)};
+  }
+  if (keyRows) { // the queries (all in range) that see key j0 + r
+    const int64_t hi = std::min(i0 + cols, d.t);
+    return {firstQuerySeeing(d, j0 + r, i0, hi) - i0, cols};
+  }
+  return {0, std::clamp<int64_t>(d.positions[i0 + r] + 1 - j0, 0, cols)};
 }
 
 /// Sets the entries of a tile of scores of head (b, h) that the bool mask

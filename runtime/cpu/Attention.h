@@ -3,7 +3,8 @@
 // The kernels behind nn.attention: for every batch index b and head h,
 //
 //   s[i, j]   = scale * q[b, h, i, :] . k[b, h, j, :]
-//   masked    : j > i + (S - T) when causal; mask[b, h, i, j] false
+//   masked    : j > pos(i) when causal; mask[b, h, i, j] false, where
+//               pos(i) = positions[i] when given, else i + (S - T)
 //   p[i, :]   = softmax_j(s[i, :] with masked entries -inf)
 //   out[b, h, i, :] = sum_j p[i, j] v[b, h, j, :]
 //   lse[b, h, i]    = log sum_j exp(s[i, j]) over unmasked j (what the
@@ -64,6 +65,10 @@ struct AttentionDesc {
   /// Optional mask (true: attend) and its strides over (b, h, i, j).
   const bool *mask = nullptr;
   int64_t maskStrides[4] = {};
+  /// Optional (causal only): the key position of each query row, [t],
+  /// increasing (a context-parallel rank's rows of the sequence; its keys
+  /// are the whole sequence). Null: row i is at i + (s - t).
+  const int64_t *positions = nullptr;
 };
 
 namespace cpu {

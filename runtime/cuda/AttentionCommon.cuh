@@ -42,13 +42,35 @@ __device__ T *headOf(T *base, const int64_t strides[3], int64_t b, int64_t h) {
   return base + b * strides[0] + h * strides[1];
 }
 
+/// The key position of query i under the causal mask (it sees keys j up
+/// to it): the desc's positions (increasing), else i + (S - T).
+__device__ inline int64_t queryPosition(const AttentionDesc &d, int64_t i) {
+  return d.positions ? d.positions[i] : i + d.s - d.t;
+}
+
+/// The first query that sees key `key` under the causal mask (T if none).
+__device__ inline int64_t firstQuerySeeing(const AttentionDesc &d,
+                                           int64_t key) {
+  if (!d.positions)
+    return clampTo(key - (d.s - d.t), 0, d.t);
+  int64_t lo = 0, hi = d.t;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (d.positions[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /// Whether query i may see key j (both in range) of the head whose mask
 /// starts at `mask` (null: no mask).
 __device__ inline bool attends(const AttentionDesc &d, const bool *mask,
                                int64_t i, int64_t j) {
   if (i >= d.t || j >= d.s)
     return false;
-  if (d.causal && j > i + d.s - d.t)
+  if (d.causal && j > queryPosition(d, i))
     return false;
   return !mask || mask[i * d.maskStrides[2] + j * d.maskStrides[3]];
 }
@@ -77,12 +99,18 @@ __device__ TileBlock tileBlock(const AttentionDesc &d, int kRows) {
   if constexpr (kKeys) {
     block.first = static_cast<int64_t>(blockIdx.y) * kRows;
     block.count = static_cast<int>(clampTo(d.s - block.first, 0, kRows));
-    block.bound = d.causal ? clampTo(block.first - (d.s - d.t), 0, d.t) : 0;
+    block.bound = d.causal ? firstQuerySeeing(d, block.first) : 0;
   } else {
     block.first = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
     block.count = static_cast<int>(clampTo(d.t - block.first, 0, kRows));
-    block.bound =
-        d.causal ? clampTo(block.first + block.count + d.s - d.t, 0, d.s) : d.s;
+    block.bound = d.s;
+    if (d.causal) // the keys the block's last row sees
+      block.bound = block.count == 0
+                        ? 0
+                        : clampTo(queryPosition(d, block.first + block.count -
+                                                       1) +
+                                      1,
+                                  0, d.s);
   }
   block.mask =
       d.mask ? d.mask + block.b * d.maskStrides[0] + block.h * d.maskStrides[1]

@@ -199,6 +199,8 @@ std::vector<int64_t> planKey(const AttentionDesc &d, Attention16Type type,
 std::string precheck(const AttentionDesc &d) {
   if (d.mask)
     return "an attention mask";
+  if (d.positions)
+    return "query positions (a context-parallel rank's rows)";
   if (d.causal && d.s < d.t)
     return "a causal attention with fewer keys than queries";
   if (d.d % 8 != 0)

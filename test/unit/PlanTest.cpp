@@ -197,7 +197,7 @@ TEST(PlanTest, EmptySectionsGiveDefaults) {
 
 TEST(PlanTest, DefaultsResolved) {
   json expected = parseJson(R"({
-    "mesh": {"dp": 1, "tp": 1, "pp": 1},
+    "mesh": {"dp": 1, "tp": 1, "pp": 1, "cp": 1},
     "batch": {"micro_batches": 1, "global_batch": 0},
     "zero": {"stage": 0, "offload": "none", "nvme_path": "",
              "nvme_chunk_mb": 4.0, "offload_params": "none", "shard_size": 0},
@@ -214,6 +214,7 @@ TEST(PlanTest, DefaultsResolved) {
     "pad_vocab_multiple": "auto",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
+    "context_parallel": {"mode": "all_gather"},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
                   "no_decay": []},
@@ -459,12 +460,18 @@ TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"mesh": {}, "meshes": {}})"),
             "meshes: unknown key (expected one of: mesh, batch, zero, comm, "
             "precision, grad_dtype, loss_scale, recompute, pipeline, "
-            "tensor_parallel, "
+            "tensor_parallel, context_parallel, "
             "optimizer, frozen, lora, quantize, padding_idx, lr_schedule, "
             "data, attention, attention_backend, dropout, "
             "pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
-            "mesh.ep: unknown key (expected one of: dp, tp, pp)");
+            "mesh.ep: unknown key (expected one of: dp, tp, pp, cp)");
+  EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "ring"}})"),
+            "context_parallel.mode: \"ring\" is not supported yet (use "
+            "\"all_gather\")");
+  EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "zigzag"}})"),
+            "context_parallel.mode: expected one of \"all_gather\", "
+            "\"ring\", \"ulysses\", got \"zigzag\"");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
             "optimizer.foo: unknown key (expected one of: type, lr, betas, "
             "eps, weight_decay, max_grad_norm, no_decay)");

@@ -32,8 +32,8 @@ module {
 
 // -----
 
-// Only dp, pp and tp are known: any other axis must have size 1.
-// expected-error @+1 {{mesh axis 'ep' has size 2: only the dpr, dp, pp and tp axes are partitioned yet}}
+// Only dp, pp, cp and tp are known: any other axis must have size 1.
+// expected-error @+1 {{mesh axis 'ep' has size 2: only the dpr, dp, pp, cp and tp axes are partitioned yet}}
 module {
   dist.mesh @mesh axes = [dp = 2, pp = 2, ep = 2]
 }
@@ -44,4 +44,15 @@ module {
 // expected-error @+1 {{a dpr (replica) axis needs a ZeRO stage of 1 or more (it is hybrid sharding's)}}
 module {
   dist.mesh @mesh axes = [dpr = 2, dp = 2, pp = 1, tp = 1]
+}
+
+// -----
+
+// Context parallelism splits the inputs' sequence dim: cp must divide it.
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 4, tp = 1]
+  // expected-error @+1 {{input 'ids': sequence dim 6 is not divisible by mesh.cp = 4}}
+  func.func @step(%ids: tensor<2x6xi64> {nn.input = "ids"}) -> tensor<2x6xi64> {
+    return %ids : tensor<2x6xi64>
+  }
 }

@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""Check context parallelism of one model against the one-device program.
+
+  check_cp.py MODEL.onnx [--input-shape NAME=D0,D1 ...] --data TOKENS.bin
+      --steps K --workdir DIR --plan BASE.json --meshes cp=2,cp=2:dp=2,...
+      [--zero 0,1] --layers L --kv-width W [--activations]
+
+BASE.json is the plan without "mesh" and "zero"; each configuration adds
+{"mesh": {...}, "zero": {"stage": S}}. Compiles BASE.json alone (one rank)
+and runs it; then, for each mesh and stage, compiles, runs under `mpirun
+-np dp*tp*cp` and checks:
+
+ (a) every step's loss and gradient norm equal the one-rank run's within
+     relative 1e-5, its lr within 1e-9;
+ (b) the program is context-parallel: every attention of the step takes
+     `positions` (its block's), the keys and values are all-gathered over
+     cp (a collective with `axes = [cp]`), and no parameter is stored split
+     over cp;
+ (c) every step's logged comm_bytes equal report.json's comm_bytes_per_step,
+     group by group and kind by kind (relative 1e-9), and report.json's
+     parallel.per_rank lists every rank with its mesh coordinates (cp
+     among them);
+ (d) the all-gathers over cp are the keys' and values' of the --layers
+     attention layers, once forward and once for the backward (they are
+     gathered again, not kept): 2 x 2 x L x (cp-1)/cp x b*s*kv bytes per
+     micro-batch (b*s*kv the fp32 bytes of the gathered [b, kv heads, s,
+     head dim] tensor of a rank's micro-batch: b its samples, s the
+     sequence of the first --input-shape, kv = --kv-width, the kv heads
+     times the head dim), and nothing else is all-gathered over cp;
+ (e) with --activations, report.json's bytes.activations of a rank is at
+     most 1/cp of the one-rank program's plus 25% of that share (each rank
+     computes on its block of the tokens; the gathered keys and values and
+     the parameters' gradients are what does not shrink).
+
+Prints `OK cp=2 dp=1 tp=1 zero=0` per configuration; at the first failure
+one line `FAIL ...: reason` and exit 1.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_dp_zero as base  # noqa: E402
+
+RTOL = 1e-5
+AXES = ("dp", "tp", "cp")
+
+
+def parse_meshes(text):
+    meshes = []
+    for item in text.split(":"):
+        mesh = {}
+        for part in item.split(","):
+            key, _, value = part.partition("=")
+            if key not in AXES or not value.isdigit() or int(value) < 1:
+                raise argparse.ArgumentTypeError(f"{part!r}: expected dp=N, tp=N or cp=N")
+            mesh[key] = int(value)
+        if mesh.get("cp", 1) < 2:
+            raise argparse.ArgumentTypeError(f"{item!r}: cp must be at least 2")
+        meshes.append(mesh)
+    return meshes
+
+
+def step_ir(out):
+    with open(os.path.join(out, "train_step.mlir")) as f:
+        return f.read()
+
+
+def check_ir(ir):
+    """(b): positions on every attention, a gather over cp, no parameter
+    split over cp."""
+    attentions = re.findall(r"nn\.attention(?:_grad)? [^\n]*", ir)
+    if not attentions:
+        raise base.Failure("the step has no nn.attention")
+    missing = [a for a in attentions if " positions " not in a and "causal = true" in a]
+    if missing:
+        raise base.Failure(f"a causal attention without positions: {missing[0][:120]}")
+    if not re.search(r"dist\.all_gather [^\n]*axes = \[cp\]", ir):
+        raise base.Failure("the step all-gathers nothing over cp")
+    head = ir[ir.index("func.func @train_step"):]
+    head = head[:head.index("{\n")]
+    for m in re.finditer(r'#dist\.sharding<[^>]*>[^{}]*nn\.param = "([^"]+)"', head):
+        if "cp" in m.group(0).split("nn.param")[0]:
+            raise base.Failure(f"parameter {m.group(1)} is stored split over cp")
+
+
+def check_comm(report, records, mesh):
+    """(c)."""
+    par = report["parallel"]
+    per_step = par["comm_bytes_per_step"]
+    for r in records:
+        if set(r["comm_bytes"]) != set(per_step):
+            raise base.Failure(f"step {r['step']}: logged comm_bytes groups "
+                               f"{sorted(r['comm_bytes'])} != report.json's {sorted(per_step)}")
+        for g in per_step:
+            for k in base.KINDS:
+                got, want = r["comm_bytes"][g][k], per_step[g][k]
+                if not base.close(got, want, 1e-9):
+                    raise base.Failure(f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
+                                       f"!= report.json's {want!r}")
+    dp, tp, cp = (mesh.get(a, 1) for a in AXES)
+    want = [{"dp": d, "pp": 0, "cp": c, "tp": t}
+            for d in range(dp) for c in range(cp) for t in range(tp)]
+    coords = [e.get("coords") for e in par.get("per_rank", [])]
+    if coords != want:
+        raise base.Failure(f"report.json per_rank coords {coords} != {want}")
+    return per_step
+
+
+def check_kv_bytes(args, per_step, dp, cp, micro_batches):
+    """(d)."""
+    batch, seq = (int(x) for x in args.input_shape[0].partition("=")[2].split(","))
+    kv = batch // dp // micro_batches * seq * args.kv_width * 4
+    want = 2 * 2 * args.layers * (cp - 1) / cp * kv * micro_batches
+    got = sum(kinds["all_gather"] for group, kinds in per_step.items() if group == "cp")
+    if not base.close(got, want, 1e-9):
+        raise base.Failure(f"all-gathered {got} bytes over cp per step, expected {want:.0f} "
+                           f"(2 x 2 x {args.layers} layers x (cp-1)/cp x {kv} x "
+                           f"{micro_batches} micro-batches)")
+    return got
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model")
+    p.add_argument("--input-shape", action="append", default=[])
+    p.add_argument("--data", required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--meshes", type=parse_meshes, required=True)
+    p.add_argument("--zero", default="0")
+    p.add_argument("--layers", type=int, required=True,
+                   help="the model's attention layers (d)")
+    p.add_argument("--kv-width", type=int, required=True,
+                   help="kv heads x head dim (d)")
+    p.add_argument("--activations", action="store_true", help="check (e)")
+    p.add_argument("--autopar", default="autopar")
+    p.add_argument("--mpirun", default="mpirun")
+    p.add_argument("--timeout", type=int, default=300)
+    args = p.parse_args(argv)
+    args.model = os.path.abspath(args.model)
+    args.data = os.path.abspath(args.data)
+    with open(args.plan) as f:
+        plan = json.load(f)
+    micro_batches = plan.get("batch", {}).get("micro_batches", 1)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    label = "baseline"
+    try:
+        cfg = os.path.join(args.workdir, "one")
+        _, one = base.compile_plan(args, plan, cfg)
+        ref, _ = base.train(args, os.path.join(cfg, "out"), cfg, 1)
+        print("OK cp=1 (baseline)")
+        for mesh in args.meshes:
+            for stage in (int(s) for s in args.zero.split(",")):
+                dp, tp, cp = (mesh.get(a, 1) for a in AXES)
+                label = f"cp={cp} dp={dp} tp={tp} zero={stage}"
+                cfg = os.path.join(args.workdir, f"cp{cp}-dp{dp}-tp{tp}-z{stage}")
+                out, report = base.compile_plan(
+                    args, dict(plan, mesh=dict(mesh), zero={"stage": stage}), cfg)
+                check_ir(step_ir(out))
+                log, records = base.train(args, out, cfg, dp * tp * cp)
+                worst = 0.0
+                for key in ("loss", "grad_norm"):
+                    worst = max(worst, base.compare(log, ref, key, RTOL, "one rank",
+                                                    args.steps))
+                base.compare(log, ref, "lr", 1e-9, "one rank", args.steps)
+                per_step = check_comm(report, records, mesh)
+                gathered = check_kv_bytes(args, per_step, dp, cp, micro_batches)
+                extra = ""
+                if args.activations:
+                    mine = report["bytes"]["activations"]
+                    full = one["bytes"]["activations"]
+                    if mine > 1.25 * full / cp:
+                        raise base.Failure(f"{mine} activation bytes per rank, more than "
+                                           f"1.25 x 1/{cp} of one rank's {full}")
+                    extra = f", activations {mine / full:.2f} of one rank's"
+                print(f"OK {label}: max rel diff {worst:.2e}, {gathered:.0f} bytes "
+                      f"all-gathered over cp per step{extra}")
+    except base.Failure as e:
+        print(f"FAIL {label}: {e}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
