@@ -86,13 +86,23 @@ LogicalResult Emitter::emitDist(Operation *op) {
   std::string commType = element.isBF16()  ? "autopar::rt::CommType::BF16"
                          : element.isF16() ? "autopar::rt::CommType::F16"
                                            : "autopar::rt::CommType::F32";
+  // A gather only moves bytes: 32- and 64-bit integers (token ids, labels
+  // gathered over cp) move as f32 words.
+  const bool wordGather =
+      isa<dist::AllGatherOp>(op) && element.isInteger() &&
+      (element.getIntOrFloatBitWidth() == 32 ||
+       element.getIntOrFloatBitWidth() == 64);
+  const int64_t wordsPerElement =
+      wordGather ? element.getIntOrFloatBitWidth() / 32 : 1;
   auto collective = [&](ArrayAttr axes,
                         std::optional<dist::ReductionKind> kind =
                             std::nullopt) -> FailureOr<uint32_t> {
-    if (!element.isF32() && !element.isBF16() && !element.isF16())
+    if (!element.isF32() && !element.isBF16() && !element.isF16() &&
+        !wordGather)
       return op->emitOpError() << "the " << targetName()
                                << " target communicates f32, bf16 and f16 "
-                                  "tensors only";
+                                  "tensors only (and gathers 32- and 64-bit "
+                                  "integers)";
     if (kind && *kind != dist::ReductionKind::sum &&
         !(*kind == dist::ReductionKind::max && element.isF32() &&
           isa<dist::AllReduceOp>(op)))
@@ -127,8 +137,8 @@ LogicalResult Emitter::emitDist(Operation *op) {
     if (failed(mask))
       return failure();
     issue(full, formatv("allGatherFlat({0}, {1}, {2}, {3}, {4}u)", ptr(piece),
-                        tensorType(full).getNumElements(), ptr(full), commType,
-                        *mask));
+                        tensorType(full).getNumElements() * wordsPerElement,
+                        ptr(full), commType, *mask));
     return success();
   };
   return TypeSwitch<Operation *, LogicalResult>(op)

@@ -37,6 +37,15 @@ bool dist::returnsGradients(func::FuncOp func) {
 
 namespace {
 
+/// Whether `v` is an argument holding a parameter (nn.param).
+bool isParameter(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return func && func.getArgAttr(arg.getArgNumber(), nn::NNDialect::kParamAttr);
+}
+
 int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
@@ -154,7 +163,7 @@ bool ShardingPropagator::addHint(Value v, const Layout &want) {
       continue;
     // A parameter is whole on every rank of a context-parallel group (cp
     // splits the tokens only).
-    if (openArgs.contains(v) &&
+    if (openArgs.contains(v) && isParameter(v) &&
         llvm::is_contained(want.dims[d], StringRef(kContextAxis)))
       continue;
     bool clash = llvm::any_of(want.dims[d], [&](StringRef a) {

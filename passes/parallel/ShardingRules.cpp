@@ -765,7 +765,11 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     l.partial = partial;
     int64_t scale = 1;
     for (int64_t f = 0; f < numFactors; ++f) {
-      if (factorAxes[f].empty() || llvm::is_contained(fs, f) ||
+      // (A reshape's minor factor splits the merged dim with its major.)
+      bool merged = llvm::any_of(rule.tails, [&](const FactorRule::Tail &t) {
+        return t.minor == f && !t.mergedInOperand;
+      });
+      if (factorAxes[f].empty() || llvm::is_contained(fs, f) || merged ||
           rule.reduction[f] == Reduction::Within)
         continue;
       // A split factor the result does not index: a sum (or mean) of
