@@ -61,18 +61,7 @@ AXES = ("dp", "tp", "cp", "pp")
 
 
 def parse_meshes(text):
-    meshes = []
-    for item in text.split(":"):
-        mesh = {}
-        for part in item.split(","):
-            key, _, value = part.partition("=")
-            if key not in AXES or not value.isdigit() or int(value) < 1:
-                raise argparse.ArgumentTypeError(f"{part!r}: expected dp=N, tp=N, cp=N or pp=N")
-            mesh[key] = int(value)
-        if mesh.get("cp", 1) < 2:
-            raise argparse.ArgumentTypeError(f"{item!r}: cp must be at least 2")
-        meshes.append(mesh)
-    return meshes
+    return base.parse_meshes(text, AXES, "cp")
 
 
 def step_ir(out):
@@ -102,16 +91,7 @@ def check_comm(report, records, mesh):
     """(c)."""
     par = report["parallel"]
     per_step = par["comm_bytes_per_step"]
-    for r in records:
-        if set(r["comm_bytes"]) != set(per_step):
-            raise base.Failure(f"step {r['step']}: logged comm_bytes groups "
-                               f"{sorted(r['comm_bytes'])} != report.json's {sorted(per_step)}")
-        for g in per_step:
-            for k in base.KINDS:
-                got, want = r["comm_bytes"][g][k], per_step[g][k]
-                if not base.close(got, want, 1e-9):
-                    raise base.Failure(f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
-                                       f"!= report.json's {want!r}")
+    base.check_logged_comm(records, per_step)
     dp, tp, cp, pp = (mesh.get(a, 1) for a in AXES)
     want = [{"dp": d, "pp": p, "cp": c, "tp": t}
             for d in range(dp) for p in range(pp) for c in range(cp) for t in range(tp)]

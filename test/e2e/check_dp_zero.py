@@ -67,7 +67,6 @@ of each compile and run is kept in WORKDIR/<configuration>/.
 """
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -300,6 +299,40 @@ def group_bytes(report, groups):
     return per_step
 
 
+def check_logged_comm(records, per_step, rtol=1e-9):
+    """Every logged step's comm_bytes equal `per_step` (report.json's
+    comm_bytes_per_step) group by group and kind by kind."""
+    for r in records:
+        logged = r.get("comm_bytes")
+        if not isinstance(logged, dict) or set(logged) != set(per_step):
+            raise Failure(f"step {r['step']}: logged comm_bytes groups "
+                          f"{sorted(logged or {})} != report.json's {sorted(per_step)}")
+        for g in per_step:
+            for k in KINDS:
+                got, want = logged[g].get(k), per_step[g][k]
+                if not isinstance(got, (int, float)) or not close(got, want, rtol):
+                    raise Failure(f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
+                                  f"!= report.json's {want!r}")
+
+
+def parse_meshes(text, axes, required):
+    """`a=N,b=M:...` into [{a: N, b: M}, ...] over `axes`; each mesh's
+    `required` axis at least 2."""
+    meshes = []
+    for item in text.split(":"):
+        mesh = {}
+        for part in item.split(","):
+            key, _, value = part.partition("=")
+            if key not in axes or not value.isdigit() or int(value) < 1:
+                raise argparse.ArgumentTypeError(
+                    f"{part!r}: expected {', '.join(a + '=N' for a in axes)}")
+            mesh[key] = int(value)
+        if mesh.get(required, 1) < 2:
+            raise argparse.ArgumentTypeError(f"{item!r}: {required} must be at least 2")
+        meshes.append(mesh)
+    return meshes
+
+
 def dp_bytes(report):
     """report.json's comm_bytes_per_step over the dp group, by kind."""
     return report["parallel"]["comm_bytes_per_step"]["dp"]
@@ -309,18 +342,7 @@ def check_comm(report, records, dp, stage, psi, wbytes, gbytes, stage2_all_gathe
                shard_size=0):
     groups = groups_of(dp, shard_size)
     all_groups = group_bytes(report, groups)
-    for r in records:
-        logged = r.get("comm_bytes")
-        if not isinstance(logged, dict) or set(logged) != set(groups):
-            raise Failure(f"step {r['step']}: comm_bytes {logged!r}: expected the groups "
-                          f"{groups} only")
-        for g in groups:
-            for k in KINDS:
-                got = logged[g].get(k)
-                want = all_groups[g][k]
-                if not isinstance(got, (int, float)) or not close(got, want, COMM_RTOL):
-                    raise Failure(f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} != "
-                                  f"report.json's comm_bytes_per_step.{g}.{k} {want!r}")
+    check_logged_comm(records, all_groups, COMM_RTOL)
     per_step = all_groups["dp"]
     ar, rs, ag = (per_step[k] for k in KINDS)
     if len(groups) > 1:

@@ -59,18 +59,7 @@ RTOL = 1e-5
 
 
 def parse_meshes(text):
-    meshes = []
-    for item in text.split(":"):
-        mesh = {}
-        for part in item.split(","):
-            key, _, value = part.partition("=")
-            if key not in ("dp", "tp") or not value.isdigit() or int(value) < 1:
-                raise argparse.ArgumentTypeError(f"{part!r}: expected dp=N or tp=N")
-            mesh[key] = int(value)
-        if mesh.get("tp", 1) < 2:
-            raise argparse.ArgumentTypeError(f"{item!r}: tp must be at least 2")
-        meshes.append(mesh)
-    return meshes
+    return base.parse_meshes(text, ("dp", "tp"), "tp")
 
 
 def split_params(ir):
@@ -225,18 +214,7 @@ def main(argv=None):
                 base.compare(log, ref, "lr", 1e-9, "one rank", args.steps)
                 par = report["parallel"]
                 per_step = par["comm_bytes_per_step"]
-                for r in records:
-                    if set(r["comm_bytes"]) != set(per_step):
-                        raise base.Failure(f"step {r['step']}: logged comm_bytes groups "
-                                           f"{sorted(r['comm_bytes'])} != report.json's "
-                                           f"{sorted(per_step)}")
-                    for g in per_step:
-                        for k in base.KINDS:
-                            got, want = r["comm_bytes"][g][k], per_step[g][k]
-                            if not base.close(got, want, 1e-9):
-                                raise base.Failure(
-                                    f"step {r['step']}: logged comm_bytes.{g}.{k} {got!r} "
-                                    f"!= report.json's {want!r}")
+                base.check_logged_comm(records, per_step)
                 check_padding(args, par.get("padded", {}), tp)
                 check_flops(report, one, par.get("padded", {}))
                 ranks = par.get("per_rank", [])
