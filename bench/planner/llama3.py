@@ -66,10 +66,6 @@ def main():
         for r in [int(x) for x in args.rows.split(",")]:
             gpus, tp, cp, pp, dp, seq, per_dp, tflops, mfu = ROWS[r - 1]
             name = "tp%d cp%d pp%d dp%d s%dK" % (tp, cp, pp, dp, seq // 1024)
-            if cp > 1:
-                print("%-30s %6d   not evaluated: needs mesh.cp (context parallelism), "
-                      "not in autopar yet" % (name, gpus))
-                continue
             if seq not in models:
                 path = os.path.join(tmp, "llama%d.onnx" % seq)
                 subprocess.run([PY, os.path.join(ROOT, "bench", "zero_memory",
@@ -80,7 +76,7 @@ def main():
                                 "--batch", "0"], check=True, capture_output=True)
                 os.remove(path + ".data")
                 models[seq] = path
-            base = {"mesh": {"dp": dp, "tp": tp, "pp": pp},
+            base = {"mesh": {"dp": dp, "tp": tp, "pp": pp, "cp": cp},
                     "batch": {"micro_batches": per_dp}, "zero": {"stage": 1},
                     "precision": "bf16-mixed", "grad_dtype": "fp32", "attention": "fused",
                     "tensor_parallel": {"sequence_parallel": True},

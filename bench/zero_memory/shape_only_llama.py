@@ -12,8 +12,9 @@ pre-norm blocks of RMSNorm (x / sqrt(mean(x^2) + 1e-5) * weight), q, k, v
 projections without bias ([h, h], [h, K h/A] twice), rotary embeddings
 (x cos + rotate_half(x) sin, the [T, h/A] tables Constant nodes), grouped-
 query attention (each of the K key/value heads expanded over A / K query
-heads), scores q k^T / sqrt(h/A) with a causal mask (a bool [1, 1, T, T]
-initializer in a Where), Softmax, the output projection [h, h] and the
+heads), scores q k^T / sqrt(h/A) with a causal mask (in a Where: j <= i, the
+positions Range(0, T) compared as a column with themselves as a row, so no
+[T, T] table is stored), Softmax, the output projection [h, h] and the
 residual; RMSNorm, SwiGLU (silu(x W_gate) * (x W_up)) W_down with W_gate,
 W_up [h, F] and W_down [F, h], and the residual; a final RMSNorm and an
 untied LM head [h, V]; SoftmaxCrossEntropyLoss (mean). Graph inputs `idx`
@@ -31,7 +32,7 @@ import os
 import sys
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shape_only_gpt import ExternalFile, Graph, initializer, write_model  # noqa: E402
@@ -69,7 +70,7 @@ def rotary(g, x, cos, sin, d):
     return g.op("Add", g.op("Mul", x, cos), g.op("Mul", half, sin))
 
 
-def attention(g, x, p, cos, sin, batch, seq, hidden, heads, kv_heads):
+def attention(g, x, p, mask, cos, sin, batch, seq, hidden, heads, kv_heads):
     d = hidden // heads
     q = g.op("MatMul", x, p + "self_attn.q_proj.weight")
     k = g.op("MatMul", x, p + "self_attn.k_proj.weight")
@@ -95,7 +96,7 @@ def attention(g, x, p, cos, sin, batch, seq, hidden, heads, kv_heads):
     k, v = expand(k), expand(v)
     scores = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2])),
                   g.const(1.0 / math.sqrt(d)))
-    masked = g.op("Where", "causal_mask", scores, g.const(float("-inf")))
+    masked = g.op("Where", mask, scores, g.const(float("-inf")))
     y = g.op("MatMul", g.op("Softmax", masked, axis=-1), v)
     y = g.op("Reshape", g.op("Transpose", y, perm=[0, 2, 1, 3]), g.ints([batch, seq, hidden]))
     return g.op("MatMul", y, p + "self_attn.o_proj.weight")
@@ -122,20 +123,22 @@ def build(path, layers, hidden, heads, kv_heads, ffn, vocab, seq, batch):
         small = math.prod(shape) * 4 <= 4096
         value = np.ones(shape, np.float32) if small else None
         g.initializers.append(initializer(store, name, TensorProto.FLOAT, shape, value))
-    tril = np.tril(np.ones((seq, seq), np.bool_)).reshape(1, 1, seq, seq)
-    g.initializers.append(
-        initializer(store, "causal_mask", TensorProto.BOOL, [1, 1, seq, seq], tril))
+    # The causal mask from the positions, j <= i (a [T, T] table would be
+    # 16 GiB at 128K tokens).
+    position = g.op("Range", g.const(0, TensorProto.INT64), g.const(seq, TensorProto.INT64),
+                    g.const(1, TensorProto.INT64))
+    mask = g.op("GreaterOrEqual", g.op("Unsqueeze", position, g.ints([1])), position)
     # The rotary tables (Llama's theta 500000 for Llama 3), [T, d].
     inv = 1.0 / (500000.0 ** (np.arange(0, d, 2, dtype=np.float64) / d))
     angles = np.outer(np.arange(seq, dtype=np.float64), inv)
     angles = np.concatenate([angles, angles], axis=-1)
-    cos = g.const(np.cos(angles).astype(np.float32).flatten().tolist(), shape=[seq, d])
-    sin = g.const(np.sin(angles).astype(np.float32).flatten().tolist(), shape=[seq, d])
+    cos, sin = (g.op("Constant", value=numpy_helper.from_array(
+        f(angles).astype(np.float32), "value")) for f in (np.cos, np.sin))
 
     x = g.op("Gather", "embed_tokens.weight", "idx", axis=0)
     for i in range(layers):
         p = f"layers.{i}."
-        x = g.op("Add", x, attention(g, rms_norm(g, x, p + "input_layernorm.weight"), p, cos,
+        x = g.op("Add", x, attention(g, rms_norm(g, x, p + "input_layernorm.weight"), p, mask, cos,
                                      sin, batch, seq, hidden, heads, kv_heads))
         x = g.op("Add", x, mlp(g, rms_norm(g, x, p + "post_attention_layernorm.weight"), p))
     logits = g.op("MatMul", rms_norm(g, x, "norm.weight"), "lm_head.weight")

@@ -107,6 +107,9 @@ def NN_Dialect : Dialect {
     /// begin0, end0, begin1, ...; the optimizer leaves them unchanged and
     /// the gradient norm leaves them out.
     static constexpr llvm::StringLiteral kFrozenRowsAttr = "nn.frozen_rows";
+    /// On an integer buffer whose elements are a, a + 1, a + 2, ... in
+    /// order (every dim but one of size 1; Range's positions): a, as i64.
+    static constexpr llvm::StringLiteral kArangeAttr = "nn.arange";
     static constexpr llvm::StringLiteral kTrilAttr = "nn.tril";
     static constexpr llvm::StringLiteral kTriuAttr = "nn.triu";
     /// A float32 buffer holding 0 on and below the diagonal and -inf or a

@@ -70,11 +70,12 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
                        : llvm::is_contained(argUnitAttrs, name);
   bool logicalType = !isResult && name == NNDialect::kLogicalTypeAttr;
   bool frozenRows = !isResult && name == NNDialect::kFrozenRowsAttr;
+  bool arange = !isResult && name == NNDialect::kArangeAttr;
   bool known = isResult ? (name == NNDialect::kOutputAttr ||
                            name == NNDialect::kGradAttr ||
                            name == NNDialect::kSavedAttr || unit)
                         : (llvm::is_contained(argStringAttrs, name) || unit ||
-                           logicalType || frozenRows);
+                           logicalType || frozenRows || arange);
   if (!known)
     return op->emitError() << "unknown " << what << " attribute '" << name
                            << "'";
@@ -96,6 +97,11 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
              << "argument attribute '" << name
              << "' must be a non-empty array of sorted, disjoint [begin, end) "
                 "row ranges";
+  } else if (arange) {
+    auto start = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!start || !start.getType().isInteger(64))
+      return op->emitError()
+             << "argument attribute '" << name << "' must be an i64 integer";
   } else if (unit) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError()
@@ -151,8 +157,17 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
       return op->emitError() << "argument #" << index << " with '" << name
                              << "' names rows outside dim 0 of " << whole;
   }
-  if (!param &&
-      (name == NNDialect::kInitFromAttr || unit || logicalType || frozenRows))
+  if (arange) {
+    auto element = dyn_cast<IntegerType>(tensor.getElementType());
+    if (!element || element.getWidth() == 1 || !attrs.contains(NNDialect::kBufferAttr) ||
+        llvm::count_if(tensor.getShape(), [](int64_t d) { return d != 1; }) > 1)
+      return op->emitError()
+             << "argument #" << index << " with '" << name
+             << "' must be an integer buffer with at most one dim over 1, got "
+             << type;
+  }
+  if (!param && (name == NNDialect::kInitFromAttr || unit || logicalType ||
+                 frozenRows || arange))
     return op->emitError() << "argument #" << index << " has '" << name
                            << "' but no 'nn.param'";
   if (param && name == NNDialect::kInputAttr)

@@ -84,7 +84,11 @@ LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
 
 ConvertFn compare(nn::ComparePredicate pred, HostBinary hostOp) {
   return [=](NodeContext &ctx) -> LogicalResult {
-    if (ctx.allInputsConstant())
+    // Constants fold unless the result is too large for the host: a
+    // causal mask compared from two aranges at a long sequence is computed
+    // at run time (autopar-fuse-attention then knows it as causal).
+    if (ctx.allInputsConstant() &&
+        foldableBroadcast(ctx.constInput(0)->shape, ctx.constInput(1)->shape))
       return setHost(ctx, hostBinary(hostOp, *ctx.constInput(0),
                                      *ctx.constInput(1)));
     if (ctx.inputType(0).getElementType().isInteger(1))

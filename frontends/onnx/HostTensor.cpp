@@ -666,6 +666,20 @@ static llvm::Error checkFoldShape(llvm::ArrayRef<int64_t> shape) {
   return llvm::Error::success();
 }
 
+bool autopar::onnx_import::foldable(llvm::ArrayRef<int64_t> shape) {
+  llvm::Error err = checkFoldShape(shape);
+  bool ok = !err;
+  llvm::consumeError(std::move(err));
+  return ok;
+}
+
+bool autopar::onnx_import::foldableBroadcast(llvm::ArrayRef<int64_t> a,
+                                             llvm::ArrayRef<int64_t> b) {
+  mlir::FailureOr<llvm::SmallVector<int64_t>> out =
+      autopar::nn::broadcastShapes(a, b);
+  return succeeded(out) && foldable(*out);
+}
+
 static Expected<llvm::SmallVector<int64_t>>
 broadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
   mlir::FailureOr<llvm::SmallVector<int64_t>> out =

@@ -152,6 +152,12 @@ enum class HostUnary { Neg, Sqrt, Reciprocal, Exp, Log, Tanh, Erf, Relu,
 
 llvm::Expected<HostTensor> hostBinary(HostBinary op, const HostTensor &a,
                                       const HostTensor &b);
+/// Whether a folded result of `shape` is small enough to materialize on
+/// the host (hostBinary and the other folds refuse larger ones).
+bool foldable(llvm::ArrayRef<int64_t> shape);
+/// Whether the broadcast of `a` and `b`'s shapes is foldable (false too
+/// when they do not broadcast).
+bool foldableBroadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 HostTensor hostUnary(HostUnary op, const HostTensor &a);
 llvm::Expected<HostTensor> hostWhere(const HostTensor &cond,
                                      const HostTensor &a, const HostTensor &b);

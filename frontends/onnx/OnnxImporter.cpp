@@ -154,6 +154,10 @@ private:
                              Block::iterator firstNew);
   LogicalResult addOutputs();
   void markCausalMasks();
+  /// Marks argument `i` (the integer buffer `name`) `nn.arange` when it
+  /// holds a, a + 1, ... along its one dim over 1 (positions a causal mask
+  /// is compared from).
+  void markArange(unsigned i, StringRef name, RankedTensorType type);
   Value addParam(RankedTensorType type, const ParamInfo &info);
 
   MLIRContext &ctx;
@@ -870,6 +874,8 @@ static bool onlyDecides(Value v) {
 /// whose bytes cannot be read (a shape-only model) is left unmarked. A
 /// float32 buffer (never trained) that is an additive causal mask in every
 /// matrix (Hugging Face's 4-D mask, folded at import) is `nn.causal_bias`.
+/// An integer buffer holding positions is `nn.arange` (markArange): a mask
+/// compared from those is causal too.
 void Importer::markCausalMasks() {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, nn::NNDialect::kParamAttr);
@@ -880,6 +886,11 @@ void Importer::markCausalMasks() {
         func.getArgAttr(i, nn::NNDialect::kBufferAttr) &&
         isCausalBias(name.getValue(), type)) {
       func.setArgAttr(i, nn::NNDialect::kCausalBiasAttr, builder.getUnitAttr());
+      continue;
+    }
+    if (name && isa<IntegerType>(element) && !element.isInteger(1) &&
+        func.getArgAttr(i, nn::NNDialect::kBufferAttr)) {
+      markArange(i, name.getValue(), type);
       continue;
     }
     if (!name || rank < 2 ||
@@ -917,6 +928,37 @@ void Importer::markCausalMasks() {
     else if (triu)
       func.setArgAttr(i, nn::NNDialect::kTriuAttr, builder.getUnitAttr());
   }
+}
+
+void Importer::markArange(unsigned i, StringRef name, RankedTensorType type) {
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  if ((width != 32 && width != 64) ||
+      llvm::count_if(type.getShape(), [](int64_t d) { return d != 1; }) > 1)
+    return;
+  llvm::Expected<std::vector<char>> bytes = weights->readBytes(name);
+  if (!bytes) {
+    llvm::consumeError(bytes.takeError());
+    return;
+  }
+  const int64_t n = type.getNumElements(), elementBytes = width / 8;
+  if (n < 2 || static_cast<int64_t>(bytes->size()) != n * elementBytes)
+    return;
+  auto at = [&](int64_t k) -> int64_t {
+    if (width == 32) {
+      int32_t x;
+      std::memcpy(&x, bytes->data() + 4 * k, 4);
+      return x;
+    }
+    int64_t x;
+    std::memcpy(&x, bytes->data() + 8 * k, 8);
+    return x;
+  };
+  const int64_t start = at(0);
+  for (int64_t k = 1; k < n; ++k)
+    if (at(k) != start + k)
+      return;
+  func.setArgAttr(i, nn::NNDialect::kArangeAttr,
+                  builder.getI64IntegerAttr(start));
 }
 
 bool Importer::isCausalBias(StringRef name, RankedTensorType type) {

@@ -59,9 +59,88 @@ bool leadingOnes(RankedTensorType type) {
                       [](int64_t d) { return d == 1; });
 }
 
+/// The start a of `v` when it is an integer arange a, a + 1, ... laid
+/// along one dim of its shape (every other dim 1): a column [.., N, 1]
+/// (`column`) or a row [.., 1, M] or [M]. A constant, or a buffer the
+/// importer marked `nn.arange`.
+std::optional<int64_t> iotaStart(Value v, bool column) {
+  auto type = tensorType(v);
+  if (!isa<IntegerType>(type.getElementType()) ||
+      type.getElementType().isInteger(1) || type.getRank() < 1 ||
+      (column && (type.getRank() < 2 || type.getShape().back() != 1)))
+    return std::nullopt;
+  // The dims but the iota's are 1.
+  int64_t along = type.getRank() - (column ? 2 : 1);
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != along && type.getDimSize(d) != 1)
+      return std::nullopt;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto start = func ? func.getArgAttrOfType<IntegerAttr>(
+                            arg.getArgNumber(), nn::NNDialect::kArangeAttr)
+                      : IntegerAttr();
+    if (!start)
+      return std::nullopt;
+    return start.getInt();
+  }
+  auto constant = v.getDefiningOp<nn::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!elements)
+    return std::nullopt;
+  int64_t start = 0, i = 0;
+  for (const APInt &x : elements.getValues<APInt>()) {
+    if (i == 0)
+      start = x.getSExtValue();
+    else if (x.getSExtValue() != start + i)
+      return std::nullopt;
+    ++i;
+  }
+  return start;
+}
+
+/// The triangle of compare(pred, rows, columns) where rows is a constant
+/// column arange r + a and columns a row arange c + b (either operand
+/// order): the mask a causal attention builds from position ids instead
+/// of a stored [T, S] table.
+std::optional<Triangle> iotaTriangle(nn::CompareOp cmp) {
+  nn::ComparePredicate pred = cmp.getPredicate();
+  std::optional<int64_t> a = iotaStart(cmp.getLhs(), /*column=*/true),
+                         b = iotaStart(cmp.getRhs(), /*column=*/false);
+  if (!a || !b) {
+    // columns OP rows is rows (OP mirrored) columns.
+    a = iotaStart(cmp.getRhs(), /*column=*/true);
+    b = iotaStart(cmp.getLhs(), /*column=*/false);
+    if (!a || !b)
+      return std::nullopt;
+    switch (pred) {
+    case nn::ComparePredicate::lt: pred = nn::ComparePredicate::gt; break;
+    case nn::ComparePredicate::le: pred = nn::ComparePredicate::ge; break;
+    case nn::ComparePredicate::gt: pred = nn::ComparePredicate::lt; break;
+    case nn::ComparePredicate::ge: pred = nn::ComparePredicate::le; break;
+    default: break;
+    }
+  }
+  // With d = a - b, row i holds i + a and column j holds j + b.
+  int64_t d = *a - *b;
+  switch (pred) {
+  case nn::ComparePredicate::ge: // j <= i + d
+    return Triangle{d, false};
+  case nn::ComparePredicate::gt: // j <= i + d - 1
+    return Triangle{d - 1, false};
+  case nn::ComparePredicate::lt: // j > i + d
+    return Triangle{d, true};
+  case nn::ComparePredicate::le: // j > i + d - 1
+    return Triangle{d - 1, true};
+  default:
+    return std::nullopt;
+  }
+}
+
 /// The triangle `v` is, where that is known at compile time: a constant
 /// with that pattern, a parameter marked `nn.tril` (j <= i is 1) or
-/// `nn.triu` (j > i is 1), and slices
+/// `nn.triu` (j > i is 1), a comparison of a column and a row arange
+/// (iotaTriangle), and slices
 /// (unit strides), casts to bool, comparisons with 0 or 1, and logical nots
 /// (where(c, false, true)) of those.
 std::optional<Triangle> triangleOf(Value v) {
@@ -118,6 +197,8 @@ std::optional<Triangle> triangleOf(Value v) {
     return triangleOf(castOp.getInput());
   }
   if (auto cmp = dyn_cast<nn::CompareOp>(def)) {
+    if (std::optional<Triangle> t = iotaTriangle(cmp))
+      return t;
     bool eq = cmp.getPredicate() == nn::ComparePredicate::eq;
     if (!eq && cmp.getPredicate() != nn::ComparePredicate::ne)
       return std::nullopt;

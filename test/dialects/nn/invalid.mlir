@@ -1119,6 +1119,21 @@ func.func private @tril_without_param(tensor<4x4xi1> {nn.tril})
 
 // -----
 
+// expected-error @+1 {{argument attribute 'nn.arange' must be an i64 integer}}
+func.func private @arange_not_integer(tensor<8xi64> {nn.param = "pos", nn.buffer, nn.arange = "0"})
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.arange' must be an integer buffer with at most one dim over 1, got 'tensor<2x8xi64>'}}
+func.func private @arange_matrix(tensor<2x8xi64> {nn.param = "pos", nn.buffer, nn.arange = 0 : i64})
+
+// -----
+
+// expected-error @+1 {{argument #0 with 'nn.arange' must be an integer buffer with at most one dim over 1, got 'tensor<8xf32>'}}
+func.func private @arange_float(tensor<8xf32> {nn.param = "pos", nn.buffer, nn.arange = 0 : i64})
+
+// -----
+
 // expected-error @+1 {{argument #0 with 'nn.loss_scale' must be a float scalar, got 'tensor<2xf32>'}}
 func.func private @loss_scale_not_scalar(tensor<2xf32> {nn.loss_scale})
 

@@ -117,6 +117,90 @@ func.func @tril_offset(%bias: tensor<8x8xi1> {nn.param = "mask", nn.buffer, nn.t
 
 // -----
 
+// A mask compared from positions: the column arange 0..3 >= the row
+// arange 0..3 keeps j <= i. Causal.
+
+// CHECK-LABEL: func.func @arange_ge
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+func.func @arange_ge(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %rows = nn.constant dense<[[0], [1], [2], [3]]> : tensor<4x1xi64>
+  %cols = nn.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %keep = nn.compare ge, %rows, %cols : (tensor<4x1xi64>, tensor<4xi64>) -> tensor<4x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %keep, %s, %ninf : (tensor<4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// The same from `nn.arange` buffers (the importer's mark on positions too
+// large to inline), columns first: cols > rows is true where masked, and
+// the rows start one later (T = 3 queries ending a sequence of S = 4).
+
+// CHECK-LABEL: func.func @arange_buffers
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+func.func @arange_buffers(%rows: tensor<1x3x1xi64> {nn.param = "rows", nn.buffer, nn.arange = 1 : i64}, %cols: tensor<1x4xi64> {nn.param = "cols", nn.buffer, nn.arange = 0 : i64}, %q: tensor<2x3x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x3x8xf32>, tensor<2x8x4xf32>) -> tensor<2x3x4xf32>
+  %masked = nn.compare gt, %cols, %rows : (tensor<1x4xi64>, tensor<1x3x1xi64>) -> tensor<1x3x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %masked, %ninf, %s : (tensor<1x3x4xi1>, tensor<f32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x3x4xf32>, tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Negatives for causality: rows >= columns with the rows starting one
+// later keeps j <= i + 1 of a square matrix (one key too many), a step of
+// 2 is no arange, and buffers without `nn.arange` are unknown: each stays
+// an explicit mask.
+
+// CHECK-LABEL: func.func @arange_shifted
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {causal = false
+func.func @arange_shifted(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %rows = nn.constant dense<[[1], [2], [3], [4]]> : tensor<4x1xi64>
+  %cols = nn.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  %keep = nn.compare ge, %rows, %cols : (tensor<4x1xi64>, tensor<4xi64>) -> tensor<4x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %keep, %s, %ninf : (tensor<4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @arange_step2
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {causal = false
+func.func @arange_step2(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %rows = nn.constant dense<[[0], [2], [4], [6]]> : tensor<4x1xi64>
+  %cols = nn.constant dense<[0, 2, 4, 6]> : tensor<4xi64>
+  %keep = nn.compare ge, %rows, %cols : (tensor<4x1xi64>, tensor<4xi64>) -> tensor<4x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %keep, %s, %ninf : (tensor<4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @unmarked_buffers
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {causal = false
+func.func @unmarked_buffers(%rows: tensor<4x1xi64> {nn.param = "rows", nn.buffer}, %cols: tensor<4xi64> {nn.param = "cols", nn.buffer}, %q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %keep = nn.compare ge, %rows, %cols : (tensor<4x1xi64>, tensor<4xi64>) -> tensor<4x4xi1>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %z = nn.where %keep, %s, %ninf : (tensor<4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %p = nn.softmax %z {axis = 2 : i64} : tensor<2x4x4xf32> -> tensor<2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Negative for causality: the same buffer without `nn.tril` is a mask
 // operand (its value is not known at compile time).
 
