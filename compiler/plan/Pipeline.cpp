@@ -201,6 +201,7 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   }
   if (isDistributed(plan)) {
     pm.addPass(dist::createSpmdizePass());
+    pm.addPass(dist::createHoistGathersPass());
     pm.addPass(dist::createLowerCollectivesPass());
     pm.addPass(dist::createZeroPartitionPass());
     pm.addPass(dist::createScheduleCollectivesPass());

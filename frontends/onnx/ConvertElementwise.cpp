@@ -82,15 +82,32 @@ LogicalResult binaryOperands(NodeContext &ctx, Value &lhs, Value &rhs,
   return checkBroadcast(ctx);
 }
 
+/// Whether `t` holds positions: integers a, a + 1, ... along its one dim
+/// over 1.
+static bool isPositions(const HostTensor &t) {
+  if (t.isFloat() || t.size() < 2 ||
+      llvm::count_if(t.shape, [](int64_t d) { return d != 1; }) != 1)
+    return false;
+  for (int64_t i = 1; i < t.size(); ++i)
+    if (t.ints[i] != t.ints[0] + i)
+      return false;
+  return true;
+}
+
 ConvertFn compare(nn::ComparePredicate pred, HostBinary hostOp) {
   return [=](NodeContext &ctx) -> LogicalResult {
-    // Constants fold unless the result is too large for the host: a
-    // causal mask compared from two aranges at a long sequence is computed
-    // at run time (autopar-fuse-attention then knows it as causal).
-    if (ctx.allInputsConstant() &&
-        foldableBroadcast(ctx.constInput(0)->shape, ctx.constInput(1)->shape))
-      return setHost(ctx, hostBinary(hostOp, *ctx.constInput(0),
-                                     *ctx.constInput(1)));
+    // Constants fold, but not into a table too large for the host, nor a
+    // [T, S] mask compared from positions (a causal mask that would be a
+    // T x S buffer): those compare at run time, and
+    // autopar-fuse-attention knows a causal one from its operands.
+    if (ctx.allInputsConstant()) {
+      const HostTensor &a = *ctx.constInput(0), &b = *ctx.constInput(1);
+      auto shape = nn::broadcastShapes(a.shape, b.shape);
+      bool positions = isPositions(a) && isPositions(b) && succeeded(shape) &&
+                       numElements(*shape) > std::max(a.size(), b.size());
+      if (!positions && foldableBroadcast(a.shape, b.shape))
+        return setHost(ctx, hostBinary(hostOp, a, b));
+    }
     if (ctx.inputType(0).getElementType().isInteger(1))
       return ctx.fail("comparison of bool tensors is not supported");
     Value lhs, rhs;

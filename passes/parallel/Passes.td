@@ -744,6 +744,39 @@ def ZeroPartitionPass : Pass<"autopar-zero-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["autopar::dist::DistDialect"];
 }
 
+def HoistGathersPass : Pass<"autopar-dist-hoist-gathers", "mlir::ModuleOp"> {
+  let summary = "All-gathers moved above the shape ops that enlarge what they gather";
+  let description = [{
+    A `dist.all_gather` of the result of a chain of shape ops (`nn.expand`,
+    `nn.reshape`, `nn.unsqueeze`, `nn.squeeze`, `nn.transpose`, each used
+    only by the next) gathers what those ops computed from a smaller
+    tensor when one of them enlarges it: context parallelism's keys after
+    grouped-query attention's expand over the query heads, which would move
+    heads / kv heads times the bytes. The gather moves to the smallest
+    tensor of the chain, on the dim that the gathered dim comes from, and
+    the chain is rebuilt on the gathered tensor. Each op acts alike on each
+    rank's block, and the dim keeps its place in the row-major layout (a
+    reshape keeps the product of the dims before it and the dim itself; an
+    expand does not broadcast it), so the result is the same. The gather
+    goes to the smallest tensor of the chain nearest it; a chain that does
+    not shrink is left alone.
+
+    ```mlir
+    %e = nn.expand %k : tensor<1x2x1x8x4xf32> -> tensor<1x2x4x8x4xf32>
+    %r = nn.reshape %e : tensor<1x2x4x8x4xf32> -> tensor<1x8x8x4xf32>
+    %g = dist.all_gather %r on @mesh axes = [cp] dim = 2 : tensor<1x8x8x4xf32> -> tensor<1x8x16x4xf32>
+    ```
+    becomes
+    ```mlir
+    %g = dist.all_gather %k on @mesh axes = [cp] dim = 3 : tensor<1x2x1x8x4xf32> -> tensor<1x2x1x16x4xf32>
+    %e = nn.expand %g : tensor<1x2x1x16x4xf32> -> tensor<1x2x4x16x4xf32>
+    %r = nn.reshape %e : tensor<1x2x4x16x4xf32> -> tensor<1x8x16x4xf32>
+    ```
+  }];
+  let dependentDialects = ["autopar::dist::DistDialect",
+                           "autopar::nn::NNDialect"];
+}
+
 def LowerCollectivesPass
     : Pass<"autopar-dist-lower-collectives", "mlir::ModuleOp"> {
   let summary = "Dim-wise collectives as flat ones between transposes";
