@@ -16,8 +16,9 @@ Prints, per row, the predicted step time, TFLOP/s per GPU (the program's
 model FLOPs, report.json's, over the GPUs and the time) and MFU against
 the published ones, whether the plan fits in 80 GB (the recompute it needs
 where it does not), and how long the evaluation took. The row with
-context parallelism (cp 16 at 128K tokens) needs mesh.cp, which autopar
-does not have yet: it is listed, not evaluated.
+context parallelism (cp 16 at 128K tokens) runs mesh.cp in the all-gather
+mode Llama 3 used (each rank's queries against the whole sequence's keys
+and values, gathered over cp).
 
 Usage: /usr/bin/python3 bench/planner/llama3.py [--rows 1,2] [--check]
          [--autopar PATH]

@@ -180,9 +180,12 @@ nlohmann::json autopar::toJson(const Prediction &p) {
 }
 
 std::string autopar::describePlan(const Plan &plan) {
-  std::string text = llvm::formatv("dp={0} tp={1} pp={2} m={3} zero={4}",
-                                   plan.meshDp, plan.meshTp, plan.meshPp,
-                                   plan.microBatches, plan.zeroStage);
+  std::string text = llvm::formatv("dp={0} tp={1} pp={2}", plan.meshDp,
+                                   plan.meshTp, plan.meshPp);
+  if (plan.meshCp > 1)
+    text += " cp=" + std::to_string(plan.meshCp);
+  text += llvm::formatv(" m={0} zero={1}", plan.microBatches, plan.zeroStage)
+              .str();
   if (plan.zeroShardSize > 0)
     text += " shard=" + std::to_string(plan.zeroShardSize);
   if (plan.zeroOffload != "none")

@@ -602,17 +602,19 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     // So is one over axes that the results' users want a dim split over
     // that the pending operands do not index (a table's gradient split over
     // its rows; a dim they index is split by one reduce-scatter later).
-    // So is one the op would pass on to larger results (a key gradient,
-    // pending over cp, times the projection's transpose): the sum is
-    // cheapest reduced where it is smallest.
+    // So is one the op would pass on to larger results than its pending
+    // operands together (a key gradient, pending over cp, times the
+    // projection's transpose; not a concat of them): the sum is cheapest
+    // reduced where it is smallest.
     auto elements = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getNumElements();
     };
-    if (ok)
-      for (unsigned i : partialLinear)
-        for (Value r : op->getResults())
-          if (elements(r) > elements(op->getOperand(i)))
-            ok = false;
+    int64_t pendingElements = 0;
+    for (unsigned i : partialLinear)
+      pendingElements += elements(op->getOperand(i));
+    for (Value r : op->getResults())
+      if (elements(r) > pendingElements)
+        ok = false;
     ArrayRef<StringRef> pendingAxes;
     if (ok)
       pendingAxes = operands[partialLinear[0]].partial;
