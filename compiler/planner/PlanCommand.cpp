@@ -49,6 +49,11 @@ std::string autopar::explainBest(const PlannerOptions &o,
                 ? " keeps the tensor-parallel collectives, every layer's, "
                   "inside a node."
                 : ".");
+  if (plan.meshCp > 1)
+    out += llvm::formatv(" cp = {0} splits each sequence: {1} tokens per "
+                         "rank, the keys and values all-gathered.",
+                         plan.meshCp, o.sequence / plan.meshCp)
+               .str();
   if (plan.meshPp > 1)
     out += " pp = " + std::to_string(plan.meshPp) +
            llvm::formatv(" cuts the model into stages (bubble {0:f1}% of "

@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,8 @@ private:
   /// it gave.
   struct Mesh {
     int64_t dp, tp, pp, m;
+    /// Context parallelism: each sequence split over this many ranks.
+    int64_t cp = 1;
     std::string schedule = "1f1b", recompute = "none", precision;
     int64_t chunks = 1, zero = 1;
     /// Hybrid sharding: ZeRO over groups of this many dp ranks (0: all).
@@ -129,7 +132,14 @@ private:
   /// The `keep`-th best fitting step so far (infinite before).
   double threshold() const;
   /// A mesh of the search's precision and the defaults of Mesh.
-  Mesh makeMesh(int64_t dp, int64_t tp, int64_t pp, int64_t m) const;
+  Mesh makeMesh(int64_t dp, int64_t tp, int64_t pp, int64_t m,
+                int64_t cp = 1) const;
+  /// The context-parallel sizes tried with `tp` x `pp` on `ranks`: 1, and
+  /// for a sequence of 8K tokens or more each power of two that leaves
+  /// every rank a block of at least kContextBlock tokens (Megatron-Core
+  /// and Llama 3 use it from 8K; Llama 3's 128K stage: 8K per rank).
+  std::vector<int64_t> contextSizes(int64_t ranks, int64_t tp,
+                                    int64_t pp) const;
   /// The bytes of model states a GPU of `mesh` holds at ZeRO `zero`
   /// (`offload`: the optimizer state on the host): mixed precision holds 2
   /// bytes of weight and of gradient per parameter of a rank's share, and
@@ -202,8 +212,9 @@ private:
   const size_t keep;
   /// Offload is in the space where the cluster file describes the host.
   const bool offloadable;
-  /// By tp and recompute (none; full: its plans bound the others of full).
-  std::map<std::pair<int64_t, std::string>, Learned> learned;
+  /// By tp, cp and recompute (none; full: its plans bound the others of
+  /// full).
+  std::map<std::tuple<int64_t, int64_t, std::string>, Learned> learned;
   /// The model's layers (0 before a pipeline plan counted them).
   int64_t modelLayers = 0;
   /// The trainable parameters (0 before the first plan counted them).
@@ -254,7 +265,7 @@ void PlanSearch::learn(const Prediction &p) {
       !isFirstRoundKind(plan.precision, plan.pipelineChunks,
                         plan.pipelineSchedule, plan.meshDp, plan.microBatches))
     return;
-  Learned &l = learned[{plan.meshTp, plan.recompute}];
+  Learned &l = learned[{plan.meshTp, plan.meshCp, plan.recompute}];
   if (plan.meshPp == 1)
     keepLeast(l.whole, p.microBatchSeconds);
   const size_t stages = p.stageLayers.size();
@@ -286,8 +297,8 @@ double PlanSearch::lowerBound(const Mesh &mesh) const {
   // step reduce-scatters its fp32 gradients once, all over dp and on
   // the step's one communication stream (predictStep: a micro-batch
   // waits for its collectives; the runtime's run after the step).
-  if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && !local &&
-      trainable > 0 && mesh.shard == 0) {
+  if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && mesh.cp == 1 &&
+      !local && trainable > 0 && mesh.shard == 0) {
     const double share = double(trainable) / double(mesh.tp) *
                          double(mesh.dp - 1) / double(mesh.dp);
     const Link link = linkOf({dist::kMeshAxes.begin(), dist::kMeshAxes.end()},
@@ -303,7 +314,7 @@ double PlanSearch::lowerBound(const Mesh &mesh) const {
                         mesh.m))
     return bound;
   for (const char *recompute : {"none", "full"}) {
-    auto it = learned.find({mesh.tp, recompute});
+    auto it = learned.find({mesh.tp, mesh.cp, recompute});
     if (it == learned.end() ||
         (recompute == StringRef("full") && mesh.recompute != "full"))
       continue;
@@ -329,9 +340,9 @@ double PlanSearch::threshold() const {
 }
 
 PlanSearch::Mesh PlanSearch::makeMesh(int64_t dp, int64_t tp, int64_t pp,
-                                      int64_t m) const {
+                                      int64_t m, int64_t cp) const {
   Mesh mesh;
-  mesh.dp = dp, mesh.tp = tp, mesh.pp = pp, mesh.m = m;
+  mesh.dp = dp, mesh.tp = tp, mesh.pp = pp, mesh.m = m, mesh.cp = cp;
   mesh.precision = precision;
   return mesh;
 }
@@ -354,7 +365,7 @@ double PlanSearch::savedBound(const Mesh &mesh) const {
                         mesh.m) ||
       mesh.pp > modelLayers)
     return 0.0;
-  auto it = learned.find({mesh.tp, "none"});
+  auto it = learned.find({mesh.tp, mesh.cp, "none"});
   if (it == learned.end() || it->second.saved <= 0 ||
       int64_t(it->second.layerCost.size()) != modelLayers)
     return 0.0;
@@ -390,6 +401,7 @@ void PlanSearch::evaluateMesh(Mesh &mesh) {
   plan.meshDp = mesh.dp;
   plan.meshTp = mesh.tp;
   plan.meshPp = mesh.pp;
+  plan.meshCp = mesh.cp;
   plan.microBatches = mesh.m;
   plan.zeroStage = mesh.dp > 1 || mesh.offload ? mesh.zero : 0;
   plan.zeroOffload = mesh.offload ? "cpu" : "none";
@@ -530,14 +542,31 @@ std::vector<PlanSearch::Mesh> PlanSearch::candidateMeshes() const {
       for (int64_t pp = 1; tp * pp <= ranks; ++pp) {
         if (ranks % (tp * pp))
           continue;
-        const int64_t dp = ranks / (tp * pp);
-        // Fewer micro-batches than stages leaves the pipeline mostly idle.
-        if (batch % dp || batch / dp < pp)
-          continue;
-        meshes.push_back(makeMesh(dp, tp, pp, batch / dp));
+        for (int64_t cp : contextSizes(ranks, tp, pp)) {
+          const int64_t dp = ranks / (tp * pp * cp);
+          // Fewer micro-batches than stages leaves the pipeline mostly
+          // idle.
+          if (batch % dp || batch / dp < pp)
+            continue;
+          meshes.push_back(makeMesh(dp, tp, pp, batch / dp, cp));
+        }
       }
     }
   return meshes;
+}
+
+std::vector<int64_t> PlanSearch::contextSizes(int64_t ranks, int64_t tp,
+                                              int64_t pp) const {
+  constexpr int64_t kContextBlock = 4096;
+  std::vector<int64_t> sizes = {1};
+  if (o.sequence < 2 * kContextBlock)
+    return sizes;
+  for (int64_t cp = 2; tp * pp * cp <= ranks && o.sequence % cp == 0 &&
+                       o.sequence / cp >= kContextBlock;
+       cp *= 2)
+    if (ranks % (tp * pp * cp) == 0)
+      sizes.push_back(cp);
+  return sizes;
 }
 
 bool PlanSearch::probeFirst(const Mesh &a, const Mesh &b) {
@@ -593,12 +622,13 @@ void PlanSearch::searchMeshes() {
   // Then, in one queue, a pipeline of each other tp (its layer's time)
   // first, then the rest and the first probe's follow-ups, best first.
   std::stable_sort(rest.begin(), rest.end(), probeFirst);
-  std::set<int64_t> probed;
+  std::set<std::pair<int64_t, int64_t>> probed;
   for (Mesh &mesh : rest) {
     mesh.bounded = true;
-    auto it = learned.find({mesh.tp, "none"});
+    auto it = learned.find({mesh.tp, mesh.cp, "none"});
     const bool known = it != learned.end() && it->second.layer > 0;
-    mesh.probe = mesh.pp >= 3 && !known && probed.insert(mesh.tp).second;
+    mesh.probe =
+        mesh.pp >= 3 && !known && probed.insert({mesh.tp, mesh.cp}).second;
   }
   std::stable_partition(rest.begin(), rest.end(),
                         [](const Mesh &mesh) { return mesh.probe; });
@@ -620,7 +650,8 @@ void PlanSearch::searchBestAgain() {
     ++bestMeshes;
     const Plan &plan = p.plan;
     const int64_t perRank = batch / plan.meshDp;
-    Mesh base = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank);
+    Mesh base =
+        makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, perRank, plan.meshCp);
     base.recompute = plan.recompute;
     base.zero = plan.zeroStage;
     base.offload = plan.zeroOffload == "cpu";
@@ -655,9 +686,10 @@ void PlanSearch::searchBestAgain() {
     // Hybrid sharding where the data-parallel group spans nodes: ZeRO
     // within each node (its gathers and reduce-scatters on the node's
     // links), each shard's all-reduce across the nodes.
-    const int64_t perNode = o.cluster.gpusPerNode / (plan.meshTp * plan.meshPp);
+    const int64_t inner = plan.meshTp * plan.meshCp * plan.meshPp;
+    const int64_t perNode = o.cluster.gpusPerNode / inner;
     if (plan.zeroStage > 0 && plan.zeroShardSize == 0 && perNode >= 2 &&
-        o.cluster.gpusPerNode % (plan.meshTp * plan.meshPp) == 0 &&
+        o.cluster.gpusPerNode % inner == 0 &&
         perNode < plan.meshDp && plan.meshDp % perNode == 0) {
       Mesh hybrid = base;
       hybrid.m = plan.microBatches;
@@ -676,6 +708,7 @@ void PlanSearch::searchBestAgain() {
       for (const Prediction &q : ranked)
         if (q.plan.recompute == "none" && q.plan.meshDp == plan.meshDp &&
             q.plan.meshTp == plan.meshTp && q.plan.meshPp == plan.meshPp &&
+            q.plan.meshCp == plan.meshCp &&
             q.plan.microBatches == plan.microBatches &&
             q.plan.zeroStage == plan.zeroStage &&
             q.plan.precision == plan.precision &&
@@ -708,8 +741,8 @@ void PlanSearch::searchMoreChunks() {
       break;
     if (hasInterleaved(plan, chunks))
       break;
-    Mesh more =
-        makeMesh(plan.meshDp, plan.meshTp, plan.meshPp, plan.microBatches);
+    Mesh more = makeMesh(plan.meshDp, plan.meshTp, plan.meshPp,
+                         plan.microBatches, plan.meshCp);
     more.precision = plan.precision;
     more.recompute = plan.recompute;
     more.zero = plan.zeroStage;
@@ -729,6 +762,7 @@ bool PlanSearch::hasInterleaved(const Plan &plan, int64_t chunks) const {
     if (other.pipelineSchedule == "interleaved" &&
         other.pipelineChunks == chunks && other.meshDp == plan.meshDp &&
         other.meshTp == plan.meshTp && other.meshPp == plan.meshPp &&
+        other.meshCp == plan.meshCp &&
         other.microBatches == plan.microBatches &&
         other.zeroStage == plan.zeroStage &&
         other.zeroOffload == plan.zeroOffload &&

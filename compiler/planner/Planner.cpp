@@ -53,6 +53,7 @@ bool autopar::prepareInputs(PlannerOptions &o, std::string &error) {
     } else {
       o.import.inputShapes[in.name] = {o.globalBatch, in.shape[1]};
     }
+    o.sequence = o.import.inputShapes[in.name][1];
     ++found;
   }
   error.clear();

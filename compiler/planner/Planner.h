@@ -42,6 +42,9 @@ struct PlannerOptions {
   int64_t top = 5;
   /// Evaluate every plan of the space (no lower-bound skipping).
   bool exhaustive = false;
+  /// The model's sequence length (its token-id input's dim 1; set by
+  /// prepareInputs): the search tries context parallelism where it is long.
+  int64_t sequence = 0;
   /// The plans' precision (`--precision`); empty: the search picks
   /// (bf16-mixed on GPUs that compute in bfloat16, else fp16-mixed; this
   /// machine: fp32, and bf16-mixed for the best meshes).
