@@ -141,8 +141,13 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   // Context parallelism: each causal attention told its queries' positions,
   // so that a rank's block of them can see every key (before autodiff,
   // which passes them to the gradient).
-  if (plan.meshCp > 1)
-    pm.addPass(dist::createContextParallelPass());
+  const bool zigzag =
+      plan.meshCp > 1 && plan.contextParallelLoadBalance == "zigzag";
+  if (plan.meshCp > 1) {
+    dist::ContextParallelPassOptions cp;
+    cp.zigzag = zigzag;
+    pm.addPass(dist::createContextParallelPass(cp));
+  }
   bool fp16 = plan.precision == "fp16-mixed";
   bool mixed = plan.precision != "fp32";
   if (mixed) {
@@ -202,6 +207,8 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   if (isDistributed(plan)) {
     pm.addPass(dist::createSpmdizePass());
     pm.addPass(dist::createHoistGathersPass());
+    if (zigzag)
+      pm.addPass(dist::createZigZagPass());
     pm.addPass(dist::createLowerCollectivesPass());
     pm.addPass(dist::createZeroPartitionPass());
     pm.addPass(dist::createScheduleCollectivesPass());

@@ -672,6 +672,8 @@ const std::vector<PlanKey> &planKeys() {
                                    "\" is not supported yet (use "
                                    "\"all_gather\")");
                }),
+      enumKey("context_parallel.load_balance", {"zigzag", "none"},
+              PLAN_FIELD(contextParallelLoadBalance)),
       [] {
         PlanKey type = withRule(enumKey("optimizer.type", {"adamw", "sgd"},
                                         PLAN_FIELD(optimizer.type)),

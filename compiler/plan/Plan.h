@@ -121,6 +121,11 @@ struct Plan {
   /// context_parallel.mode: how attention reaches the other blocks' keys
   /// and values ("all_gather", Llama 3's).
   std::string contextParallelMode = "all_gather";
+  /// context_parallel.load_balance: how a sequence's tokens are dealt to
+  /// the cp ranks. "zigzag": in 2 x cp chunks, rank r the r-th and the
+  /// (2 cp - 1 - r)-th, so every rank does the same causal attention work
+  /// (Megatron-Core's and Llama 3's); "none": contiguous blocks.
+  std::string contextParallelLoadBalance = "zigzag";
   int64_t microBatches = 1;
   /// "batch.global_batch": the global batch the plan was made for (a
   /// DeepSpeed config's train_batch_size); 0 = the model's, whatever it

@@ -27,6 +27,7 @@ namespace {
 
 struct ContextParallelPass
     : public dist::impl::ContextParallelPassBase<ContextParallelPass> {
+  using ContextParallelPassBase::ContextParallelPassBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<int64_t> cp = requireAxisSize(module, kContextAxis);
@@ -37,10 +38,17 @@ struct ContextParallelPass
       auto k = cast<RankedTensorType>(op.getKey().getType());
       const int64_t t = q.getDimSize(q.getRank() - 2),
                     s = k.getDimSize(k.getRank() - 2);
-      if (t % *cp != 0) {
-        op.emitOpError() << "has " << t
-                         << " query rows, which mesh.cp = " << *cp
-                         << " does not divide";
+      if (t % (zigzag ? 2 * *cp : *cp) != 0) {
+        if (zigzag)
+          op.emitOpError() << "has " << t << " query rows, which 2 x mesh.cp = "
+                           << 2 * *cp
+                           << " does not divide (zig-zag chunks; "
+                              "context_parallel.load_balance \"none\" needs "
+                              "mesh.cp to)";
+        else
+          op.emitOpError() << "has " << t
+                           << " query rows, which mesh.cp = " << *cp
+                           << " does not divide";
         return WalkResult::interrupt();
       }
       if (!op.getCausal() || op.getPositions())

@@ -268,8 +268,13 @@ def ContextParallelPass
     %o, %l = nn.attention %q, %k, %v positions %p {causal = true, ...}
     ```
     Errors: a module without a mesh, or a `cp` axis that does not divide
-    an attention's query rows.
+    an attention's query rows (2 x cp with `zigzag`: autopar-dist-zigzag
+    deals them in 2 x cp chunks).
   }];
+  let options = [
+    Option<"zigzag", "zigzag", "bool", "false",
+           "The blocks are zig-zag chunks (query rows in 2 x cp chunks)">,
+  ];
   let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
@@ -775,6 +780,42 @@ def HoistGathersPass : Pass<"autopar-dist-hoist-gathers", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["autopar::dist::DistDialect",
                            "autopar::nn::NNDialect"];
+}
+
+def ZigZagPass : Pass<"autopar-dist-zigzag", "mlir::ModuleOp"> {
+  let summary = "Context-parallel blocks dealt in zig-zag chunks (load balance)";
+  let description = [{
+    With a contiguous split of the sequence over cp, a causal attention's
+    last cp rank does the most work (its queries see every key) and the
+    first the least. Megatron-Core and Llama 3 deal each sequence in 2 x cp
+    chunks instead: cp rank r holds chunks r and 2 cp - 1 - r, so every
+    rank's queries see as many keys. This pass makes every dim split over
+    cp so: collectives move contiguous blocks in rank order, so each
+    `dist.tensor_split` and `dist.reduce_scatter` over cp first permutes
+    the natural order's chunks into rank order, and each
+    `dist.all_gather` permutes them back (slices and a concat: chunks of
+    n / (P x 2 cp), P the product of the axes before cp; axes after cp split
+    a rank's two chunks in turn). Everything between the collectives is
+    per token, and attention masks by `positions`, split as the queries
+    are, so the program computes what one device does. Runs after
+    autopar-dist-spmdize (the plan's context_parallel.load_balance
+    "zigzag", the default).
+
+    ```mlir
+    %s = dist.tensor_split %x on @mesh axes = [cp] dim = 0 : tensor<8xi64> -> tensor<4xi64>
+    ```
+    with cp = 2 becomes (chunks 0, 3 to rank 0 and 1, 2 to rank 1)
+    ```mlir
+    %0 = nn.slice %x {offsets = array<i64: 0>, strides = array<i64: 1>} : tensor<8xi64> -> tensor<2xi64>
+    %1 = nn.slice %x {offsets = array<i64: 6>, strides = array<i64: 1>} : tensor<8xi64> -> tensor<2xi64>
+    %2 = nn.slice %x {offsets = array<i64: 2>, strides = array<i64: 1>} : tensor<8xi64> -> tensor<2xi64>
+    %3 = nn.slice %x {offsets = array<i64: 4>, strides = array<i64: 1>} : tensor<8xi64> -> tensor<2xi64>
+    %4 = nn.concat %0, %1, %2, %3 {axis = 0 : i64} : (...) -> tensor<8xi64>
+    %s = dist.tensor_split %4 on @mesh axes = [cp] dim = 0 : tensor<8xi64> -> tensor<4xi64>
+    ```
+    Error: a dim split over cp that P x 2 cp does not divide.
+  }];
+  let dependentDialects = ["autopar::nn::NNDialect"];
 }
 
 def LowerCollectivesPass

@@ -214,7 +214,7 @@ TEST(PlanTest, DefaultsResolved) {
     "pad_vocab_multiple": "auto",
     "pipeline": {"schedule": "1f1b", "chunks": 1, "split": "auto"},
     "tensor_parallel": {"rules": "auto", "sequence_parallel": true},
-    "context_parallel": {"mode": "all_gather"},
+    "context_parallel": {"mode": "all_gather", "load_balance": "zigzag"},
     "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.9, 0.999],
                   "eps": 1e-8, "weight_decay": 0.01, "max_grad_norm": 0.0,
                   "no_decay": []},
@@ -472,6 +472,12 @@ TEST(PlanTest, ErrorUnknownKey) {
   EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "zigzag"}})"),
             "context_parallel.mode: expected one of \"all_gather\", "
             "\"ring\", \"ulysses\", got \"zigzag\"");
+  EXPECT_EQ(errorOf(R"({"context_parallel": {"load_balance": "ring"}})"),
+            "context_parallel.load_balance: expected one of \"zigzag\", "
+            "\"none\", got \"ring\"");
+  EXPECT_EQ(errorOf(R"({"context_parallel": {"split": 2}})"),
+            "context_parallel.split: unknown key (expected one of: mode, "
+            "load_balance)");
   EXPECT_EQ(errorOf(R"({"optimizer": {"foo": 1}})"),
             "optimizer.foo: unknown key (expected one of: type, lr, betas, "
             "eps, weight_decay, max_grad_norm, no_decay)");

@@ -55,3 +55,20 @@ module {
 module {
   dist.mesh @mesh axes = [dp = 2, pp = 1, tp = 1]
 }
+
+// -----
+
+// With zig-zag chunks (the pass's zigzag option) the query rows come in 2 x
+// cp chunks: 4 rows at cp = 4 are enough without it, not with it.
+// RUN: not autopar-opt %s --split-input-file --autopar-dist-context-parallel=zigzag=true 2>&1 | FileCheck %s --check-prefix=ZIGZAG
+// ZIGZAG: 'nn.attention' op has 6 query rows, which 2 x mesh.cp = 8 does not divide (zig-zag chunks; context_parallel.load_balance "none" needs mesh.cp to)
+// ZIGZAG: 'nn.attention' op has 4 query rows, which 2 x mesh.cp = 8 does not divide
+module {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 4, tp = 1]
+  func.func @zigzag_rows(%q: tensor<1x1x4x4xf32>, %k: tensor<1x1x4x4xf32>, %v: tensor<1x1x4x4xf32>)
+      -> tensor<1x1x4x4xf32> {
+    %o, %l = nn.attention %q, %k, %v {causal = true, scale = 5.000000e-01 : f64}
+        : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> (tensor<1x1x4x4xf32>, tensor<1x1x4xf32>)
+    return %o : tensor<1x1x4x4xf32>
+  }
+}
