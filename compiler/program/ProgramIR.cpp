@@ -124,6 +124,10 @@ bool autopar::readProgramShape(func::FuncOp step, const TrainingConfig &config,
   return true;
 }
 
+bool autopar::summedOnShard(StringRef axis) {
+  return axis == dist::kReplicaAxis || axis == dist::kContextAxis;
+}
+
 TensorSync autopar::readTensorSync(func::FuncOp step, unsigned arg,
                                    int gradResult) {
   TensorSync sync;

@@ -77,6 +77,11 @@ struct TensorSync {
   /// itself, or a reshape of it (autopar-dist-split-fused-projections).
   llvm::SmallVector<int64_t> block, whole;
 };
+/// Whether a gradient's sum pending over mesh axis `axis` (beyond its
+/// update's shards) is added on the reduced shard, after the
+/// reduce-scatter: the axis's ranks hold the same shards (hybrid sharding's
+/// replicas dpr, context parallelism's cp).
+bool summedOnShard(llvm::StringRef axis);
 TensorSync readTensorSync(mlir::func::FuncOp step, unsigned arg,
                           int gradResult);
 

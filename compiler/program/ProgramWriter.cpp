@@ -418,9 +418,17 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // The runtime reduce-scatters a pending gradient into the update's
     // shard (after summing it over the other axes it is pending over: a
     // tied embedding's over pp).
-    // Hybrid sharding: the sum over the replicas runs on the reduced shard.
+    // Hybrid sharding and context parallelism: the sum over the replicas
+    // and over cp (whose ranks hold the same shards) runs on the reduced
+    // shard.
+    SmallVector<StringRef> onShard;
+    for (StringRef axis :
+         pipelined ? ArrayRef<StringRef>(onStages.reduceAxes)
+                   : ArrayRef<StringRef>(sync.gradReduceAxes))
+      if (summedOnShard(axis))
+        onShard.push_back(axis);
     const uint32_t shardReduceAxes =
-        updateAxes ? reduceAxes & axisMask({dist::kReplicaAxis}) : 0;
+        updateAxes ? reduceAxes & axisMask(onShard) : 0;
     if (updateAxes && reduceAxes && (updateAxes & ~reduceAxes))
       return fail(o.model + ": internal error: the gradient of '" +
                   name.getValue().str() +

@@ -290,12 +290,12 @@ bool Reporter::pipelineReport(func::FuncOp forward, nlohmann::json &r) {
     // rank's stages holds it, or it is summed over pp): an all-reduce; under
     // ZeRO-1 a sum over the axes beyond the update's, a reduce-scatter into
     // the update's shard, and the updated shards all-gathered.
-    // Hybrid sharding: the replicas' sum runs on the reduced shard (this
+    // Hybrid sharding and cp: their sum runs on the reduced shard (this
     // rank's: the first of the group, min(chunk, n) elements).
     SmallVector<StringRef> beyond, replicas;
     for (StringRef axis : t.reduceAxes)
       if (!llvm::is_contained(sync.updateAxes, axis))
-        (axis == dist::kReplicaAxis ? replicas : beyond).push_back(axis);
+        (summedOnShard(axis) ? replicas : beyond).push_back(axis);
     for (int64_t rank = 0; rank < pp; ++rank) {
       if (!shared && !t.ranks.count(rank))
         continue;
@@ -478,13 +478,13 @@ bool Reporter::report(func::FuncOp step, nlohmann::json &r) {
       // all-reduced; updated shards of a whole parameter all-gathered.
       // A sum pending over more axes than the update's (a replicated
       // parameter's over tp) is all-reduced over those first.
-      // Hybrid sharding: the sum over the replicas runs on this rank's
+      // Hybrid sharding and cp: the sum over them runs on this rank's
       // reduced shard (the first of its group: min(chunk, n) elements).
       if (!sync.gradReduceAxes.empty() && !sync.updateAxes.empty()) {
         SmallVector<StringRef> beyond, replicas;
         for (StringRef axis : sync.gradReduceAxes)
           if (!llvm::is_contained(sync.updateAxes, axis))
-            (axis == dist::kReplicaAxis ? replicas : beyond).push_back(axis);
+            (summedOnShard(axis) ? replicas : beyond).push_back(axis);
         if (!beyond.empty()) {
           comm.add(
               beyond, 0,

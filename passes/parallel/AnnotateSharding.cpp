@@ -239,9 +239,15 @@ struct AnnotateShardingPass
       Layout l = Layout::replicated(cast<RankedTensorType>(t).getRank());
       // ZeRO-1 keeps full local gradients, reduce-scattered once per step;
       // stage 0 with deferReduction too, all-reduced once per step.
-      if (zeroStage == 1 || deferReduction)
+      // Context parallelism's sum over cp too: the runtime adds it on the
+      // reduced shard (cp ranks hold the same shards, as hybrid sharding's
+      // replicas), or in the one all-reduce over dp and cp.
+      if (zeroStage == 1 || deferReduction) {
         for (StringRef axis : data)
           l.partial.push_back(axis);
+        if (cp > 1)
+          l.partial.push_back(kContextAxis);
+      }
       func.setResultAttr(r, DistDialect::kShardingAttr, l.toAttr(ctx, meshName));
     }
     return success();
