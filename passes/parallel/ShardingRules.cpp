@@ -2,6 +2,8 @@
 
 #include "passes/parallel/ShardingRules.h"
 
+#include "passes/parallel/Passes.h"
+
 #include "dialects/nn/NNDialect.h"
 #include "dialects/nn/NNOps.h"
 
@@ -605,15 +607,23 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     // So is one the op would pass on to larger results than its pending
     // operands together (a key gradient, pending over cp, times the
     // projection's transpose; not a concat of them): the sum is cheapest
-    // reduced where it is smallest.
+    // reduced where it is smallest. Not a sum over the data-parallel axes:
+    // a gradient's stays pending to be reduced once per step (after the
+    // micro-batches) and sharded by ZeRO (an embedding table's gradient is
+    // larger than the rows it is scattered from).
     auto elements = [](Value v) {
       return cast<RankedTensorType>(v.getType()).getNumElements();
     };
     int64_t pendingElements = 0;
     for (unsigned i : partialLinear)
       pendingElements += elements(op->getOperand(i));
+    const bool overData =
+        ok && llvm::any_of(operands[partialLinear[0]].partial,
+                           [](StringRef a) {
+                             return a == kDataAxis || a == kReplicaAxis;
+                           });
     for (Value r : op->getResults())
-      if (elements(r) > pendingElements)
+      if (!overData && elements(r) > pendingElements)
         ok = false;
     ArrayRef<StringRef> pendingAxes;
     if (ok)
