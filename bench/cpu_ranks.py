@@ -99,6 +99,12 @@ def threads_env(env, threads):
     return dict(env, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
 
 
+def report(prog):
+    """The program's report.json."""
+    with open(os.path.join(prog, "report.json")) as f:
+        return json.load(f)
+
+
 def log_rows(log):
     with open(log) as f:
         return [json.loads(line) for line in f]

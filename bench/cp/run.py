@@ -29,12 +29,11 @@ activation bytes per rank.
 
 Usage: /usr/bin/python3 bench/cp/run.py [--steps N] [--keep]
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cpu_ranks import Work, median_ms, mpi_env, parse_args  # noqa: E402
+from cpu_ranks import Work, median_ms, mpi_env, parse_args, report  # noqa: E402
 
 CONFIG = dict(vocab=512, d_model=128, heads=4, layers=4, seq=2048, batch=1)
 
@@ -52,8 +51,7 @@ def main():
         plan = {"mesh": {"cp": cp}, "context_parallel": {"load_balance": balance}}
         prog = work.compile(model, name, plan)
         rows = work.train_log(prog, cp, tokens, args.steps, cores // cp)
-        with open(os.path.join(prog, "report.json")) as f:
-            activations = json.load(f)["bytes"]["activations"]
+        activations = report(prog)["bytes"]["activations"]
         return median_ms(rows, args.steps), rows[-1].get("comm_bytes", {}).get("cp", {}), \
             activations
 

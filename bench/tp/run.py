@@ -25,12 +25,11 @@ parallelism, with report.json's activation bytes per rank.
 
 Usage: /usr/bin/python3 bench/tp/run.py [--steps N] [--keep]
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cpu_ranks import Work, median_ms, mpi_env, parse_args  # noqa: E402
+from cpu_ranks import Work, median_ms, mpi_env, parse_args, report  # noqa: E402
 
 CONFIG = dict(vocab=512, d_model=256, heads=4, layers=4, seq=128, batch=8)
 
@@ -49,8 +48,7 @@ def main():
             "mesh": {"tp": tp}, "data": {"inputs": "input_ids", "targets": "labels"},
             "tensor_parallel": {"sequence_parallel": sp}})
         rows = work.train_log(prog, tp, tokens, args.steps, cores // tp)
-        with open(os.path.join(prog, "report.json")) as f:
-            activations = json.load(f)["bytes"]["activations"]
+        activations = report(prog)["bytes"]["activations"]
         return (median_ms(rows, args.steps), rows[-1].get("comm_bytes", {}).get("tp", {}),
                 activations)
 

@@ -297,8 +297,8 @@ double PlanSearch::lowerBound(const Mesh &mesh) const {
   // step reduce-scatters its fp32 gradients once, all over dp and on
   // the step's one communication stream (predictStep: a micro-batch
   // waits for its collectives; the runtime's run after the step).
-  if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && mesh.cp == 1 &&
-      !local && trainable > 0 && mesh.shard == 0) {
+  if (mesh.pp == 1 && mesh.zero == 3 && mesh.dp > 1 && mesh.cp == 1 && !local &&
+      trainable > 0 && mesh.shard == 0) {
     const double share = double(trainable) / double(mesh.tp) *
                          double(mesh.dp - 1) / double(mesh.dp);
     const Link link = linkOf({dist::kMeshAxes.begin(), dist::kMeshAxes.end()},
@@ -689,8 +689,8 @@ void PlanSearch::searchBestAgain() {
     const int64_t inner = plan.meshTp * plan.meshCp * plan.meshPp;
     const int64_t perNode = o.cluster.gpusPerNode / inner;
     if (plan.zeroStage > 0 && plan.zeroShardSize == 0 && perNode >= 2 &&
-        o.cluster.gpusPerNode % inner == 0 &&
-        perNode < plan.meshDp && plan.meshDp % perNode == 0) {
+        o.cluster.gpusPerNode % inner == 0 && perNode < plan.meshDp &&
+        plan.meshDp % perNode == 0) {
       Mesh hybrid = base;
       hybrid.m = plan.microBatches;
       hybrid.precision = plan.precision;

@@ -185,8 +185,8 @@ std::string autopar::describePlan(const Plan &plan) {
                                    plan.meshTp, plan.meshPp);
   if (plan.meshCp > 1)
     text += " cp=" + std::to_string(plan.meshCp);
-  text += llvm::formatv(" m={0} zero={1}", plan.microBatches, plan.zeroStage)
-              .str();
+  text +=
+      llvm::formatv(" m={0} zero={1}", plan.microBatches, plan.zeroStage).str();
   if (plan.zeroShardSize > 0)
     text += " shard=" + std::to_string(plan.zeroShardSize);
   if (plan.zeroOffload != "none")

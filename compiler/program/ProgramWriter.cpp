@@ -422,13 +422,11 @@ bool Writer::modelSource(func::FuncOp step, const std::string &stepCode,
     // and over cp (whose ranks hold the same shards) runs on the reduced
     // shard.
     SmallVector<StringRef> onShard;
-    for (StringRef axis :
-         pipelined ? ArrayRef<StringRef>(onStages.reduceAxes)
-                   : ArrayRef<StringRef>(sync.gradReduceAxes))
+    for (StringRef axis : pipelined ? ArrayRef<StringRef>(onStages.reduceAxes)
+                                    : ArrayRef<StringRef>(sync.gradReduceAxes))
       if (summedOnShard(axis))
         onShard.push_back(axis);
-    const uint32_t shardReduceAxes =
-        updateAxes ? reduceAxes & axisMask(onShard) : 0;
+    const uint32_t shardReduceAxes = updateAxes ? axisMask(onShard) : 0;
     if (updateAxes && reduceAxes && (updateAxes & ~reduceAxes))
       return fail(o.model + ": internal error: the gradient of '" +
                   name.getValue().str() +

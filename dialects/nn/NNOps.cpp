@@ -159,7 +159,8 @@ static LogicalResult verifyValueAttr(Operation *op, unsigned index,
   }
   if (arange) {
     auto element = dyn_cast<IntegerType>(tensor.getElementType());
-    if (!element || element.getWidth() == 1 || !attrs.contains(NNDialect::kBufferAttr) ||
+    if (!element || element.getWidth() == 1 ||
+        !attrs.contains(NNDialect::kBufferAttr) ||
         llvm::count_if(tensor.getShape(), [](int64_t d) { return d != 1; }) > 1)
       return op->emitError()
              << "argument #" << index << " with '" << name

@@ -114,11 +114,20 @@ std::optional<Triangle> iotaTriangle(nn::CompareOp cmp) {
     if (!a || !b)
       return std::nullopt;
     switch (pred) {
-    case nn::ComparePredicate::lt: pred = nn::ComparePredicate::gt; break;
-    case nn::ComparePredicate::le: pred = nn::ComparePredicate::ge; break;
-    case nn::ComparePredicate::gt: pred = nn::ComparePredicate::lt; break;
-    case nn::ComparePredicate::ge: pred = nn::ComparePredicate::le; break;
-    default: break;
+    case nn::ComparePredicate::lt:
+      pred = nn::ComparePredicate::gt;
+      break;
+    case nn::ComparePredicate::le:
+      pred = nn::ComparePredicate::ge;
+      break;
+    case nn::ComparePredicate::gt:
+      pred = nn::ComparePredicate::lt;
+      break;
+    case nn::ComparePredicate::ge:
+      pred = nn::ComparePredicate::le;
+      break;
+    default:
+      break;
     }
   }
   // With d = a - b, row i holds i + a and column j holds j + b.

@@ -40,8 +40,8 @@ struct ContextParallelPass
                     s = k.getDimSize(k.getRank() - 2);
       if (t % (zigzag ? 2 * *cp : *cp) != 0) {
         if (zigzag)
-          op.emitOpError() << "has " << t << " query rows, which 2 x mesh.cp = "
-                           << 2 * *cp
+          op.emitOpError() << "has " << t
+                           << " query rows, which 2 x mesh.cp = " << 2 * *cp
                            << " does not divide (zig-zag chunks; "
                               "context_parallel.load_balance \"none\" needs "
                               "mesh.cp to)";

@@ -106,9 +106,8 @@ void hoist(AllGatherOp gather) {
   }
   if (best < 0)
     return;
-  const int64_t n =
-      shapeOf(gather.getResult())[gather.getDim()] /
-      shapeOf(gather.getInput())[gather.getDim()];
+  const int64_t n = shapeOf(gather.getResult())[gather.getDim()] /
+                    shapeOf(gather.getInput())[gather.getDim()];
   Operation *top = chain[best];
   Value source = top->getOperand(0);
   // The dim of `source` the chain maps the gathered dim to.
@@ -121,8 +120,7 @@ void hoist(AllGatherOp gather) {
     Operation *op = chain[i];
     Operation *copy = b.clone(*op);
     copy->setOperand(0, cur);
-    copy->getResult(0).setType(
-        widened(op->getResult(0).getType(), dims[i], n));
+    copy->getResult(0).setType(widened(op->getResult(0).getType(), dims[i], n));
     cur = copy->getResult(0);
   }
   gather.getResult().replaceAllUsesWith(cur);

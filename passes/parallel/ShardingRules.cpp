@@ -618,10 +618,9 @@ Decision dist::decide(Operation *op, ArrayRef<Layout> operands,
     for (unsigned i : partialLinear)
       pendingElements += elements(op->getOperand(i));
     const bool overData =
-        ok && llvm::any_of(operands[partialLinear[0]].partial,
-                           [](StringRef a) {
-                             return a == kDataAxis || a == kReplicaAxis;
-                           });
+        ok && llvm::any_of(operands[partialLinear[0]].partial, [](StringRef a) {
+          return a == kDataAxis || a == kReplicaAxis;
+        });
     for (Value r : op->getResults())
       if (!overData && elements(r) > pendingElements)
         ok = false;
