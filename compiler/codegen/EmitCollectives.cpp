@@ -86,12 +86,12 @@ LogicalResult Emitter::emitDist(Operation *op) {
   std::string commType = element.isBF16()  ? "autopar::rt::CommType::BF16"
                          : element.isF16() ? "autopar::rt::CommType::F16"
                                            : "autopar::rt::CommType::F32";
-  // A gather only moves bytes: 32- and 64-bit integers (token ids, labels
-  // gathered over cp) move as f32 words.
-  const bool wordGather =
-      isa<dist::AllGatherOp>(op) && element.isInteger() &&
-      (element.getIntOrFloatBitWidth() == 32 ||
-       element.getIntOrFloatBitWidth() == 64);
+  // A gather or an all-to-all only moves bytes: 32- and 64-bit integers
+  // (token ids, labels gathered over cp) move as f32 words.
+  const bool wordGather = isa<dist::AllGatherOp, dist::AllToAllOp>(op) &&
+                          element.isInteger() &&
+                          (element.getIntOrFloatBitWidth() == 32 ||
+                           element.getIntOrFloatBitWidth() == 64);
   const int64_t wordsPerElement =
       wordGather ? element.getIntOrFloatBitWidth() / 32 : 1;
   auto collective = [&](ArrayAttr axes,
@@ -101,8 +101,8 @@ LogicalResult Emitter::emitDist(Operation *op) {
         !wordGather)
       return op->emitOpError() << "the " << targetName()
                                << " target communicates f32, bf16 and f16 "
-                                  "tensors only (and gathers 32- and 64-bit "
-                                  "integers)";
+                                  "tensors only (and gathers or exchanges 32- "
+                                  "and 64-bit integers)";
     if (kind && *kind != dist::ReductionKind::sum &&
         !(*kind == dist::ReductionKind::max && element.isF32() &&
           isa<dist::AllReduceOp>(op)))
@@ -203,6 +203,24 @@ LogicalResult Emitter::emitDist(Operation *op) {
         if (failed(requireLeadingDim(o, o.getResult(), o.getDim())))
           return failure();
         return allGather(o.getInput(), o.getResult(), o.getAxes());
+      })
+      .Case([&](dist::AllToAllOp o) -> LogicalResult {
+        if (o.getSplitDim() != o.getConcatDim())
+          return o->emitOpError() << "exchanges dim " << o.getSplitDim()
+                                  << " for dim " << o.getConcatDim()
+                                  << ": run autopar-dist-lower-collectives "
+                                     "first";
+        if (failed(requireLeadingDim(o, o.getInput(), o.getSplitDim())))
+          return failure();
+        FailureOr<uint32_t> mask = collective(o.getAxes());
+        if (failed(mask))
+          return failure();
+        issue(
+            o.getResult(),
+            formatv("allToAllFlat({0}, {1}, {2}, {3}, {4}u)", ptr(o.getInput()),
+                    tensorType(o.getInput()).getNumElements() * wordsPerElement,
+                    ptr(o.getResult()), commType, *mask));
+        return success();
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {
         // This rank's block of dim `dim`: a strided copy, no communication.

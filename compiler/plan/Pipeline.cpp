@@ -141,9 +141,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   // Context parallelism: each causal attention told its queries' positions,
   // so that a rank's block of them can see every key (before autodiff,
   // which passes them to the gradient).
+  // (Ulysses' marks come after autodiff: the gradients carry them too.)
+  const bool ulysses = plan.meshCp > 1 && plan.contextParallelMode == "ulysses";
   const bool zigzag =
       plan.meshCp > 1 && plan.contextParallelLoadBalance == "zigzag";
-  if (plan.meshCp > 1) {
+  if (plan.meshCp > 1 && !ulysses) {
     dist::ContextParallelPassOptions cp;
     cp.zigzag = zigzag;
     pm.addPass(dist::createContextParallelPass(cp));
@@ -175,6 +177,11 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     RecomputePassOptions recompute;
     recompute.mode = plan.recompute;
     pm.addPass(createRecomputePass(recompute));
+  }
+  if (ulysses) {
+    dist::ContextParallelPassOptions cp;
+    cp.mode = "ulysses";
+    pm.addPass(dist::createContextParallelPass(cp));
   }
   if (isDistributed(plan)) {
     // Data parallelism and ZeRO: shardings over the mesh's dp axis; tensor

@@ -665,15 +665,28 @@ const std::vector<PlanKey> &planKeys() {
                        {"all_gather", "ring", "ulysses"},
                        PLAN_FIELD(contextParallelMode)),
                [](PlanParser &r, const json &, Plan &plan) {
-                 if (plan.contextParallelMode == "all_gather")
+                 // Ulysses: every rank attends over all of the sequence
+                 // for its heads, balanced without zig-zag chunks.
+                 if (plan.contextParallelMode == "ulysses")
+                   plan.contextParallelLoadBalance = "none";
+                 if (plan.contextParallelMode != "ring")
                    return true;
                  return r.fail("context_parallel.mode",
-                               "\"" + plan.contextParallelMode +
-                                   "\" is not supported yet (use "
-                                   "\"all_gather\")");
+                               "\"ring\" is not supported yet (use "
+                               "\"all_gather\" or \"ulysses\")");
                }),
-      enumKey("context_parallel.load_balance", {"zigzag", "none"},
-              PLAN_FIELD(contextParallelLoadBalance)),
+      withRule(enumKey("context_parallel.load_balance", {"zigzag", "none"},
+                       PLAN_FIELD(contextParallelLoadBalance)),
+               [](PlanParser &r, const json &, Plan &plan) {
+                 if (plan.contextParallelMode != "ulysses" ||
+                     plan.contextParallelLoadBalance == "none")
+                   return true;
+                 return r.fail("context_parallel.load_balance",
+                               "\"zigzag\" balances \"all_gather\" mode's "
+                               "causal blocks; \"ulysses\" gives each rank "
+                               "the whole sequence of its heads (use "
+                               "\"none\")");
+               }),
       [] {
         PlanKey type = withRule(enumKey("optimizer.type", {"adamw", "sgd"},
                                         PLAN_FIELD(optimizer.type)),

@@ -140,10 +140,11 @@ Link linkOf(const std::vector<std::string> &axisNames,
             const Cluster &cluster);
 
 /// `ops` collectives of `kind` (all_reduce, reduce_scatter, all_gather,
-/// send) over a group of `groupSize` ranks that send `bytesSent` bytes per
-/// rank in all, on NCCL's ring model: per collective a base latency and
-/// one per ring step (2 (g - 1) for an all-reduce, g - 1 for a
-/// reduce-scatter or all-gather, 1 for a send), plus the bytes at the
+/// all_to_all, send) over a group of `groupSize` ranks that send
+/// `bytesSent` bytes per rank in all, on NCCL's ring model: per collective
+/// a base latency and one per ring step (2 (g - 1) for an all-reduce, g - 1
+/// for a reduce-scatter, all-gather or all-to-all (its g - 1 peers'
+/// blocks), 1 for a send), plus the bytes at the
 /// link's bandwidth. A ring over N nodes crosses the network 2 N times in
 /// an all-reduce and N times in the others (NCCL's tuning model,
 /// nInterSteps): those steps take the network's latency, the rest

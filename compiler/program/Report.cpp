@@ -94,9 +94,10 @@ public:
   explicit CommCount(const ProgramShape &shape) : shape(shape) {
     for (auto [name, size] : llvm::zip(shape.axisNames, shape.axisSizes))
       if (size > 1)
-        bytes[name] = {0, 0, 0, 0};
+        bytes[name] = {0, 0, 0, 0, 0};
   }
-  /// `kind`: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send.
+  /// `kind`: 0 all-reduce, 1 reduce-scatter, 2 all-gather, 3 send, 4
+  /// all-to-all.
   void add(ArrayRef<StringRef> axes, int kind, double n) {
     if (n <= 0)
       return;
@@ -124,7 +125,7 @@ public:
       const auto &[kind, axes] = key;
       SmallVector<StringRef> names;
       StringRef(axes).split(names, ',');
-      for (int k = 0; k < 3; ++k)
+      for (int k : {0, 1, 2, 4})
         if (kind == kKinds[k])
           add(names, k, n * times);
     }
@@ -132,7 +133,7 @@ public:
   nlohmann::json json() const {
     nlohmann::json j = nlohmann::json::object();
     for (const auto &[group, n] : bytes)
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < 5; ++k)
         j[group][kKinds[k]] = n[k];
     return j;
   }
@@ -153,9 +154,9 @@ public:
 
 private:
   static constexpr const char *kKinds[] = {"all_reduce", "reduce_scatter",
-                                           "all_gather", "send"};
+                                           "all_gather", "send", "all_to_all"};
   const ProgramShape &shape;
-  std::map<std::string, std::array<double, 4>> bytes;
+  std::map<std::string, std::array<double, 5>> bytes;
   std::map<std::string, std::array<int64_t, 3>> ops;
 };
 

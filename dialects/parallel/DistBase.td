@@ -111,6 +111,10 @@ def Dist_Dialect : Dialect {
     /// (autopar-dist-pipeline-schedule).
     static constexpr llvm::StringLiteral kPipelineScheduleAttr =
         "dist.pipeline_schedule";
+    /// nn.attention / nn.attention_grad (unit): context parallelism in
+    /// Ulysses' mode: the sequence split over cp is exchanged for the heads
+    /// around the op (autopar-dist-context-parallel, mode "ulysses").
+    static constexpr llvm::StringLiteral kUlyssesAttr = "dist.ulysses";
   }];
 }
 

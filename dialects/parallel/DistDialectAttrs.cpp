@@ -119,6 +119,14 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : wrong("\"forward\", \"backward\", \"input\" or \"weight\"");
   }
+  if (name == kUlyssesAttr) {
+    if (!llvm::is_contained({"nn.attention", "nn.attention_grad"},
+                            op->getName().getStringRef()))
+      return op->emitError()
+             << "'" << name
+             << "' belongs on nn.attention and nn.attention_grad";
+    return isa<UnitAttr>(value) ? success() : wrong("a unit attribute");
+  }
   if (name == kShardingAttr)
     return op->emitError() << "'" << name
                            << "' belongs on function arguments and results";

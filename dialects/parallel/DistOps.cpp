@@ -403,6 +403,35 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return verifyBlockOfDim(*this, symbolTables);
 }
 
+LogicalResult AllToAllOp::verify() {
+  RankedTensorType input = tensorType(getInput());
+  if (failed(verifyAxesAndDim(*this, getAxes(), getSplitDim(), input)) ||
+      failed(verifyAxesAndDim(*this, getAxes(), getConcatDim(), input)))
+    return failure();
+  return success();
+}
+
+LogicalResult
+AllToAllOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  FailureOr<int64_t> groupSize =
+      verifyGroup(*this, getMeshAttr(), getAxes(), symbolTables);
+  if (failed(groupSize))
+    return failure();
+  RankedTensorType input = tensorType(getInput());
+  const int64_t split = getSplitDim(), concat = getConcatDim();
+  if (failed(verifyDivisible(*this, input, split, *groupSize,
+                             toAxisNames(getAxes()))))
+    return failure();
+  SmallVector<int64_t> shape(input.getShape());
+  shape[split] /= *groupSize;
+  shape[concat] *= *groupSize;
+  RankedTensorType expected = input.clone(shape);
+  if (getType() != expected)
+    return emitOpError() << "result type " << getType()
+                         << " differs from the expected type " << expected;
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // ZeRO flat shards
 //===----------------------------------------------------------------------===//

@@ -276,6 +276,44 @@ def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter", [
   let hasVerifier = 1;
 }
 
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all", [
+    SameOperandsAndResultElementType, SameOperandsAndResultRank]> {
+  let summary = "Exchange blocks: one dim split over a group, another gathered";
+  let description = [{
+    Every rank of the group over `axes` (n ranks, `axes` major to minor)
+    splits its operand along `split_dim` into n blocks and sends block j to
+    the rank at position j; it receives one block from each rank and
+    concatenates them along `concat_dim` in the order of the ranks'
+    positions. The result's `split_dim` is the operand's divided by n, its
+    `concat_dim` the operand's times n. With the two equal the shape is
+    unchanged and block j is exchanged for the j-th rank's block (MPI's
+    all-to-all; autopar-dist-lower-collectives leaves every other form as
+    that one on dim 0, between reshapes and transposes). The resharding that
+    moves the axes from one dim to another: a dim split over them becomes
+    whole and a whole one split, 1/n of an all-gather's traffic (context
+    parallelism's Ulysses attention: sequence-split to head-split and
+    back).
+
+    ```mlir
+    // [B, H, T/2, D] sequence-split -> [B, H/2, T, D] head-split.
+    %1 = dist.all_to_all %0 on @m axes = [cp] split_dim = 1 concat_dim = 2
+        : tensor<2x4x8x16xf32> -> tensor<2x2x16x16xf32>
+    ```
+
+    Communicates (reads and writes `CommResource`).
+  }];
+  let arguments = (ins Dist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                   Dist_AxesAttr:$axes, I64Attr:$split_dim,
+                   I64Attr:$concat_dim);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<Axes>($axes) `split_dim` `=`
+    $split_dim `concat_dim` `=` $concat_dim attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // ZeRO flat shards
 //===----------------------------------------------------------------------===//

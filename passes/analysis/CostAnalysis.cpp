@@ -159,6 +159,12 @@ std::optional<CollectiveCost> autopar::collectiveCost(Operation *op) {
   if (auto c = dyn_cast<dist::AllGatherOp>(op))
     return make("all_gather", c.getMeshAttr(), c.getAxes(),
                 [&](int64_t g) { return pieces(c.getInput(), g); });
+  // (g - 1) of the g blocks leave each rank.
+  if (auto c = dyn_cast<dist::AllToAllOp>(op))
+    return make("all_to_all", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return rt::allToAllFlatBytes(numElements(c.getInput()), g,
+                                   elementBytes(c.getInput()));
+    });
   if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
     return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
       return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,

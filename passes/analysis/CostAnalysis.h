@@ -68,8 +68,8 @@ struct FunctionCost {
   /// the function's arena (`nn.arena_bytes`, 0 before memory planning).
   int64_t paramBytes = 0, inputBytes = 0, resultBytes = 0, arenaBytes = 0;
   /// Bytes this rank sends per run, keyed by collective kind (all_reduce,
-  /// reduce_scatter, all_gather, send) and the group's mesh axes joined by
-  /// ',' ("dp").
+  /// reduce_scatter, all_gather, send, all_to_all) and the group's mesh axes
+  /// joined by ',' ("dp").
   std::map<std::pair<std::string, std::string>, double> commBytes;
 
   /// The bytes sent by collectives of `kind` over any axes.
@@ -78,8 +78,8 @@ struct FunctionCost {
 
 /// What one collective (or point-to-point send) of the final IR sends.
 struct CollectiveCost {
-  /// all_reduce, reduce_scatter, all_gather or send; the group's mesh axes
-  /// joined by ',', and its size on the module's mesh.
+  /// all_reduce, reduce_scatter, all_gather, all_to_all or send; the group's
+  /// mesh axes joined by ',', and its size on the module's mesh.
   std::string kind, axes;
   int64_t group = 1;
   /// Bytes this rank sends (a ring's: 2 (g - 1) / g of an all-reduce's

@@ -1,10 +1,17 @@
 //===- LowerCollectives.cpp - dim-wise collectives as flat ones -----------===//
+//
+// All-gathers and reduce-scatters on a dim behind others of size > 1 as the
+// same on dim 0 between transposes; all-to-alls as MPI's (split and
+// concatenated dim 0) between reshapes and transposes. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/parallel/Passes.h"
 
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 
 #define DEBUG_TYPE "autopar-dist-lower-collectives"
 
@@ -63,6 +70,45 @@ template <typename OpT, typename Make> void lower(OpT op, Make make) {
   op.erase();
 }
 
+/// `op` as MPI's all-to-all on dim 0: split_dim's blocks made a leading
+/// dim (reshape, transpose), exchanged, and the leading dim (now the
+/// sender's position) moved in front of concat_dim and merged into it.
+void lowerAllToAll(AllToAllOp op, int64_t n) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto inType = cast<RankedTensorType>(op.getInput().getType());
+  Type element = inType.getElementType();
+  const int64_t rank = inType.getRank(), split = op.getSplitDim(),
+                concat = op.getConcatDim();
+  auto transposed = [&](Value v, ArrayRef<int64_t> perm) {
+    if (llvm::equal(perm, llvm::seq<int64_t>(0, int64_t(perm.size()))))
+      return v;
+    return Value(nn::TransposeOp::create(b, loc, v, perm));
+  };
+  // [..., n, S / n, ...] with the n blocks in front.
+  SmallVector<int64_t> blocks(inType.getShape());
+  blocks[split] /= n;
+  blocks.insert(blocks.begin() + split, n);
+  Value v = nn::ReshapeOp::create(
+      b, loc, RankedTensorType::get(blocks, element), op.getInput());
+  v = transposed(v, toFront(rank + 1, split));
+  auto frontType = cast<RankedTensorType>(v.getType());
+  v = AllToAllOp::create(b, loc, frontType, v, op.getMeshAttr(),
+                         op.getAxesAttr(), b.getI64IntegerAttr(0),
+                         b.getI64IntegerAttr(0));
+  // [n, Y...] -> [Y[:concat], n, Y[concat:]] -> merged.
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == concat)
+      perm.push_back(0);
+    perm.push_back(d + 1);
+  }
+  v = transposed(v, perm);
+  v = nn::ReshapeOp::create(b, loc, op.getType(), v);
+  op.getResult().replaceAllUsesWith(v);
+  op.erase();
+}
+
 struct LowerCollectivesPass
     : public dist::impl::LowerCollectivesPassBase<LowerCollectivesPass> {
   void runOnOperation() override {
@@ -74,9 +120,22 @@ struct LowerCollectivesPass
       } else if (auto r = dyn_cast<ReduceScatterOp>(op)) {
         if (isStrided(r.getInput(), r.getDim()))
           strided.push_back(op);
+      } else if (auto a = dyn_cast<AllToAllOp>(op)) {
+        if (a.getSplitDim() != a.getConcatDim() ||
+            isStrided(a.getInput(), a.getSplitDim()))
+          strided.push_back(op);
       }
     });
     for (Operation *op : strided) {
+      if (auto a = dyn_cast<AllToAllOp>(op)) {
+        auto mesh =
+            SymbolTable::lookupNearestSymbolFrom<MeshOp>(a, a.getMeshAttr());
+        SmallVector<StringRef> axes;
+        for (Attribute axis : a.getAxes())
+          axes.push_back(cast<StringAttr>(axis).getValue());
+        lowerAllToAll(a, mesh.getGroupSize(axes));
+        continue;
+      }
       if (auto g = dyn_cast<AllGatherOp>(op)) {
         lower(g, [&](OpBuilder &b, Type type, Value input) -> Value {
           return AllGatherOp::create(b, g.getLoc(), type, input,

@@ -270,12 +270,27 @@ def ContextParallelPass
     Errors: a module without a mesh, or a `cp` axis that does not divide
     an attention's query rows (2 x cp with `zigzag`: autopar-dist-zigzag
     deals them in 2 x cp chunks).
+
+    With `mode=ulysses` (DeepSpeed-Ulysses), run after autodiff: each
+    nn.attention and nn.attention_grad is marked `dist.ulysses` instead,
+    and spmdization exchanges its operands' sequence block for a block of
+    the heads (`dist.all_to_all`, split the heads, concatenate the
+    sequence), runs it on the whole sequence of cp-th of the heads, and
+    exchanges the results back; the keys' and values' gradients are no
+    longer sums over cp. Each such op needs as many keys as queries, `cp` dividing both its query rows and its heads
+    (spmdization checks the heads a rank holds under tensor parallelism
+    too), and a mask that is one for all heads; an op that has not is
+    refused.
   }];
   let options = [
+    Option<"mode", "mode", "std::string", "\"all_gather\"",
+           "How attention reaches the other blocks: all_gather (positions "
+           "for the causal masks) or ulysses (dist.ulysses marks)">,
     Option<"zigzag", "zigzag", "bool", "false",
            "The blocks are zig-zag chunks (query rows in 2 x cp chunks)">,
   ];
-  let dependentDialects = ["autopar::nn::NNDialect"];
+  let dependentDialects = ["autopar::nn::NNDialect",
+                           "autopar::dist::DistDialect"];
 }
 
 def SplitFusedProjectionsPass
@@ -842,6 +857,15 @@ def LowerCollectivesPass
     %1 = nn.transpose %g {perm = array<i64: 1, 0, 2>}
         : tensor<8x2x8xf32> -> tensor<2x8x8xf32>
     ```
+
+    The runtime's all-to-all exchanges contiguous blocks of a flat buffer
+    (MPI's). A `dist.all_to_all` of any other form than `split_dim` =
+    `concat_dim` on a leading dim becomes: a reshape that cuts `split_dim`
+    into [n, size / n], a transpose that moves the n blocks to the front,
+    the all-to-all on dim 0 (block j to position j; the leading dim then
+    indexes the sender), a transpose that moves that dim in front of
+    `concat_dim` and a reshape that merges the two (identity transposes
+    left out).
   }];
   let dependentDialects = ["autopar::dist::DistDialect",
                            "autopar::nn::NNDialect"];

@@ -278,6 +278,10 @@ FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
 /// `positions` (context parallelism: each rank's block of queries against
 /// every key, so the key and value gradients are pending sums over the
 /// rows' axes); key rows and features stay whole (the softmax spans them).
+/// Marked dist.ulysses, the key rows are the query rows' factor (each rank
+/// holds the same block of them; spmdization exchanges the block for a
+/// block of the heads around the op), and the mask and positions are
+/// whole.
 FactorRule attentionRule(Operation *op) {
   auto forward = dyn_cast<nn::AttentionOp>(op);
   auto backward = dyn_cast<nn::AttentionGradOp>(op);
@@ -289,8 +293,9 @@ FactorRule attentionRule(Operation *op) {
   SmallVector<int64_t> lead = identityFactors(rule, rank - 2);
   // Without positions a causal row's keys depend on where the row is.
   bool causal = forward ? forward.getCausal() : backward.getCausal();
-  int64_t t = rule.addFactor(positions || !causal), s = rule.addFactor(false),
-          d = rule.addFactor(false);
+  const bool ulysses = op->hasAttr(DistDialect::kUlyssesAttr);
+  int64_t t = rule.addFactor(ulysses || positions || !causal);
+  int64_t s = ulysses ? t : rule.addFactor(false), d = rule.addFactor(false);
   auto with = [&](std::initializer_list<int64_t> last) {
     SmallVector<int64_t> f(lead);
     f.append(last);
@@ -302,14 +307,17 @@ FactorRule attentionRule(Operation *op) {
     // Aligned from the right with [lead..., T, S]; broadcast dims have none.
     SmallVector<int64_t> scores = with({t, s});
     ArrayRef<int64_t> m = shapeOf(mask);
-    for (auto [i, size] : llvm::enumerate(m))
-      maskFactors.push_back(size == 1 ? -1 : scores[rank - m.size() + i]);
+    for (auto [i, size] : llvm::enumerate(m)) {
+      const int64_t dim = rank - m.size() + i;
+      maskFactors.push_back(
+          size == 1 || (ulysses && dim >= rank - 2) ? -1 : scores[dim]);
+    }
   }
   rule.operandFactors = {qf, kf, kf};
   if (mask)
     rule.operandFactors.push_back(maskFactors);
   if (positions)
-    rule.operandFactors.push_back({t});
+    rule.operandFactors.push_back({ulysses ? -1 : t});
   if (forward) {
     rule.resultFactors = {qf, lse};
   } else {

@@ -81,11 +81,24 @@ struct ZigZagPass : public dist::impl::ZigZagPassBase<ZigZagPass> {
       return;
     // The whole (natural order) side of each collective over cp: a
     // gather's result, a reduce-scatter's or split's input.
+    // An all-to-all over cp (Ulysses) exchanges the sequence for another
+    // dim, which of its two is the sequence it does not say: refused.
     SmallVector<Operation *> ops;
-    module.walk([&](Operation *op) {
+    WalkResult walk = module.walk([&](Operation *op) {
       if (isa<AllGatherOp, ReduceScatterOp, TensorSplitOp>(op))
         ops.push_back(op);
+      auto a = dyn_cast<AllToAllOp>(op);
+      if (a && llvm::is_contained(a.getAxes(), StringAttr::get(op->getContext(),
+                                                               kContextAxis))) {
+        a.emitOpError() << "exchanges over cp, which zig-zag chunks cannot "
+                           "deal (context_parallel.mode \"ulysses\" needs "
+                           "load_balance \"none\")";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
     });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
     for (Operation *op : ops) {
       auto axesAttr = op->getAttrOfType<ArrayAttr>("axes");
       SmallVector<StringRef> axes;

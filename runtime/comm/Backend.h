@@ -166,6 +166,10 @@ public:
                                     void *full, CommType type, AxisMask mask,
                                     int64_t group, int64_t chunk,
                                     int64_t index) = 0;
+  /// `chunk` = numElements / group elements per block.
+  virtual CommRequest allToAllFlat(const void *send, void *recv, CommType type,
+                                   AxisMask mask, int64_t group,
+                                   int64_t chunk) = 0;
   /// Communicator::exchange, its arguments checked; `peer` is a world rank.
   virtual CommRequest exchange(const PointToPoint *ops, int count,
                                CommRequest *each) = 0;
@@ -210,6 +214,10 @@ public:
   }
   CommRequest allGatherFlat(const void *, int64_t, void *, CommType, AxisMask,
                             int64_t, int64_t, int64_t) override {
+    noGroup();
+  }
+  CommRequest allToAllFlat(const void *, void *, CommType, AxisMask, int64_t,
+                           int64_t) override {
     noGroup();
   }
   CommRequest exchange(const PointToPoint *, int, CommRequest *) override {

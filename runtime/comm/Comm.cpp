@@ -585,6 +585,37 @@ CommRequest Communicator::allGatherFlat(const void *piece, int64_t numElements,
   return r;
 }
 
+CommRequest Communicator::allToAllFlat(const void *send, int64_t numElements,
+                                       void *recv, CommType type,
+                                       AxisMask axes) {
+  AxisMask mask = canonical(axes, "allToAllFlat");
+  if (numElements < 0)
+    fail("allToAllFlat", "negative element count");
+  int64_t g = groupSize(mask);
+  int64_t size = commTypeBytes(type);
+  if (numElements % g != 0)
+    fail("allToAllFlat", "the group size does not divide the element count");
+  const char *from = static_cast<const char *>(send);
+  const char *into = static_cast<const char *>(recv);
+  if (g > 1 && numElements > 0 && from < into + numElements * size &&
+      into < from + numElements * size)
+    fail("allToAllFlat", "the receive buffer overlaps the send buffer");
+  if (g == 1) {
+    impl->backend->move(recv, send, size_t(numElements * size));
+    return {};
+  }
+  if (numElements == 0)
+    return {};
+  sentBytes[mask][int(CollectiveKind::AllToAll)] +=
+      allToAllFlatBytes(numElements, g, size);
+  CommRequest r =
+      impl->backend->allToAllFlat(send, recv, type, mask, g, numElements / g);
+  if (impl->watching())
+    impl->note(r, "an all-to-all of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
+}
+
 CommRequest Communicator::exchange(const PointToPoint *ops, int count,
                                    CommRequest *each) {
   if (count < 0)

@@ -75,8 +75,14 @@ using AxisMask = uint32_t;
 /// Point-to-point sends (pipeline stages' activations and gradients) are
 /// counted as `Send`, under the axes on which the two ranks' coordinates
 /// differ.
-enum class CollectiveKind { AllReduce = 0, ReduceScatter, AllGather, Send };
-constexpr int kNumCollectiveKinds = 4;
+enum class CollectiveKind {
+  AllReduce = 0,
+  ReduceScatter,
+  AllGather,
+  Send,
+  AllToAll
+};
+constexpr int kNumCollectiveKinds = 5;
 
 /// One point-to-point transfer of `exchange`: `bytes` bytes of `data` (the
 /// backend's kind of memory) sent to or received from world rank `peer`.
@@ -244,6 +250,20 @@ public:
   /// copied to `full` (device to device, overlap allowed).
   CommRequest allGatherFlat(const void *piece, int64_t numElements, void *full,
                             CommType type, AxisMask axes);
+  /// Every rank of the group sends block j of `send` (numElements / g
+  /// elements, g = groupSize(axes), which must divide numElements) to the
+  /// rank at group position j and receives that rank's block for it into
+  /// block j of `recv`: the exchange of context parallelism's Ulysses
+  /// attention (sequence-split to head-split and back) and of expert
+  /// dispatch. `recv` must not overlap `send`; `send` is read before this
+  /// returns (into a staging copy that the request owns), so the caller may
+  /// reuse it at once. MPI build: MPI_Ialltoall (blocks past the message
+  /// limit as point-to-point pieces); NCCL build: the staging copy on the
+  /// compute stream, then ncclSend / ncclRecv to every position in one
+  /// group on the communication stream. With g = 1, `send` is copied to
+  /// `recv`.
+  CommRequest allToAllFlat(const void *send, int64_t numElements, void *recv,
+                           CommType type, AxisMask axes);
   /// The collectives above on float32 buffers.
   CommRequest allReduceSum(float *data, int64_t numElements, AxisMask axes) {
     return allReduceSum(data, numElements, CommType::F32, axes);

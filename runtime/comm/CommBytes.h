@@ -74,6 +74,16 @@ inline double allGatherFlatBytes(int64_t numElements, int64_t groupSize,
   return reduceScatterFlatBytes(numElements, groupSize, elementBytes);
 }
 
+/// Bytes sent per rank by allToAllFlat: every block but its own, (g-1)/g
+/// of the buffer (g divides numElements).
+inline double allToAllFlatBytes(int64_t numElements, int64_t groupSize,
+                                int64_t elementBytes) {
+  if (groupSize <= 1)
+    return 0;
+  return double(groupSize - 1) * double(numElements / groupSize) *
+         double(elementBytes);
+}
+
 /// The runtime's all-reduces once per step (a gradient sum still pending
 /// after the step: runtime/train/Trainer.cpp), coalesced as Megatron-LM
 /// and DDP do for the small ones: a gradient under kCoalesceBytes is

@@ -177,6 +177,48 @@ public:
     return {id};
   }
 
+  CommRequest allToAllFlat(const void *send, void *recv, CommType type,
+                           AxisMask mask, int64_t group,
+                           int64_t chunk) override {
+    const int64_t size = commTypeBytes(type);
+    char *recvBytes = static_cast<char *>(recv);
+    MPI_Comm sub = comms.at(mask);
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    // The caller may reuse `send` at once: MPI reads a copy.
+    p.staging.assign(static_cast<const char *>(send),
+                     static_cast<const char *>(send) + group * chunk * size);
+    if (chunk <= maxElements) {
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Ialltoall, p.staging.data(), int(chunk),
+                       mpiType(type), recv, int(chunk), mpiType(type), sub,
+                       &p.requests.back());
+      return {id};
+    }
+    // Blocks past the message limit: pieces to and from every other
+    // position in order (MPI keeps the order of one tag between two ranks);
+    // this rank's own block is copied.
+    int index = 0;
+    AUTOPAR_MPI_CALL(rank, MPI_Comm_rank, sub, &index);
+    std::memcpy(recvBytes + index * chunk * size,
+                p.staging.data() + index * chunk * size, chunk * size);
+    for (int64_t j = 0; j < group; ++j) {
+      if (j == index)
+        continue;
+      for (int64_t off = 0; off < chunk; off += maxElements) {
+        int c = int(std::min(maxElements, chunk - off));
+        p.requests.push_back(MPI_REQUEST_NULL);
+        AUTOPAR_MPI_CALL(rank, MPI_Irecv, recvBytes + (j * chunk + off) * size,
+                         c, mpiType(type), int(j), 0, sub, &p.requests.back());
+        p.requests.push_back(MPI_REQUEST_NULL);
+        AUTOPAR_MPI_CALL(rank, MPI_Isend,
+                         p.staging.data() + (j * chunk + off) * size, c,
+                         mpiType(type), int(j), 0, sub, &p.requests.back());
+      }
+    }
+    return {id};
+  }
+
   CommRequest exchange(const PointToPoint *ops, int count,
                        CommRequest *each) override {
     int64_t id = nextId++;
@@ -268,7 +310,8 @@ private:
   /// A collective in flight and what MPI reads until it completes.
   struct Pending {
     std::vector<MPI_Request> requests;
-    /// The padded tensor of a reduce-scatter, in bytes.
+    /// The padded tensor of a reduce-scatter, the sent copy of an
+    /// all-to-all, in bytes.
     std::vector<char> staging;
     std::vector<int> counts, displs;
   };

@@ -253,6 +253,33 @@ public:
     return {finish()};
   }
 
+  CommRequest allToAllFlat(const void *send, void *recv, CommType type,
+                           AxisMask mask, int64_t group,
+                           int64_t chunk) override {
+    // The copy sent is made on the compute stream (the caller may reuse
+    // `send` once this returns); a send and a receive per position in one
+    // group, freed after it on the communication stream.
+    const int64_t size = commTypeBytes(type);
+    const size_t bytes = size_t(group * chunk * size);
+    char *staging = allocate(bytes, compute);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, staging, send, bytes,
+                           cudaMemcpyDeviceToDevice, compute);
+    follow();
+    ncclComm_t nccl = ncclComms.at(mask);
+    char *out = static_cast<char *>(recv);
+    AUTOPAR_NCCL_CALL(rank, ncclGroupStart);
+    for (int64_t j = 0; j < group; ++j) {
+      AUTOPAR_NCCL_CALL(rank, ncclSend, staging + j * chunk * size,
+                        size_t(chunk), ncclType(type), int(j), nccl,
+                        commStream);
+      AUTOPAR_NCCL_CALL(rank, ncclRecv, out + j * chunk * size, size_t(chunk),
+                        ncclType(type), int(j), nccl, commStream);
+    }
+    AUTOPAR_NCCL_CALL(rank, ncclGroupEnd);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaFreeAsync, staging, commStream);
+    return {finish()};
+  }
+
   CommRequest exchange(const PointToPoint *ops, int count,
                        CommRequest *each) override {
     follow();

@@ -124,7 +124,8 @@ std::string commBytesJson(const Communicator &comm,
         ",\"all_gather\":" +
         jsonExactNumber(comm.bytes(CollectiveKind::AllGather, g)) +
         ",\"send\":" + jsonExactNumber(comm.bytes(CollectiveKind::Send, g)) +
-        "}";
+        ",\"all_to_all\":" +
+        jsonExactNumber(comm.bytes(CollectiveKind::AllToAll, g)) + "}";
   }
   return json + "}";
 }

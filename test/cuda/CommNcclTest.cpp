@@ -13,11 +13,13 @@
 // mesh a=A (default 1) or a=A x b=B, and over every group (a, b, both), for
 // float32 and then bfloat16 device buffers, issues one allReduceSum,
 // allReduceMax, reduceScatterFlat and allGatherFlat (an element count that
-// the group size rarely divides, so the padding paths run), then the host
-// collectives (allReduceSumDouble over each group, broadcastBytes, barrier)
-// and a ring of point-to-point transfers over the world; it prints what each
-// rank received against the expected values and the bytes counted, and
-// exits 1 on any mismatch (summed over the world, so that every rank agrees).
+// the group size rarely divides, so the padding paths run) and
+// allToAllFlat (blocks of 3, the sent buffer overwritten once issued), then the
+// host collectives (allReduceSumDouble over each group, broadcastBytes,
+// barrier) and a ring of point-to-point transfers over the world; it prints
+// what each rank received against the expected values and the bytes counted,
+// and exits 1 on any mismatch (summed over the world, so that every rank
+// agrees).
 //
 // --no-device: only forms the world, without selecting a GPU, and prints
 // create()'s error: the launch errors (a world that is not the mesh, no
@@ -165,6 +167,20 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
   // The gather reads the reduced piece: the compute stream waits for it.
   comm.wait(scatter);
   CommRequest gather = comm.allGatherFlat(piece, n, gathered, type, mask);
+  // Block j of `sent` to position j; overwritten at once (it is copied).
+  const int64_t block = 3;
+  std::vector<float> blocks(block * g);
+  for (int64_t k = 0; k < block * g; ++k)
+    blocks[k] = value(rank, k);
+  std::vector<char> blocksBytes = encode(blocks, type);
+  void *sent = nullptr, *received = nullptr;
+  CHECK_CUDA(cudaMalloc(&sent, block * g * size));
+  CHECK_CUDA(cudaMalloc(&received, block * g * size));
+  CHECK_CUDA(cudaMemcpyAsync(sent, blocksBytes.data(), block * g * size,
+                             cudaMemcpyHostToDevice, stream));
+  CommRequest swap = comm.allToAllFlat(sent, block * g, received, type, mask);
+  CHECK_CUDA(cudaMemsetAsync(sent, 0xff, block * g * size, stream));
+  comm.wait(swap);
   comm.wait(sum);
   comm.wait(top);
   comm.waitAll();
@@ -181,7 +197,12 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
                              cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaMemcpyAsync(gotMax.data(), max, n * sizeof(float),
                              cudaMemcpyDeviceToHost, stream));
+  std::vector<char> gotBlocks(block * g * size);
+  CHECK_CUDA(cudaMemcpyAsync(gotBlocks.data(), received, block * g * size,
+                             cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(sent));
+  CHECK_CUDA(cudaFree(received));
   CHECK_CUDA(cudaFree(data));
   CHECK_CUDA(cudaFree(full));
   CHECK_CUDA(cudaFree(piece));
@@ -198,13 +219,18 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
   for (int64_t k = 0; k < chunk; ++k)
     if (i * chunk + k < n)
       ownPiece[k] = total[i * chunk + k];
+  std::vector<float> swapped(block * g);
+  for (int64_t k = 0; k < block * g; ++k)
+    swapped[k] = value(members[k / block], i * block + k % block);
   std::string what = std::string(type == CommType::F32 ? "f32" : "bf16") +
                      " mask " + std::to_string(mask) + " ";
   return report(rank, what + "allReduceSum", decode(gotSum, type), total) +
          report(rank, what + "allReduceMax", gotMax, largest) +
          report(rank, what + "reduceScatterFlat", decode(gotPiece, type),
                 ownPiece) +
-         report(rank, what + "allGatherFlat", decode(gotGathered, type), total);
+         report(rank, what + "allGatherFlat", decode(gotGathered, type),
+                total) +
+         report(rank, what + "allToAllFlat", decode(gotBlocks, type), swapped);
 }
 
 /// The host collectives and a ring of transfers over the world.
@@ -320,11 +346,12 @@ int main(int argc, char **argv) {
            checkCollectives(*comm, sizes, mask, CommType::BF16, stream);
   bad += checkControlPlane(*comm, sizes, stream);
   std::printf("rank %d bytes: all-reduce %g reduce-scatter %g all-gather %g "
-              "send %g\n",
+              "send %g all-to-all %g\n",
               comm->rank(), comm->bytes(autopar::rt::CollectiveKind::AllReduce),
               comm->bytes(autopar::rt::CollectiveKind::ReduceScatter),
               comm->bytes(autopar::rt::CollectiveKind::AllGather),
-              comm->bytes(autopar::rt::CollectiveKind::Send));
+              comm->bytes(autopar::rt::CollectiveKind::Send),
+              comm->bytes(autopar::rt::CollectiveKind::AllToAll));
 
   double failures = bad;
   comm->allReduceSumDouble(&failures, 1, (AxisMask(1) << sizes.size()) - 1);

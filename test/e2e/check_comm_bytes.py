@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 
-KINDS = ("all_reduce", "reduce_scatter", "all_gather", "send")
+KINDS = ("all_reduce", "reduce_scatter", "all_gather", "send", "all_to_all")
 
 
 def close(a, b, rtol=1e-9):

@@ -4,7 +4,7 @@
   check_cp.py MODEL.onnx [--input-shape NAME=D0,D1 ...] --data TOKENS.bin
       --steps K --workdir DIR --plan BASE.json --meshes cp=2,cp=2:dp=2,...
       [--zero 0,1] --layers L --kv-width W [--activations] [--rtol R]
-      [--element-bytes N]
+      [--element-bytes N] [--q-width W]
 
 BASE.json is the plan without "mesh" and "zero"; each configuration adds
 {"mesh": {...}, "zero": {"stage": S}}. Compiles BASE.json alone (one rank)
@@ -44,6 +44,20 @@ and runs it; then, for each mesh and stage, compiles, runs under `mpirun
      the same mesh's without cp (compiled only): each rank computes on its
      cp block of the tokens.
 
+With "context_parallel": {"mode": "ulysses"} in BASE.json, (b) asks
+instead for all-to-alls over cp (each fused attention's sequence block
+exchanged for a block of its heads) and (d) for, where each dp rank holds
+one sample per micro-batch, attention is fused and there is no pipeline:
+nothing all-gathered over cp and exactly 8 all-to-alls of a rank's
+[b, heads, s / cp, head dim] block of the query (--q-width: heads x head
+dim, split over tp) per layer and micro-batch (the forward's query, key, value in and output
+back; the backward's output gradient in and the three gradients back:
+its query, key, value, output and log-sum-exp are the forward's blocks),
+8 x L x (cp-1)/cp x b*s/cp*q bytes; (e) keeps no gathered keys but
+each layer's output twice, as DeepSpeed-Ulysses does: the head block its
+gradient reads and the sequence block the output projection's does (so
+less one b*s/cp*q block per layer).
+
 Prints `OK cp=2 dp=1 tp=1 pp=1 zero=0` per configuration; at the first failure
 one line `FAIL ...: reason` and exit 1.
 """
@@ -71,17 +85,22 @@ def step_ir(out):
         return f.read()
 
 
-def check_ir(ir):
-    """(b): positions on every attention, a gather over cp, no parameter
-    split over cp."""
+def check_ir(ir, ulysses):
+    """(b): positions on every attention, a gather over cp (Ulysses: an
+    all-to-all over cp), no parameter split over cp."""
     attentions = re.findall(r"nn\.attention(?:_grad)? [^\n]*", ir)
     if not attentions and "nn.softmax " not in ir:
         raise base.Failure("the step has no attention (nn.attention or nn.softmax)")
-    missing = [a for a in attentions if " positions " not in a and "causal = true" in a]
-    if missing:
-        raise base.Failure(f"a causal attention without positions: {missing[0][:120]}")
-    if not re.search(r"dist\.all_gather [^\n]*axes = \[cp\]", ir):
-        raise base.Failure("the step all-gathers nothing over cp")
+    if ulysses:
+        if not re.search(r"dist\.all_to_all [^\n]*axes = \[cp\]", ir):
+            raise base.Failure("the step exchanges nothing over cp (Ulysses)")
+    else:
+        missing = [a for a in attentions
+                   if " positions " not in a and "causal = true" in a]
+        if missing:
+            raise base.Failure(f"a causal attention without positions: {missing[0][:120]}")
+        if not re.search(r"dist\.all_gather [^\n]*axes = \[cp\]", ir):
+            raise base.Failure("the step all-gathers nothing over cp")
     head = ir[ir.index("func.func @train_step"):]
     head = head[:head.index("{\n")]
     for m in re.finditer(r'#dist\.sharding<[^>]*>[^{}]*nn\.param = "([^"]+)"', head):
@@ -109,6 +128,36 @@ def kv_bytes(args, mesh, micro_batches):
     batch, seq = (int(x) for x in args.input_shape[0].partition("=")[2].split(","))
     samples = batch // mesh.get("dp", 1) // micro_batches
     return samples * seq * args.kv_width // mesh.get("tp", 1) * args.element_bytes, samples
+
+
+def query_block_bytes(args, mesh, samples):
+    """The bytes of a rank's [b, heads, s / cp, head dim] block of one
+    layer's query (or output)."""
+    seq = int(args.input_shape[0].partition("=")[2].split(",")[1])
+    return (samples * seq // mesh["cp"] * args.q_width // mesh.get("tp", 1)
+            * args.element_bytes)
+
+
+def check_exchanged_bytes(args, per_step, mesh, micro_batches, fused):
+    """(d), Ulysses."""
+    cp, pp = mesh["cp"], mesh.get("pp", 1)
+    _, samples = kv_bytes(args, mesh, micro_batches)
+    q = query_block_bytes(args, mesh, samples)
+    want = 8 * args.layers // pp * (cp - 1) / cp * q * micro_batches
+    got = sum(kinds.get("all_to_all", 0) for group, kinds in per_step.items()
+              if group == "cp")
+    gathered = sum(kinds["all_gather"] for group, kinds in per_step.items()
+                   if group == "cp")
+    exact = samples == 1 and fused and pp == 1
+    if exact and gathered:
+        raise base.Failure(f"all-gathered {gathered} bytes over cp per step (Ulysses "
+                           "exchanges, gathers nothing)")
+    if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
+        raise base.Failure(f"exchanged {got} bytes over cp per step, expected "
+                           f"{'' if exact else 'at least '}{want:.0f} "
+                           f"(8 x {args.layers} layers x (cp-1)/cp x {q} x "
+                           f"{micro_batches} micro-batches)")
+    return got
 
 
 def check_kv_bytes(args, per_step, mesh, micro_batches, fused):
@@ -151,6 +200,8 @@ def main(argv=None):
                    help="(a)'s tolerance (default 1e-5; bf16-mixed: its rounding)")
     p.add_argument("--element-bytes", type=int, default=4,
                    help="bytes of a gathered key (4: fp32, 2: bf16-mixed)")
+    p.add_argument("--q-width", type=int,
+                   help="heads x head dim (Ulysses' (d); default --kv-width)")
     p.add_argument("--autopar", default="autopar")
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=int, default=300)
@@ -160,6 +211,9 @@ def main(argv=None):
     with open(args.plan) as f:
         plan = json.load(f)
     micro_batches = plan.get("batch", {}).get("micro_batches", 1)
+    ulysses = plan.get("context_parallel", {}).get("mode") == "ulysses"
+    if args.q_width is None:
+        args.q_width = args.kv_width
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     label = "baseline"
@@ -176,7 +230,7 @@ def main(argv=None):
                 out, report = base.compile_plan(
                     args, dict(plan, mesh=dict(mesh), zero={"stage": stage}), cfg)
                 ir = step_ir(out)
-                check_ir(ir)
+                check_ir(ir, ulysses)
                 log, records = base.train(args, out, cfg, dp * tp * cp * pp)
                 worst = 0.0
                 for key in ("loss", "grad_norm"):
@@ -184,11 +238,15 @@ def main(argv=None):
                                                     args.steps))
                 base.compare(log, ref, "lr", 1e-9, "one rank", args.steps)
                 per_step = check_comm(report, records, mesh)
-                gathered = check_kv_bytes(args, per_step, mesh, micro_batches,
-                                          "nn.attention " in ir)
+                fused = "nn.attention " in ir
+                moved = (check_exchanged_bytes if ulysses else check_kv_bytes)(
+                    args, per_step, mesh, micro_batches, fused)
                 extra = ""
                 if args.activations:
-                    kept = 2 * args.layers * kv_bytes(args, mesh, micro_batches)[0]
+                    samples = kv_bytes(args, mesh, micro_batches)[1]
+                    kept = (args.layers * query_block_bytes(args, mesh, samples)
+                            if ulysses else
+                            2 * args.layers * kv_bytes(args, mesh, micro_batches)[0])
                     mine = report["bytes"]["activations"] - kept
                     without = {a: n for a, n in mesh.items() if a != "cp"}
                     _, nocp = base.compile_plan(
@@ -196,11 +254,14 @@ def main(argv=None):
                     full = nocp["bytes"]["activations"]
                     if mine > 1.1 * full / cp:
                         raise base.Failure(f"{mine} activation bytes per rank besides the "
-                                           f"{kept} of the kept keys and values, more than "
+                                           f"{kept} kept (keys and values; Ulysses: "
+                                           f"head-split outputs), more than "
                                            f"1.1 x 1/{cp} of the {full} without cp")
-                    extra = f", activations x{mine / full:.3f} of those without cp besides K, V"
-                print(f"OK {label}: max rel diff {worst:.2e}, {gathered:.0f} bytes "
-                      f"all-gathered over cp per step{extra}")
+                    extra = (f", activations x{mine / full:.3f} of those without cp besides "
+                             f"{'the head-split outputs' if ulysses else 'K, V'}")
+                how = "exchanged" if ulysses else "all-gathered"
+                print(f"OK {label}: max rel diff {worst:.2e}, {moved:.0f} bytes "
+                      f"{how} over cp per step{extra}")
     except base.Failure as e:
         print(f"FAIL {label}: {e}")
         return 1

@@ -340,6 +340,20 @@ TEST(PlanTest, Pipeline) {
             "zb-h1");
 }
 
+TEST(PlanTest, ContextParallelModes) {
+  Plan p = planOf(R"({"mesh": {"cp": 2}})");
+  EXPECT_EQ(p.contextParallelMode, "all_gather");
+  EXPECT_EQ(p.contextParallelLoadBalance, "zigzag");
+  // Ulysses balances itself: no zig-zag chunks unless (refused) asked.
+  p = planOf(R"({"mesh": {"cp": 2}, "context_parallel": {"mode": "ulysses"}})");
+  EXPECT_EQ(p.contextParallelMode, "ulysses");
+  EXPECT_EQ(p.contextParallelLoadBalance, "none");
+  p = planOf(R"({"context_parallel": {"mode": "ulysses",
+                                      "load_balance": "none"}})");
+  EXPECT_EQ(toJson(p)["context_parallel"],
+            parseJson(R"({"mode": "ulysses", "load_balance": "none"})"));
+}
+
 TEST(PlanTest, EdgeValuesAccepted) {
   planOf(R"({"zero": {"stage": 3, "offload": "cpu"}})");
   planOf(R"({"zero": {"stage": 1, "offload": "cpu"}})");
@@ -468,7 +482,12 @@ TEST(PlanTest, ErrorUnknownKey) {
             "mesh.ep: unknown key (expected one of: dp, tp, pp, cp)");
   EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "ring"}})"),
             "context_parallel.mode: \"ring\" is not supported yet (use "
-            "\"all_gather\")");
+            "\"all_gather\" or \"ulysses\")");
+  EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "ulysses",
+                                             "load_balance": "zigzag"}})"),
+            "context_parallel.load_balance: \"zigzag\" balances "
+            "\"all_gather\" mode's causal blocks; \"ulysses\" gives each "
+            "rank the whole sequence of its heads (use \"none\")");
   EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "zigzag"}})"),
             "context_parallel.mode: expected one of \"all_gather\", "
             "\"ring\", \"ulysses\", got \"zigzag\"");

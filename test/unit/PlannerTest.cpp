@@ -193,6 +193,9 @@ TEST(Planner, CollectiveSeconds) {
               3 * (8.4e-6 + 7 * 3.4e-6) + 1e6 / 300e9, 1e-15);
   EXPECT_NEAR(collectiveSeconds("send", 2, 1e6, 1, nvlink),
               8.4e-6 + 3.4e-6 + 1e6 / 300e9, 1e-15);
+  // Ulysses' all-to-all: g - 1 steps (one block to each peer).
+  EXPECT_NEAR(collectiveSeconds("all_to_all", 4, 3e6, 2, nvlink),
+              2 * (8.4e-6 + 3 * 3.4e-6) + 3e6 / 300e9, 1e-15);
   // A ring over 16 nodes of 8 (128 ranks): 2 x 16 of an all-reduce's 254
   // steps cross the network, the others NVLink; 16 of a reduce-scatter's
   // 127.

@@ -95,6 +95,26 @@ module {
 
 // -----
 
+module {
+  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'dist.ulysses' belongs on nn.attention and nn.attention_grad}}
+    %0 = nn.neg %x {dist.ulysses} : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  func.func @f(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+    // expected-error @+1 {{'dist.ulysses' must be a unit attribute, got 1 : i64}}
+    %o, %l = nn.attention %q, %q, %q {causal = true, scale = 0.5 : f64, dist.ulysses = 1 : i64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+    return %o : tensor<1x2x4x8xf32>
+  }
+}
+
+// -----
+
 // expected-error @+1 {{unknown dist attribute 'dist.zero_stages'}}
 module attributes {dist.zero_stages = 1 : i64} {
 }

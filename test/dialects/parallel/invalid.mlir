@@ -371,6 +371,46 @@ func.func @all_reduce_booleans(%x: tensor<4x8xi1>) {
 }
 
 //===----------------------------------------------------------------------===//
+// dist.all_to_all
+//===----------------------------------------------------------------------===//
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @all_to_all_wrong_result(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op result type 'tensor<4x8xf32>' differs from the expected type 'tensor<8x4xf32>'}}
+  %0 = dist.all_to_all %x on @m axes = [tp] split_dim = 1 concat_dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @all_to_all_same_dim_reshaped(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op result type 'tensor<2x16xf32>' differs from the expected type 'tensor<4x8xf32>'}}
+  %0 = dist.all_to_all %x on @m axes = [tp] split_dim = 1 concat_dim = 1 : tensor<4x8xf32> -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @all_to_all_indivisible(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op dim 1 of size 6 is not divisible by 4, the number of ranks of axes [dp, tp]}}
+  %0 = dist.all_to_all %x on @m axes = [dp, tp] split_dim = 1 concat_dim = 0 : tensor<4x6xf32> -> tensor<16x1xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, pp = 2, tp = 2]
+func.func @all_to_all_dim_out_of_range(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.all_to_all' op dim 2 is out of range for operand 'input' of rank 2}}
+  %0 = dist.all_to_all %x on @m axes = [tp] split_dim = 1 concat_dim = 2 : tensor<4x8xf32> -> tensor<4x4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // dist.all_gather
 //===----------------------------------------------------------------------===//
 

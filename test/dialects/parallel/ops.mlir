@@ -84,6 +84,12 @@ func.func @collectives(%x: tensor<4x8xf32>, %i: tensor<8x8xi32>) {
   %6 = dist.reduce_scatter sum %i on @m axes = [dp] dim = 0 : tensor<8x8xi32> -> tensor<4x8xi32>
   // CHECK: dist.reduce_scatter max %{{.*}} on @m axes = [pp, tp] dim = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
   %7 = dist.reduce_scatter max %x on @m axes = [pp, tp] dim = 1 : tensor<4x8xf32> -> tensor<4x2xf32>
+  // CHECK: dist.all_to_all %{{.*}} on @m axes = [tp] split_dim = 1 concat_dim = 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+  %8 = dist.all_to_all %x on @m axes = [tp] split_dim = 1 concat_dim = 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+  // CHECK: dist.all_to_all %{{.*}} on @m axes = [dp, tp] split_dim = 0 concat_dim = 1 : tensor<8x8xi32> -> tensor<2x32xi32>
+  %9 = dist.all_to_all %i on @m axes = [dp, tp] split_dim = 0 concat_dim = 1 : tensor<8x8xi32> -> tensor<2x32xi32>
+  // CHECK: dist.all_to_all %{{.*}} on @m axes = [tp] split_dim = 0 concat_dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  %10 = dist.all_to_all %x on @m axes = [tp] split_dim = 0 concat_dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
   return
 }
 
@@ -171,6 +177,7 @@ func.func @pipeline(%x: tensor<4x8xf32>, %w0: tensor<8x8xf32>, %w1: tensor<8x8xf
 // EFFECTS-NEXT: %[[B:.*]] = dist.all_reduce sum %[[X]] on @m axes = [tp]
 // EFFECTS-NEXT: dist.all_gather
 // EFFECTS-NEXT: dist.reduce_scatter
+// EFFECTS-NEXT: dist.all_to_all
 // EFFECTS-NEXT: dist.zero_gather
 // EFFECTS-NEXT: dist.zero_scatter
 // EFFECTS-NEXT: dist.recv
@@ -189,6 +196,7 @@ func.func @effects(%x: tensor<4x8xf32>, %p: tensor<5xf32>) -> tensor<4x8xf32> {
   %b = dist.all_reduce sum %x on @m axes = [tp] : tensor<4x8xf32>
   %g = dist.all_gather %x on @m axes = [tp] dim = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
   %rs = dist.reduce_scatter sum %x on @m axes = [tp] dim = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %aa = dist.all_to_all %x on @m axes = [tp] split_dim = 0 concat_dim = 1 : tensor<4x8xf32> -> tensor<2x16xf32>
   %zg = dist.zero_gather %p on @m axes = [dp] : tensor<5xf32> -> tensor<3x3xf32>
   %zs = dist.zero_scatter sum %x on @m axes = [dp] : tensor<4x8xf32> -> tensor<16xf32>
   %r = dist.recv on @m axis = pp from 0 : tensor<4x8xf32>

@@ -227,6 +227,7 @@ public:
   void checkAllReduce();
   void checkReduceScatter();
   void checkAllGather();
+  void checkAllToAll();
   void checkRounding();
   void checkExchange();
   void checkBytes();
@@ -271,6 +272,14 @@ private:
                                 static_cast<float *>(full), mask);
     return comm.allGatherFlat(piece, n, full, type, mask);
   }
+  CommRequest allToAll(CommType type, const void *send, int64_t n, void *recv,
+                       AxisMask mask) {
+    int64_t g = comm.groupSize(mask);
+    if (g > 1)
+      expectedBytes[int(CollectiveKind::AllToAll)] +=
+          double((g - 1) * (n / g) * elementBytes(type));
+    return comm.allToAllFlat(send, n, recv, type, mask);
+  }
   /// Checks a bfloat16 sum over the group `members` against the exact sum
   /// of the roundingValue()s of element k.
   void expectRoundedSum(double got, const std::vector<int64_t> &members,
@@ -280,7 +289,7 @@ private:
   const Mesh &mesh;
   int64_t failures = 0;
   /// Independent expectations of the byte counters.
-  double expectedBytes[kNumCollectiveKinds] = {0, 0, 0, 0};
+  double expectedBytes[kNumCollectiveKinds] = {0, 0, 0, 0, 0};
 };
 
 void Checker::checkLayout() {
@@ -500,6 +509,52 @@ void Checker::checkAllGather() {
   }
 }
 
+void Checker::checkAllToAll() {
+  // Blocks of 0 to 7 elements over every group, all in flight together;
+  // each send buffer is overwritten as soon as its all-to-all is issued (it
+  // is read before the call returns).
+  int r = comm.rank();
+  struct Case {
+    AxisMask mask;
+    int64_t n, chunk;
+    Buffer send, recv;
+    CommRequest request;
+  };
+  std::vector<Case> cases;
+  for (int mask = 0; mask < numMasks(); ++mask)
+    for (int64_t chunk : {0, 1, 2, 5, 7})
+      for (CommType type : kTypes) {
+        int64_t n = chunk * comm.groupSize(mask);
+        Case c{AxisMask(mask),          n, chunk, Buffer(type, n, 0),
+               Buffer(type, n + 1, -9), {}};
+        for (int64_t k = 0; k < n; ++k)
+          c.send.set(k, value(type, r, k));
+        cases.push_back(std::move(c));
+      }
+  for (Case &c : cases) {
+    c.request =
+        allToAll(c.send.elementType(), c.send.at(0), c.n, c.recv.at(0), c.mask);
+    for (int64_t k = 0; k < c.n; ++k)
+      c.send.set(k, -7);
+  }
+  for (auto it = cases.rbegin(); it != cases.rend(); ++it) {
+    comm.progress();
+    comm.wait(it->request);
+  }
+  for (Case &c : cases) {
+    CommType type = c.recv.elementType();
+    std::string what = std::string("allToAllFlat ") + typeName(type);
+    std::vector<int64_t> members = mesh.members(r, c.mask);
+    int64_t i = comm.groupIndex(c.mask);
+    // Block j: member j's block i.
+    for (int64_t k = 0; k < c.n; ++k)
+      expectEq(c.recv.get(k),
+               value(type, members[k / c.chunk], i * c.chunk + k % c.chunk),
+               what, c.mask, c.n, k);
+    expectEq(c.recv.get(c.n), -9, what + " past the end", c.mask, c.n, 0);
+  }
+}
+
 void Checker::expectRoundedSum(double got, const std::vector<int64_t> &members,
                                int64_t k, const char *what, AxisMask mask) {
   int64_t g = int64_t(members.size());
@@ -625,7 +680,8 @@ void Checker::checkExchange() {
 }
 
 void Checker::checkBytes() {
-  const char *names[] = {"all-reduce", "reduce-scatter", "all-gather", "send"};
+  const char *names[] = {"all-reduce", "reduce-scatter", "all-gather", "send",
+                         "all-to-all"};
   for (int kind = 0; kind < kNumCollectiveKinds; ++kind) {
     double got = comm.bytes(CollectiveKind(kind));
     double want = expectedBytes[kind];
@@ -649,6 +705,8 @@ void Checker::checkBytes() {
            4, 4);
   expectEq(allGatherFlatBytes(7, 2, 2), 8, "allGatherFlatBytes", 7, 2, 2);
   expectEq(allGatherFlatBytes(7, 1, 4), 0, "allGatherFlatBytes", 7, 1, 4);
+  expectEq(allToAllFlatBytes(12, 4, 2), 18, "allToAllFlatBytes", 12, 4, 2);
+  expectEq(allToAllFlatBytes(12, 1, 4), 0, "allToAllFlatBytes", 12, 1, 4);
   expectEq(commTypeBytes(CommType::F32), 4, "commTypeBytes f32", 0, 0, 0);
   expectEq(commTypeBytes(CommType::BF16), 2, "commTypeBytes bf16", 0, 0, 0);
 }
@@ -748,6 +806,8 @@ int main(int argc, char **argv) {
     checker.finish(std::string("reduceScatterFlat") + mode);
     checker.checkAllGather();
     checker.finish(std::string("allGatherFlat") + mode);
+    checker.checkAllToAll();
+    checker.finish(std::string("allToAllFlat") + mode);
     checker.checkRounding();
     checker.finish(std::string("bf16 rounding") + mode);
     checker.checkExchange();

@@ -40,3 +40,43 @@ module {
     return %0, %1 : tensor<8x8xf32>, tensor<1x4x3xf32>
   }
 }
+
+// -----
+
+// Ulysses' all-to-all (heads split, sequence gathered) as MPI's on dim 0:
+// the head dim cut into [2, 2] with the 2 blocks in front, exchanged, the
+// senders' dim moved in front of the sequence and merged into it. Its
+// inverse (sequence split, heads gathered) the same way. MPI's own form
+// (split and concatenated dim 0) stays; on a dim behind others it is
+// lowered too.
+
+// CHECK-LABEL: func.func @all_to_all
+// CHECK: %[[R:.*]] = nn.reshape %arg0 : tensor<2x4x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[T:.*]] = nn.transpose %[[R]] {perm = array<i64: 1, 0, 2, 3, 4>} : tensor<2x2x2x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[A:.*]] = dist.all_to_all %[[T]] on @mesh axes = [cp] split_dim = 0 concat_dim = 0 : tensor<2x2x2x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[B:.*]] = nn.transpose %[[A]] {perm = array<i64: 1, 2, 0, 3, 4>} : tensor<2x2x2x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[M:.*]] = nn.reshape %[[B]] : tensor<2x2x2x8x16xf32> -> tensor<2x2x16x16xf32>
+// CHECK: %[[R2:.*]] = nn.reshape %[[M]] : tensor<2x2x16x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[T2:.*]] = nn.transpose %[[R2]] {perm = array<i64: 2, 0, 1, 3, 4>} : tensor<2x2x2x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[A2:.*]] = dist.all_to_all %[[T2]] on @mesh axes = [cp] split_dim = 0 concat_dim = 0
+// CHECK: %[[B2:.*]] = nn.transpose %[[A2]] {perm = array<i64: 1, 0, 2, 3, 4>} : tensor<2x2x2x8x16xf32> -> tensor<2x2x2x8x16xf32>
+// CHECK: %[[M2:.*]] = nn.reshape %[[B2]] : tensor<2x2x2x8x16xf32> -> tensor<2x4x8x16xf32>
+// CHECK: %[[F:.*]] = dist.all_to_all %arg1 on @mesh axes = [cp] split_dim = 0 concat_dim = 0 : tensor<4x3xf32> -> tensor<4x3xf32>
+// CHECK: %[[R3:.*]] = nn.reshape %arg2 : tensor<3x4xf32> -> tensor<3x2x2xf32>
+// CHECK: %[[T3:.*]] = nn.transpose %[[R3]] {perm = array<i64: 1, 0, 2>} : tensor<3x2x2xf32> -> tensor<2x3x2xf32>
+// CHECK: %[[A3:.*]] = dist.all_to_all %[[T3]] on @mesh axes = [cp] split_dim = 0 concat_dim = 0
+// CHECK: %[[B3:.*]] = nn.transpose %[[A3]] {perm = array<i64: 1, 0, 2>} : tensor<2x3x2xf32> -> tensor<3x2x2xf32>
+// CHECK: %[[M3:.*]] = nn.reshape %[[B3]] : tensor<3x2x2xf32> -> tensor<3x4xf32>
+// CHECK: return %[[M2]], %[[F]], %[[M3]]
+module {
+  dist.mesh @mesh axes = [dp = 1, cp = 2]
+  func.func @all_to_all(%q: tensor<2x4x8x16xf32>, %flat: tensor<4x3xf32>,
+                        %behind: tensor<3x4xf32>)
+      -> (tensor<2x4x8x16xf32>, tensor<4x3xf32>, tensor<3x4xf32>) {
+    %0 = dist.all_to_all %q on @mesh axes = [cp] split_dim = 1 concat_dim = 2 : tensor<2x4x8x16xf32> -> tensor<2x2x16x16xf32>
+    %1 = dist.all_to_all %0 on @mesh axes = [cp] split_dim = 2 concat_dim = 1 : tensor<2x2x16x16xf32> -> tensor<2x4x8x16xf32>
+    %2 = dist.all_to_all %flat on @mesh axes = [cp] split_dim = 0 concat_dim = 0 : tensor<4x3xf32> -> tensor<4x3xf32>
+    %3 = dist.all_to_all %behind on @mesh axes = [cp] split_dim = 1 concat_dim = 1 : tensor<3x4xf32> -> tensor<3x4xf32>
+    return %1, %2, %3 : tensor<2x4x8x16xf32>, tensor<4x3xf32>, tensor<3x4xf32>
+  }
+}

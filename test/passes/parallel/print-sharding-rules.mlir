@@ -24,6 +24,7 @@
 // CHECK-NEXT: nn.softmax_cross_entropy: ([i, j], [i])->([]) {i=8, j=16} mean={i} within={j}
 // CHECK-NEXT: nn.softmax_cross_entropy_grad: ([i, j], [i], [])->([i, j]) {i=8, j=16} mean_scaled={i}
 // CHECK-NEXT: nn.attention: ([i, j, k, m], [i, j, l, m], [i, j, l, m])->([i, j, k, m], [i, j, k]) {i=2, j=4, k=16, l=16, m=8} need_replication={k, l, m}
+// CHECK-NEXT: nn.attention: ([i, j, k, l], [i, j, k, l], [i, j, k, l])->([i, j, k, l], [i, j, k]) {i=2, j=4, k=16, l=8} need_replication={l}
 // CHECK-NEXT: nn.constant: ()->([]) {}
 // CHECK-NEXT: dist.all_reduce: none
 // CHECK-NEXT: func.return: none
@@ -46,6 +47,9 @@ func.func @rules(%w: tensor<4x16xf32>, %x: tensor<8x4xf32>, %b: tensor<16xf32>,
   %11 = nn.softmax_cross_entropy %2, %t reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>) -> tensor<f32>
   %12 = nn.softmax_cross_entropy_grad %2, %t, %11 reduction(mean) : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
   %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  // Ulysses: the keys' rows are the queries' (split with them; exchanged
+  // for the heads around the op).
+  %uo, %ul = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64, dist.ulysses} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
   %c = nn.constant dense<1.0> : tensor<f32>
   %r = dist.all_reduce sum %c on @m axes = [dp] : tensor<f32>
   return %11 : tensor<f32>

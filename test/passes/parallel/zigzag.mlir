@@ -71,3 +71,16 @@ module {
     return %0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// An all-to-all over cp (Ulysses) does not say which of its dims is the
+// sequence: refused.
+module {
+  dist.mesh @mesh axes = [dp = 1, cp = 2]
+  func.func @exchange(%x: tensor<1x2x4x4xf32>) -> tensor<1x1x8x4xf32> {
+    // expected-error @+1 {{'dist.all_to_all' op exchanges over cp, which zig-zag chunks cannot deal (context_parallel.mode "ulysses" needs load_balance "none")}}
+    %0 = dist.all_to_all %x on @mesh axes = [cp] split_dim = 1 concat_dim = 2 : tensor<1x2x4x4xf32> -> tensor<1x1x8x4xf32>
+    return %0 : tensor<1x1x8x4xf32>
+  }
+}
