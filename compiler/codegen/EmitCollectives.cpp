@@ -86,9 +86,11 @@ LogicalResult Emitter::emitDist(Operation *op) {
   std::string commType = element.isBF16()  ? "autopar::rt::CommType::BF16"
                          : element.isF16() ? "autopar::rt::CommType::F16"
                                            : "autopar::rt::CommType::F32";
-  // A gather or an all-to-all only moves bytes: 32- and 64-bit integers
-  // (token ids, labels gathered over cp) move as f32 words.
-  const bool wordGather = isa<dist::AllGatherOp, dist::AllToAllOp>(op) &&
+  // A gather, an all-to-all or a shift only moves bytes: 32- and 64-bit
+  // integers (token ids, labels gathered over cp, the positions of a ring
+  // attention's keys) move as f32 words.
+  const bool wordGather = isa<dist::AllGatherOp, dist::AllToAllOp,
+                              dist::ShiftOp>(op) &&
                           element.isInteger() &&
                           (element.getIntOrFloatBitWidth() == 32 ||
                            element.getIntOrFloatBitWidth() == 64);
@@ -220,6 +222,18 @@ LogicalResult Emitter::emitDist(Operation *op) {
             formatv("allToAllFlat({0}, {1}, {2}, {3}, {4}u)", ptr(o.getInput()),
                     tensorType(o.getInput()).getNumElements() * wordsPerElement,
                     ptr(o.getResult()), commType, *mask));
+        return success();
+      })
+      .Case([&](dist::ShiftOp o) -> LogicalResult {
+        FailureOr<uint32_t> mask = collective(o.getAxes());
+        if (failed(mask))
+          return failure();
+        issue(o.getResult(),
+              formatv("shift({0}, {1}, {2}, {3}, {4}u, {5})",
+                      ptr(o.getInput()),
+                      tensorType(o.getInput()).getNumElements() *
+                          wordsPerElement,
+                      ptr(o.getResult()), commType, *mask, o.getOffset()));
         return success();
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {

@@ -403,6 +403,12 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
   return verifyBlockOfDim(*this, symbolTables);
 }
 
+LogicalResult ShiftOp::verify() { return verifyAxisList(*this, getAxes()); }
+
+LogicalResult ShiftOp::verifySymbolUses(SymbolTableCollection &symbolTables) {
+  return verifyGroup(*this, getMeshAttr(), getAxes(), symbolTables);
+}
+
 LogicalResult AllToAllOp::verify() {
   RankedTensorType input = tensorType(getInput());
   if (failed(verifyAxesAndDim(*this, getAxes(), getSplitDim(), input)) ||

@@ -314,6 +314,34 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all", [
   let hasVerifier = 1;
 }
 
+def Dist_ShiftOp : Dist_CollectiveOp<"shift", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "A ring step: each rank's tensor to the next rank of a group";
+  let description = [{
+    Every rank of the group over `axes` (n ranks, positions major to minor)
+    sends its operand to the rank `offset` positions after it (mod n) and
+    returns the operand of the rank `offset` positions before it. Context
+    parallelism's ring attention passes each block of keys and values (and
+    their positions, and in the backward their gradients' partial sums)
+    around the cp ring so.
+
+    ```mlir
+    // On axes = [cp = 4]: rank 2 gets rank 1's block.
+    %1 = dist.shift %0 on @m axes = [cp] offset = 1 : tensor<1x2x4x8xf32>
+    ```
+
+    Communicates (reads and writes `CommResource`).
+  }];
+  let arguments = (ins Dist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                   Dist_AxesAttr:$axes, I64Attr:$offset);
+  let results = (outs Dist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` custom<Axes>($axes) `offset` `=` $offset
+    attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // ZeRO flat shards
 //===----------------------------------------------------------------------===//

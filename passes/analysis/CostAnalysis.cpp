@@ -165,6 +165,12 @@ std::optional<CollectiveCost> autopar::collectiveCost(Operation *op) {
       return rt::allToAllFlatBytes(numElements(c.getInput()), g,
                                    elementBytes(c.getInput()));
     });
+  // A ring step: the whole tensor to one peer, unless the offset comes
+  // around to this rank.
+  if (auto c = dyn_cast<dist::ShiftOp>(op))
+    return make("send", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
+      return c.getOffset() % g != 0 ? double(tensorBytes(c.getType())) : 0.0;
+    });
   if (auto c = dyn_cast<dist::ZeroScatterOp>(op))
     return make("reduce_scatter", c.getMeshAttr(), c.getAxes(), [&](int64_t g) {
       return rt::reduceScatterFlatBytes(numElements(c.getInput()), g,

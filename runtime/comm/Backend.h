@@ -170,6 +170,11 @@ public:
   virtual CommRequest allToAllFlat(const void *send, void *recv, CommType type,
                                    AxisMask mask, int64_t group,
                                    int64_t chunk) = 0;
+  /// Communicator::shift: `numElements` elements of `send` to group
+  /// position `to`, as many into `recv` from position `from`.
+  virtual CommRequest shift(const void *send, void *recv, int64_t numElements,
+                            CommType type, AxisMask mask, int64_t to,
+                            int64_t from) = 0;
   /// Communicator::exchange, its arguments checked; `peer` is a world rank.
   virtual CommRequest exchange(const PointToPoint *ops, int count,
                                CommRequest *each) = 0;
@@ -218,6 +223,10 @@ public:
   }
   CommRequest allToAllFlat(const void *, void *, CommType, AxisMask, int64_t,
                            int64_t) override {
+    noGroup();
+  }
+  CommRequest shift(const void *, void *, int64_t, CommType, AxisMask,
+                    int64_t, int64_t) override {
     noGroup();
   }
   CommRequest exchange(const PointToPoint *, int, CommRequest *) override {

@@ -616,6 +616,36 @@ CommRequest Communicator::allToAllFlat(const void *send, int64_t numElements,
   return r;
 }
 
+CommRequest Communicator::shift(const void *send, int64_t numElements,
+                                void *recv, CommType type, AxisMask axes,
+                                int64_t offset) {
+  AxisMask mask = canonical(axes, "shift");
+  if (numElements < 0)
+    fail("shift", "negative element count");
+  const int64_t g = groupSize(mask), size = commTypeBytes(type);
+  const char *from = static_cast<const char *>(send);
+  const char *into = static_cast<const char *>(recv);
+  if (g > 1 && numElements > 0 && from < into + numElements * size &&
+      into < from + numElements * size)
+    fail("shift", "the receive buffer overlaps the send buffer");
+  const int64_t step = ((offset % g) + g) % g;
+  if (step == 0) {
+    impl->backend->move(recv, send, size_t(numElements * size));
+    return {};
+  }
+  if (numElements == 0)
+    return {};
+  sentBytes[mask][int(CollectiveKind::Send)] += double(numElements * size);
+  const int64_t index = groupIndex(mask);
+  CommRequest r =
+      impl->backend->shift(send, recv, numElements, type, mask,
+                           (index + step) % g, (index + g - step) % g);
+  if (impl->watching())
+    impl->note(r, "a ring shift of " + std::to_string(numElements) +
+                      " elements over " + impl->axesText(mask));
+  return r;
+}
+
 CommRequest Communicator::exchange(const PointToPoint *ops, int count,
                                    CommRequest *each) {
   if (count < 0)

@@ -264,6 +264,18 @@ public:
   /// `recv`.
   CommRequest allToAllFlat(const void *send, int64_t numElements, void *recv,
                            CommType type, AxisMask axes);
+  /// A ring step over the group of `axes` (g ranks): sends `numElements`
+  /// elements of `send` to the rank `offset` positions after this one (mod
+  /// g) and receives as many into `recv` from the rank `offset` positions
+  /// before it (context parallelism's ring attention passes the keys and
+  /// values so). `recv` must not overlap `send`; `send` is read before this
+  /// returns (a staging copy, as allToAllFlat's). Counted as a `Send` over
+  /// `axes`. MPI build: MPI_Isend / MPI_Irecv on the group's communicator
+  /// (in pieces past the message limit); NCCL build: ncclSend / ncclRecv in
+  /// one group. With g = 1 or offset a multiple of g, `send` is copied to
+  /// `recv`.
+  CommRequest shift(const void *send, int64_t numElements, void *recv,
+                    CommType type, AxisMask axes, int64_t offset);
   /// The collectives above on float32 buffers.
   CommRequest allReduceSum(float *data, int64_t numElements, AxisMask axes) {
     return allReduceSum(data, numElements, CommType::F32, axes);

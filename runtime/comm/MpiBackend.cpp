@@ -219,6 +219,30 @@ public:
     return {id};
   }
 
+  CommRequest shift(const void *send, void *recv, int64_t numElements,
+                    CommType type, AxisMask mask, int64_t to,
+                    int64_t from) override {
+    const int64_t size = commTypeBytes(type);
+    MPI_Comm sub = comms.at(mask);
+    int64_t id = nextId++;
+    Pending &p = pending[id];
+    // The caller may reuse `send` at once: MPI reads a copy. Tag 1 (the
+    // all-to-all's pieces are tag 0): pieces in order.
+    p.staging.assign(static_cast<const char *>(send),
+                     static_cast<const char *>(send) + numElements * size);
+    char *out = static_cast<char *>(recv);
+    for (int64_t off = 0; off < numElements; off += maxElements) {
+      int c = int(std::min(maxElements, numElements - off));
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Irecv, out + off * size, c, mpiType(type),
+                       int(from), 1, sub, &p.requests.back());
+      p.requests.push_back(MPI_REQUEST_NULL);
+      AUTOPAR_MPI_CALL(rank, MPI_Isend, p.staging.data() + off * size, c,
+                       mpiType(type), int(to), 1, sub, &p.requests.back());
+    }
+    return {id};
+  }
+
   CommRequest exchange(const PointToPoint *ops, int count,
                        CommRequest *each) override {
     int64_t id = nextId++;

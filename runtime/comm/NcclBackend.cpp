@@ -280,6 +280,27 @@ public:
     return {finish()};
   }
 
+  CommRequest shift(const void *send, void *recv, int64_t numElements,
+                    CommType type, AxisMask mask, int64_t to,
+                    int64_t from) override {
+    // As allToAllFlat: the copy sent made on the compute stream, freed on
+    // the communication stream after the group.
+    const size_t bytes = size_t(numElements * commTypeBytes(type));
+    char *staging = allocate(bytes, compute);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaMemcpyAsync, staging, send, bytes,
+                           cudaMemcpyDeviceToDevice, compute);
+    follow();
+    ncclComm_t nccl = ncclComms.at(mask);
+    AUTOPAR_NCCL_CALL(rank, ncclGroupStart);
+    AUTOPAR_NCCL_CALL(rank, ncclSend, staging, size_t(numElements),
+                      ncclType(type), int(to), nccl, commStream);
+    AUTOPAR_NCCL_CALL(rank, ncclRecv, recv, size_t(numElements),
+                      ncclType(type), int(from), nccl, commStream);
+    AUTOPAR_NCCL_CALL(rank, ncclGroupEnd);
+    AUTOPAR_COMM_CUDA_CALL(rank, cudaFreeAsync, staging, commStream);
+    return {finish()};
+  }
+
   CommRequest exchange(const PointToPoint *ops, int count,
                        CommRequest *each) override {
     follow();

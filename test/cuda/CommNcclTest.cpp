@@ -14,7 +14,8 @@
 // float32 and then bfloat16 device buffers, issues one allReduceSum,
 // allReduceMax, reduceScatterFlat and allGatherFlat (an element count that
 // the group size rarely divides, so the padding paths run) and
-// allToAllFlat (blocks of 3, the sent buffer overwritten once issued), then the
+// allToAllFlat (blocks of 3, the sent buffer overwritten once issued) and
+// shift (one position on, the sent buffer overwritten once issued), then the
 // host collectives (allReduceSumDouble over each group, broadcastBytes,
 // barrier) and a ring of point-to-point transfers over the world; it prints
 // what each rank received against the expected values and the bytes counted,
@@ -180,6 +181,15 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
                              cudaMemcpyHostToDevice, stream));
   CommRequest swap = comm.allToAllFlat(sent, block * g, received, type, mask);
   CHECK_CUDA(cudaMemsetAsync(sent, 0xff, block * g * size, stream));
+  // A ring step: `mine` to the next position, the previous one's received.
+  void *passed = nullptr, *arrived = nullptr;
+  CHECK_CUDA(cudaMalloc(&passed, n * size));
+  CHECK_CUDA(cudaMalloc(&arrived, n * size));
+  CHECK_CUDA(cudaMemcpyAsync(passed, mineBytes.data(), n * size,
+                             cudaMemcpyHostToDevice, stream));
+  CommRequest step = comm.shift(passed, n, arrived, type, mask, 1);
+  CHECK_CUDA(cudaMemsetAsync(passed, 0xff, n * size, stream));
+  comm.wait(step);
   comm.wait(swap);
   comm.wait(sum);
   comm.wait(top);
@@ -200,7 +210,12 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
   std::vector<char> gotBlocks(block * g * size);
   CHECK_CUDA(cudaMemcpyAsync(gotBlocks.data(), received, block * g * size,
                              cudaMemcpyDeviceToHost, stream));
+  std::vector<char> gotArrived(n * size);
+  CHECK_CUDA(cudaMemcpyAsync(gotArrived.data(), arrived, n * size,
+                             cudaMemcpyDeviceToHost, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaFree(passed));
+  CHECK_CUDA(cudaFree(arrived));
   CHECK_CUDA(cudaFree(sent));
   CHECK_CUDA(cudaFree(received));
   CHECK_CUDA(cudaFree(data));
@@ -222,6 +237,9 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
   std::vector<float> swapped(block * g);
   for (int64_t k = 0; k < block * g; ++k)
     swapped[k] = value(members[k / block], i * block + k % block);
+  std::vector<float> previous(n);
+  for (int64_t k = 0; k < n; ++k)
+    previous[k] = value(members[(i + g - 1) % g], k);
   std::string what = std::string(type == CommType::F32 ? "f32" : "bf16") +
                      " mask " + std::to_string(mask) + " ";
   return report(rank, what + "allReduceSum", decode(gotSum, type), total) +
@@ -230,7 +248,8 @@ int checkCollectives(Communicator &comm, const std::vector<int64_t> &sizes,
                 ownPiece) +
          report(rank, what + "allGatherFlat", decode(gotGathered, type),
                 total) +
-         report(rank, what + "allToAllFlat", decode(gotBlocks, type), swapped);
+         report(rank, what + "allToAllFlat", decode(gotBlocks, type), swapped) +
+         report(rank, what + "shift", decode(gotArrived, type), previous);
 }
 
 /// The host collectives and a ring of transfers over the world.

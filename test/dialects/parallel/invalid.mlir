@@ -411,6 +411,37 @@ func.func @all_to_all_dim_out_of_range(%x: tensor<4x8xf32>) {
 }
 
 //===----------------------------------------------------------------------===//
+// dist.shift
+//===----------------------------------------------------------------------===//
+
+// -----
+
+dist.mesh @m axes = [dp = 2, cp = 2]
+func.func @shift_unknown_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.shift' op mesh @m has no axis 'tp' (its axes are [dp, cp])}}
+  %0 = dist.shift %x on @m axes = [tp] offset = 1 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, cp = 2]
+func.func @shift_no_axes(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.shift' op needs at least one mesh axis}}
+  %0 = dist.shift %x on @m axes = [] offset = 1 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+dist.mesh @m axes = [dp = 2, cp = 2]
+func.func @shift_wrong_result(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dist.shift' op failed to verify that all of {input, result} have same type}}
+  %0 = "dist.shift"(%x) {mesh = @m, axes = ["cp"], offset = 1 : i64} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
 // dist.all_gather
 //===----------------------------------------------------------------------===//
 

@@ -90,6 +90,10 @@ func.func @collectives(%x: tensor<4x8xf32>, %i: tensor<8x8xi32>) {
   %9 = dist.all_to_all %i on @m axes = [dp, tp] split_dim = 0 concat_dim = 1 : tensor<8x8xi32> -> tensor<2x32xi32>
   // CHECK: dist.all_to_all %{{.*}} on @m axes = [tp] split_dim = 0 concat_dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
   %10 = dist.all_to_all %x on @m axes = [tp] split_dim = 0 concat_dim = 0 : tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK: dist.shift %{{.*}} on @m axes = [tp] offset = 1 : tensor<4x8xf32>
+  %11 = dist.shift %x on @m axes = [tp] offset = 1 : tensor<4x8xf32>
+  // CHECK: dist.shift %{{.*}} on @m axes = [dp, tp] offset = -3 : tensor<8x8xi32>
+  %12 = dist.shift %i on @m axes = [dp, tp] offset = -3 : tensor<8x8xi32>
   return
 }
 
@@ -178,6 +182,7 @@ func.func @pipeline(%x: tensor<4x8xf32>, %w0: tensor<8x8xf32>, %w1: tensor<8x8xf
 // EFFECTS-NEXT: dist.all_gather
 // EFFECTS-NEXT: dist.reduce_scatter
 // EFFECTS-NEXT: dist.all_to_all
+// EFFECTS-NEXT: dist.shift
 // EFFECTS-NEXT: dist.zero_gather
 // EFFECTS-NEXT: dist.zero_scatter
 // EFFECTS-NEXT: dist.recv
@@ -197,6 +202,7 @@ func.func @effects(%x: tensor<4x8xf32>, %p: tensor<5xf32>) -> tensor<4x8xf32> {
   %g = dist.all_gather %x on @m axes = [tp] dim = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
   %rs = dist.reduce_scatter sum %x on @m axes = [tp] dim = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
   %aa = dist.all_to_all %x on @m axes = [tp] split_dim = 0 concat_dim = 1 : tensor<4x8xf32> -> tensor<2x16xf32>
+  %sh = dist.shift %x on @m axes = [tp] offset = 1 : tensor<4x8xf32>
   %zg = dist.zero_gather %p on @m axes = [dp] : tensor<5xf32> -> tensor<3x3xf32>
   %zs = dist.zero_scatter sum %x on @m axes = [dp] : tensor<4x8xf32> -> tensor<16xf32>
   %r = dist.recv on @m axis = pp from 0 : tensor<4x8xf32>

@@ -228,6 +228,7 @@ public:
   void checkReduceScatter();
   void checkAllGather();
   void checkAllToAll();
+  void checkShift();
   void checkRounding();
   void checkExchange();
   void checkBytes();
@@ -279,6 +280,13 @@ private:
       expectedBytes[int(CollectiveKind::AllToAll)] +=
           double((g - 1) * (n / g) * elementBytes(type));
     return comm.allToAllFlat(send, n, recv, type, mask);
+  }
+  CommRequest shift(CommType type, const void *send, int64_t n, void *recv,
+                    AxisMask mask, int64_t offset) {
+    int64_t g = comm.groupSize(mask);
+    if (offset % g != 0)
+      expectedBytes[int(CollectiveKind::Send)] += double(n * elementBytes(type));
+    return comm.shift(send, n, recv, type, mask, offset);
   }
   /// Checks a bfloat16 sum over the group `members` against the exact sum
   /// of the roundingValue()s of element k.
@@ -555,6 +563,51 @@ void Checker::checkAllToAll() {
   }
 }
 
+void Checker::checkShift() {
+  // 0 to 6 elements over every group, one position on, one back and two
+  // on (the rank itself in a group of 2), all in flight together; each send
+  // buffer overwritten as soon as its shift is issued.
+  int r = comm.rank();
+  struct Case {
+    AxisMask mask;
+    int64_t n, offset;
+    Buffer send, recv;
+    CommRequest request;
+  };
+  std::vector<Case> cases;
+  for (int mask = 0; mask < numMasks(); ++mask)
+    for (int64_t n : {0, 1, 3, 6})
+      for (int64_t offset : {1, -1, 2})
+        for (CommType type : kTypes) {
+          Case c{AxisMask(mask),         n, offset, Buffer(type, n, 0),
+                 Buffer(type, n + 1, -9), {}};
+          for (int64_t k = 0; k < n; ++k)
+            c.send.set(k, value(type, r, k));
+          cases.push_back(std::move(c));
+        }
+  for (Case &c : cases) {
+    c.request = shift(c.send.elementType(), c.send.at(0), c.n, c.recv.at(0),
+                      c.mask, c.offset);
+    for (int64_t k = 0; k < c.n; ++k)
+      c.send.set(k, -7);
+  }
+  for (auto it = cases.rbegin(); it != cases.rend(); ++it) {
+    comm.progress();
+    comm.wait(it->request);
+  }
+  for (Case &c : cases) {
+    CommType type = c.recv.elementType();
+    std::string what = std::string("shift ") + typeName(type);
+    std::vector<int64_t> members = mesh.members(r, c.mask);
+    const int64_t g = int64_t(members.size());
+    const int64_t from = ((comm.groupIndex(c.mask) - c.offset) % g + g) % g;
+    for (int64_t k = 0; k < c.n; ++k)
+      expectEq(c.recv.get(k), value(type, members[from], k), what, c.mask,
+               c.offset, k);
+    expectEq(c.recv.get(c.n), -9, what + " past the end", c.mask, c.n, 0);
+  }
+}
+
 void Checker::expectRoundedSum(double got, const std::vector<int64_t> &members,
                                int64_t k, const char *what, AxisMask mask) {
   int64_t g = int64_t(members.size());
@@ -808,6 +861,8 @@ int main(int argc, char **argv) {
     checker.finish(std::string("allGatherFlat") + mode);
     checker.checkAllToAll();
     checker.finish(std::string("allToAllFlat") + mode);
+    checker.checkShift();
+    checker.finish(std::string("shift") + mode);
     checker.checkRounding();
     checker.finish(std::string("bf16 rounding") + mode);
     checker.checkExchange();
