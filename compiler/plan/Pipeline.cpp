@@ -141,11 +141,12 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   // Context parallelism: each causal attention told its queries' positions,
   // so that a rank's block of them can see every key (before autodiff,
   // which passes them to the gradient).
-  // (Ulysses' marks come after autodiff: the gradients carry them too.)
-  const bool ulysses = plan.meshCp > 1 && plan.contextParallelMode == "ulysses";
+  // (Ulysses' and the ring's marks come after autodiff, for the gradients
+  // too.)
+  const bool marked = plan.meshCp > 1 && plan.contextParallelMode != "all_gather";
   const bool zigzag =
       plan.meshCp > 1 && plan.contextParallelLoadBalance == "zigzag";
-  if (plan.meshCp > 1 && !ulysses) {
+  if (plan.meshCp > 1 && plan.contextParallelMode != "ulysses") {
     dist::ContextParallelPassOptions cp;
     cp.zigzag = zigzag;
     pm.addPass(dist::createContextParallelPass(cp));
@@ -178,9 +179,10 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
     recompute.mode = plan.recompute;
     pm.addPass(createRecomputePass(recompute));
   }
-  if (ulysses) {
+  if (marked) {
     dist::ContextParallelPassOptions cp;
-    cp.mode = "ulysses";
+    cp.mode = plan.contextParallelMode;
+    cp.zigzag = zigzag;
     pm.addPass(dist::createContextParallelPass(cp));
   }
   if (isDistributed(plan)) {

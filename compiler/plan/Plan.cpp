@@ -664,16 +664,12 @@ const std::vector<PlanKey> &planKeys() {
       withRule(enumKey("context_parallel.mode",
                        {"all_gather", "ring", "ulysses"},
                        PLAN_FIELD(contextParallelMode)),
-               [](PlanParser &r, const json &, Plan &plan) {
+               [](PlanParser &, const json &, Plan &plan) {
                  // Ulysses: every rank attends over all of the sequence
                  // for its heads, balanced without zig-zag chunks.
                  if (plan.contextParallelMode == "ulysses")
                    plan.contextParallelLoadBalance = "none";
-                 if (plan.contextParallelMode != "ring")
-                   return true;
-                 return r.fail("context_parallel.mode",
-                               "\"ring\" is not supported yet (use "
-                               "\"all_gather\" or \"ulysses\")");
+                 return true;
                }),
       withRule(enumKey("context_parallel.load_balance", {"zigzag", "none"},
                        PLAN_FIELD(contextParallelLoadBalance)),

@@ -119,12 +119,14 @@ struct Plan {
   /// mesh.cp: context parallelism, each rank a block of every sequence.
   int64_t meshCp = 1;
   /// context_parallel.mode: how attention reaches the other blocks' keys
-  /// and values ("all_gather", Llama 3's).
+  /// and values: "all_gather" (Llama 3's), "ulysses" (DeepSpeed-Ulysses'
+  /// all-to-all to heads) or "ring" (Megatron-Core's point-to-point).
   std::string contextParallelMode = "all_gather";
   /// context_parallel.load_balance: how a sequence's tokens are dealt to
   /// the cp ranks. "zigzag": in 2 x cp chunks, rank r the r-th and the
   /// (2 cp - 1 - r)-th, so every rank does the same causal attention work
-  /// (Megatron-Core's and Llama 3's); "none": contiguous blocks.
+  /// (Megatron-Core's and Llama 3's); "none": contiguous blocks (and
+  /// Ulysses' default).
   std::string contextParallelLoadBalance = "zigzag";
   int64_t microBatches = 1;
   /// "batch.global_batch": the global batch the plan was made for (a

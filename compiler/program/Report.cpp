@@ -125,7 +125,9 @@ public:
       const auto &[kind, axes] = key;
       SmallVector<StringRef> names;
       StringRef(axes).split(names, ',');
-      for (int k : {0, 1, 2, 4})
+      // (Sends: ring attention's shifts; a pipeline's transfers are no
+      // ops of its phases, counted from their outputs.)
+      for (int k = 0; k < 5; ++k)
         if (kind == kKinds[k])
           add(names, k, n * times);
     }

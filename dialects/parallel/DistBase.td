@@ -111,10 +111,12 @@ def Dist_Dialect : Dialect {
     /// (autopar-dist-pipeline-schedule).
     static constexpr llvm::StringLiteral kPipelineScheduleAttr =
         "dist.pipeline_schedule";
-    /// nn.attention / nn.attention_grad (unit): context parallelism in
-    /// Ulysses' mode: the sequence split over cp is exchanged for the heads
-    /// around the op (autopar-dist-context-parallel, mode "ulysses").
-    static constexpr llvm::StringLiteral kUlyssesAttr = "dist.ulysses";
+    /// nn.attention / nn.attention_grad: how spmdization reaches the keys
+    /// of the other cp blocks (autopar-dist-context-parallel): "ulysses"
+    /// (the sequence exchanged for heads around the op) or "ring" (the
+    /// blocks of keys and values passed around the cp ring).
+    static constexpr llvm::StringLiteral kContextParallelAttr =
+        "dist.context_parallel";
   }];
 }
 

@@ -119,13 +119,16 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                ? success()
                : wrong("\"forward\", \"backward\", \"input\" or \"weight\"");
   }
-  if (name == kUlyssesAttr) {
+  if (name == kContextParallelAttr) {
     if (!llvm::is_contained({"nn.attention", "nn.attention_grad"},
                             op->getName().getStringRef()))
       return op->emitError()
              << "'" << name
              << "' belongs on nn.attention and nn.attention_grad";
-    return isa<UnitAttr>(value) ? success() : wrong("a unit attribute");
+    auto s = dyn_cast<StringAttr>(value);
+    return s && (s.getValue() == "ulysses" || s.getValue() == "ring")
+               ? success()
+               : wrong("\"ulysses\" or \"ring\"");
   }
   if (name == kShardingAttr)
     return op->emitError() << "'" << name

@@ -272,8 +272,9 @@ def ContextParallelPass
     deals them in 2 x cp chunks).
 
     With `mode=ulysses` (DeepSpeed-Ulysses), run after autodiff: each
-    nn.attention and nn.attention_grad is marked `dist.ulysses` instead,
-    and spmdization exchanges its operands' sequence block for a block of
+    nn.attention and nn.attention_grad is marked
+    `dist.context_parallel = "ulysses"` instead (no positions), and
+    spmdization exchanges its operands' sequence block for a block of
     the heads (`dist.all_to_all`, split the heads, concatenate the
     sequence), runs it on the whole sequence of cp-th of the heads, and
     exchanges the results back; the keys' and values' gradients are no
@@ -281,11 +282,23 @@ def ContextParallelPass
     (spmdization checks the heads a rank holds under tensor parallelism
     too), and a mask that is one for all heads; an op that has not is
     refused.
+
+    With `mode=ring` (Megatron-Core's point-to-point context parallelism),
+    run after autodiff: the positions as in all_gather mode (already
+    there when the pass ran before autodiff), then each attention and
+    gradient marked `dist.context_parallel = "ring"`: spmdization keeps the
+    keys and values split with the queries and passes the blocks around
+    the cp ring (`dist.shift`), one attention per block under the mask of
+    their positions, the partial outputs merged by their log-sum-exps; the
+    backward passes the blocks again and the key and value gradients'
+    partial sums with them, home in the end. Each such op needs as many
+    keys as queries and no mask, and a causal one its positions.
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"all_gather\"",
            "How attention reaches the other blocks: all_gather (positions "
-           "for the causal masks) or ulysses (dist.ulysses marks)">,
+           "for the causal masks), ulysses or ring (dist.context_parallel "
+           "marks; ring with the positions)">,
     Option<"zigzag", "zigzag", "bool", "false",
            "The blocks are zig-zag chunks (query rows in 2 x cp chunks)">,
   ];

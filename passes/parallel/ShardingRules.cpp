@@ -278,10 +278,12 @@ FactorRule lossRule(Operation *op, nn::LossReduction reduction, bool gradient) {
 /// `positions` (context parallelism: each rank's block of queries against
 /// every key, so the key and value gradients are pending sums over the
 /// rows' axes); key rows and features stay whole (the softmax spans them).
-/// Marked dist.ulysses, the key rows are the query rows' factor (each rank
-/// holds the same block of them; spmdization exchanges the block for a
-/// block of the heads around the op), and the mask and positions are
-/// whole.
+/// Marked dist.context_parallel, the key rows are the query rows' factor
+/// (each rank holds the same block of them; spmdization exchanges the block
+/// for a block of the heads around the op, or passes the blocks around the
+/// ring); for Ulysses the mask and positions are whole (the op runs on the
+/// whole sequence), for the ring the positions are the block's (there is no
+/// mask).
 FactorRule attentionRule(Operation *op) {
   auto forward = dyn_cast<nn::AttentionOp>(op);
   auto backward = dyn_cast<nn::AttentionGradOp>(op);
@@ -293,9 +295,10 @@ FactorRule attentionRule(Operation *op) {
   SmallVector<int64_t> lead = identityFactors(rule, rank - 2);
   // Without positions a causal row's keys depend on where the row is.
   bool causal = forward ? forward.getCausal() : backward.getCausal();
-  const bool ulysses = op->hasAttr(DistDialect::kUlyssesAttr);
-  int64_t t = rule.addFactor(ulysses || positions || !causal);
-  int64_t s = ulysses ? t : rule.addFactor(false), d = rule.addFactor(false);
+  auto mode = op->getAttrOfType<StringAttr>(DistDialect::kContextParallelAttr);
+  const bool ulysses = mode && mode.getValue() == "ulysses";
+  int64_t t = rule.addFactor(mode || positions || !causal);
+  int64_t s = mode ? t : rule.addFactor(false), d = rule.addFactor(false);
   auto with = [&](std::initializer_list<int64_t> last) {
     SmallVector<int64_t> f(lead);
     f.append(last);

@@ -7,6 +7,9 @@
 
 #include "passes/parallel/Passes.h"
 
+#include "passes/parallel/ContextParallelAttention.h"
+#include "passes/parallel/LocalBuilders.h"
+
 #include "dialects/nn/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -24,13 +27,6 @@ using namespace autopar::dist;
 
 namespace {
 
-ArrayAttr axesAttr(Builder &b, ArrayRef<StringRef> axes) {
-  SmallVector<Attribute> names;
-  for (StringRef a : axes)
-    names.push_back(b.getStringAttr(a));
-  return b.getArrayAttr(names);
-}
-
 /// Multiplies `v` by the scalar 1/n (a float tensor).
 FailureOr<Value> scaleBy(OpBuilder &b, Location loc, Value v, int64_t n) {
   auto type = cast<RankedTensorType>(v.getType());
@@ -44,23 +40,6 @@ FailureOr<Value> scaleBy(OpBuilder &b, Location loc, Value v, int64_t n) {
   return nn::MulOp::create(b, loc, type, v, c).getResult();
 }
 
-/// A 0-d constant of `type`'s element type (float or integer).
-Value scalar(OpBuilder &b, Location loc, Type element, double value) {
-  auto type = RankedTensorType::get({}, element);
-  Attribute a =
-      isa<FloatType>(element)
-          ? Attribute(FloatAttr::get(element, value))
-          : Attribute(IntegerAttr::get(element, static_cast<int64_t>(value)));
-  return nn::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a));
-}
-
-Value castTo(OpBuilder &b, Location loc, Value v, Type element) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (type.getElementType() == element)
-    return v;
-  return nn::CastOp::create(b, loc, type.clone(element), v);
-}
-
 /// Lookup indices into a table whose rows are split: this rank holds rows
 /// [start, start + rows) of `total`.
 struct BlockIndices {
@@ -72,7 +51,8 @@ struct BlockIndices {
 
 class Spmdizer {
 public:
-  Spmdizer(MeshOp mesh) : mesh(mesh), sizes(meshSizes(mesh)) {}
+  Spmdizer(MeshOp mesh)
+      : mesh(mesh), sizes(meshSizes(mesh)), cpAttention(mesh) {}
   LogicalResult run(func::FuncOp func);
 
 private:
@@ -104,25 +84,13 @@ private:
                                          Value scores, Value labels,
                                          ArrayRef<StringRef> axes,
                                          Value *target);
-  /// A dist.ulysses attention (or gradient) whose rows are split over
-  /// `axes`: its operands exchanged for blocks of the heads, the local op
-  /// on the whole sequence, its results exchanged back.
-  FailureOr<SmallVector<Value>> lowerUlysses(OpBuilder &b, Operation *op,
-                                             ArrayRef<StringRef> axes);
-
   MeshOp mesh;
   MeshSizes sizes;
   /// Per global scores value of a vocab-parallel loss: its log-sum-exp and
   /// block start, for the gradient.
   DenseMap<Value, std::pair<Value, Value>> lossStats;
-  /// Ulysses: a per-rank value's block of the heads (the whole sequence),
-  /// made once (the forward's query, key and value are the gradient's
-  /// too) or the attention's own result that the value was exchanged
-  /// back from.
-  DenseMap<Value, Value> headBlocks;
-  /// Ulysses: the exchanges back, dropped where nothing reads them (the
-  /// log-sum-exp, which only the gradient reads as its block).
-  SmallVector<Operation *> exchangesBack;
+  /// The attentions marked dist.context_parallel (Ulysses, ring).
+  ContextParallelAttention cpAttention;
 };
 
 Value Spmdizer::blockStart(OpBuilder &b, Location loc, ArrayRef<StringRef> axes,
@@ -182,65 +150,6 @@ std::pair<Value, Value> Spmdizer::lossStatistics(OpBuilder &b, Location loc,
 }
 
 FailureOr<SmallVector<Value>>
-Spmdizer::lowerUlysses(OpBuilder &b, Operation *op, ArrayRef<StringRef> axes) {
-  Location loc = op->getLoc();
-  const int64_t n = groupSize(sizes, axes);
-  const int64_t rank =
-      cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
-  // Heads at rank - 3 (the verifier asks rank >= 3), rows at rank - 2:
-  // also in the [..., H, T] log-sum-exp.
-  const int64_t headDim = rank - 3, rowDim = rank - 2;
-  const int64_t heads =
-      cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(headDim);
-  if (heads % n != 0)
-    return op->emitOpError()
-           << "holds " << heads << " head(s) per rank, which the " << n
-           << " ranks sharing its sequence (context_parallel.mode "
-              "\"ulysses\") do not divide";
-  FlatSymbolRefAttr meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-  auto exchange = [&](Value v, bool toHeads) {
-    auto type = cast<RankedTensorType>(v.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    const int64_t split = toHeads ? headDim : rowDim,
-                  concat = toHeads ? rowDim : headDim;
-    shape[split] /= n;
-    shape[concat] *= n;
-    return AllToAllOp::create(b, loc, type.clone(shape), v, meshRef,
-                              axesAttr(b, axes), b.getI64IntegerAttr(split),
-                              b.getI64IntegerAttr(concat));
-  };
-  b.setInsertionPoint(op);
-  SmallVector<OpOperand *> blocked;
-  if (auto a = dyn_cast<nn::AttentionOp>(op)) {
-    blocked = {&a.getQueryMutable(), &a.getKeyMutable(), &a.getValueMutable()};
-  } else {
-    auto g = cast<nn::AttentionGradOp>(op);
-    blocked = {&g.getQueryMutable(),  &g.getKeyMutable(), &g.getValueMutable(),
-               &g.getOutputMutable(), &g.getLseMutable(), &g.getGradMutable()};
-  }
-  for (OpOperand *operand : blocked) {
-    Value &block = headBlocks[operand->get()];
-    if (!block)
-      block = exchange(operand->get(), /*toHeads=*/true);
-    operand->set(block);
-  }
-  b.setInsertionPointAfter(op);
-  SmallVector<Value> out;
-  for (Value result : op->getResults()) {
-    auto type = cast<RankedTensorType>(result.getType());
-    SmallVector<int64_t> shape(type.getShape());
-    shape[headDim] /= n;
-    shape[rowDim] *= n;
-    result.setType(type.clone(shape));
-    AllToAllOp back = exchange(result, /*toHeads=*/false);
-    headBlocks[back] = result;
-    exchangesBack.push_back(back);
-    out.push_back(back);
-  }
-  return out;
-}
-
-FailureOr<SmallVector<Value>>
 Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
                        ArrayRef<Value> original, bool &replaced) {
   SmallVector<Value> out(op->getNumResults());
@@ -254,13 +163,10 @@ Spmdizer::lowerBlockOp(OpBuilder &b, Operation *op, const Decision &d,
     return axes;
   };
   if (isa<nn::AttentionOp, nn::AttentionGradOp>(op) &&
-      op->hasAttr(DistDialect::kUlyssesAttr)) {
-    op->removeAttr(DistDialect::kUlyssesAttr);
+      op->hasAttr(DistDialect::kContextParallelAttr)) {
     const int64_t rank = d.operands[0].dims.size();
     SmallVector<StringRef> axes = splitOf(d.operands[0], rank - 2);
-    if (axes.empty())
-      return out;
-    return lowerUlysses(b, op, axes);
+    return cpAttention.lower(b, op, axes, groupSize(sizes, axes), replaced);
   }
   if (auto gather = dyn_cast<nn::GatherOp>(op)) {
     // Rows held elsewhere read row 0 and are zeroed: the ranks' results sum
@@ -711,11 +617,7 @@ LogicalResult Spmdizer::run(func::FuncOp func) {
       op->erase();
     }
   }
-  for (Operation *back : exchangesBack)
-    if (back->use_empty())
-      back->erase();
-  exchangesBack.clear();
-  headBlocks.clear();
+  cpAttention.finish();
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   func.setType(FunctionType::get(func.getContext(),
                                  func.getBody().front().getArgumentTypes(),

@@ -58,6 +58,17 @@ each layer's output twice, as DeepSpeed-Ulysses does: the head block its
 gradient reads and the sequence block the output projection's does (so
 less one b*s/cp*q block per layer).
 
+With "mode": "ring", (b) asks for shifts over cp (the blocks of keys and
+values passed around the ring) and (d), where each dp rank holds one
+sample per micro-batch, attention is fused and there is no pipeline, for
+nothing all-gathered over cp and exactly, per layer and micro-batch,
+(6 cp - 4) blocks b*s/cp*kv sent (the forward's keys and values cp - 1
+times, the backward's again, and the key and value gradients' partial
+sums cp times, the last home) and the block's cp - 1 positions (8 bytes
+each of s/cp); (e) allows a layer's 6 blocks in flight at once (the next
+key and value, the gradients' partial sums passed and arriving, the
+block's key and value gradients) besides the 1/cp.
+
 Prints `OK cp=2 dp=1 tp=1 pp=1 zero=0` per configuration; at the first failure
 one line `FAIL ...: reason` and exit 1.
 """
@@ -85,15 +96,18 @@ def step_ir(out):
         return f.read()
 
 
-def check_ir(ir, ulysses):
+def check_ir(ir, mode):
     """(b): positions on every attention, a gather over cp (Ulysses: an
-    all-to-all over cp), no parameter split over cp."""
+    all-to-all over cp; ring: a shift), no parameter split over cp."""
     attentions = re.findall(r"nn\.attention(?:_grad)? [^\n]*", ir)
     if not attentions and "nn.softmax " not in ir:
         raise base.Failure("the step has no attention (nn.attention or nn.softmax)")
-    if ulysses:
+    if mode == "ulysses":
         if not re.search(r"dist\.all_to_all [^\n]*axes = \[cp\]", ir):
             raise base.Failure("the step exchanges nothing over cp (Ulysses)")
+    elif mode == "ring":
+        if not re.search(r"dist\.shift [^\n]*axes = \[cp\]", ir):
+            raise base.Failure("the step passes nothing around the cp ring")
     else:
         missing = [a for a in attentions
                    if " positions " not in a and "causal = true" in a]
@@ -160,6 +174,30 @@ def check_exchanged_bytes(args, per_step, mesh, micro_batches, fused):
     return got
 
 
+def check_ring_bytes(args, per_step, mesh, micro_batches, fused):
+    """(d), ring."""
+    cp, pp = mesh["cp"], mesh.get("pp", 1)
+    kv, samples = kv_bytes(args, mesh, micro_batches)
+    block = kv // cp
+    seq = int(args.input_shape[0].partition("=")[2].split(",")[1])
+    positions = seq // cp * 8
+    layers = args.layers // pp
+    want = layers * micro_batches * ((6 * cp - 4) * block + (cp - 1) * positions)
+    got = sum(kinds["send"] for group, kinds in per_step.items() if group == "cp")
+    gathered = sum(kinds["all_gather"] for group, kinds in per_step.items()
+                   if group == "cp")
+    exact = samples == 1 and fused and pp == 1
+    if exact and gathered:
+        raise base.Failure(f"all-gathered {gathered} bytes over cp per step (the "
+                           "ring passes, gathers nothing)")
+    if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
+        raise base.Failure(f"passed {got} bytes around cp per step, expected "
+                           f"{'' if exact else 'at least '}{want:.0f} ({layers} "
+                           f"layers x {micro_batches} micro-batches x ((6 cp - 4) x "
+                           f"{block} + (cp - 1) x {positions}))")
+    return got
+
+
 def check_kv_bytes(args, per_step, mesh, micro_batches, fused):
     """(d)."""
     cp = mesh["cp"]
@@ -211,7 +249,7 @@ def main(argv=None):
     with open(args.plan) as f:
         plan = json.load(f)
     micro_batches = plan.get("batch", {}).get("micro_batches", 1)
-    ulysses = plan.get("context_parallel", {}).get("mode") == "ulysses"
+    mode = plan.get("context_parallel", {}).get("mode", "all_gather")
     if args.q_width is None:
         args.q_width = args.kv_width
     shutil.rmtree(args.workdir, ignore_errors=True)
@@ -230,7 +268,7 @@ def main(argv=None):
                 out, report = base.compile_plan(
                     args, dict(plan, mesh=dict(mesh), zero={"stage": stage}), cfg)
                 ir = step_ir(out)
-                check_ir(ir, ulysses)
+                check_ir(ir, mode)
                 log, records = base.train(args, out, cfg, dp * tp * cp * pp)
                 worst = 0.0
                 for key in ("loss", "grad_norm"):
@@ -239,14 +277,16 @@ def main(argv=None):
                 base.compare(log, ref, "lr", 1e-9, "one rank", args.steps)
                 per_step = check_comm(report, records, mesh)
                 fused = "nn.attention " in ir
-                moved = (check_exchanged_bytes if ulysses else check_kv_bytes)(
+                moved = {"ulysses": check_exchanged_bytes, "ring": check_ring_bytes,
+                         "all_gather": check_kv_bytes}[mode](
                     args, per_step, mesh, micro_batches, fused)
                 extra = ""
                 if args.activations:
                     samples = kv_bytes(args, mesh, micro_batches)[1]
-                    kept = (args.layers * query_block_bytes(args, mesh, samples)
-                            if ulysses else
-                            2 * args.layers * kv_bytes(args, mesh, micro_batches)[0])
+                    kept = {"ulysses": args.layers * query_block_bytes(args, mesh, samples),
+                            "ring": 6 * kv_bytes(args, mesh, micro_batches)[0] // cp,
+                            "all_gather": 2 * args.layers
+                            * kv_bytes(args, mesh, micro_batches)[0]}[mode]
                     mine = report["bytes"]["activations"] - kept
                     without = {a: n for a, n in mesh.items() if a != "cp"}
                     _, nocp = base.compile_plan(
@@ -258,8 +298,11 @@ def main(argv=None):
                                            f"head-split outputs), more than "
                                            f"1.1 x 1/{cp} of the {full} without cp")
                     extra = (f", activations x{mine / full:.3f} of those without cp besides "
-                             f"{'the head-split outputs' if ulysses else 'K, V'}")
-                how = "exchanged" if ulysses else "all-gathered"
+                             + {"ulysses": "the head-split outputs",
+                                "ring": "6 blocks in flight",
+                                "all_gather": "K, V"}[mode])
+                how = {"ulysses": "exchanged", "ring": "passed",
+                       "all_gather": "all-gathered"}[mode]
                 print(f"OK {label}: max rel diff {worst:.2e}, {moved:.0f} bytes "
                       f"{how} over cp per step{extra}")
     except base.Failure as e:

@@ -348,6 +348,9 @@ TEST(PlanTest, ContextParallelModes) {
   p = planOf(R"({"mesh": {"cp": 2}, "context_parallel": {"mode": "ulysses"}})");
   EXPECT_EQ(p.contextParallelMode, "ulysses");
   EXPECT_EQ(p.contextParallelLoadBalance, "none");
+  // The ring balances as all_gather does.
+  p = planOf(R"({"mesh": {"cp": 2}, "context_parallel": {"mode": "ring"}})");
+  EXPECT_EQ(p.contextParallelLoadBalance, "zigzag");
   p = planOf(R"({"context_parallel": {"mode": "ulysses",
                                       "load_balance": "none"}})");
   EXPECT_EQ(toJson(p)["context_parallel"],
@@ -480,9 +483,6 @@ TEST(PlanTest, ErrorUnknownKey) {
             "pad_vocab_multiple)");
   EXPECT_EQ(errorOf(R"({"mesh": {"dp": 1, "ep": 2}})"),
             "mesh.ep: unknown key (expected one of: dp, tp, pp, cp)");
-  EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "ring"}})"),
-            "context_parallel.mode: \"ring\" is not supported yet (use "
-            "\"all_gather\" or \"ulysses\")");
   EXPECT_EQ(errorOf(R"({"context_parallel": {"mode": "ulysses",
                                              "load_balance": "zigzag"}})"),
             "context_parallel.load_balance: \"zigzag\" balances "

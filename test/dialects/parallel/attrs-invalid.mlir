@@ -97,8 +97,8 @@ module {
 
 module {
   func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-    // expected-error @+1 {{'dist.ulysses' belongs on nn.attention and nn.attention_grad}}
-    %0 = nn.neg %x {dist.ulysses} : tensor<4xf32>
+    // expected-error @+1 {{'dist.context_parallel' belongs on nn.attention and nn.attention_grad}}
+    %0 = nn.neg %x {dist.context_parallel = "ring"} : tensor<4xf32>
     return %0 : tensor<4xf32>
   }
 }
@@ -107,8 +107,8 @@ module {
 
 module {
   func.func @f(%q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
-    // expected-error @+1 {{'dist.ulysses' must be a unit attribute, got 1 : i64}}
-    %o, %l = nn.attention %q, %q, %q {causal = true, scale = 0.5 : f64, dist.ulysses = 1 : i64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+    // expected-error @+1 {{'dist.context_parallel' must be "ulysses" or "ring", got "all_gather"}}
+    %o, %l = nn.attention %q, %q, %q {causal = true, scale = 0.5 : f64, dist.context_parallel = "all_gather"} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
     return %o : tensor<1x2x4x8xf32>
   }
 }

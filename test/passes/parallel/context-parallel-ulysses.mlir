@@ -1,15 +1,15 @@
 // RUN: autopar-opt %s --autopar-dist-context-parallel=mode=ulysses --split-input-file --verify-diagnostics | FileCheck %s
 
 // Ulysses (cp = 2): every attention and attention gradient is marked
-// dist.ulysses (spmdization exchanges its sequence block for a block of the
+// dist.context_parallel = "ulysses" (spmdization exchanges its sequence block for a block of the
 // heads); no positions are added (each rank attends over the whole
 // sequence), a mask that broadcasts over the heads is fine.
 
 // CHECK-LABEL: func.func @marked
 // CHECK-NOT: nn.constant
-// CHECK: nn.attention %arg0, %arg1, %arg2 {causal = true, dist.ulysses, scale
-// CHECK: nn.attention %arg0, %arg1, %arg2 mask %arg3 {causal = false, dist.ulysses, scale
-// CHECK: nn.attention_grad %arg0, %arg1, %arg2, {{.*}} {causal = true, dist.ulysses, scale
+// CHECK: nn.attention %arg0, %arg1, %arg2 {causal = true, dist.context_parallel = "ulysses", scale
+// CHECK: nn.attention %arg0, %arg1, %arg2 mask %arg3 {causal = false, dist.context_parallel = "ulysses", scale
+// CHECK: nn.attention_grad %arg0, %arg1, %arg2, {{.*}} {causal = true, dist.context_parallel = "ulysses", scale
 module {
   dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 2, tp = 1]
   func.func @marked(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>,
@@ -54,7 +54,7 @@ module {
 module {
   dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 2, tp = 1]
   func.func @cross(%q: tensor<1x2x4x4xf32>, %k: tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32> {
-    // expected-error @+1 {{cannot run in context_parallel.mode "ulysses": it attends 4 query rows to 8 keys (the sequence is exchanged for the heads: self-attention only)}}
+    // expected-error @+1 {{cannot run in context_parallel.mode "ulysses": it attends 4 query rows to 8 keys (the keys are split with the queries: self-attention only)}}
     %o, %l = nn.attention %q, %k, %k {causal = false, scale = 5.000000e-01 : f64}
         : (tensor<1x2x4x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
     return %o : tensor<1x2x4x4xf32>
@@ -75,8 +75,8 @@ module {
 
 // -----
 
-// RUN: not autopar-opt %s --split-input-file --autopar-dist-context-parallel=mode=ring 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: autopar-dist-context-parallel: unknown mode 'ring' (expected all_gather or ulysses)
+// RUN: not autopar-opt %s --split-input-file --autopar-dist-context-parallel=mode=flash 2>&1 | FileCheck %s --check-prefix=MODE
+// MODE: autopar-dist-context-parallel: unknown mode 'flash' (expected all_gather, ulysses or ring)
 module {
   dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 2, tp = 1]
 }

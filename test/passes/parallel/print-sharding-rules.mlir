@@ -49,7 +49,7 @@ func.func @rules(%w: tensor<4x16xf32>, %x: tensor<8x4xf32>, %b: tensor<16xf32>,
   %o, %lse = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
   // Ulysses: the keys' rows are the queries' (split with them; exchanged
   // for the heads around the op).
-  %uo, %ul = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64, dist.ulysses} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+  %uo, %ul = nn.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f64, dist.context_parallel = "ulysses"} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
   %c = nn.constant dense<1.0> : tensor<f32>
   %r = dist.all_reduce sum %c on @m axes = [dp] : tensor<f32>
   return %11 : tensor<f32>

@@ -22,7 +22,7 @@
 // CHECK-NEXT: %[[DKB:.*]] = dist.all_to_all %[[DK]] on @mesh axes = [cp] split_dim = 2 concat_dim = 1
 // CHECK-NEXT: %[[DVB:.*]] = dist.all_to_all %[[DV]] on @mesh axes = [cp] split_dim = 2 concat_dim = 1
 // CHECK-NEXT: return %[[OB]], %[[DQB]], %[[DKB]], %[[DVB]]
-// CHECK-NOT: dist.ulysses
+// CHECK-NOT: dist.context_parallel
 module {
   dist.mesh @mesh axes = [dp = 1, cp = 2]
   func.func @ulysses(%q: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [], [cp], []]>},
@@ -33,9 +33,9 @@ module {
           tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [], [cp], []]>},
           tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [], [cp], []]>},
           tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [], [cp], []]>}) {
-    %o, %l = nn.attention %q, %k, %v {causal = true, scale = 5.000000e-01 : f64, dist.ulysses}
+    %o, %l = nn.attention %q, %k, %v {causal = true, scale = 5.000000e-01 : f64, dist.context_parallel = "ulysses"}
         : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
-    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %l, %g {causal = true, scale = 5.000000e-01 : f64, dist.ulysses}
+    %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %l, %g {causal = true, scale = 5.000000e-01 : f64, dist.context_parallel = "ulysses"}
         : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
     return %o, %dq, %dk, %dv : tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>
   }
@@ -68,7 +68,7 @@ module {
   func.func @few_heads(%q: tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp], [cp], []]>})
       -> (tensor<1x2x8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], [tp], [cp], []]>}) {
     // expected-error @+1 {{'nn.attention' op holds 1 head(s) per rank, which the 2 ranks sharing its sequence (context_parallel.mode "ulysses") do not divide}}
-    %o, %l = nn.attention %q, %q, %q {causal = true, scale = 5.000000e-01 : f64, dist.ulysses}
+    %o, %l = nn.attention %q, %q, %q {causal = true, scale = 5.000000e-01 : f64, dist.context_parallel = "ulysses"}
         : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
     return %o : tensor<1x2x8x4xf32>
   }
