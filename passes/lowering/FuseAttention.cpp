@@ -343,7 +343,9 @@ std::optional<Chain> match(nn::SoftmaxOp softmax, int64_t maxHeadDim) {
         x = other;
         break;
       }
-      if (isCausalBias(bias) && bs.size() == xs.size() &&
+      // (A bias of lower rank broadcasts over the leading dims: the same
+      // matrix for every batch and head, torch.triu's [T, T].)
+      if (isCausalBias(bias) && bs.size() >= 2 &&
           bs.take_back(2) == xs.take_back(2)) {
         c.causalBias = true;
         c.maskOp = add;

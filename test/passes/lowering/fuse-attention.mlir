@@ -363,6 +363,22 @@ func.func @additive_causal_buffer(%m: tensor<2x1x3x3xf32> {nn.param = "mask", nn
 
 // -----
 
+// A [T, T] causal buffer (torch.triu(full(-inf), 1) built in forward, folded
+// by the exporter) broadcasts over the batch and heads: causal too.
+
+// CHECK-LABEL: func.func @additive_causal_matrix
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+// CHECK-NOT: nn.softmax
+func.func @additive_causal_matrix(%m: tensor<3x3xf32> {nn.param = "mask", nn.buffer, nn.causal_bias}, %q: tensor<2x2x3x8xf32>, %kt: tensor<2x2x8x3xf32>, %v: tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32> {
+  %s = nn.matmul %q, %kt : (tensor<2x2x3x8xf32>, tensor<2x2x8x3xf32>) -> tensor<2x2x3x3xf32>
+  %z = nn.add %s, %m : (tensor<2x2x3x3xf32>, tensor<3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = nn.softmax %z {axis = 3 : i64} : tensor<2x2x3x3xf32> -> tensor<2x2x3x3xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x8xf32>) -> tensor<2x2x3x8xf32>
+  return %o : tensor<2x2x3x8xf32>
+}
+
+// -----
+
 // RUN: autopar-opt %s --pass-pipeline='builtin.module(func.func(autopar-fuse-attention{max-head-dim=8}))' --split-input-file | FileCheck %s --check-prefix=LIMIT
 // With max-head-dim=8, 16 features per head stay unfused; 8 fuse.
 
