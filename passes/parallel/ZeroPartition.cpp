@@ -105,9 +105,13 @@ struct ZeroPartitionPass
       for (StringRef a : l.partial)
         if (a == kReplicaAxis)
           replicas.push_back(a);
-      if (l.partial.size() != 1 + replicas.size() ||
-          !llvm::is_contained(l.partial, StringRef(axis)) || splitOverAxis ||
-          l.partialKind != ReductionKind::sum)
+      // Over one data-parallel rank a gradient is its own sum (nothing need
+      // have left it pending over the axis of size 1).
+      const bool pending = llvm::is_contained(l.partial, StringRef(axis));
+      const bool complete = !pending && group == 1 && replicas.empty();
+      if (l.partial.size() != (pending ? 1 : 0) + replicas.size() ||
+          !(pending || complete) || splitOverAxis ||
+          (pending && l.partialKind != ReductionKind::sum))
         return func.emitError()
                << "result #" << r << " is laid out as " << attr
                << "; ZeRO shards only a gradient that is a pending sum over '"

@@ -35,6 +35,23 @@ module attributes {dist.zero_stage = 2 : i64} {
 
 // -----
 
+// Over one data-parallel rank (dp = 1, tp = 2) a gradient complete on its
+// rank (no sum left pending over the axis of size 1) is its own sum: ZeRO
+// "shards" its block whole.
+
+// CHECK-LABEL: func.func @one_dp_rank
+// CHECK-SAME: -> (tensor<8xf32> {dist.zero, nn.grad = "w"})
+// CHECK: dist.zero_scatter sum %arg0 on @mesh axes = [dp] : tensor<2x4xf32> -> tensor<8xf32>
+module attributes {dist.zero_stage = 3 : i64} {
+  dist.mesh @mesh axes = [dp = 1, pp = 1, cp = 2, tp = 2]
+  func.func @one_dp_rank(%g: tensor<2x4xf32>)
+      -> (tensor<2x4xf32> {dist.sharding = #dist.sharding<@mesh, [[tp], []]>, dist.zero, nn.grad = "w"}) {
+    return %g : tensor<2x4xf32>
+  }
+}
+
+// -----
+
 // ZeRO-3 over dp = 2: the 3x3 weight (9 elements) is stored as a flat shard
 // of 5 (the last rank's padded by one), gathered right before each use (the
 // forward matmul and the backward gemm: two gathers); its gradient, a
