@@ -89,11 +89,11 @@ LogicalResult Emitter::emitDist(Operation *op) {
   // A gather, an all-to-all or a shift only moves bytes: 32- and 64-bit
   // integers (token ids, labels gathered over cp, the positions of a ring
   // attention's keys) move as f32 words.
-  const bool wordGather = isa<dist::AllGatherOp, dist::AllToAllOp,
-                              dist::ShiftOp>(op) &&
-                          element.isInteger() &&
-                          (element.getIntOrFloatBitWidth() == 32 ||
-                           element.getIntOrFloatBitWidth() == 64);
+  const bool wordGather =
+      isa<dist::AllGatherOp, dist::AllToAllOp, dist::ShiftOp>(op) &&
+      element.isInteger() &&
+      (element.getIntOrFloatBitWidth() == 32 ||
+       element.getIntOrFloatBitWidth() == 64);
   const int64_t wordsPerElement =
       wordGather ? element.getIntOrFloatBitWidth() / 32 : 1;
   auto collective = [&](ArrayAttr axes,
@@ -228,12 +228,11 @@ LogicalResult Emitter::emitDist(Operation *op) {
         FailureOr<uint32_t> mask = collective(o.getAxes());
         if (failed(mask))
           return failure();
-        issue(o.getResult(),
-              formatv("shift({0}, {1}, {2}, {3}, {4}u, {5})",
-                      ptr(o.getInput()),
-                      tensorType(o.getInput()).getNumElements() *
-                          wordsPerElement,
-                      ptr(o.getResult()), commType, *mask, o.getOffset()));
+        issue(
+            o.getResult(),
+            formatv("shift({0}, {1}, {2}, {3}, {4}u, {5})", ptr(o.getInput()),
+                    tensorType(o.getInput()).getNumElements() * wordsPerElement,
+                    ptr(o.getResult()), commType, *mask, o.getOffset()));
         return success();
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {

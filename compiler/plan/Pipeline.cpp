@@ -143,7 +143,8 @@ void autopar::buildTrainPipeline(OpPassManager &pm, const Plan &plan,
   // which passes them to the gradient).
   // (Ulysses' and the ring's marks come after autodiff, for the gradients
   // too.)
-  const bool marked = plan.meshCp > 1 && plan.contextParallelMode != "all_gather";
+  const bool marked =
+      plan.meshCp > 1 && plan.contextParallelMode != "all_gather";
   const bool zigzag =
       plan.meshCp > 1 && plan.contextParallelLoadBalance == "zigzag";
   if (plan.meshCp > 1 && plan.contextParallelMode != "ulysses") {

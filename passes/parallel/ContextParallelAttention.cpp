@@ -29,7 +29,8 @@ Value blockMask(OpBuilder &b, Location loc, Value p, Value pk,
   auto kt = cast<RankedTensorType>(pk.getType());
   Type i64 = pt.getElementType();
   const int64_t t = pt.getDimSize(0), s = kt.getDimSize(0);
-  Value rows = nn::ReshapeOp::create(b, loc, RankedTensorType::get({t, 1}, i64), p);
+  Value rows =
+      nn::ReshapeOp::create(b, loc, RankedTensorType::get({t, 1}, i64), p);
   Value cols =
       nn::ReshapeOp::create(b, loc, RankedTensorType::get({1, s}, i64), pk);
   Value mask =
@@ -48,11 +49,11 @@ Value perRow(OpBuilder &b, Location loc, Value v, Type element) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape.push_back(1);
-  return castTo(b, loc,
-                nn::ReshapeOp::create(
-                    b, loc, RankedTensorType::get(shape, type.getElementType()),
-                    v),
-                element);
+  return castTo(
+      b, loc,
+      nn::ReshapeOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), v),
+      element);
 }
 
 } // namespace
@@ -147,9 +148,10 @@ ContextParallelAttention::lowerUlysses(OpBuilder &b, Operation *op,
   return out;
 }
 
-SmallVector<Value>
-ContextParallelAttention::lowerRing(OpBuilder &b, Operation *op,
-                                    ArrayRef<StringRef> axes, int64_t n) {
+SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
+                                                       Operation *op,
+                                                       ArrayRef<StringRef> axes,
+                                                       int64_t n) {
   Location loc = op->getLoc();
   b.setInsertionPoint(op);
   auto forward = dyn_cast<nn::AttentionOp>(op);
@@ -186,8 +188,8 @@ ContextParallelAttention::lowerRing(OpBuilder &b, Operation *op,
         next(kb, vb, pb);
       // (Every query sees its own key: block 0 needs no `sees`.)
       Value sees;
-      Value mask =
-          p ? blockMask(b, loc, p, positions, i > 0 ? &sees : nullptr) : Value();
+      Value mask = p ? blockMask(b, loc, p, positions, i > 0 ? &sees : nullptr)
+                     : Value();
       auto block = nn::AttentionOp::create(
           b, loc, forward.getOutput().getType(), forward.getLse().getType(), q,
           k, v, mask, Value(), scale, noCausal);
@@ -202,13 +204,14 @@ ContextParallelAttention::lowerRing(OpBuilder &b, Operation *op,
         // A query that sees none of the block: NaN there, weight 0.
         l = nn::WhereOp::create(b, loc, sees, l,
                                 scalar(b, loc, lseElement, -INFINITY));
-        o = nn::WhereOp::create(b, loc, perRow(b, loc, sees, b.getI1Type()),
-                                o, scalar(b, loc, element, 0));
+        o = nn::WhereOp::create(b, loc, perRow(b, loc, sees, b.getI1Type()), o,
+                                scalar(b, loc, element, 0));
       }
       // lse' = log(e^lse + e^l), out' = out e^(lse - lse') + o e^(l - lse').
       Value m = nn::WhereOp::create(
-          b, loc, nn::CompareOp::create(b, loc, nn::ComparePredicate::gt, l, lse),
-          l, lse);
+          b, loc,
+          nn::CompareOp::create(b, loc, nn::ComparePredicate::gt, l, lse), l,
+          lse);
       Value ea = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, lse, m));
       Value eb = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, l, m));
       Value sum = nn::AddOp::create(b, loc, ea, eb);

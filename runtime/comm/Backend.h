@@ -225,8 +225,8 @@ public:
                            int64_t) override {
     noGroup();
   }
-  CommRequest shift(const void *, void *, int64_t, CommType, AxisMask,
-                    int64_t, int64_t) override {
+  CommRequest shift(const void *, void *, int64_t, CommType, AxisMask, int64_t,
+                    int64_t) override {
     noGroup();
   }
   CommRequest exchange(const PointToPoint *, int, CommRequest *) override {

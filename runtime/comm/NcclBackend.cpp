@@ -294,8 +294,8 @@ public:
     AUTOPAR_NCCL_CALL(rank, ncclGroupStart);
     AUTOPAR_NCCL_CALL(rank, ncclSend, staging, size_t(numElements),
                       ncclType(type), int(to), nccl, commStream);
-    AUTOPAR_NCCL_CALL(rank, ncclRecv, recv, size_t(numElements),
-                      ncclType(type), int(from), nccl, commStream);
+    AUTOPAR_NCCL_CALL(rank, ncclRecv, recv, size_t(numElements), ncclType(type),
+                      int(from), nccl, commStream);
     AUTOPAR_NCCL_CALL(rank, ncclGroupEnd);
     AUTOPAR_COMM_CUDA_CALL(rank, cudaFreeAsync, staging, commStream);
     return {finish()};

@@ -285,7 +285,8 @@ private:
                     AxisMask mask, int64_t offset) {
     int64_t g = comm.groupSize(mask);
     if (offset % g != 0)
-      expectedBytes[int(CollectiveKind::Send)] += double(n * elementBytes(type));
+      expectedBytes[int(CollectiveKind::Send)] +=
+          double(n * elementBytes(type));
     return comm.shift(send, n, recv, type, mask, offset);
   }
   /// Checks a bfloat16 sum over the group `members` against the exact sum
@@ -579,7 +580,7 @@ void Checker::checkShift() {
     for (int64_t n : {0, 1, 3, 6})
       for (int64_t offset : {1, -1, 2})
         for (CommType type : kTypes) {
-          Case c{AxisMask(mask),         n, offset, Buffer(type, n, 0),
+          Case c{AxisMask(mask),          n, offset, Buffer(type, n, 0),
                  Buffer(type, n + 1, -9), {}};
           for (int64_t k = 0; k < n; ++k)
             c.send.set(k, value(type, r, k));
