@@ -100,6 +100,11 @@ ranks_cases=(
   "dp2-tp2-pp2|8|{$ranks_opt, $ranks_mb, \"mesh\": {\"dp\": 2, \"tp\": 2, \"pp\": 2}, \"zero\": {\"stage\": 1}}|$ranks_chunk"
   "bf16-dp2-zero2|2|{$ranks_bf16, $ranks_opt, \"mesh\": {\"dp\": 2}, \"zero\": {\"stage\": 2}}|"
   "bf16-dp2-tp2-pp2|8|{$ranks_bf16, $ranks_opt, $ranks_mb, \"mesh\": {\"dp\": 2, \"tp\": 2, \"pp\": 2}}|$ranks_chunk"
+  "cp2-all-gather|2|{$ranks_opt, \"mesh\": {\"cp\": 2}}|"
+  "cp2-ulysses|2|{$ranks_opt, \"mesh\": {\"cp\": 2}, \"context_parallel\": {\"mode\": \"ulysses\"}}|"
+  "cp2-ring|2|{$ranks_opt, \"mesh\": {\"cp\": 2}, \"context_parallel\": {\"mode\": \"ring\"}}|$ranks_chunk"
+  "dp2-cp2-ring-zero1|4|{$ranks_opt, \"mesh\": {\"dp\": 2, \"cp\": 2}, \"zero\": {\"stage\": 1}, \"context_parallel\": {\"mode\": \"ring\"}}|$ranks_chunk"
+  "bf16-tp2-cp2-ulysses|4|{$ranks_bf16, $ranks_opt, \"mesh\": {\"tp\": 2, \"cp\": 2}, \"context_parallel\": {\"mode\": \"ulysses\"}}|"
 )
 ranks_shape=(--input-shape "idx=8,16" --input-shape "targets=8,16")
 

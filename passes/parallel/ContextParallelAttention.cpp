@@ -20,29 +20,26 @@ using namespace autopar::dist;
 
 namespace {
 
-/// Queries at positions `p` [T] against the keys at `pk` [S] (increasing):
-/// the causal mask [T, S] (key <= query) and, with `sees`, whether a query
-/// sees any key of the block [T] (the first key is at most its position).
-Value blockMask(OpBuilder &b, Location loc, Value p, Value pk,
-                Value *sees = nullptr) {
-  auto pt = cast<RankedTensorType>(p.getType());
-  auto kt = cast<RankedTensorType>(pk.getType());
-  Type i64 = pt.getElementType();
-  const int64_t t = pt.getDimSize(0), s = kt.getDimSize(0);
-  Value rows =
-      nn::ReshapeOp::create(b, loc, RankedTensorType::get({t, 1}, i64), p);
-  Value cols =
-      nn::ReshapeOp::create(b, loc, RankedTensorType::get({1, s}, i64), pk);
-  Value mask =
-      nn::CompareOp::create(b, loc, nn::ComparePredicate::le, cols, rows);
-  if (sees) {
-    Value first = nn::SliceOp::create(b, loc, RankedTensorType::get({1}, i64),
-                                      pk, b.getDenseI64ArrayAttr({0}),
-                                      b.getDenseI64ArrayAttr({1}));
-    *sees = nn::CompareOp::create(b, loc, nn::ComparePredicate::le, first, p);
-  }
-  return mask;
+/// Rows [begin, begin + size) of dim `dim` of `v`.
+Value rowsOf(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t begin,
+             int64_t size) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape(type.getShape()), offsets(type.getRank(), 0),
+      strides(type.getRank(), 1);
+  shape[dim] = size;
+  offsets[dim] = begin;
+  return nn::SliceOp::create(b, loc, type.clone(shape), v,
+                             b.getDenseI64ArrayAttr(offsets),
+                             b.getDenseI64ArrayAttr(strides));
 }
+
+/// A chunk of a block of keys whose positions are consecutive, from
+/// `first` [1] on: the queries at `p` [T] see its key j where j <=
+/// p - first (nn.attention's causal `positions`, negative where a query
+/// sees none of it), and see any of it where first <= p.
+struct KeyChunk {
+  Value key, value, positions, sees;
+};
 
 /// `v` [..., T] as [..., T, 1] (a weight per row of [..., T, D]).
 Value perRow(OpBuilder &b, Location loc, Value v, Type element) {
@@ -164,7 +161,31 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
   Value p = forward ? forward.getPositions() : backward.getPositions();
   Value pb = p;
   FloatAttr scale = forward ? forward.getScaleAttr() : backward.getScaleAttr();
-  BoolAttr noCausal = b.getBoolAttr(false);
+  const int64_t rowDim = cast<RankedTensorType>(q.getType()).getRank() - 2;
+  const int64_t rows = cast<RankedTensorType>(kb.getType()).getDimSize(rowDim);
+  // A block's keys in chunks of consecutive positions, each attended as a
+  // causal attention (the kernels skip what its positions hide): halves
+  // (a zig-zag block's two chunks, or a contiguous block's halves), or the
+  // whole of an odd block (contiguous: zig-zag chunks pair up).
+  const int64_t chunks = p && rows % 2 == 0 ? 2 : 1, chunk = rows / chunks;
+  auto chunksOf = [&](Value k, Value v, Value positions) {
+    SmallVector<KeyChunk> out;
+    if (!positions)
+      return SmallVector<KeyChunk>{{k, v, Value(), Value()}};
+    Type i64 = cast<RankedTensorType>(positions.getType()).getElementType();
+    for (int64_t c = 0; c < chunks; ++c) {
+      KeyChunk kc;
+      kc.key = chunks == 1 ? k : rowsOf(b, loc, k, rowDim, c * chunk, chunk);
+      kc.value = chunks == 1 ? v : rowsOf(b, loc, v, rowDim, c * chunk, chunk);
+      Value first = rowsOf(b, loc, positions, 0, c * chunk, 1);
+      kc.positions = nn::SubOp::create(b, loc, p, first);
+      kc.sees = nn::CompareOp::create(b, loc, nn::ComparePredicate::ge,
+                                      kc.positions, scalar(b, loc, i64, 0));
+      out.push_back(kc);
+    }
+    return out;
+  };
+  BoolAttr causal = b.getBoolAttr(bool(p));
   // Step i holds the block of the rank i positions back; the next block is
   // on its way while this one is computed.
   auto next = [&](Value &k, Value &v, Value &positions) {
@@ -186,44 +207,44 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
       Value k = kb, v = vb, positions = pb;
       if (i + 1 < n)
         next(kb, vb, pb);
-      // (Every query sees its own key: block 0 needs no `sees`.)
-      Value sees;
-      Value mask = p ? blockMask(b, loc, p, positions, i > 0 ? &sees : nullptr)
-                     : Value();
-      auto block = nn::AttentionOp::create(
-          b, loc, forward.getOutput().getType(), forward.getLse().getType(), q,
-          k, v, mask, Value(), scale, noCausal);
-      Value o = block.getOutput(), l = block.getLse();
-      if (i == 0) {
-        out = o;
-        lse = l;
-        continue;
+      for (auto [c, kc] : llvm::enumerate(chunksOf(k, v, positions))) {
+        auto part = nn::AttentionOp::create(
+            b, loc, forward.getOutput().getType(), forward.getLse().getType(),
+            q, kc.key, kc.value, Value(), kc.positions, scale, causal);
+        Value o = part.getOutput(), l = part.getLse();
+        if (!out) {
+          // (Every query sees the first key of its own block.)
+          out = o;
+          lse = l;
+          continue;
+        }
+        Type lseElement = cast<RankedTensorType>(l.getType()).getElementType();
+        if (kc.sees) {
+          // A query that sees none of the chunk: NaN there, weight 0.
+          l = nn::WhereOp::create(b, loc, kc.sees, l,
+                                  scalar(b, loc, lseElement, -INFINITY));
+          o = nn::WhereOp::create(b, loc,
+                                  perRow(b, loc, kc.sees, b.getI1Type()), o,
+                                  scalar(b, loc, element, 0));
+        }
+        // lse' = log(e^lse + e^l), out' = out e^(lse - lse') + o e^(l - lse').
+        Value m = nn::WhereOp::create(
+            b, loc,
+            nn::CompareOp::create(b, loc, nn::ComparePredicate::gt, l, lse), l,
+            lse);
+        Value ea = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, lse, m));
+        Value eb = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, l, m));
+        Value sum = nn::AddOp::create(b, loc, ea, eb);
+        Value wa = perRow(b, loc, nn::DivOp::create(b, loc, ea, sum), element);
+        Value wb = perRow(b, loc, nn::DivOp::create(b, loc, eb, sum), element);
+        out = nn::AddOp::create(b, loc, nn::MulOp::create(b, loc, out, wa),
+                                nn::MulOp::create(b, loc, o, wb));
+        lse = nn::AddOp::create(b, loc, m, nn::LogOp::create(b, loc, sum));
       }
-      Type lseElement = cast<RankedTensorType>(l.getType()).getElementType();
-      if (sees) {
-        // A query that sees none of the block: NaN there, weight 0.
-        l = nn::WhereOp::create(b, loc, sees, l,
-                                scalar(b, loc, lseElement, -INFINITY));
-        o = nn::WhereOp::create(b, loc, perRow(b, loc, sees, b.getI1Type()), o,
-                                scalar(b, loc, element, 0));
-      }
-      // lse' = log(e^lse + e^l), out' = out e^(lse - lse') + o e^(l - lse').
-      Value m = nn::WhereOp::create(
-          b, loc,
-          nn::CompareOp::create(b, loc, nn::ComparePredicate::gt, l, lse), l,
-          lse);
-      Value ea = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, lse, m));
-      Value eb = nn::ExpOp::create(b, loc, nn::SubOp::create(b, loc, l, m));
-      Value sum = nn::AddOp::create(b, loc, ea, eb);
-      Value wa = perRow(b, loc, nn::DivOp::create(b, loc, ea, sum), element);
-      Value wb = perRow(b, loc, nn::DivOp::create(b, loc, eb, sum), element);
-      out = nn::AddOp::create(b, loc, nn::MulOp::create(b, loc, out, wa),
-                              nn::MulOp::create(b, loc, o, wb));
-      lse = nn::AddOp::create(b, loc, m, nn::LogOp::create(b, loc, sum));
     }
     return {out, lse};
   }
-  // The gradient of each block against the whole rows' output and
+  // The gradient of each chunk against the whole rows' output and
   // log-sum-exp; a block's key and value gradients are summed on the ranks
   // it visits, passed on with it, and passed home after the last.
   Value dq, dk, dv;
@@ -231,17 +252,23 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
     Value k = kb, v = vb, positions = pb;
     if (i + 1 < n)
       next(kb, vb, pb);
-    Value mask = p ? blockMask(b, loc, p, positions) : Value();
-    auto block = nn::AttentionGradOp::create(
-        b, loc, q.getType(), k.getType(), v.getType(), q, k, v, mask, Value(),
-        backward.getOutput(), backward.getLse(), backward.getGrad(), scale,
-        noCausal);
-    dq = i == 0 ? block.getQueryGrad()
-                : nn::AddOp::create(b, loc, dq, block.getQueryGrad());
-    Value dkSum = i == 0 ? block.getKeyGrad()
-                         : nn::AddOp::create(b, loc, dk, block.getKeyGrad());
-    Value dvSum = i == 0 ? block.getValueGrad()
-                         : nn::AddOp::create(b, loc, dv, block.getValueGrad());
+    SmallVector<Value> dks, dvs;
+    for (const KeyChunk &kc : chunksOf(k, v, positions)) {
+      auto part = nn::AttentionGradOp::create(
+          b, loc, q.getType(), kc.key.getType(), kc.value.getType(), q, kc.key,
+          kc.value, Value(), kc.positions, backward.getOutput(),
+          backward.getLse(), backward.getGrad(), scale, causal);
+      dq = dq ? nn::AddOp::create(b, loc, dq, part.getQueryGrad())
+              : part.getQueryGrad();
+      dks.push_back(part.getKeyGrad());
+      dvs.push_back(part.getValueGrad());
+    }
+    Value dkBlock = dks.size() == 1 ? dks[0]
+                                    : nn::ConcatOp::create(b, loc, dks, rowDim);
+    Value dvBlock = dvs.size() == 1 ? dvs[0]
+                                    : nn::ConcatOp::create(b, loc, dvs, rowDim);
+    Value dkSum = i == 0 ? dkBlock : nn::AddOp::create(b, loc, dk, dkBlock);
+    Value dvSum = i == 0 ? dvBlock : nn::AddOp::create(b, loc, dv, dvBlock);
     dk = shift(b, loc, dkSum, axes);
     dv = shift(b, loc, dvSum, axes);
   }
