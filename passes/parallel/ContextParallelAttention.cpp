@@ -263,10 +263,10 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
       dks.push_back(part.getKeyGrad());
       dvs.push_back(part.getValueGrad());
     }
-    Value dkBlock = dks.size() == 1 ? dks[0]
-                                    : nn::ConcatOp::create(b, loc, dks, rowDim);
-    Value dvBlock = dvs.size() == 1 ? dvs[0]
-                                    : nn::ConcatOp::create(b, loc, dvs, rowDim);
+    Value dkBlock =
+        dks.size() == 1 ? dks[0] : nn::ConcatOp::create(b, loc, dks, rowDim);
+    Value dvBlock =
+        dvs.size() == 1 ? dvs[0] : nn::ConcatOp::create(b, loc, dvs, rowDim);
     Value dkSum = i == 0 ? dkBlock : nn::AddOp::create(b, loc, dk, dkBlock);
     Value dvSum = i == 0 ? dvBlock : nn::AddOp::create(b, loc, dv, dvBlock);
     dk = shift(b, loc, dkSum, axes);
