@@ -31,11 +31,12 @@ public:
   ///    forward's), `op` on the whole sequence of 1/n of the heads, each
   ///    result exchanged back.
   ///  - "ring": the keys and values (and their positions) passed n - 1
-  ///    times around the ring (dist.shift), one attention per block with
-  ///    the causal mask of their positions, the outputs merged by their
-  ///    log-sum-exps; the gradient passes the blocks again, one gradient
-  ///    per block, the key and value gradients' partial sums passed with
-  ///    them and home at the end.
+  ///    times around the ring (dist.shift); each block attended in chunks
+  ///    of consecutive key positions (its halves) as causal attentions
+  ///    whose positions are the queries' less the chunk's first, the
+  ///    outputs merged by their log-sum-exps; the gradient passes the
+  ///    blocks again, one gradient per chunk, the key and value gradients'
+  ///    partial sums passed with them and home at the end.
   mlir::FailureOr<llvm::SmallVector<mlir::Value>>
   lower(mlir::OpBuilder &b, mlir::Operation *op,
         llvm::ArrayRef<llvm::StringRef> axes, int64_t n, bool &replaced);
