@@ -113,6 +113,19 @@ LogicalResult Emitter::emitDist(Operation *op) {
                                   "all-reduces f32 tensors by max)";
     return axisMask(op, axes);
   };
+  // An all-to-all or shift: `call`(input, elements, result, type, mask
+  // `extra`), whatever the element type (moved as words).
+  auto exchange = [&](auto o, StringRef call,
+                      const std::string &extra) -> LogicalResult {
+    FailureOr<uint32_t> mask = collective(o.getAxes());
+    if (failed(mask))
+      return failure();
+    issue(o.getResult(),
+          formatv("{0}({1}, {2}, {3}, {4}, {5}u{6})", call, ptr(o.getInput()),
+                  tensorType(o.getInput()).getNumElements() * wordsPerElement,
+                  ptr(o.getResult()), commType, *mask, extra));
+    return success();
+  };
   // A dim-wise collective whose blocks are contiguous (no dim of size > 1
   // before `dim` in `full`, the unsplit tensor) is a flat one.
   auto requireLeadingDim = [&](Operation *o, Value full,
@@ -214,26 +227,10 @@ LogicalResult Emitter::emitDist(Operation *op) {
                                      "first";
         if (failed(requireLeadingDim(o, o.getInput(), o.getSplitDim())))
           return failure();
-        FailureOr<uint32_t> mask = collective(o.getAxes());
-        if (failed(mask))
-          return failure();
-        issue(
-            o.getResult(),
-            formatv("allToAllFlat({0}, {1}, {2}, {3}, {4}u)", ptr(o.getInput()),
-                    tensorType(o.getInput()).getNumElements() * wordsPerElement,
-                    ptr(o.getResult()), commType, *mask));
-        return success();
+        return exchange(o, "allToAllFlat", "");
       })
       .Case([&](dist::ShiftOp o) -> LogicalResult {
-        FailureOr<uint32_t> mask = collective(o.getAxes());
-        if (failed(mask))
-          return failure();
-        issue(
-            o.getResult(),
-            formatv("shift({0}, {1}, {2}, {3}, {4}u, {5})", ptr(o.getInput()),
-                    tensorType(o.getInput()).getNumElements() * wordsPerElement,
-                    ptr(o.getResult()), commType, *mask, o.getOffset()));
-        return success();
+        return exchange(o, "shift", ", " + std::to_string(o.getOffset()));
       })
       .Case([&](dist::TensorSplitOp o) -> LogicalResult {
         // This rank's block of dim `dim`: a strided copy, no communication.

@@ -34,11 +34,11 @@ Value rowsOf(OpBuilder &b, Location loc, Value v, int64_t dim, int64_t begin,
 }
 
 /// A chunk of a block of keys whose positions are consecutive, from
-/// `first` [1] on: the queries at `p` [T] see its key j where j <=
-/// p - first (nn.attention's causal `positions`, negative where a query
-/// sees none of it), and see any of it where first <= p.
+/// `first` on: the queries at `p` [T] see its key j where j <= p - first
+/// (`positions`: nn.attention's causal positions, negative where a query
+/// sees none of the chunk; null without a causal mask).
 struct KeyChunk {
-  Value key, value, positions, sees;
+  Value key, value, positions;
 };
 
 /// `v` [..., T] as [..., T, 1] (a weight per row of [..., T, D]).
@@ -171,16 +171,13 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
   auto chunksOf = [&](Value k, Value v, Value positions) {
     SmallVector<KeyChunk> out;
     if (!positions)
-      return SmallVector<KeyChunk>{{k, v, Value(), Value()}};
-    Type i64 = cast<RankedTensorType>(positions.getType()).getElementType();
+      return SmallVector<KeyChunk>{{k, v, Value()}};
     for (int64_t c = 0; c < chunks; ++c) {
       KeyChunk kc;
       kc.key = chunks == 1 ? k : rowsOf(b, loc, k, rowDim, c * chunk, chunk);
       kc.value = chunks == 1 ? v : rowsOf(b, loc, v, rowDim, c * chunk, chunk);
       Value first = rowsOf(b, loc, positions, 0, c * chunk, 1);
       kc.positions = nn::SubOp::create(b, loc, p, first);
-      kc.sees = nn::CompareOp::create(b, loc, nn::ComparePredicate::ge,
-                                      kc.positions, scalar(b, loc, i64, 0));
       out.push_back(kc);
     }
     return out;
@@ -202,12 +199,13 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
   if (forward) {
     Type element =
         cast<RankedTensorType>(forward.getOutput().getType()).getElementType();
+    Type i64 = p ? cast<RankedTensorType>(p.getType()).getElementType() : Type();
     Value out, lse;
     for (int64_t i = 0; i < n; ++i) {
       Value k = kb, v = vb, positions = pb;
       if (i + 1 < n)
         next(kb, vb, pb);
-      for (auto [c, kc] : llvm::enumerate(chunksOf(k, v, positions))) {
+      for (const KeyChunk &kc : chunksOf(k, v, positions)) {
         auto part = nn::AttentionOp::create(
             b, loc, forward.getOutput().getType(), forward.getLse().getType(),
             q, kc.key, kc.value, Value(), kc.positions, scale, causal);
@@ -219,13 +217,15 @@ SmallVector<Value> ContextParallelAttention::lowerRing(OpBuilder &b,
           continue;
         }
         Type lseElement = cast<RankedTensorType>(l.getType()).getElementType();
-        if (kc.sees) {
+        if (kc.positions) {
           // A query that sees none of the chunk: NaN there, weight 0.
-          l = nn::WhereOp::create(b, loc, kc.sees, l,
+          Value sees =
+              nn::CompareOp::create(b, loc, nn::ComparePredicate::ge,
+                                    kc.positions, scalar(b, loc, i64, 0));
+          l = nn::WhereOp::create(b, loc, sees, l,
                                   scalar(b, loc, lseElement, -INFINITY));
-          o = nn::WhereOp::create(b, loc,
-                                  perRow(b, loc, kc.sees, b.getI1Type()), o,
-                                  scalar(b, loc, element, 0));
+          o = nn::WhereOp::create(b, loc, perRow(b, loc, sees, b.getI1Type()),
+                                  o, scalar(b, loc, element, 0));
         }
         // lse' = log(e^lse + e^l), out' = out e^(lse - lse') + o e^(l - lse').
         Value m = nn::WhereOp::create(

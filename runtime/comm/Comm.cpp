@@ -60,6 +60,13 @@ public:
   }
 };
 
+/// Whether `bytes` bytes at `a` and at `b` share any.
+bool overlap(const void *a, const void *b, int64_t bytes) {
+  const char *x = static_cast<const char *>(a);
+  const char *y = static_cast<const char *>(b);
+  return bytes > 0 && x < y + bytes && y < x + bytes;
+}
+
 } // namespace
 
 std::unique_ptr<CommBackend> makeHostBackend() {
@@ -595,10 +602,7 @@ CommRequest Communicator::allToAllFlat(const void *send, int64_t numElements,
   int64_t size = commTypeBytes(type);
   if (numElements % g != 0)
     fail("allToAllFlat", "the group size does not divide the element count");
-  const char *from = static_cast<const char *>(send);
-  const char *into = static_cast<const char *>(recv);
-  if (g > 1 && numElements > 0 && from < into + numElements * size &&
-      into < from + numElements * size)
+  if (g > 1 && overlap(send, recv, numElements * size))
     fail("allToAllFlat", "the receive buffer overlaps the send buffer");
   if (g == 1) {
     impl->backend->move(recv, send, size_t(numElements * size));
@@ -623,10 +627,7 @@ CommRequest Communicator::shift(const void *send, int64_t numElements,
   if (numElements < 0)
     fail("shift", "negative element count");
   const int64_t g = groupSize(mask), size = commTypeBytes(type);
-  const char *from = static_cast<const char *>(send);
-  const char *into = static_cast<const char *>(recv);
-  if (g > 1 && numElements > 0 && from < into + numElements * size &&
-      into < from + numElements * size)
+  if (g > 1 && overlap(send, recv, numElements * size))
     fail("shift", "the receive buffer overlaps the send buffer");
   const int64_t step = ((offset % g) + g) % g;
   if (step == 0) {

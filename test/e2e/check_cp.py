@@ -152,26 +152,35 @@ def query_block_bytes(args, mesh, samples):
             * args.element_bytes)
 
 
+def cp_bytes(per_step, kind):
+    """The bytes of `kind` each rank sent over the cp group per step."""
+    return per_step.get("cp", {}).get(kind, 0)
+
+
+def check_moved(per_step, kind, want, exact, what, formula):
+    """(d) of the ulysses and ring modes: `kind`'s bytes over cp exactly
+    `want` where `exact` (and nothing all-gathered over cp), at least it
+    otherwise."""
+    got = cp_bytes(per_step, kind)
+    gathered = cp_bytes(per_step, "all_gather")
+    if exact and gathered:
+        raise base.Failure(f"all-gathered {gathered} bytes over cp per step (this "
+                           "mode gathers nothing)")
+    if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
+        raise base.Failure(f"{what} {got} bytes over cp per step, expected "
+                           f"{'' if exact else 'at least '}{want:.0f} ({formula})")
+    return got
+
+
 def check_exchanged_bytes(args, per_step, mesh, micro_batches, fused):
     """(d), Ulysses."""
     cp, pp = mesh["cp"], mesh.get("pp", 1)
     _, samples = kv_bytes(args, mesh, micro_batches)
     q = query_block_bytes(args, mesh, samples)
     want = 8 * args.layers // pp * (cp - 1) / cp * q * micro_batches
-    got = sum(kinds.get("all_to_all", 0) for group, kinds in per_step.items()
-              if group == "cp")
-    gathered = sum(kinds["all_gather"] for group, kinds in per_step.items()
-                   if group == "cp")
-    exact = samples == 1 and fused and pp == 1
-    if exact and gathered:
-        raise base.Failure(f"all-gathered {gathered} bytes over cp per step (Ulysses "
-                           "exchanges, gathers nothing)")
-    if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
-        raise base.Failure(f"exchanged {got} bytes over cp per step, expected "
-                           f"{'' if exact else 'at least '}{want:.0f} "
-                           f"(8 x {args.layers} layers x (cp-1)/cp x {q} x "
-                           f"{micro_batches} micro-batches)")
-    return got
+    return check_moved(per_step, "all_to_all", want, samples == 1 and fused and pp == 1,
+                       "exchanged", f"8 x {args.layers} layers x (cp-1)/cp x {q} x "
+                       f"{micro_batches} micro-batches")
 
 
 def check_ring_bytes(args, per_step, mesh, micro_batches, fused):
@@ -183,19 +192,9 @@ def check_ring_bytes(args, per_step, mesh, micro_batches, fused):
     positions = seq // cp * 8
     layers = args.layers // pp
     want = layers * micro_batches * ((6 * cp - 4) * block + (cp - 1) * positions)
-    got = sum(kinds["send"] for group, kinds in per_step.items() if group == "cp")
-    gathered = sum(kinds["all_gather"] for group, kinds in per_step.items()
-                   if group == "cp")
-    exact = samples == 1 and fused and pp == 1
-    if exact and gathered:
-        raise base.Failure(f"all-gathered {gathered} bytes over cp per step (the "
-                           "ring passes, gathers nothing)")
-    if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
-        raise base.Failure(f"passed {got} bytes around cp per step, expected "
-                           f"{'' if exact else 'at least '}{want:.0f} ({layers} "
-                           f"layers x {micro_batches} micro-batches x ((6 cp - 4) x "
-                           f"{block} + (cp - 1) x {positions}))")
-    return got
+    return check_moved(per_step, "send", want, samples == 1 and fused and pp == 1,
+                       "passed", f"{layers} layers x {micro_batches} micro-batches x "
+                       f"((6 cp - 4) x {block} + (cp - 1) x {positions})")
 
 
 def check_kv_bytes(args, per_step, mesh, micro_batches, fused):
@@ -208,7 +207,7 @@ def check_kv_bytes(args, per_step, mesh, micro_batches, fused):
     pp = mesh.get("pp", 1)
     want = (2 * args.layers // pp * (cp - 1) / cp * kv * micro_batches
             * (2 if pp > 1 else 1))
-    got = sum(kinds["all_gather"] for group, kinds in per_step.items() if group == "cp")
+    got = cp_bytes(per_step, "all_gather")
     exact = samples == 1 and fused
     if exact and not base.close(got, want, 1e-9) or got < want * (1 - 1e-9):
         raise base.Failure(f"all-gathered {got} bytes over cp per step, expected "

@@ -23,14 +23,14 @@
 // CHECK-NEXT: %[[VA:.*]] = nn.slice %arg2 {offsets = array<i64: 0, 0, 0, 0>
 // CHECK-NEXT: %[[FA:.*]] = nn.slice %arg3 {offsets = array<i64: 0>, strides = array<i64: 1>} : tensor<4xi64> -> tensor<1xi64>
 // CHECK-NEXT: %[[PA:.*]] = nn.sub %arg3, %[[FA]] : (tensor<4xi64>, tensor<1xi64>) -> tensor<4xi64>
-// CHECK:      %[[KB:.*]] = nn.slice %arg1 {offsets = array<i64: 0, 0, 2, 0>
+// CHECK-NEXT: %[[KB:.*]] = nn.slice %arg1 {offsets = array<i64: 0, 0, 2, 0>
 // CHECK-NEXT: %[[VB:.*]] = nn.slice %arg2 {offsets = array<i64: 0, 0, 2, 0>
 // CHECK-NEXT: %[[FB:.*]] = nn.slice %arg3 {offsets = array<i64: 2>
 // CHECK-NEXT: %[[PB:.*]] = nn.sub %arg3, %[[FB]]
-// CHECK-NEXT: %[[ZERO:.*]] = nn.constant dense<0> : tensor<i64>
-// CHECK-NEXT: %[[SB:.*]] = nn.compare ge, %[[PB]], %[[ZERO]] : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
 // CHECK-NEXT: %[[O0:.*]], %[[L0:.*]] = nn.attention %arg0, %[[KA]], %[[VA]] positions %[[PA]] {causal = true, scale = 5.000000e-01 : f64} : (tensor<1x2x4x4xf32>, tensor<1x2x2x4xf32>, tensor<1x2x2x4xf32>, tensor<4xi64>)
 // CHECK-NEXT: %[[O1:.*]], %[[L1:.*]] = nn.attention %arg0, %[[KB]], %[[VB]] positions %[[PB]] {causal = true
+// CHECK-NEXT: %[[ZERO:.*]] = nn.constant dense<0> : tensor<i64>
+// CHECK-NEXT: %[[SB:.*]] = nn.compare ge, %[[PB]], %[[ZERO]] : (tensor<4xi64>, tensor<i64>) -> tensor<4xi1>
 // CHECK-NEXT: %[[NEGINF:.*]] = nn.constant dense<0xFF800000> : tensor<f32>
 // CHECK-NEXT: %[[L1S:.*]] = nn.where %[[SB]], %[[L1]], %[[NEGINF]]
 // CHECK:      nn.where %{{.*}}, %[[O1]], %{{.*}} : (tensor<4x1xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
